@@ -1,0 +1,50 @@
+"""A topic's seeds: its query over the archive, month by month, plus its seed URL lists."""
+
+import dagster as dg
+
+from assets.archive import archive_stories
+from assets.metadata import counts_markdown, table
+from assets.partitions import topics_partitions
+from resources.store import TopicStoreResource
+from resources.topics import TopicsFileResource
+from topicmap.seeding import TooManySeedsError, select_seeds
+
+
+@dg.asset(
+    group_name="topics",
+    kinds={"python", "sql"},
+    partitions_def=topics_partitions,
+    deps=[archive_stories],
+    description=(
+        "Rows in topic_seed_urls: archive stories in the topic's date range that match its boolean query "
+        "(run month by month), plus URLs from the topic's seed CSV files. Fails if more than max_stories match."
+    ),
+)
+def seeds(
+    context: dg.AssetExecutionContext, store: TopicStoreResource, topics_file: TopicsFileResource
+) -> dg.MaterializeResult:
+    topic = topics_file.topic(context.partition_key)
+    topic_store = store.open()
+    topics_id = topic_store.upsert_topic(topic)
+    try:
+        selection = select_seeds(topic_store, topic, progress=context.log.info)
+    except TooManySeedsError as exc:
+        topic_store.set_topic_state(topics_id, "error", str(exc))
+        raise dg.Failure(str(exc)) from exc
+    for error in selection.csv_errors:
+        context.log.warning(f"skipped bad seed URL row: {error}")
+    inserted = topic_store.add_seed_urls(topics_id, selection.rows)
+    all_rows = topic_store.seed_rows(topics_id)
+    context.log.info(f"{topic.name}: {len(selection.rows)} seeds selected, {inserted} new")
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(all_rows),
+            "seeds_selected": len(selection.rows),
+            "seeds_new": inserted,
+            "archive_stories_scanned": selection.scanned,
+            "seeds_per_month": counts_markdown(dict(selection.per_month), "month / file", "seeds"),
+            "bad_seed_rows": len(selection.csv_errors),
+            "preview": table(all_rows, ["url", "source", "stories_id", "publish_date", "title"]),
+            "query": dg.MetadataValue.text(topic.query),
+        }
+    )

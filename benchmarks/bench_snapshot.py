@@ -1,0 +1,312 @@
+"""Snapshot at scale: 100,000 stories and 1,000,000 links, every timespan, time and peak memory.
+
+    .venv/bin/python benchmarks/bench_snapshot.py [--stories 100000] [--links 1000000] [--skip-naive]
+
+Each measurement runs in a fresh subprocess that generates the same seeded synthetic topic (about 300 media
+with Zipf-like sizes and popularity, 4 months, 1.5 % undated stories, 1.5 % dated outside the topic, 8 %
+same-medium links, 3 % duplicate links, 1 % links to stories outside the topic, syndication groups,
+Facebook/Bit.ly statistics) and then times one job; peak memory is the subprocess's ru_maxrss, so it
+includes the input DataFrames (the "inputs only" row is that baseline).
+
+Anchor: ``naive_snapshot`` below, a direct pandas translation of Media Cloud's per-timespan SQL: for every
+timespan it joins the links with their two stories again, filters cross-media, deduplicates and counts with
+groupby/nunique. The "verify" job checks that it and ``compute_snapshot`` produce identical tables for
+every timespan, so the speed-up is measured on the same answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from topicmap.snapshot import (  # noqa: E402
+    SnapshotResult,
+    Timespan,
+    build_timespans,
+    compute_snapshot,
+    write_snapshot_files,
+)
+
+TOPIC_START, TOPIC_END = date(2026, 1, 1), date(2026, 4, 30)
+CUSTOM = [("Primary season", "2026-02-01", "2026-03-15"), ("Debate week", "2026-03-02", "2026-03-08")]
+
+
+def synthetic_topic(n_stories: int, n_links: int, n_media: int = 300, seed: int = 7) -> dict[str, pd.DataFrame]:
+    """A seeded synthetic topic shaped like a news link network (a few big media get most links)."""
+    rng = np.random.default_rng(seed)
+    media_ids = np.arange(1, n_media + 1, dtype=np.int64) * 10
+    media = pd.DataFrame(
+        {
+            "media_id": media_ids,
+            "name": [f"News Site {i:03d}" for i in range(1, n_media + 1)],
+            "url": [f"https://news{i:03d}.example/" for i in range(1, n_media + 1)],
+        }
+    )
+    rank = np.arange(1, n_media + 1, dtype=float)
+    output_share = rank**-0.8 / (rank**-0.8).sum()  # big media publish more
+    popularity = rank**-1.1 / (rank**-1.1).sum()  # and are linked to far more
+
+    stories_id = rng.choice(np.arange(1, 3 * n_stories, dtype=np.int64), size=n_stories, replace=False)
+    story_medium = rng.choice(n_media, size=n_stories, p=output_share)
+    span_ns = pd.Timestamp(TOPIC_END, tz="UTC").value + 86_400 * 10**9 - pd.Timestamp(TOPIC_START, tz="UTC").value
+    offsets = rng.integers(0, span_ns, size=n_stories)
+    dates = pd.Timestamp(TOPIC_START, tz="UTC").value + offsets
+    outside = rng.random(n_stories) < 0.015
+    dates[outside] -= 120 * 86_400 * 10**9  # pushed months before the topic
+    publish = pd.to_datetime(dates, utc=True).astype("datetime64[ns, UTC]")
+    publish = publish.where(rng.random(n_stories) >= 0.015)  # 1.5 % undated
+    stories = pd.DataFrame(
+        {
+            "stories_id": stories_id,
+            "media_id": media_ids[story_medium],
+            "publish_date": publish,
+            "url": [f"https://news.example/s/{i}" for i in stories_id],
+            "title": [f"Story {i}" for i in stories_id],
+        }
+    )
+
+    # Stories grouped by medium, to draw "a random story of medium m" without a loop.
+    by_medium = np.argsort(story_medium, kind="stable")
+    first_of = np.searchsorted(story_medium[by_medium], np.arange(n_media))
+    size_of = np.bincount(story_medium, minlength=n_media)
+    linkable = np.flatnonzero(size_of)
+    link_pop = popularity[linkable] / popularity[linkable].sum()
+
+    def story_in(medium: np.ndarray) -> np.ndarray:
+        return by_medium[first_of[medium] + (rng.random(len(medium)) * size_of[medium]).astype(np.int64)]
+
+    n_same, n_dup, n_out = int(0.08 * n_links), int(0.03 * n_links), int(0.01 * n_links)
+    n_cross = n_links - n_same - n_dup - n_out
+    source = rng.integers(0, n_stories, size=n_cross)
+    ref = story_in(linkable[rng.choice(len(linkable), size=n_cross, p=link_pop)])
+    same_source = rng.integers(0, n_stories, size=n_same)
+    same_ref = story_in(story_medium[same_source])
+    out_source = rng.integers(0, n_stories, size=n_out)
+    links = pd.DataFrame(
+        {
+            "stories_id": np.concatenate([stories_id[source], stories_id[same_source], stories_id[out_source]]),
+            "ref_stories_id": np.concatenate(
+                [stories_id[ref], stories_id[same_ref], 3 * n_stories + rng.integers(0, n_stories, size=n_out)]
+            ),
+        }
+    )
+    links = pd.concat([links, links.sample(n=n_dup, random_state=seed)], ignore_index=True)
+    links = links.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+    def counts(share_known: float, scale: float) -> pd.arrays.IntegerArray:
+        values = np.rint(rng.lognormal(mean=scale, sigma=1.5, size=n_stories)).astype(np.int64)
+        return pd.arrays.IntegerArray(values, rng.random(n_stories) >= share_known)
+
+    story_stats = pd.DataFrame(
+        {
+            "stories_id": stories_id,
+            "facebook_share_count": counts(0.8, 2.0),
+            "bitly_clicks_3d": counts(0.5, 1.0),
+            "bitly_clicks_30d": counts(0.5, 1.5),
+        }
+    )
+    grouped = rng.choice(n_stories, size=int(0.12 * n_stories), replace=False)
+    near_dup_groups = pd.DataFrame({"stories_id": stories_id[grouped], "group_id": np.arange(len(grouped)) // 3})
+    return {
+        "stories": stories,
+        "media": media,
+        "links": links,
+        "story_stats": story_stats,
+        "near_dup_groups": near_dup_groups,
+    }
+
+
+def timespans() -> list[Timespan]:
+    return build_timespans(TOPIC_START, TOPIC_END, custom=CUSTOM)
+
+
+# ----------------------------------------------------------------------------------------------- anchor
+
+
+def naive_snapshot(
+    stories: pd.DataFrame, media: pd.DataFrame, links: pd.DataFrame, spans: list[Timespan], story_stats: pd.DataFrame
+) -> dict[str, dict[str, pd.DataFrame]]:
+    """Media Cloud's per-timespan queries in pandas: join, filter, dedupe and group again for every timespan."""
+    story = stories[["stories_id", "media_id", "publish_date"]]
+    out: dict[str, dict[str, pd.DataFrame]] = {}
+    for ts in spans:
+        lo = pd.Timestamp(ts.start_date, tz="UTC")
+        hi = pd.Timestamp(ts.end_date, tz="UTC")
+        joined = links.merge(
+            story.rename(columns={"media_id": "source_media_id", "publish_date": "source_date"}), on="stories_id"
+        ).merge(
+            story.rename(columns={"stories_id": "ref_stories_id", "media_id": "ref_media_id"})[
+                ["ref_stories_id", "ref_media_id"]
+            ],
+            on="ref_stories_id",
+        )
+        cross = joined[joined["source_media_id"] != joined["ref_media_id"]].drop_duplicates(
+            ["stories_id", "ref_stories_id"]
+        )
+        window = (cross["source_date"] >= lo) & (cross["source_date"] < hi)
+        dated = (story["publish_date"] >= lo) & (story["publish_date"] < hi)
+        if ts.period == "overall":
+            window |= cross["source_date"].isna()
+            dated |= story["publish_date"].isna()
+        period_links = cross[window]
+        period_ids = pd.Index(story.loc[dated, "stories_id"]).union(pd.Index(period_links["ref_stories_id"].unique()))
+
+        inlinks = period_links.groupby("ref_stories_id").agg(
+            inlink_count=("stories_id", "nunique"), media_inlink_count=("source_media_id", "nunique")
+        )
+        outlinks = period_links.groupby("stories_id").agg(outlink_count=("ref_stories_id", "nunique"))
+        slc = (
+            story[story["stories_id"].isin(period_ids)][["stories_id", "media_id"]]
+            .merge(inlinks, left_on="stories_id", right_index=True, how="left")
+            .merge(outlinks, left_on="stories_id", right_index=True, how="left")
+            .merge(story_stats, on="stories_id", how="left")
+        )
+        for column in ("inlink_count", "outlink_count", "media_inlink_count"):
+            slc[column] = slc[column].fillna(0).astype(np.int64)
+        medium_links = (
+            period_links.groupby(["source_media_id", "ref_media_id"]).size().rename("link_count").reset_index()
+        )
+        mlc = slc.groupby("media_id").agg(
+            story_count=("stories_id", "size"),
+            inlink_count=("inlink_count", "sum"),
+            outlink_count=("outlink_count", "sum"),
+            sum_media_inlink_count=("media_inlink_count", "sum"),
+        )
+        for column in ("facebook_share_count", "bitly_clicks_3d", "bitly_clicks_30d"):
+            mlc[column] = slc.groupby("media_id")[column].sum(min_count=1)
+        media_inlinks = medium_links.groupby("ref_media_id")["source_media_id"].nunique()
+        mlc["media_inlink_count"] = media_inlinks.reindex(mlc.index).fillna(0).astype(np.int64)
+        mlc = mlc.reset_index().merge(media, on="media_id")
+        out[ts.key] = {
+            "story_links": period_links[["stories_id", "ref_stories_id"]].rename(
+                columns={"stories_id": "source_stories_id"}
+            ),
+            "story_link_counts": slc,
+            "medium_links": medium_links,
+            "medium_link_counts": mlc,
+        }
+    return out
+
+
+def same_tables(ours: SnapshotResult, naive: dict[str, dict[str, pd.DataFrame]]) -> list[str]:
+    """Differences between our result and the anchor's, table by table (empty when identical)."""
+    sort_keys = {
+        "story_links": ["source_stories_id", "ref_stories_id"],
+        "story_link_counts": ["stories_id"],
+        "medium_links": ["source_media_id", "ref_media_id"],
+        "medium_link_counts": ["media_id"],
+    }
+    problems = []
+    for snap in ours.timespans:
+        for table, keys in sort_keys.items():
+            mine = getattr(snap, table)
+            theirs = naive[snap.timespan.key][table][list(mine.columns)]
+            theirs = theirs.sort_values(keys).reset_index(drop=True).astype(mine.dtypes.to_dict())
+            try:
+                pd.testing.assert_frame_equal(mine.reset_index(drop=True), theirs, check_dtype=False)
+            except AssertionError as err:
+                problems.append(f"{snap.timespan.key}/{table}: {str(err).splitlines()[0]}")
+    return problems
+
+
+# ----------------------------------------------------------------------------------------------- jobs
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def run_job(job: str, n_stories: int, n_links: int) -> dict[str, object]:
+    data = synthetic_topic(n_stories, n_links)
+    spans = timespans()
+    report: dict[str, object] = {"job": job, "timespans": len(spans)}
+    start = time.perf_counter()
+    if job == "inputs":
+        pass
+    elif job in ("compute", "compute+write"):
+        result = compute_snapshot(**data, timespans=spans)
+        report["compute_s"] = time.perf_counter() - start
+        report["story_links_overall"] = result["overall"].counts.story_link_count
+        report["story_links_all_timespans"] = sum(s.counts.story_link_count for s in result.timespans)
+        report["dropped"] = result.dropped_links
+        if job == "compute+write":
+            with tempfile.TemporaryDirectory() as folder:
+                t_write = time.perf_counter()
+                files = write_snapshot_files(result, folder, csv=True)
+                report["write_s"] = time.perf_counter() - t_write
+                report["files"] = sum(len(v) for v in files.values())
+                report["bytes"] = sum(p.stat().st_size for v in files.values() for p in v)
+    elif job == "naive":
+        naive_snapshot(data["stories"], data["media"], data["links"], spans, data["story_stats"])
+    elif job == "verify":
+        result = compute_snapshot(**data, timespans=spans)
+        naive = naive_snapshot(data["stories"], data["media"], data["links"], spans, data["story_stats"])
+        report["differences"] = same_tables(result, naive)
+    else:
+        raise ValueError(f"unknown job {job!r}")
+    report["total_s"] = time.perf_counter() - start
+    report["peak_mb"] = _peak_mb()
+    return report
+
+
+def _in_subprocess(job: str, n_stories: int, n_links: int) -> dict[str, object]:
+    command = [sys.executable, __file__, "--job", job, "--stories", str(n_stories), "--links", str(n_links)]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stories", type=int, default=100_000)
+    parser.add_argument("--links", type=int, default=1_000_000)
+    parser.add_argument("--skip-naive", action="store_true", help="skip the anchor and the cross-check")
+    parser.add_argument("--job", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.job:
+        print(json.dumps(run_job(args.job, args.stories, args.links)))
+        return
+
+    jobs = ["inputs", "compute", "compute+write"] + ([] if args.skip_naive else ["naive", "verify"])
+    reports = {job: _in_subprocess(job, args.stories, args.links) for job in jobs}
+    n_spans = reports["compute"]["timespans"]
+    print(f"synthetic topic: {args.stories:,} stories, {args.links:,} links, 300 media, {n_spans} timespans")
+    print(f"dropped links: {reports['compute']['dropped']}")
+    print(
+        f"story links: overall {reports['compute']['story_links_overall']:,}, "
+        f"all timespans {reports['compute']['story_links_all_timespans']:,}"
+    )
+    print()
+    print("| job (fresh process) | seconds | peak RSS (MB) |")
+    print("|---|---:|---:|")
+    print(f"| inputs only (generate the synthetic topic) | - | {reports['inputs']['peak_mb']:.0f} |")
+    print(f"| compute_snapshot, all {n_spans} timespans | {reports['compute']['compute_s']:.2f} | {reports['compute']['peak_mb']:.0f} |")
+    w = reports["compute+write"]
+    print(
+        f"| compute_snapshot + write_snapshot_files (Parquet + CSV, {w['files']} files, {w['bytes'] / 1e6:.0f} MB) "
+        f"| {w['compute_s'] + w['write_s']:.2f} (write {w['write_s']:.2f}) | {w['peak_mb']:.0f} |"
+    )
+    if not args.skip_naive:
+        naive = reports["naive"]
+        print(f"| anchor: naive per-timespan pandas joins | {naive['total_s']:.2f} | {naive['peak_mb']:.0f} |")
+        speedup = naive["total_s"] / reports["compute"]["compute_s"]
+        differences = reports["verify"]["differences"]
+        print()
+        print(f"speed-up over the anchor: {speedup:.1f}x; tables identical to the anchor's: {not differences}")
+        for line in differences[:20]:
+            print(f"  DIFFERENCE {line}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""Score topicmap.extract on real news pages, next to plain trafilatura in the same run.
+
+    .venv/bin/python benchmarks/eval_extraction.py [--data DIR] [--repeats N] [--verbose]
+
+Data: ../shared/data/news_html (expected.jsonl + gzipped pages: Zyte's article-extraction benchmark with
+human-annotated bodies, Media Cloud's htmldate set with human-annotated days, goose3/newspaper4k fixtures).
+Skips cleanly (exit 0, message) when the folder is absent.
+
+Metrics (issue 3):
+- text: mean token F1 over rows whose text_kind is full_body_human_annotated (lowercased \\w+ tokens,
+  multiset overlap);
+- title: exact match after casefold and whitespace collapse, over rows with a title;
+- date: same calendar day, over rows with a date (an expected value with a UTC offset is compared in
+  UTC, as publish_date is UTC; a naive one as written);
+- pages/s: all pages, one process, bytes in → result out; each system is timed `--repeats` times,
+  interleaved with the others, and its best pass is kept (other work shares the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import logging
+import re
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+from dateutil import parser as dateutil_parser
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import trafilatura  # noqa: E402
+
+from topicmap.extract import extract_story  # noqa: E402
+
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "news_html"
+TARGETS = {"text_f1": 0.96, "title": 0.85, "date": 0.92}
+
+
+@dataclass
+class Page:
+    file: str
+    url: str
+    html: bytes
+    expected: dict
+
+
+@dataclass
+class Prediction:
+    title: str | None
+    text: str
+    day: date | None
+
+
+def load_pages(data_dir: Path) -> list[Page]:
+    pages = []
+    with open(data_dir / "expected.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            url = row.get("url") or row.get("url_raw_from_fixture") or ""
+            html = gzip.decompress((data_dir / row["file"]).read_bytes())
+            pages.append(Page(row["file"], url, html, row))
+    return pages
+
+
+def tokens(text: str | None) -> Counter:
+    return Counter(re.findall(r"\w+", (text or "").lower()))
+
+
+def token_f1(predicted: str | None, expected: str | None) -> float:
+    got, want = tokens(predicted), tokens(expected)
+    overlap = sum((got & want).values())
+    if not overlap:
+        return 0.0
+    precision, recall = overlap / sum(got.values()), overlap / sum(want.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+def title_key(title: str | None) -> str:
+    return " ".join((title or "").casefold().split())
+
+
+_US_ZONES = {"EDT": -4 * 3600, "EST": -5 * 3600, "CDT": -5 * 3600, "CST": -6 * 3600, "PDT": -7 * 3600}
+
+
+def expected_day(value: str) -> date | None:
+    try:
+        moment = dateutil_parser.parse(value, tzinfos=_US_ZONES)
+    except (ValueError, OverflowError):
+        return None
+    return moment.astimezone(UTC).date() if moment.tzinfo else moment.date()
+
+
+def as_day(value: object) -> date | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).date() if value.tzinfo else value.date()
+    if isinstance(value, date):
+        return value
+    try:
+        return as_day(datetime.fromisoformat(str(value)))
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------------------------------
+# systems
+
+
+def topicmap_system(page: Page) -> Prediction:
+    story = extract_story(page.html, page.url)
+    return Prediction(story.title, story.text, as_day(story.publish_date))
+
+
+def trafilatura_system(fast: bool) -> Callable[[Page], Prediction]:
+    def run(page: Page) -> Prediction:
+        document = trafilatura.bare_extraction(page.html, url=page.url or None, with_metadata=True, fast=fast)
+        if document is None:
+            return Prediction(None, "", None)
+        return Prediction(document.title, document.text or "", as_day(document.date))
+
+    return run
+
+
+SYSTEMS: dict[str, Callable[[Page], Prediction]] = {
+    "topicmap.extract": topicmap_system,
+    "trafilatura (default)": trafilatura_system(fast=False),
+    "trafilatura (fast)": trafilatura_system(fast=True),
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# scoring
+
+
+@dataclass
+class Score:
+    text_f1: float
+    title: float
+    date: float
+    pages_per_second: float
+    counts: tuple[int, int, int]
+    failures: list[str]
+
+
+def score(pages: list[Page], predictions: list[Prediction], seconds: float) -> Score:
+    f1s, titles, dates, failures = [], [], [], []
+    for page, predicted in zip(pages, predictions, strict=True):
+        expected = page.expected
+        if expected.get("text_kind") == "full_body_human_annotated":
+            f1s.append(token_f1(predicted.text, expected["text"]))
+            if f1s[-1] < 0.9:
+                failures.append(f"text  {f1s[-1]:.3f} {page.file}")
+        if expected.get("title"):
+            titles.append(title_key(predicted.title) == title_key(expected["title"]))
+            if not titles[-1]:
+                failures.append(f"title {page.file}: {predicted.title!r} != {expected['title']!r}")
+        if expected.get("date"):
+            dates.append(predicted.day is not None and predicted.day == expected_day(expected["date"]))
+            if not dates[-1]:
+                failures.append(f"date  {page.file}: {predicted.day} != {expected['date']}")
+    return Score(
+        text_f1=sum(f1s) / len(f1s),
+        title=sum(titles) / len(titles),
+        date=sum(dates) / len(dates),
+        pages_per_second=len(pages) / seconds,
+        counts=(len(f1s), len(titles), len(dates)),
+        failures=failures,
+    )
+
+
+def evaluate(pages: list[Page], repeats: int) -> dict[str, Score]:
+    for system in SYSTEMS.values():  # warm-up: imports, lazy tables, stoplists
+        for page in pages[:5]:
+            system(page)
+    best: dict[str, float] = {}
+    predictions: dict[str, list[Prediction]] = {}
+    for _ in range(repeats):
+        for name, system in SYSTEMS.items():
+            started = time.perf_counter()
+            predictions[name] = [system(page) for page in pages]
+            elapsed = time.perf_counter() - started
+            best[name] = min(best.get(name, elapsed), elapsed)
+    return {name: score(pages, predictions[name], best[name]) for name in SYSTEMS}
+
+
+def markdown_table(results: dict[str, Score]) -> str:
+    first = next(iter(results.values()))
+    n_text, n_title, n_date = first.counts
+    lines = [
+        f"| system | text F1 ({n_text} pages) | title exact ({n_title}) | date same day ({n_date}) | pages/s |",
+        "|---|---|---|---|---|",
+    ]
+    for name, result in results.items():
+        lines.append(
+            f"| {name} | {result.text_f1:.3f} | {result.title:.3f} | {result.date:.3f} | "
+            f"{result.pages_per_second:.1f} |"
+        )
+    lines.append(
+        f"| target | ≥ {TARGETS['text_f1']} | ≥ {TARGETS['title']} | ≥ {TARGETS['date']} | ≥ trafilatura (fast) |"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    arguments.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    arguments.add_argument("--repeats", type=int, default=3)
+    arguments.add_argument("--verbose", action="store_true", help="list the pages each system gets wrong")
+    options = arguments.parse_args(argv)
+    if not (options.data / "expected.jsonl").exists():
+        print(f"skipped: no evaluation data at {options.data}")
+        return 0
+    logging.disable(logging.WARNING)  # trafilatura logs every page it discards
+    pages = load_pages(options.data)
+    results = evaluate(pages, options.repeats)
+    print(f"{len(pages)} pages from {options.data}, best of {options.repeats} timed passes\n")
+    print(markdown_table(results))
+    if options.verbose:
+        for name, result in results.items():
+            print(f"\n## {name}")
+            print("\n".join(result.failures))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

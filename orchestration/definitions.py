@@ -1,0 +1,47 @@
+"""The topicmap code location: every asset, check, sensor, job and resource, assembled in one place."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import dagster as dg
+
+from assets.archive import archive_stories
+from assets.seeds import seeds
+from assets.spider import spider_iteration
+from resources.archive import ArchiveDropsResource
+from resources.fetcher import PageSourceResource
+from resources.store import TopicStoreResource
+from resources.topics import TopicsFileResource
+from sensors.spider import SpiderSensorConfig, spider_iterations
+from sensors.topics import topic_registry
+
+
+def env_or(name: str, default: str) -> str | dg.EnvVar:
+    """An EnvVar when the variable is set (so its value is read at run time and never shown), else a default."""
+    return dg.EnvVar(name) if os.environ.get(name) else default
+
+
+def page_source_from_env() -> PageSourceResource:
+    """The live web by default; TOPICMAP_PAGE_SOURCE_JSON (written by `make demo`) points at the demo web."""
+    overrides = json.loads(os.environ.get("TOPICMAP_PAGE_SOURCE_JSON") or "{}")
+    return PageSourceResource(**overrides)
+
+
+def build_resources() -> dict[str, dg.ConfigurableResource]:
+    """Resources from the environment: secrets and locations are EnvVars, never literals."""
+    return {
+        "store": TopicStoreResource(database_url=env_or("TOPICMAP_DATABASE_URL", "")),
+        "topics_file": TopicsFileResource(path=env_or("TOPICMAP_TOPICS_FILE", "topics.yaml")),
+        "drops": ArchiveDropsResource(drops_dir=env_or("TOPICMAP_DROPS_DIR", "")),
+        "page_source": page_source_from_env(),
+        "spider_sensor_config": SpiderSensorConfig(),
+    }
+
+
+defs = dg.Definitions(
+    assets=[archive_stories, seeds, spider_iteration],
+    sensors=[topic_registry, spider_iterations],
+    resources=build_resources(),
+)

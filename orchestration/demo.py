@@ -1,0 +1,148 @@
+"""`make demo`: the whole asset graph on the embedded demo web, end to end, with a printed summary.
+
+It generates the deterministic demo news web, drops its archive part into the archive folder, serves the
+web on loopback, and materializes every asset for the demo topics in the Dagster instance under
+DAGSTER_HOME, so `make ui` shows the same runs afterwards. Running it again is safe: every write is keyed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _prepare_environment(home: Path) -> None:
+    os.environ.setdefault("TOPICMAP_HOME", str(home))
+    dagster_home = Path(os.environ.setdefault("DAGSTER_HOME", str(home / "dagster_home")))
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    config = dagster_home / "dagster.yaml"
+    if not config.exists():
+        config.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    os.environ.setdefault("TOPICMAP_TOPICS_FILE", str(ROOT / "topics.yaml"))
+
+
+def _say(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def _materialize(defs, selection: Sequence[str], instance, partition_key: str | None = None, tags=None):  # noqa: ANN001
+    import dagster as dg
+
+    result = dg.materialize(
+        assets=list(defs.assets or []),
+        selection=list(selection),
+        instance=instance,
+        partition_key=partition_key,
+        resources=defs.resources,
+        tags=tags or {},
+        raise_on_error=False,
+    )
+    if not result.success:
+        failures = [e.message for e in result.all_events if e.is_failure]
+        raise SystemExit(f"demo: materializing {list(selection)} for {partition_key} failed: {failures[-1:]}")
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    home = Path(os.environ.get("TOPICMAP_HOME") or ROOT / ".topicmap").resolve()
+    _prepare_environment(home)
+
+    from topicmap.demo_server import serve_demo_web
+
+    from topicmap.demo_web import generate_demo_web
+
+    started = time.monotonic()
+    _say("topicmap demo: generating the demo news web ...")
+    web = generate_demo_web()
+    drops = home / "drops"
+    drops.mkdir(parents=True, exist_ok=True)
+    web.write_archive_parquet(drops / "demo_archive.parquet")
+    _say(
+        f"  {len(web.media)} media, {len(web.pages)} pages, {len(web.archive_stories)} stories already archived"
+    )
+
+    with ExitStack() as stack:
+        server = stack.enter_context(serve_demo_web(web))
+        os.environ["TOPICMAP_PAGE_SOURCE_JSON"] = json.dumps(
+            {
+                # the demo web lives on loopback: allow exactly its server, nothing else private
+                "allow_networks": [f"127.0.0.1:{server.port}"],
+                "host_overrides": {"*.test": f"127.0.0.1:{server.port}"},
+                # the demo server is ours: a short politeness interval keeps the demo quick
+                "default_interval": 0.02,
+                "max_workers": 8,
+            }
+        )
+        _say(f"  demo web served on 127.0.0.1:{server.port} (hosts *.test)")
+
+        import dagster as dg
+
+        from orchestration.definitions import defs
+        from topicmap import schema
+        from topicmap.spider_plan import decide, read_spider_facts
+        from topicmap.store import TopicStore
+        from topicmap.topics import load_topics
+
+        instance = dg.DagsterInstance.get()
+        topics = load_topics(os.environ["TOPICMAP_TOPICS_FILE"])
+        for error in topics.errors:
+            _say(f"  rejected topic: {error}")
+        names = [t.name for t in topics.topics]
+        instance.add_dynamic_partitions(
+            "topics", [n for n in names if not instance.has_dynamic_partition("topics", n)]
+        )
+
+        _say("\n== archive_stories")
+        _materialize(defs, ["archive_stories"], instance)
+        store = TopicStore.open()
+        _say(f"  stories in the archive: {store.story_count()}")
+
+        for topic in topics.topics:
+            _say(f"\n== seeds [{topic.name}]  query: {topic.query}")
+            result = _materialize(defs, ["seeds"], instance, topic.name)
+            meta = result.asset_materializations_for_node("seeds")[0].metadata
+            _say(f"  seeds: {meta['dagster/row_count'].value}  (new: {meta['seeds_new'].value})")
+            _say("  " + meta["seeds_per_month"].value.replace("\n", "\n  "))
+
+            _say(f"\n== spider [{topic.name}]")
+            for _ in range(topic.max_iterations + 2):
+                facts = read_spider_facts(store, topic.name, topic.max_iterations)
+                decision = decide(facts, None, time.time())
+                if decision.action != "run_iteration":
+                    _say(f"  {decision.reason}")
+                    break
+                result = _materialize(
+                    defs,
+                    ["fetched_links", "relevant_stories", "topic_links"],
+                    instance,
+                    topic.name,
+                    tags={"topicmap/topic": topic.name, "topicmap/iteration": str(decision.iteration)},
+                )
+                fetched = result.asset_materializations_for_node("spider_iteration")
+                by_key = {m.asset_key.to_user_string(): m.metadata for m in fetched}
+                f_meta, r_meta = by_key["fetched_links"], by_key["relevant_stories"]
+                _say(
+                    f"  iteration {f_meta['iteration'].value}: URLs by state "
+                    f"{json.dumps(f_meta['urls_by_state_this_iteration'].value, sort_keys=True)}; "
+                    f"stories added {r_meta['new_stories'].value}; pending {f_meta['frontier_left'].value}"
+                )
+            facts = read_spider_facts(store, topic.name, topic.max_iterations)
+            topics_id = store.topic_row(topic.name)["topics_id"]
+            topic_size = store.table_count(schema.topic_stories, topics_id=topics_id)
+            _say(f"  final size: {topic_size} stories after {facts.iterations_done} iterations")
+
+    _say(
+        f"\ndone in {time.monotonic() - started:.0f} s. Open the UI with `make ui` (DAGSTER_HOME={os.environ['DAGSTER_HOME']})."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

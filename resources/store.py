@@ -1,0 +1,22 @@
+"""The topic store as a Dagster resource: one ``TopicStore`` per process, opened and upgraded lazily."""
+
+from functools import cache
+
+import dagster as dg
+
+from topicmap.store import TopicStore
+
+
+@cache
+def _open_store(database_url: str | None, schema: str | None) -> TopicStore:
+    return TopicStore.open(database_url or None, schema=schema or None)
+
+
+class TopicStoreResource(dg.ConfigurableResource):
+    """Where topics, stories and links live. Empty URL: the SQLite file under TOPICMAP_HOME."""
+
+    database_url: str = ""
+    schema_name: str = ""
+
+    def open(self) -> TopicStore:
+        return _open_store(self.database_url, self.schema_name)

@@ -1,0 +1,119 @@
+"""The spider sensor: starts each topic's next iteration, then its post-spider stages, or fails it."""
+
+import json
+import time
+from dataclasses import replace
+
+import dagster as dg
+
+from assets.partitions import topics_partitions
+from resources.store import TopicStoreResource
+from resources.topics import TopicsFileResource
+from topicmap.spider_plan import ProgressMark, decide, read_spider_facts
+
+SPIDER_ASSETS = ["fetched_links", "relevant_stories", "topic_links"]
+#: what runs once a topic has no pending link left (dedup, social metrics, snapshot)
+POST_SPIDER_ASSETS: list[str] = []
+IN_PROGRESS = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+class SpiderSensorConfig(dg.ConfigurableResource):
+    """How patient the spider sensor is before it fails a topic."""
+
+    max_attempts: int = 3
+    no_progress_seconds: float = 3600.0
+
+
+def _runs(instance: dg.DagsterInstance, tags: dict[str, str], statuses: list[dg.DagsterRunStatus]) -> int:
+    return len(instance.get_run_records(filters=dg.RunsFilter(tags=tags, statuses=statuses), limit=100))
+
+
+def spider_tags(topic: str, iteration: int | None, stage: str) -> dict[str, str]:
+    return {"topicmap/topic": topic, "topicmap/iteration": str(iteration), "topicmap/stage": stage}
+
+
+@dg.sensor(
+    name="spider_iterations",
+    target=dg.AssetSelection.assets(*SPIDER_ASSETS, *POST_SPIDER_ASSETS),
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description=(
+        "For each topic: requests the next spider iteration (run_key = topic + iteration + progress), the "
+        "post-spider stages once no pending link is left, or marks the topic failed when an iteration fails "
+        "repeatedly or no progress is made for too long (the reason is recorded on the topic)."
+    ),
+)
+def spider_iterations(
+    context: dg.SensorEvaluationContext,
+    store: TopicStoreResource,
+    topics_file: TopicsFileResource,
+    spider_sensor_config: SpiderSensorConfig,
+) -> dg.SensorResult:
+    cursor = json.loads(context.cursor) if context.cursor else {}
+    declared = topics_file.load().by_name()
+    partitions = context.instance.get_dynamic_partitions(topics_partitions.name)
+    topic_store = store.open()
+    now = time.time()
+    run_requests: list[dg.RunRequest] = []
+    reasons: list[str] = []
+    new_cursor: dict[str, dict] = {}
+    for topic_name in sorted(partitions):
+        topic = declared.get(topic_name)
+        if topic is None:
+            continue
+        facts = read_spider_facts(topic_store, topic_name, topic.max_iterations)
+        iteration = facts.pending_iteration if facts.pending_iteration is not None else facts.iterations_done
+        facts = replace(
+            facts,
+            runs_in_progress=_runs(context.instance, {"topicmap/topic": topic_name}, IN_PROGRESS),
+            failed_attempts=_runs(
+                context.instance, spider_tags(topic_name, iteration, "spider"), [dg.DagsterRunStatus.FAILURE]
+            ),
+        )
+        last = cursor.get(topic_name)
+        mark = ProgressMark(last["token"], last["since"]) if last else None
+        decision = decide(
+            facts,
+            mark,
+            now,
+            max_attempts=spider_sensor_config.max_attempts,
+            no_progress_seconds=spider_sensor_config.no_progress_seconds,
+        )
+        if decision.progress:
+            new_cursor[topic_name] = {"token": decision.progress.token, "since": decision.progress.since}
+        reasons.append(f"{topic_name}: {decision.action}: {decision.reason}")
+        if decision.action == "run_iteration":
+            run_requests.append(
+                dg.RunRequest(
+                    run_key=decision.run_key,
+                    partition_key=topic_name,
+                    asset_selection=[dg.AssetKey(k) for k in SPIDER_ASSETS],
+                    tags=spider_tags(topic_name, decision.iteration, "spider"),
+                )
+            )
+        elif decision.action == "post_spider" and POST_SPIDER_ASSETS:
+            run_requests.append(
+                dg.RunRequest(
+                    run_key=decision.run_key,
+                    partition_key=topic_name,
+                    asset_selection=[dg.AssetKey(k) for k in POST_SPIDER_ASSETS],
+                    tags=spider_tags(topic_name, decision.iteration, "post-spider"),
+                )
+            )
+        elif decision.action == "fail":
+            topics_id = topic_store.topic_row(topic_name)["topics_id"]
+            topic_store.set_topic_state(topics_id, "error", decision.reason)
+            context.log.error(f"topic {topic_name!r} failed: {decision.reason}")
+    for line in reasons:
+        context.log.info(line)
+    if not run_requests:
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason("; ".join(reasons) or "no topics"), cursor=json.dumps(new_cursor)
+        )
+    return dg.SensorResult(run_requests=run_requests, cursor=json.dumps(new_cursor))

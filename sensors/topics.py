@@ -1,0 +1,51 @@
+"""The topic registry: keeps the `topics` dynamic partitions in step with the topics file."""
+
+import json
+
+import dagster as dg
+
+from assets.partitions import topics_partitions
+from assets.seeds import seeds
+from resources.topics import TopicsFileResource
+from topicmap.topics import TopicConfigError, plan_topic_sync
+
+
+@dg.sensor(
+    name="topic_registry",
+    target=dg.AssetSelection.assets(seeds),
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description=(
+        "Adds a `topics` partition for each new topic in the topics file and requests its seeds; re-seeds a "
+        "topic whose declaration changed; reports removed or invalid topics (their data is kept)."
+    ),
+)
+def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileResource) -> dg.SensorResult:
+    try:
+        loaded = topics_file.load()
+    except TopicConfigError as exc:
+        return dg.SensorResult(skip_reason=dg.SkipReason(f"topics file unusable: {exc}"))
+    for error in loaded.errors:
+        context.log.warning(f"rejected topic: {error}")
+    declared = {topic.name: topic.config_hash for topic in loaded.topics}
+    partitions = set(context.instance.get_dynamic_partitions(topics_partitions.name))
+    last_state = json.loads(context.cursor) if context.cursor else {}
+    plan = plan_topic_sync(declared, partitions, last_state)
+    for name in plan.removed:
+        context.log.warning(
+            f"topic {name!r} is no longer in {topics_file.path}; its partition and data are kept"
+        )
+    run_requests = [
+        dg.RunRequest(run_key=f"seeds:{name}:{declared[name][:12]}", partition_key=name)
+        for name in plan.to_seed
+    ]
+    requests = [topics_partitions.build_add_request(list(plan.add))] if plan.add else []
+    if not run_requests and not plan.removed and not loaded.errors:
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason("topics file and partitions agree"), cursor=json.dumps(plan.state)
+        )
+    return dg.SensorResult(
+        run_requests=run_requests,
+        dynamic_partitions_requests=requests,
+        cursor=json.dumps(plan.state),
+    )

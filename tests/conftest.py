@@ -1,0 +1,66 @@
+"""Shared fixtures: a fresh topic store on SQLite and on PostgreSQL (its own schema per test)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from topicmap.store import TopicStore, normalize_database_url
+
+DEFAULT_TEST_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def postgres_url() -> str:
+    return normalize_database_url(os.environ.get("TOPICMAP_TEST_DATABASE_URL", DEFAULT_TEST_DATABASE_URL))
+
+
+def postgres_available() -> str | None:
+    """None if PostgreSQL answers, else the reason. Under CI=true a missing server is a failure, not a skip."""
+    try:
+        engine = create_engine(postgres_url())
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+        return None
+    except Exception as exc:  # noqa: BLE001 - any connection problem means "not available"
+        return f"PostgreSQL not reachable at {postgres_url()}: {exc.__class__.__name__}: {str(exc)[:200]}"
+
+
+def require_postgres() -> None:
+    reason = postgres_available()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true requires PostgreSQL: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[tuple[str, str]]:
+    """A PostgreSQL schema of its own (url, schema), dropped afterwards."""
+    require_postgres()
+    schema = f"tm_test_{os.getpid()}_{uuid.uuid4().hex[:10]}"
+    url = postgres_url()
+    yield url, schema
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[TopicStore]:
+    """A fresh, upgraded topic store; every store test runs on both SQLite and PostgreSQL."""
+    if request.param == "sqlite":
+        topic_store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+        yield topic_store
+        topic_store.dispose()
+        return
+    url, schema = request.getfixturevalue("pg_schema")
+    topic_store = TopicStore.open(url, schema=schema)
+    yield topic_store
+    topic_store.dispose()

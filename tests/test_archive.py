@@ -1,0 +1,71 @@
+"""Archive drops: good rows load, bad rows are reported with their line and skipped; reloads add nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from topicmap import schema as s
+from topicmap.archive import ArchiveFileError, parse_drop
+from topicmap.store import TopicStore
+
+CSV = """url,title,text,publish_date,medium
+https://www.herald.test/2026/02/01/climate,Climate talks,Climate talks resumed.,2026-02-01T10:00:00Z,Daily Herald
+not a url,Broken,Text,2026-02-01,Daily Herald
+https://www.herald.test/2026/02/02/vote,Vote,"Quoted, with a comma.",2026-02-02,Daily Herald
+https://ledger.test/x,Bad date,Text,yesterday,Ledger
+https://ledger.test/y,,,2026-02-03,Ledger
+https://ledger.test/z,Future,Text,2999-01-01,Ledger
+https://ledger.test/old,Old,Text,2001-01-01,Ledger
+https://ledger.test/2026/02/04/ok,Fine,Text,,Ledger
+"""
+
+
+def test_csv_drop_reports_each_bad_row_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "drop.csv"
+    path.write_text(CSV, encoding="utf-8")
+    drop = parse_drop(path)
+    assert [st.title for st in drop.stories] == ["Climate talks", "Vote", "Fine"]
+    problems = {e.line: e.problem for e in drop.errors}
+    assert set(problems) == {3, 5, 6, 7, 8}
+    assert "not an absolute http(s) URL" in problems[3]
+    assert "'yesterday' is not an ISO date" in problems[5]
+    assert "both title and text are empty" in problems[6]
+    assert "in the future" in problems[7] and "before 2008" in problems[8]
+    assert str(drop.errors[0]).startswith(f"{path}:3: ")
+
+
+def test_parquet_drop_and_missing_columns(tmp_path: Path) -> None:
+    frame = pd.DataFrame(
+        {
+            "url": ["https://a.test/1", "ftp://a.test/2"],
+            "title": ["One", "Two"],
+            "text": ["x", "y"],
+            "publish_date": ["2026-02-01", "2026-02-02"],
+            "medium": ["A", "A"],
+        }
+    )
+    path = tmp_path / "drop.parquet"
+    frame.to_parquet(path)
+    drop = parse_drop(path)
+    assert len(drop.stories) == 1 and drop.errors[0].line == 3
+    frame.drop(columns=["text"]).to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(ArchiveFileError, match=r"bad.parquet: missing column\(s\) \['text'\]"):
+        parse_drop(tmp_path / "bad.parquet")
+    (tmp_path / "x.json").write_text("{}")
+    with pytest.raises(ArchiveFileError, match="unknown archive format '.json'"):
+        parse_drop(tmp_path / "x.json")
+
+
+def test_loading_a_drop_twice_adds_nothing(store: TopicStore, tmp_path: Path) -> None:
+    path = tmp_path / "drop.csv"
+    path.write_text(CSV, encoding="utf-8")
+    drop = parse_drop(path)
+    first = store.add_stories(drop.stories, source="archive:drop.csv")
+    second = store.add_stories(parse_drop(path).stories, source="archive:drop.csv")
+    assert (first.created, second.created) == (3, 0)
+    assert store.table_count(s.stories) == 3
+    # two media: the Daily Herald (www.herald.test) and the Ledger
+    assert store.table_count(s.media) == 2

@@ -1,0 +1,418 @@
+"""Tests for topicmap.query: the boolean topic query language and its matching semantics."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from topicmap.query import QuerySyntaxError, TopicQuery, parse
+
+
+def hits(query: str, *texts: str) -> list[bool]:
+    parsed = parse(query)
+    return [parsed.matches(text) for text in texts]
+
+
+# ---- terms, word boundaries, wildcards ------------------------------------------------------------
+
+
+def test_term_needs_a_word_boundary_on_both_sides() -> None:
+    assert hits(
+        "cat", "a cat.", "Cat!", "(CAT)", "the cat's toy", "category", "concat", "cats", "bobcat"
+    ) == [
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
+
+
+def test_digits_and_underscores_are_word_characters() -> None:
+    assert hits("g7", "the G7 summit", "the G77 group") == [True, False]
+    assert hits("foo", "foo_bar") == [False]
+
+
+def test_trailing_wildcard_opens_only_the_right_side() -> None:
+    assert hits("cat*", "Category", "cat", "concat", "bob cats") == [True, True, False, True]
+
+
+def test_bare_star_and_star_colon_star_match_everything() -> None:
+    assert hits("*", "anything", "") == [True, True]
+    assert hits("*:*", "anything") == [True]
+    assert hits("*:* AND NOT foo", "bar", "foo") == [True, False]
+
+
+def test_hyphenated_and_slashed_words_match_as_phrases_of_their_parts() -> None:
+    assert hits("covid-19", "COVID-19 cases", "covid 19", "covid-2019", "19 covid") == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert hits("9/11", "after 9/11 the", "9 11", "911") == [True, True, False]
+
+
+def test_apostrophes_split_words() -> None:
+    ivory_coast = "Côte d’Ivoire", "COTE D'IVOIRE", "cote divoire"
+    assert hits('"Cote d\'Ivoire"', *ivory_coast) == [True, True, False]
+    assert hits("obama", "Obama's visit", "Obama’s visit") == [True, True]
+    assert hits("obama's", "Obama’s visit", "Obama visit") == [True, False]
+
+
+def test_backslash_escapes_keywords_and_syntax_characters() -> None:
+    assert hits(r"\not", "not now", "now") == [True, False]
+    assert hits(r"10\:30", "at 10:30 today") == [True]
+
+
+# ---- phrases and proximity -------------------------------------------------------------------------
+
+
+def test_phrase_needs_adjacent_words_in_order() -> None:
+    texts = "Climate Change now", "climate\n  change", "climate-change", "change climate", "climate of change"
+    assert hits('"climate change"', *texts) == [True, True, True, False, False]
+
+
+def test_phrase_last_word_keeps_its_right_boundary() -> None:
+    assert hits('"climate change"', "climate changes") == [False]
+
+
+def test_wildcard_inside_a_phrase_is_a_prefix() -> None:
+    assert hits('"clim* chang*"', "climatic changes", "climate changed", "climate", "exclimate change") == [
+        True,
+        True,
+        False,
+        False,
+    ]
+
+
+def test_proximity_counts_words_between_in_any_order() -> None:
+    # "a b"~N: at most N other words inside the span holding all phrase words, order free.
+    assert hits('"obama kenya"~2', "obama x y kenya", "kenya x y obama", "obama x y z kenya") == [
+        True,
+        True,
+        False,
+    ]
+    assert hits('"obama kenya"~0', "kenya obama", "obama, kenya", "obama x kenya") == [True, True, False]
+    assert hits('"a b c"~1', "c x a b", "a x b y c") == [True, False]
+
+
+def test_proximity_repeated_word_needs_two_occurrences() -> None:
+    assert hits('"bye bye"~1', "bye x bye", "bye") == [True, False]
+
+
+def test_proximity_with_wildcard_and_cjk() -> None:
+    assert hits('"nuclear deal*"~3', "deals on the nuclear program", "deals on the future of nuclear") == [
+        True,
+        False,
+    ]
+    assert hits('"中国 经济"~1', "中国的经济", "中国很大的经济") == [True, False]
+
+
+# ---- boolean operators, precedence, + and - ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["foo AND bar", "foo and bar", "foo AnD bar", "foo && bar", "+foo +bar", "(foo) AND (bar)"],
+)
+def test_and_spellings(query: str) -> None:
+    assert hits(query, "bar foo", "foo", "bar") == [True, False, False]
+
+
+@pytest.mark.parametrize("query", ["foo OR bar", "foo or bar", "foo || bar", "foo bar"])
+def test_or_spellings_and_implicit_or(query: str) -> None:
+    assert hits(query, "foo", "bar", "baz") == [True, True, False]
+
+
+@pytest.mark.parametrize(
+    "query", ["foo AND NOT bar", "foo AND !bar", "foo && -bar", "foo NOT bar", "foo -bar", "foo !bar"]
+)
+def test_not_is_enforced(query: str) -> None:
+    assert hits(query, "foo", "foo bar", "bar") == [True, False, False]
+
+
+def test_and_binds_tighter_than_or() -> None:
+    assert hits("a OR b AND c", "a", "b", "b c") == [True, False, True]
+    assert hits("a b AND c", "a", "b", "c b") == [True, False, True]
+    assert hits("(a OR b) AND c", "a", "a c") == [False, True]
+
+
+def test_prohibited_clause_applies_to_the_whole_or_list() -> None:
+    # Lucene: "a b -c" is (a OR b) AND NOT c; "a OR NOT c" is a AND NOT c.
+    assert hits("a b -c", "b", "b c", "a c") == [True, False, False]
+    assert hits("a OR NOT c", "a", "a c", "x") == [True, False, False]
+
+
+def test_plus_makes_optional_clauses_irrelevant() -> None:
+    query = parse("foo +bar baz")
+    assert [query.matches(t) for t in ("bar", "foo", "baz", "foo baz")] == [True, False, False, False]
+    assert any("do not affect matching" in warning for warning in query.warnings)
+    assert hits("+foo -bar", "foo", "foo bar") == [True, False]
+
+
+def test_pure_negative_query_means_everything_except() -> None:
+    assert hits("NOT foo", "bar", "foo bar", "") == [True, False, True]
+    assert hits("-foo -bar", "baz", "foo", "bar") == [True, False, False]
+    assert hits("a AND (-b)", "a", "a b") == [True, False]
+    assert hits("a OR (NOT b)", "a b", "c", "b") == [True, True, False]
+    assert hits("NOT NOT a", "a", "b") == [True, False]
+
+
+def test_nested_groups() -> None:
+    query = '((iran OR iraq) AND ("nuclear deal" OR sanctions)) NOT (sports OR football)'
+    texts = "Iran sanctions", "Iraq and the nuclear deal", "Iran football sanctions", "nuclear deal"
+    assert hits(query, *texts) == [True, True, False, False]
+
+
+def test_many_and_operands_do_not_blow_up() -> None:
+    words = [f"w{i}" for i in range(40)]
+    query = parse(" AND ".join(words))
+    assert query.matches(" ".join(reversed(words)))
+    assert not query.matches(" ".join(words[:-1]))
+
+
+# ---- fields ------------------------------------------------------------------------------------------
+
+
+def test_title_and_text_fields() -> None:
+    query = parse("title:obama AND text:kenya")
+    assert query.matches_story(title="Obama abroad", text="visit to Kenya")
+    assert not query.matches_story(title="Kenya", text="Obama")
+    assert not query.matches("Obama visits Kenya")  # no title given: title: clauses match nothing
+    assert parse("NOT title:obama").matches("Obama")
+
+
+def test_field_applies_to_groups_phrases_and_wildcards() -> None:
+    query = parse('title:(kenya* OR "barack obama")')
+    assert query.matches_story(title="Kenyan elections", text=None)
+    assert query.matches_story(title="Barack Obama", text="")
+    assert not query.matches_story(title="elections", text="Kenyan Barack Obama")
+    assert parse("title:*").matches_story(title="x", text=None)
+    assert not parse("title:*").matches_story(title=None, text="x")
+
+
+def test_unfielded_clauses_search_every_field_but_phrases_do_not_span_fields() -> None:
+    query = parse("obama AND kenya")
+    assert query.matches_story(title="Obama", text="in Kenya")
+    assert query.matches_story(title=None, text=None, url="https://x.test/obama-kenya", description=None)
+    assert query.matches_story(title=None, text="Kenya", description="Obama")
+    assert not parse('"obama kenya"').matches_story(title="news about obama", text="kenya today")
+
+
+def test_matches_any_tests_the_whole_query_per_text() -> None:
+    query = parse("obama AND kenya")
+    assert query.matches_any(["nothing", "obama in kenya"])
+    assert not query.matches_any(["obama", "kenya"])
+
+
+def test_other_fields_and_ranges_are_ignored_with_warnings() -> None:
+    query = parse(
+        "obama AND media_id:(1 2 3) AND tags_id_media:42 AND language:en "
+        "AND publish_day:[2020-01-01T00:00:00Z TO 2020-02-01T00:00:00Z]"
+    )
+    assert query.matches("Obama") and not query.matches("Kenya")
+    assert len(query.warnings) == 4
+    assert any("media_id:" in w and "position 10" in w for w in query.warnings)
+    assert any("publish_day:" in w for w in query.warnings)
+    assert str(query) == "obama"
+    ranged = parse("obama OR text:[a TO z]")
+    assert ranged.matches("obama") and not ranged.matches("kenya")
+    assert ranged.warnings == ("range clause '[a TO z]' at position 14 ignored",)
+
+
+def test_local_params_are_stripped() -> None:
+    query = parse('{!complexphrase inOrder=false}"climat* chang*"')
+    assert query.matches("climatic changes") and not query.warnings
+
+
+def test_boost_is_accepted_and_fuzzy_is_matched_exactly_with_warning() -> None:
+    assert hits("obama^2 OR (kenya)^0.5", "kenya") == [True]
+    query = parse("obama~1")
+    assert query.matches("obama") and not query.matches("obamo")
+    assert "fuzzy" in query.warnings[0]
+
+
+def test_query_of_only_ignored_clauses_is_rejected() -> None:
+    with pytest.raises(QuerySyntaxError, match="ignored field") as error:
+        parse("  media_id:1 OR language:en")
+    assert error.value.position == 2
+
+
+# ---- Unicode -------------------------------------------------------------------------------------------
+
+
+def test_case_folding_covers_german_turkish_greek_and_full_width() -> None:
+    assert hits("straße", "STRASSE", "Strasse", "Straße") == [True, True, True]
+    assert hits("strasse", "Straße") == [True]
+    assert hits("istanbul", "İSTANBUL", "İstanbul", "ISTANBUL") == [True, True, True]
+    assert hits("kırmızı", "KIRMIZI", "kırmızı") == [True, True]
+    assert hits("Οδυσσεύς", "ΟΔΥΣΣΕΎΣ") == [True]
+    assert hits("finance", "ＦＩＮＡＮＣＥ", "ﬁnance") == [True, True]
+
+
+def test_accents_an_unaccented_word_matches_accented_text_not_the_reverse() -> None:
+    assert hits("cafe", "CAFÉ", "café", "cafe") == [True, True, True]
+    assert hits("café", "CAFÉ", "cafe\u0301", "cafe") == [True, True, False]
+    assert hits("resume*", "Résumés") == [True]
+
+
+def test_combining_marks_are_part_of_words() -> None:
+    # Devanagari vowel signs and virama are combining marks: "हि" is not a word of "हिन्दी".
+    assert hits("हिन्दी", "हिन्दी भाषा") == [True]
+    assert hits("हि", "हिन्दी भाषा") == [False]
+
+
+def test_logograms_match_without_word_boundaries() -> None:
+    assert hits("中国", "我是中国人", "中美") == [True, False]
+    assert hits("オバマ", "オバマ大統領が来日") == [True]
+    assert hits("สวัสดี", "คำว่าสวัสดีครับ") == [True]
+    assert hits("서울", "서울에서 열린") == [True]
+    assert hits("obama", "オバマ氏とObama氏") == [True]  # a Latin word next to Han keeps its boundaries
+    assert hits("中国 AND NOT 美国", "中国和美国", "中国经济") == [False, True]
+
+
+# ---- normalized form --------------------------------------------------------------------------------
+
+ROUND_TRIP = [
+    "a b -c",
+    "a OR (NOT b)",
+    'title:("barack obama" OR kenya*) AND NOT text:hoax',
+    "NOT (a AND b)",
+    "-a -b",
+    '"a b"~3 OR covid-19 OR 中国',
+    r"\and OR \or",
+    "((a OR b) AND (c OR d)) OR e",
+]
+
+
+@pytest.mark.parametrize("query", ROUND_TRIP)
+def test_str_is_readable_and_reparses_to_the_same_query(query: str) -> None:
+    parsed = parse(query)
+    again = parse(str(parsed))
+    assert str(again) == str(parsed)
+    texts = [
+        "a",
+        "b",
+        "a c",
+        "d a",
+        "c d",
+        "e",
+        "barack obama",
+        "kenyan hoax",
+        "a x b",
+        "covid 19",
+        "中国",
+        "and",
+    ]
+    for text in texts:
+        assert again.matches_story(title=text, text=text) == parsed.matches_story(title=text, text=text), text
+
+
+def test_str_shows_the_lucene_reading() -> None:
+    assert str(parse("a b -c")) == "(a OR b) AND NOT c"
+    assert str(parse("a OR b AND c")) == "a OR (b AND c)"
+    assert str(parse('title:"Côte d\'Ivoire"~0')) == 'title:"côte d ivoire"~0'
+    assert parse("Obama").source == "Obama"
+
+
+# ---- errors ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "position", "fragment"),
+    [
+        ("", 0, "empty query"),
+        ("   ", 0, "empty query"),
+        ("{!complexphrase}", 0, "empty query"),
+        ("(obama AND kenya))", 17, "unbalanced ')' at position 17"),
+        ("obama AND (kenya", 10, "unbalanced '('"),
+        ("obama AND", 6, "'AND' at position 6 has no right-hand operand"),
+        ("obama OR ) ", 6, "'OR' at position 6 has no right-hand operand"),
+        ("OR obama", 0, "no left-hand operand"),
+        ("(AND obama)", 1, "no left-hand operand"),
+        ("obama NOT", 6, "dangling 'NOT'"),
+        ("obama -", 6, "dangling '-'"),
+        ("*obama", 0, "leading wildcard"),
+        ("ob*ama", 2, "only supported at the end"),
+        ("ob?ma", 2, "'?' wildcard"),
+        ('obama "barack', 6, "unterminated quote"),
+        ("/obam[a]/", 0, "regular expression"),
+        ("obama OR /x/", 9, "regular expression"),
+        ("()", 0, "empty parentheses"),
+        ('""', 0, "empty phrase"),
+        ('"!!"', 0, "phrase at position 0 has no words"),
+        ("title:", 0, "has no value"),
+        ("a title: OR b", 2, "has no value"),
+        ('"a b"~x', 5, "whole number"),
+        ('"a b"~1.5', 5, "whole number"),
+        ("publish_day:[2020 TO", 12, "unterminated range"),
+        ("{!local obama", 0, "unterminated local parameters"),
+        ("obama ~", 6, "unexpected '~'"),
+        ("obama^", 5, "number after '^'"),
+        ("obama\\", 5, "dangling escape"),
+    ],
+)
+def test_malformed_queries_report_the_position(query: str, position: int, fragment: str) -> None:
+    with pytest.raises(QuerySyntaxError) as error:
+        parse(query)
+    assert error.value.position == position
+    assert error.value.query == query
+    assert fragment in str(error.value)
+    assert isinstance(error.value, ValueError)
+
+
+def test_syntax_error_survives_pickling() -> None:
+    with pytest.raises(QuerySyntaxError) as error:
+        parse("a )")
+    copy = pickle.loads(pickle.dumps(error.value))
+    assert (copy.position, copy.query, str(copy)) == (2, "a )", "unbalanced ')' at position 2")
+
+
+def test_parsed_query_survives_pickling_and_accepts_bytes_and_none() -> None:
+    query = pickle.loads(pickle.dumps(parse('"climate change" AND NOT hoax')))
+    assert isinstance(query, TopicQuery)
+    assert query.matches(b"Climate  change")
+    assert not query.matches("climate change hoax")
+    assert not query.matches(None)  # type: ignore[arg-type]
+    assert parse("NOT hoax").matches_story(title=None, text=None)
+
+
+# ---- property: agrees with a naive boolean evaluation over word sets --------------------------------
+
+WORDS = ["alpha", "beta", "gamma", "delta"]
+
+
+def expressions() -> st.SearchStrategy[tuple[str, str]]:
+    """Pairs of (query text, python expression over a set `s`), with explicit operators and parentheses."""
+    leaves = st.sampled_from(WORDS).map(lambda w: (w, f"({w!r} in s)"))
+
+    def extend(children: st.SearchStrategy[tuple[str, str]]) -> st.SearchStrategy[tuple[str, str]]:
+        pairs = st.tuples(children, children)
+        return st.one_of(
+            pairs.map(lambda p: (f"({p[0][0]} AND {p[1][0]})", f"({p[0][1]} and {p[1][1]})")),
+            pairs.map(lambda p: (f"({p[0][0]} OR {p[1][0]})", f"({p[0][1]} or {p[1][1]})")),
+            pairs.map(lambda p: (f"({p[0][0]} AND NOT {p[1][0]})", f"({p[0][1]} and not {p[1][1]})")),
+            children.map(lambda c: (f"(NOT {c[0]})", f"(not {c[1]})")),
+        )
+
+    return st.recursive(leaves, extend, max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    expressions(), st.lists(st.sets(st.sampled_from(WORDS + ["alphabet", "betas"])), min_size=1, max_size=6)
+)
+def test_boolean_semantics_match_a_naive_evaluation(pair: tuple[str, str], documents: list[set[str]]) -> None:
+    query_text, expression = pair
+    query = parse(query_text)
+    for words in documents:
+        text = " ".join(sorted(words)).upper()
+        expected = eval(expression, {}, {"s": words})  # noqa: S307 - expression built above from fixed words
+        assert query.matches(text) == expected, (query_text, text)

@@ -1,0 +1,233 @@
+"""The spider on a small hand-made web (a dict-backed page source): states, iterations, links, bounds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import UTC, date, datetime
+
+import pytest
+from sqlalchemy import select
+
+from topicmap import schema as s
+from topicmap.fetch import FetchOutcome
+from topicmap.spider import Spider, SpiderError
+from topicmap.store import NewStory, TopicStore
+from topicmap.topics import TopicConfig
+
+
+def page(title: str, body: str, links: Iterable[str] = (), day: str = "2026-02-10") -> bytes:
+    anchors = " ".join(f'<a href="{u}">related story</a>' for u in links)
+    return (
+        f"<html><head><title>{title}</title>"
+        f'<meta property="article:published_time" content="{day}T10:00:00Z"></head>'
+        f"<body><nav><a href='/tag/news'>News</a></nav><article><h1>{title}</h1>"
+        f"<p>{body} This paragraph is long enough to be the article body of a real news page.</p>"
+        f"<p>More reporting follows here with several sentences. {anchors}</p></article>"
+        f"<footer>Copyright</footer></body></html>"
+    ).encode()
+
+
+class DictSource:
+    """Pages by URL; redirects as (status, location); anything else is a 404."""
+
+    def __init__(self, pages: dict[str, bytes | tuple[int, str]]):
+        self.pages = pages
+        self.fetched: list[str] = []
+
+    def fetch_many(self, urls: Iterable[str]) -> Iterator[FetchOutcome]:
+        for url in urls:
+            self.fetched.append(url)
+            final = url
+            target = self.pages.get(url)
+            while isinstance(target, tuple):
+                final = target[1]
+                target = self.pages.get(final)
+            if url.endswith(".pdf"):
+                yield FetchOutcome(
+                    url=url,
+                    final_url=final,
+                    status=200,
+                    refused_reason="non-html content-type: application/pdf",
+                )
+            elif target is None:
+                yield FetchOutcome(url=url, final_url=final, status=404)
+            else:
+                yield FetchOutcome(
+                    url=url,
+                    final_url=final,
+                    status=200,
+                    content=target,
+                    text=target.decode(),
+                    charset="utf-8",
+                )
+
+
+SEED_URL = "https://herald.test/2026/02/01/climate-summit"
+WEB: dict[str, bytes | tuple[int, str]] = {
+    "https://ledger.test/2026/02/03/carbon-tax": page(
+        "Carbon tax debate",
+        "Lawmakers debate the climate bill.",
+        [
+            "https://post.test/2026/02/05/emissions",
+            "https://post.test/2026/02/06/football",
+            "https://ledger.test/missing",
+        ],
+    ),
+    "https://post.test/2026/02/05/emissions": page(
+        "Emissions fall",
+        "Emissions fell as the climate plan took hold.",
+        ["https://deep.test/2026/02/07/climate-3"],
+    ),
+    "https://post.test/2026/02/06/football": page("Football final", "The match ended two to one."),
+    "https://deep.test/2026/02/07/climate-3": page(
+        "Climate three hops away",
+        "A climate story three links from the seed.",
+        ["https://deeper.test/2026/02/08/climate-4"],
+    ),
+    "https://deeper.test/2026/02/08/climate-4": page("Climate four hops away", "Climate again."),
+    "https://short.test/abc": (301, "https://post.test/2026/02/05/emissions"),
+}
+
+
+def make_topic(store: TopicStore, max_iterations: int = 15, max_stories: int = 1000) -> TopicConfig:
+    topic = TopicConfig(
+        name="climate",
+        query="climate OR emission*",
+        start_date=date(2026, 1, 1),
+        end_date=date(2026, 3, 31),
+        max_iterations=max_iterations,
+        max_stories=max_stories,
+    )
+    topics_id = store.upsert_topic(topic)
+    seed = store.add_stories(
+        [
+            NewStory(
+                url=SEED_URL,
+                title="Climate summit opens",
+                text="The climate summit opened today.",
+                publish_date=datetime(2026, 2, 1, tzinfo=UTC),
+                html=page(
+                    "Climate summit opens",
+                    "The climate summit opened today.",
+                    [
+                        "https://ledger.test/2026/02/03/carbon-tax",
+                        "https://short.test/abc",
+                        "https://www.addtoany.com/share#url=x",
+                        "https://herald.test/2026/02/02/own-story",
+                        "https://files.test/report.pdf",
+                    ],
+                ),
+            )
+        ],
+        source="test",
+    )
+    store.add_seed_urls(
+        topics_id, [{"url": SEED_URL, "source": "archive query", "stories_id": seed.stories_ids[0]}]
+    )
+    return topic
+
+
+def run_to_end(spider: Spider, limit: int = 20) -> list:
+    reports = []
+    for _ in range(limit):
+        report = spider.run_iteration()
+        reports.append(report)
+        if report.done:
+            break
+    return reports
+
+
+def states(store: TopicStore) -> dict[str, str]:
+    f = s.topic_fetch_urls
+    with store.engine.connect() as conn:
+        return dict(conn.execute(select(f.c.url, f.c.state)).all())
+
+
+def test_spider_grows_the_topic_iteration_by_iteration(store: TopicStore) -> None:
+    topic = make_topic(store)
+    source = DictSource(WEB)
+    spider = Spider(store, topic, source, log=lambda _: None)
+    reports = run_to_end(spider)
+    assert [r.iteration for r in reports] == [0, 1, 2, 3]  # climate-4 (iteration 3) links nowhere: done
+    final = states(store)
+    assert final["https://ledger.test/2026/02/03/carbon-tax"] == "story added"
+    assert final["https://post.test/2026/02/06/football"] == "content match failed"
+    assert final["https://ledger.test/missing"] == "request failed"
+    assert final["https://files.test/report.pdf"] == "skipped"
+    assert final["https://deeper.test/2026/02/08/climate-4"] == "story added"
+    # the shortener redirects to a story found in the same iteration or matched afterwards
+    assert final["https://short.test/abc"] in ("story added", "story match")
+    # share buttons never become links
+    assert not any("addtoany" in url for url in final)
+    ts = s.topic_stories
+    with store.engine.connect() as conn:
+        iterations = dict(
+            conn.execute(
+                select(s.stories.c.url, ts.c.iteration).join(
+                    s.stories, s.stories.c.stories_id == ts.c.stories_id
+                )
+            ).all()
+        )
+    assert iterations[SEED_URL] == 0
+    assert iterations["https://ledger.test/2026/02/03/carbon-tax"] == 1
+    assert (
+        iterations["https://post.test/2026/02/05/emissions"] == 1
+    )  # via the shortener or directly, the minimum wins
+    assert iterations["https://deep.test/2026/02/07/climate-3"] == 2
+    assert iterations["https://deeper.test/2026/02/08/climate-4"] == 3
+    # links point at the stories they lead to
+    tl = s.topic_links
+    with store.engine.connect() as conn:
+        resolved = conn.execute(select(tl.c.url).where(tl.c.ref_stories_id.is_not(None))).scalars().all()
+    assert "https://ledger.test/2026/02/03/carbon-tax" in resolved
+
+
+def test_rerunning_a_finished_topic_changes_nothing_and_fetches_nothing(store: TopicStore) -> None:
+    topic = make_topic(store)
+    run_to_end(Spider(store, topic, DictSource(WEB), log=lambda _: None))
+    counts = {
+        t.name: store.table_count(t) for t in (s.topic_fetch_urls, s.topic_stories, s.topic_links, s.stories)
+    }
+    source = DictSource(WEB)
+    report = Spider(store, topic, source, log=lambda _: None).run_iteration()
+    assert report.done and source.fetched == []
+    assert counts == {
+        t.name: store.table_count(t) for t in (s.topic_fetch_urls, s.topic_stories, s.topic_links, s.stories)
+    }
+
+
+def test_max_iterations_is_really_applied(store: TopicStore) -> None:
+    topic = make_topic(store, max_iterations=2)
+    reports = run_to_end(Spider(store, topic, DictSource(WEB), log=lambda _: None))
+    assert max(r.iteration for r in reports) == 2
+    final = states(store)
+    assert "https://deep.test/2026/02/07/climate-3" in final  # found at iteration 2 ...
+    assert "https://deeper.test/2026/02/08/climate-4" not in final  # ... but its links are never queued
+    tl = s.topic_links
+    with store.engine.connect() as conn:
+        recorded = conn.execute(select(tl.c.url)).scalars().all()
+    assert "https://deeper.test/2026/02/08/climate-4" in recorded  # the link itself is kept
+
+
+def test_max_stories_stops_the_topic_with_a_clear_error(store: TopicStore) -> None:
+    topic = make_topic(store, max_stories=1)
+    spider = Spider(store, topic, DictSource(WEB), log=lambda _: None)
+    spider.run_iteration()
+    spider.run_iteration()
+    with pytest.raises(SpiderError, match="more than max_stories=1"):
+        spider.run_iteration()
+
+
+def test_error_rate_above_two_percent_fails_with_top_messages(store: TopicStore) -> None:
+    topic = make_topic(store)
+
+    class Broken(DictSource):
+        def fetch_many(self, urls):  # noqa: ANN001, ANN202
+            for outcome in super().fetch_many(urls):
+                outcome.content = object()  # extraction of a non-page raises inside the spider
+                yield outcome
+
+    spider = Spider(store, topic, Broken(WEB), log=lambda _: None)
+    spider.run_iteration()
+    with pytest.raises(SpiderError, match=r"error rate .* is above 2%: \d+× "):
+        spider.run_iteration()

@@ -1,0 +1,157 @@
+"""The topic store: schema upgrade in place, idempotent writes, media lookup; on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import pytest
+from sqlalchemy import inspect, select, update
+
+from topicmap import schema as s
+from topicmap.store import NewStory, StoreError, TopicStore
+from topicmap.topics import TopicConfig
+
+
+def _story(url: str, title: str = "A title", day: int = 5, medium: str | None = None) -> NewStory:
+    return NewStory(
+        url=url,
+        title=title,
+        text=f"Body of {title}.",
+        publish_date=datetime(2026, 2, day, 12, tzinfo=UTC),
+        medium_name=medium,
+    )
+
+
+def test_fresh_store_is_at_the_newest_schema_version(store: TopicStore) -> None:
+    assert store.version() == s.SCHEMA_VERSION
+    with store.engine.connect() as conn:
+        tables = set(inspect(conn).get_table_names())
+    for name in (
+        "media",
+        "stories",
+        "story_urls",
+        "topics",
+        "topic_seed_urls",
+        "topic_fetch_urls",
+        "topic_links",
+    ):
+        assert name in tables
+
+
+def test_store_created_by_version_1_upgrades_in_place_keeping_its_data(store: TopicStore) -> None:
+    # Rebuild the store as version 1 shipped it: only v1 tables, without the columns added later.
+    s.metadata.drop_all(store.engine)
+    store.upgrade(target=1)
+    assert store.version() == 1
+    with store.engine.connect() as conn:
+        inspector = inspect(conn)
+        assert "topic_fetch_urls" not in inspector.get_table_names()
+        assert "normalized_title_hash" not in {c["name"] for c in inspector.get_columns("stories")}
+    added = store.add_stories([_story("https://www.example.com/2026/02/05/a")], source="test")
+
+    assert store.upgrade() == s.SCHEMA_VERSION
+    assert store.version() == s.SCHEMA_VERSION
+    with store.engine.connect() as conn:
+        inspector = inspect(conn)
+        assert "topic_fetch_urls" in inspector.get_table_names()
+        assert "normalized_title_hash" in {c["name"] for c in inspector.get_columns("stories")}
+        kept = conn.execute(
+            select(s.stories.c.url).where(s.stories.c.stories_id == added.stories_ids[0])
+        ).scalar_one()
+    assert kept == "https://www.example.com/2026/02/05/a"
+    # Upgrading again is a no-op.
+    assert store.upgrade() == s.SCHEMA_VERSION
+
+
+def test_adding_the_same_stories_twice_creates_nothing_new(store: TopicStore) -> None:
+    batch = [_story(f"https://news.example.com/2026/02/0{i}/story-{i}", f"Story {i}") for i in range(1, 6)]
+    first = store.add_stories(batch, source="test")
+    second = store.add_stories(batch, source="test")
+    assert first.created == 5 and second.created == 0 and second.existing == 5
+    assert first.stories_ids == second.stories_ids
+    assert store.table_count(s.stories) == 5
+    # Each story is findable by its raw URL and its lossy form (https→http, "news." dropped): 2 rows each.
+    assert store.table_count(s.story_urls) == 10
+    with store.engine.connect() as conn:
+        urls = set(conn.execute(select(s.story_urls.c.url)).scalars())
+    assert "http://example.com/2026/02/01/story-1/" in urls or "http://example.com/2026/02/01/story-1" in urls
+
+
+def test_www_and_bare_host_share_one_medium(store: TopicStore) -> None:
+    added = store.add_stories(
+        [_story("https://www.herald.test/a", "A"), _story("http://herald.test/b", "B")], source="test"
+    )
+    with store.engine.connect() as conn:
+        media_ids = (
+            conn.execute(select(s.stories.c.media_id).where(s.stories.c.stories_id.in_(added.stories_ids)))
+            .scalars()
+            .all()
+        )
+    assert len(set(media_ids)) == 1
+    assert store.table_count(s.media) == 1
+
+
+def test_duplicate_media_chain_is_followed_and_a_cycle_is_named(store: TopicStore) -> None:
+    store.add_stories([_story("https://old.test/a", "A"), _story("https://mid.test/b", "B")], source="test")
+    store.add_stories([_story("https://new.test/c", "C")], source="test")
+    with store.engine.begin() as conn:
+        ids = dict(conn.execute(select(s.media.c.name, s.media.c.media_id)).all())
+        conn.execute(
+            update(s.media).where(s.media.c.media_id == ids["old.test"]).values(dup_media_id=ids["mid.test"])
+        )
+        conn.execute(
+            update(s.media).where(s.media.c.media_id == ids["mid.test"]).values(dup_media_id=ids["new.test"])
+        )
+        assert store.final_medium(conn, ids["old.test"]) == ids["new.test"]
+        conn.execute(
+            update(s.media).where(s.media.c.media_id == ids["new.test"]).values(dup_media_id=ids["old.test"])
+        )
+        with pytest.raises(StoreError, match=r"duplicate-media cycle: media \d+ -> \d+ -> \d+ -> \d+"):
+            store.final_medium(conn, ids["old.test"])
+
+
+def test_topic_upsert_and_seed_urls_are_idempotent(store: TopicStore) -> None:
+    topic = TopicConfig(name="t1", query="climate", start_date=date(2026, 1, 1), end_date=date(2026, 3, 31))
+    topics_id = store.upsert_topic(topic)
+    assert store.upsert_topic(topic) == topics_id
+    rows = [{"url": f"https://example.com/{i}", "source": "csv:test.csv"} for i in range(3)]
+    assert store.add_seed_urls(topics_id, rows) == 3
+    assert store.add_seed_urls(topics_id, rows) == 0
+    assert store.table_count(s.topic_seed_urls, topics_id=topics_id) == 3
+    changed = TopicConfig(
+        name="t1", query="climate OR carbon", start_date=date(2026, 1, 1), end_date=date(2026, 3, 31)
+    )
+    assert store.upsert_topic(changed) == topics_id
+    assert store.topic_row("t1")["solr_seed_query"] == "climate OR carbon"
+    with pytest.raises(StoreError, match="unknown topic 'nope'"):
+        store.topic_row("nope")
+
+
+def test_stories_published_between_is_inclusive_of_whole_days(store: TopicStore) -> None:
+    store.add_stories(
+        [
+            NewStory("https://a.test/1", "one", "x", datetime(2026, 1, 31, 23, 59, tzinfo=UTC)),
+            NewStory("https://a.test/2", "two", "x", datetime(2026, 2, 1, 0, 0, tzinfo=UTC)),
+            NewStory("https://a.test/3", "three", "x", datetime(2026, 2, 28, 23, 59, tzinfo=UTC)),
+            NewStory("https://a.test/4", "four", "x", datetime(2026, 3, 1, 0, 0, tzinfo=UTC)),
+            NewStory("https://a.test/5", "five", "x", None),
+        ],
+        source="test",
+    )
+    found = [
+        r["title"] for r in store.iter_stories_published_between(date(2026, 2, 1), date(2026, 2, 28), chunk=1)
+    ]
+    assert found == ["two", "three"]
+    assert all(
+        r["publish_date"].tzinfo is not None
+        for r in store.iter_stories_published_between(date(2026, 1, 1), date(2026, 3, 31))
+    )
+
+
+def test_opening_a_store_newer_than_the_code_is_refused(store: TopicStore) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(
+            s.schema_version.insert().values(version=s.SCHEMA_VERSION + 1, upgraded_at=datetime.now(UTC))
+        )
+    with pytest.raises(StoreError, match="newer than this code"):
+        store.upgrade()

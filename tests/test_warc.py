@@ -1,0 +1,760 @@
+"""Tests for topicmap.warc: story-indexer layout writer/reader, generic WARC/ARC reading, replay."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import pickle
+import re
+import socket
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from topicmap.warc import (
+    METADATA_CONTENT_TYPE,
+    ArchiveStoryError,
+    StoryArchiveWriter,
+    StoryRecord,
+    WarcReadError,
+    WarcReplay,
+    read_story_archive,
+    read_warc_pages,
+    replay_key,
+    stories_from_warc,
+)
+
+REAL_WARC_DIR = Path("/work/shared/data/warc")
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def real_file(name: str) -> Path:
+    path = REAL_WARC_DIR / name
+    if not path.is_file():
+        pytest.skip(f"real WARC test file {path} not available")
+    return path
+
+
+def three_stories() -> list[StoryRecord]:
+    return [
+        StoryRecord(
+            url="https://news.example/2024/05/01/story-one",
+            original_url="http://news.example/story-one?utm_source=rss",
+            html="<html><head><title>Un été</title></head><body>é</body></html>".encode(),
+            http_status=200,
+            encoding="utf-8",
+            fetch_date=datetime(2024, 5, 1, 10, 30, 15, 654321, tzinfo=UTC),
+            metadata={
+                "rss_entry": {"link": "http://news.example/story-one?utm_source=rss", "title": "Un été"},
+                "content_metadata": {
+                    "article_title": "Un été",
+                    "text_content": "Body text one.",
+                    "publication_date": "2024-04-30",
+                    "language": "fr",
+                    "canonical_domain": "news.example",
+                    "parsed_date": "2024-05-01 10:31:00.000001",
+                    "authors": ["A. Writer", "B. Writer"],
+                },
+            },
+        ),
+        StoryRecord(
+            url="https://blog.example/post",
+            original_url="https://blog.example/post",
+            html=b"<html><body>latin-1 \xe9</body></html>",
+            http_status=200,
+            encoding=None,
+            # not UTC on purpose: stored and returned as the same instant in UTC
+            fetch_date=datetime(2024, 5, 1, 14, 0, 1, tzinfo=timezone(timedelta(hours=2))),
+            metadata={
+                "rss_entry": {
+                    "link": "https://blog.example/post",
+                    "pub_date": "Tue, 30 Apr 2024 08:00:00 GMT",
+                },
+                "content_metadata": {"article_title": "Post", "parsed_date": "2024-05-01 12:00:02.000000"},
+            },
+        ),
+        StoryRecord(
+            url="https://gone.example/missing",
+            original_url="https://gone.example/missing",
+            html=b"<html><body>Not found</body></html>",
+            http_status=404,
+            encoding="iso-8859-1",
+            fetch_date=datetime(2024, 5, 1, 11, 0, 0, tzinfo=UTC),
+            metadata={"content_metadata": {"parsed_date": "2024-05-01 11:00:00.000000"}},
+        ),
+    ]
+
+
+def write_archive(folder: Path, stories: list[StoryRecord], **kwargs) -> Path:
+    with StoryArchiveWriter(folder, hostname="testhost", now=NOW, **kwargs) as writer:
+        for story in stories:
+            writer.write_story(story)
+    return writer.path
+
+
+def warc_records(path: Path) -> list[tuple[str, StatusAndHeaders, StatusAndHeaders | None, bytes]]:
+    """(type, WARC headers, HTTP headers, payload) of every record, read by warcio itself."""
+    with path.open("rb") as handle:
+        return [
+            (rec.rec_type, rec.rec_headers, rec.http_headers, rec.content_stream().read())
+            for rec in ArchiveIterator(handle)
+        ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Writer and story reader
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_three_stories_read_back_identical(tmp_path: Path) -> None:
+    stories = three_stories()
+    path = write_archive(tmp_path, stories)
+    back = list(read_story_archive(path))
+    assert len(back) == 3
+    for written, read in zip(stories, back, strict=True):
+        assert read.url == written.url
+        assert read.original_url == written.original_url
+        assert read.html == written.html
+        assert read.http_status == written.http_status
+        assert read.encoding == written.encoding
+        assert read.fetch_date == written.fetch_date  # full microsecond precision, same instant
+        assert read.fetch_date.tzinfo is not None
+    # metadata comes back as written, plus the http_metadata the writer fills from the record fields
+    first = back[0].metadata
+    assert first["rss_entry"] == stories[0].metadata["rss_entry"]
+    assert first["content_metadata"] == {
+        **stories[0].metadata["content_metadata"],
+        "original_url": "http://news.example/story-one?utm_source=rss",
+    }
+    assert first["http_metadata"] == {
+        "final_url": stories[0].url,
+        "response_code": 200,
+        "encoding": "utf-8",
+        "fetch_timestamp": stories[0].fetch_date.timestamp(),
+    }
+    assert back[2].metadata["http_metadata"]["response_code"] == 404
+
+
+def test_file_name_format_and_serial(tmp_path: Path) -> None:
+    path = write_archive(tmp_path / "a", three_stories()[:1], prefix="mc", serial=7)
+    assert path.name == "mc-20240501120000-7-testhost.warc.gz"
+    with StoryArchiveWriter(tmp_path / "b", prefix="topicmap", serial=-1, now=NOW) as writer:
+        writer.write_story(three_stories()[0])
+    assert writer.path.name == "topicmap.warc.gz"
+    with StoryArchiveWriter(tmp_path / "c", now=NOW) as writer:
+        pass
+    assert writer.path.name == f"topicmap-20240501120000-0-{socket.gethostname()}.warc.gz"
+    # the timestamp in the name is UTC whatever zone `now` is given in
+    plus_two = NOW.astimezone(timezone(timedelta(hours=2)))
+    with StoryArchiveWriter(tmp_path / "d", hostname="h", now=plus_two) as writer:
+        pass
+    assert re.fullmatch(r"topicmap-20240501120000-0-h\.warc\.gz", writer.path.name)
+
+
+def test_written_to_tmp_then_renamed_and_abort_leaves_nothing(tmp_path: Path) -> None:
+    writer = StoryArchiveWriter(tmp_path, hostname="h", now=NOW)
+    writer.write_story(three_stories()[0])
+    assert [p.name for p in tmp_path.iterdir()] == ["topicmap-20240501120000-0-h.warc.gz.tmp"]
+    with pytest.raises(RuntimeError, match="not finished"):
+        _ = writer.path
+    final = writer.finish()
+    assert [p.name for p in tmp_path.iterdir()] == [final.name]
+
+    aborted = tmp_path / "aborted"
+    with pytest.raises(KeyError), StoryArchiveWriter(aborted, hostname="h", now=NOW) as writer:
+        writer.write_story(three_stories()[0])
+        raise KeyError("pipeline failed mid-archive")
+    assert list(aborted.iterdir()) == []
+
+
+def test_existing_archive_is_never_replaced(tmp_path: Path) -> None:
+    path = write_archive(tmp_path, three_stories()[:1])
+    before = path.read_bytes()
+    with pytest.raises(FileExistsError, match=path.name):
+        StoryArchiveWriter(tmp_path, hostname="testhost", now=NOW)
+    assert path.read_bytes() == before
+
+
+def test_record_layout_readable_by_warcio(tmp_path: Path) -> None:
+    path = write_archive(tmp_path, three_stories())
+    records = warc_records(path)
+    assert [r[0] for r in records] == ["warcinfo"] + ["response", "metadata"] * 3
+
+    info_type, info_headers, _, info_body = records[0]
+    assert info_headers.protocol == "WARC/1.0"
+    assert info_headers.get_header("WARC-Filename") == path.name
+    fields = dict(line.split(": ", 1) for line in info_body.decode().strip().splitlines())
+    assert fields["hostname"] == "testhost"
+    assert "story-indexer" in fields["software"]
+    assert fields["format"] == "WARC file version 1.0"
+
+    stories = three_stories()
+    for index, story in enumerate(stories):
+        _, response_headers, http, payload = records[1 + 2 * index]
+        _, meta_headers, _, meta_body = records[2 + 2 * index]
+        assert response_headers.protocol == "WARC/1.0"
+        assert response_headers.get_header("WARC-Target-URI") == story.url
+        expected_date = story.fetch_date.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert response_headers.get_header("WARC-Date") == expected_date
+        assert http.protocol == "HTTP/1.0"
+        assert http.get_header("Content-Length") == str(len(story.html))
+        assert payload == story.html
+        assert meta_headers.get_header("Content-Type") == METADATA_CONTENT_TYPE
+        assert meta_headers.get_header("WARC-Refers-To") == response_headers.get_header("WARC-Record-ID")
+        assert meta_headers.get_header("WARC-Date") == expected_date
+        assert meta_headers.get_header("WARC-Target-URI") == story.url
+        assert meta_body.startswith(b'{\n  "rss_entry": ')  # JSON, indent 2, rss_entry first
+        assert list(json.loads(meta_body))[:3] == ["rss_entry", "http_metadata", "content_metadata"]
+
+    assert records[1][2].statusline == "200 OK"
+    assert records[1][2].get_header("Content-Type") == "text/html; encoding=utf-8"
+    assert records[3][2].get_header("Content-Type") == "text/html"  # encoding unknown
+    assert records[5][2].statusline == "404 HUH?"
+    raw = gzip.decompress(path.read_bytes())
+    assert b"\r\nHTTP/1.0 404 HUH?\r\n" in raw
+    assert b"WARC-Type: request" not in raw
+
+    # every digest warcio wrote checks out when warcio reads it back
+    with path.open("rb") as handle:
+        iterator = ArchiveIterator(handle, check_digests="raise")
+        assert sum(1 for rec in iterator if rec.content_stream().read() is not None) == 7
+
+
+def test_archive_story_errors_and_bad_input(tmp_path: Path) -> None:
+    with StoryArchiveWriter(tmp_path, hostname="h", now=NOW) as writer:
+        with pytest.raises(ArchiveStoryError) as no_url:
+            writer.write_story(StoryRecord(url="", html=b"<html></html>"))
+        assert no_url.value.args[0] == "no-url"
+        with pytest.raises(ArchiveStoryError) as no_html:
+            writer.write_story(StoryRecord(url="https://x.example/", html=b""))
+        assert no_html.value.args[0] == "no-html"
+        with pytest.raises(TypeError, match="must be bytes"):
+            writer.write_story(StoryRecord(url="https://x.example/", html="<html></html>"))  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="timezone-aware"):
+            writer.write_story(
+                StoryRecord(url="https://x.example/", html=b"x", fetch_date=datetime(2024, 1, 1))
+            )
+        with pytest.raises(ValueError, match="http_status"):
+            writer.write_story(StoryRecord(url="https://x.example/", html=b"x", http_status=0))
+        with pytest.raises(TypeError, match=r"metadata\['content_metadata'\]\['blob'\]"):
+            writer.write_story(
+                StoryRecord(
+                    url="https://x.example/", html=b"x", metadata={"content_metadata": {"blob": object()}}
+                )
+            )
+        # story-indexer's URL fallback: no final url → content url → original url → rss link
+        writer.write_story(
+            StoryRecord(url="", html=b"<p>a</p>", metadata={"rss_entry": {"link": "https://rss.example/a"}})
+        )
+        assert writer.stories_written == 1
+    stories = list(read_story_archive(writer.path))
+    assert [s.url for s in stories] == ["https://rss.example/a"]  # the failed stories left no records
+
+
+def test_metadata_values_become_plain_json(tmp_path: Path) -> None:
+    published = datetime(2024, 4, 30, 9, 15, tzinfo=UTC)
+    story = StoryRecord(
+        url="https://x.example/a",
+        html=b"<p>x</p>",
+        fetch_date=NOW,
+        metadata={
+            "content_metadata": {"publication_date": published, "tags": ("a", "b"), "nested": {"k": [1.5]}}
+        },
+    )
+    path = write_archive(tmp_path, [story])
+    content = next(read_story_archive(path)).metadata["content_metadata"]
+    # story-indexer repr()s tuples and nested dicts into strings; structure survives here
+    assert content["publication_date"] == "2024-04-30T09:15:00+00:00"
+    assert content["tags"] == ["a", "b"]
+    assert content["nested"] == {"k": [1.5]}
+    assert story.metadata["content_metadata"]["publication_date"] is published  # caller's dict untouched
+
+
+def test_deterministic_ids_give_byte_identical_files(tmp_path: Path) -> None:
+    first = write_archive(tmp_path / "one", three_stories(), deterministic_ids=True)
+    second = write_archive(tmp_path / "two", three_stories(), deterministic_ids=True)
+    assert first.read_bytes() == second.read_bytes()
+    random_a = write_archive(tmp_path / "three", three_stories())
+    random_b = write_archive(tmp_path / "four", three_stories())
+    assert random_a.read_bytes() != random_b.read_bytes()
+    ids = [h.get_header("WARC-Record-ID") for _, h, _, _ in warc_records(first)]
+    assert len(set(ids)) == len(ids) == 7
+
+
+def build_warc(path: Path, records: list[dict], *, gzip_records: bool = True) -> Path:
+    """A generic crawl WARC from simple record specs (warcio does the writing)."""
+    with path.open("wb") as handle:
+        writer = WARCWriter(handle, gzip=gzip_records, warc_version="WARC/1.0")
+        for spec in records:
+            kind = spec.get("type", "response")
+            headers = {"WARC-Date": spec.get("date", "2024-05-01T00:00:00Z")}
+            headers.update(spec.get("warc_headers", {}))
+            if kind in ("response", "request"):
+                # a request line is "<method> <path> HTTP/1.1": warcio keeps the method as "protocol"
+                status = spec.get("status", "200 OK") + (" HTTP/1.1" if kind == "request" else "")
+                http = StatusAndHeaders(
+                    status,
+                    spec.get("headers", [("Content-Type", "text/html; charset=utf-8")]),
+                    protocol=spec.get("protocol", "HTTP/1.1"),
+                )
+                body = spec.get("body", b"")
+                record = writer.create_warc_record(
+                    spec["url"],
+                    kind,
+                    payload=io.BytesIO(body),
+                    length=len(body),
+                    http_headers=http,
+                    warc_headers_dict=headers,
+                )
+            else:
+                body = spec.get("body", b"")
+                headers["Content-Type"] = spec.get("content_type", "text/html")
+                record = writer.create_warc_record(
+                    spec["url"], kind, payload=io.BytesIO(body), length=len(body), warc_headers_dict=headers
+                )
+            writer.write_record(record)
+            spec["record_id"] = record.rec_headers.get_header("WARC-Record-ID")
+    return path
+
+
+def test_story_reader_keeps_responses_without_metadata(tmp_path: Path) -> None:
+    # story-indexer's reader would drop both "b" (no metadata) and "c" (its state machine skips it)
+    path = write_archive(tmp_path, three_stories()[:1])
+    mixed = tmp_path / "mixed.warc.gz"
+    with mixed.open("wb") as handle:
+        handle.write(path.read_bytes())  # warcinfo + story one
+    extra = build_warc(
+        tmp_path / "extra.warc.gz",
+        [{"url": "https://b.example/", "body": b"<html>b</html>", "date": "2024-05-02T03:04:05Z"}],
+    )
+    with mixed.open("ab") as handle:
+        handle.write(extra.read_bytes())
+        handle.write(write_archive(tmp_path / "c", three_stories()[1:2]).read_bytes())
+    stories = list(read_story_archive(mixed))
+    assert [s.url for s in stories] == [
+        "https://news.example/2024/05/01/story-one",
+        "https://b.example/",
+        "https://blog.example/post",
+    ]
+    plain = stories[1]
+    assert plain.metadata == {}
+    assert plain.encoding == "utf-8"  # from the Content-Type charset
+    assert plain.fetch_date == datetime(2024, 5, 2, 3, 4, 5, tzinfo=UTC)
+    assert stories[2].metadata["content_metadata"]["article_title"] == "Post"
+
+
+def test_parsed_date_falls_back_to_metadata_warc_date(tmp_path: Path) -> None:
+    story = StoryRecord(
+        url="https://x.example/a",
+        html=b"<p>x</p>",
+        fetch_date=datetime(2024, 3, 2, 1, 0, 59, 999999, tzinfo=UTC),
+        metadata={"content_metadata": {"article_title": "A"}},
+    )
+    back = next(read_story_archive(write_archive(tmp_path, [story])))
+    assert back.metadata["content_metadata"]["parsed_date"] == "2024-03-02T01:00:59"
+
+
+def test_stories_from_story_archive(tmp_path: Path) -> None:
+    path = write_archive(tmp_path, three_stories())
+    stories = list(stories_from_warc(path))
+    assert [s["url"] for s in stories] == [
+        "https://news.example/2024/05/01/story-one",
+        "https://blog.example/post",
+    ]  # the 404 is not a story
+    one, two = stories
+    assert one["title"] == "Un été"
+    assert one["text"] == "Body text one."
+    assert one["publish_date"] == datetime(2024, 4, 30, tzinfo=UTC)
+    assert one["language"] == "fr"
+    assert one["canonical_domain"] == "news.example"
+    assert one["medium"] is None
+    assert one["html"] == three_stories()[0].html
+    # no publication_date: the RSS pub_date, as story-indexer's importer does
+    assert two["publish_date"] == datetime(2024, 4, 30, 8, 0, tzinfo=UTC)
+    assert two["text"] is None
+
+
+def test_stories_from_generic_crawl_leave_extraction_to_caller(tmp_path: Path) -> None:
+    path = build_warc(
+        tmp_path / "crawl.warc.gz",
+        [
+            {"url": "https://a.example/", "body": b"<html><title>A</title></html>"},
+            {
+                "url": "https://a.example/data.json",
+                "body": b"{}",
+                "headers": [("Content-Type", "application/json")],
+            },
+            {"url": "https://a.example/gone", "status": "410 Gone", "body": b"<html>gone</html>"},
+            {"url": "https://a.example/untyped", "body": b"  <!DOCTYPE html><html>u</html>", "headers": []},
+        ],
+    )
+    stories = list(stories_from_warc(path))
+    assert [s["url"] for s in stories] == ["https://a.example/", "https://a.example/untyped"]
+    assert stories[0]["title"] is None and stories[0]["text"] is None and stories[0]["publish_date"] is None
+    assert stories[0]["html"] == b"<html><title>A</title></html>"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Generic pages and bad files
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_read_warc_pages_generic_records(tmp_path: Path) -> None:
+    path = build_warc(
+        tmp_path / "crawl.warc",
+        [
+            {
+                "type": "warcinfo",
+                "url": "",
+                "content_type": "application/warc-fields",
+                "body": b"software: t\r\n",
+            },
+            {
+                "url": "http://a.example/",
+                "body": b"<html>a</html>",
+                "headers": [("Content-Type", "text/html; encoding=koi8-r")],
+            },
+            {"type": "request", "url": "http://a.example/", "status": "/", "protocol": "GET", "headers": []},
+            {"type": "resource", "url": "http://a.example/file.html", "body": b"<html>r</html>"},
+            {
+                "type": "resource",
+                "url": "http://a.example/img.png",
+                "content_type": "image/png",
+                "body": b"\x89PNG",
+            },
+            {"url": "dns:a.example", "body": b"a.example. 300 IN A 10.0.0.1", "headers": []},
+        ],
+        gzip_records=False,
+    )
+    pages = list(read_warc_pages(path))
+    assert [(p.url, p.record_type, p.status, p.body) for p in pages] == [
+        ("http://a.example/", "response", 200, b"<html>a</html>"),
+        ("http://a.example/file.html", "resource", 200, b"<html>r</html>"),
+    ]
+    assert pages[0].charset == "koi8-r"  # story-indexer's "encoding=" parameter is understood
+    assert pages[0].date == datetime(2024, 5, 1, tzinfo=UTC)
+    assert pages[0].digest_ok is True
+    assert pages[1].content_type == "text/html"
+
+
+def test_missing_file_fails_at_call_time(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="nope.warc"):
+        read_warc_pages(tmp_path / "nope.warc")
+    with pytest.raises(FileNotFoundError):
+        read_story_archive(tmp_path / "nope.warc")
+
+
+def test_truncated_gzip_archive_keeps_the_stories_before_the_damage(tmp_path: Path) -> None:
+    path = write_archive(tmp_path, three_stories())
+    data = path.read_bytes()
+    cut = tmp_path / "cut.warc.gz"
+    cut.write_bytes(data[: len(data) - 200])  # into the last story's metadata record
+
+    seen: list[str] = []
+    with pytest.raises(WarcReadError) as caught:
+        for story in read_story_archive(cut):
+            seen.append(story.url)
+    assert seen == [s.url for s in three_stories()[:2]]
+    assert caught.value.path == str(cut)
+    assert str(cut) in str(caught.value)
+    assert caught.value.offset > 0
+
+    errors: list[WarcReadError] = []
+    pages = list(read_warc_pages(cut, errors=errors))
+    assert len(pages) == 3  # the last response survived; only its metadata record is cut
+    assert len(errors) == 1 and errors[0].path == str(cut)
+
+
+def test_garbage_in_uncompressed_warc_reports_file_and_offset(tmp_path: Path) -> None:
+    good = build_warc(
+        tmp_path / "good.warc",
+        [{"url": f"http://a.example/{n}", "body": f"<html>{n}</html>".encode()} for n in range(2)],
+        gzip_records=False,
+    )
+    bad = tmp_path / "bad.warc"
+    bad.write_bytes(good.read_bytes() + b"GARBAGE\r\n\r\n" + good.read_bytes())
+    seen: list[str] = []
+    with pytest.raises(WarcReadError) as caught:  # strict: the pages before, then the error
+        for page in read_warc_pages(bad):
+            seen.append(page.url)
+    assert seen == ["http://a.example/0", "http://a.example/1"]
+    assert caught.value.offset == len(good.read_bytes())
+    assert "ArchiveLoadFailed" in caught.value.reason
+
+    errors: list[WarcReadError] = []  # lenient: resumes at the next "WARC/1.0" line
+    pages = list(read_warc_pages(bad, errors=errors))
+    assert [p.url for p in pages] == [f"http://a.example/{n}" for n in (0, 1, 0, 1)]
+    assert [e.offset for e in errors] == [len(good.read_bytes())]
+
+    # a five-word line looks like an ARC record header to warcio: one bad record, then reading goes on
+    stray = tmp_path / "stray.warc"
+    stray.write_bytes(good.read_bytes() + b"this is not a WARC record\r\n\r\n" + good.read_bytes())
+    errors = []
+    pages = list(read_warc_pages(stray, errors=errors))
+    assert [p.url for p in pages] == [f"http://a.example/{n}" for n in (0, 1, 0, 1)]
+    assert len(errors) == 1 and "ARC record in a WARC file" in errors[0].reason
+    assert errors[0].offset == len(good.read_bytes())
+
+
+def test_corrupt_gzip_member_loses_only_that_record(tmp_path: Path) -> None:
+    path = write_archive(tmp_path, three_stories())
+    with path.open("rb") as handle:
+        iterator = ArchiveIterator(handle)
+        offsets = [(rec.rec_type, iterator.get_record_offset()) for rec in iterator]
+    second_response = [offset for kind, offset in offsets if kind == "response"][1]
+    data = bytearray(path.read_bytes())
+    for index in range(second_response + 30, second_response + 60):  # inside the deflate data
+        data[index] ^= 0xFF
+    corrupt = tmp_path / "corrupt.warc.gz"
+    corrupt.write_bytes(bytes(data))
+
+    errors: list[WarcReadError] = []
+    stories = list(read_story_archive(corrupt, errors=errors))
+    assert [s.url for s in stories] == [three_stories()[0].url, three_stories()[2].url]
+    assert stories[1].metadata["content_metadata"]["parsed_date"] == "2024-05-01 11:00:00.000000"
+    assert [e.offset for e in errors] == [second_response]
+
+
+def test_record_shorter_than_declared_is_an_error_not_a_page(tmp_path: Path) -> None:
+    good = build_warc(
+        tmp_path / "g.warc",
+        [{"url": "http://a.example/", "body": b"<html>" + b"x" * 500 + b"</html>"}],
+        gzip_records=False,
+    )
+    cut = tmp_path / "cut.warc"
+    cut.write_bytes(good.read_bytes()[:-100])
+    with pytest.raises(WarcReadError, match=r"offset 0: response record truncated"):
+        list(read_warc_pages(cut))
+
+
+def test_read_error_pickles() -> None:
+    error = WarcReadError("/x/y.warc.gz", 42, "bad", decompressed=True)
+    clone = pickle.loads(pickle.dumps(error))
+    assert (clone.path, clone.offset, clone.reason, clone.decompressed) == ("/x/y.warc.gz", 42, "bad", True)
+    assert str(clone) == "/x/y.warc.gz: offset 42 of the decompressed stream: bad"
+
+
+# Pages and errors per real test file, verified by inspecting each file (see warc_index.json descriptions):
+#   bad.arc: 3 ARC "response" records with length -1 / "abc", no HTTP message → 3 record errors, 0 pages
+#   example-bad-non-chunked.warc.gz, example-bad.warc.gz.bad: whole file is ONE gzip member; warcio stops
+#       after the first record, the continuous-gzip re-read recovers 1 and 2 responses (200; 200 + 302)
+#   example-digest.warc: only request records → 0 pages
+#   example-iana.org-chunked.warc: 1 chunked response, 7223 bytes de-chunked
+#   example-resource.warc.gz: 1 text/html resource record
+#   example-space-in-target-uri.warc.gz: only an image/png resource → 0 pages
+#   example-space-in-url.arc: 1 response (CRs stripped: record 12 bytes short, HTML complete)
+#   example-trunc.warc: 1 response whose digests fail (gzip body still decodes to 1270 bytes)
+#   example-wget-bad-target-uri.warc.gz: 1 response (<angle-bracketed> target URIs)
+#   example-wrong-chunks.warc.gz: response split across gzip members → recovered, 1270 bytes
+#   example.arc, example.arc.gz, example.warc, example.warc.gz: 1 response each (revisit not a page)
+#   post-test.warc.gz: 3 responses to POSTs (application/json)
+EXPECTED_REAL = {
+    "bad.arc": (0, 3),
+    "example-bad-non-chunked.warc.gz": (1, 0),
+    "example-bad.warc.gz.bad": (2, 0),
+    "example-digest.warc": (0, 0),
+    "example-iana.org-chunked.warc": (1, 0),
+    "example-resource.warc.gz": (1, 0),
+    "example-space-in-target-uri.warc.gz": (0, 0),
+    "example-space-in-url.arc": (1, 0),
+    "example-trunc.warc": (1, 0),
+    "example-wget-bad-target-uri.warc.gz": (1, 0),
+    "example-wrong-chunks.warc.gz": (1, 0),
+    "example.arc": (1, 0),
+    "example.arc.gz": (1, 0),
+    "example.warc": (1, 0),
+    "example.warc.gz": (1, 0),
+    "post-test.warc.gz": (3, 0),
+}
+
+
+def test_every_real_file_reads_with_expected_pages() -> None:
+    index_path = real_file("warc_index.json")
+    names = sorted(json.loads(index_path.read_text()))
+    assert names, "warc_index.json lists no files"
+    for name in names:
+        path = REAL_WARC_DIR / name
+        if not path.is_file():
+            continue
+        errors: list[WarcReadError] = []
+        pages = list(read_warc_pages(path, errors=errors))
+        for error in errors:
+            assert error.path == str(path)
+        if name in EXPECTED_REAL:
+            assert (len(pages), len(errors)) == EXPECTED_REAL[name], name
+        for page in pages:
+            assert page.url.startswith("http") and 100 <= page.status <= 599
+            assert page.date is not None and page.date.tzinfo is not None
+
+
+def test_real_file_details() -> None:
+    iana = next(read_warc_pages(real_file("example-iana.org-chunked.warc")))
+    assert iana.header("Transfer-Encoding") == "chunked"
+    assert len(iana.body) == 7223 and iana.body.rstrip().endswith(b"</html>")
+
+    wrong_chunks = next(read_warc_pages(real_file("example-wrong-chunks.warc.gz")))
+    assert wrong_chunks.offset_is_decompressed
+    assert len(wrong_chunks.body) == 1270 and wrong_chunks.body.rstrip().endswith(b"</html>")
+
+    one_member = list(read_warc_pages(real_file("example-bad.warc.gz.bad")))
+    assert [(p.url, p.status) for p in one_member] == [
+        ("http://example.com?example=1", 200),
+        ("http://www.iana.org/domains/example", 302),
+    ]
+    assert one_member[1].location == "http://www.iana.org/domains/reserved"
+
+    trunc = next(read_warc_pages(real_file("example-trunc.warc")))
+    assert trunc.digest_ok is False and len(trunc.body) == 1270
+
+    wget = next(read_warc_pages(real_file("example-wget-bad-target-uri.warc.gz")))
+    assert wget.url == "http://example.com/"
+
+    arc = next(read_warc_pages(real_file("example-space-in-url.arc")))
+    assert " " not in arc.url and len(arc.body) == 1270
+
+    with pytest.raises(WarcReadError, match=r"bad\.arc: offset 134: response record .* no valid HTTP status"):
+        list(read_warc_pages(real_file("bad.arc")))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Replay
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_replay_key_tolerance() -> None:
+    assert replay_key("http://Example.COM/a/") == replay_key("https://example.com/a")
+    assert replay_key("https://example.com:443/a?x=1#frag") == "example.com/a?x=1"
+    assert replay_key("http://example.com:8080/") == "example.com:8080"
+    assert replay_key("http://www.example.com/a") != replay_key("http://example.com/a")
+
+
+def test_replay_lookups_redirects_and_latest_capture(tmp_path: Path) -> None:
+    crawl = build_warc(
+        tmp_path / "crawl.warc.gz",
+        [
+            {"url": "http://a.example/old", "status": "301 Moved", "headers": [("Location", "/new")]},
+            {
+                "url": "https://a.example/new",
+                "body": b"<html>old capture</html>",
+                "date": "2024-05-01T00:00:00Z",
+            },
+            {
+                "url": "http://b.example/loop1",
+                "status": "302 Found",
+                "headers": [("Location", "http://b.example/loop2")],
+            },
+            {
+                "url": "http://b.example/loop2",
+                "status": "302 Found",
+                "headers": [("Location", "http://b.example/loop1")],
+            },
+            {
+                "url": "http://c.example/away",
+                "status": "302 Found",
+                "headers": [("Location", "http://never.example/")],
+            },
+            {"url": "http://e.example/dir/", "body": b"<html>dir</html>"},
+        ],
+    )
+    specs_second = [
+        {"url": "https://a.example/new", "body": b"<html>new capture</html>", "date": "2024-05-03T00:00:00Z"},
+        {"url": "https://a.example/new", "body": b"<html>older still</html>", "date": "2024-04-01T00:00:00Z"},
+    ]
+    later = build_warc(tmp_path / "later.warc", specs_second, gzip_records=False)
+    replay = WarcReplay([crawl, later])
+
+    page = replay.get("http://a.example/old")
+    assert page is not None
+    assert page.url == "https://a.example/new"
+    assert page.body == b"<html>new capture</html>"  # latest WARC-Date wins, whatever the file order
+    redirect = replay.get("http://a.example/old", follow_redirects=False)
+    assert redirect is not None and redirect.status == 301 and redirect.location == "http://a.example/new"
+
+    assert replay.get("http://a.example/new/").body == b"<html>new capture</html>"  # trailing slash, http
+    assert replay.get("HTTPS://A.EXAMPLE/new#top").url == "https://a.example/new"
+    assert replay.get("https://e.example/dir").body == b"<html>dir</html>"
+    assert replay.get("http://b.example/loop1") is None  # redirect loop
+    assert replay.get("http://c.example/away") is None  # target never captured
+    assert replay.get("http://nowhere.example/") is None
+    assert "http://a.example/old" in replay and "http://nowhere.example/" not in replay
+    assert len(replay) == 6
+
+
+def test_replay_leaves_out_post_responses(tmp_path: Path) -> None:
+    response_id = "<urn:uuid:0b1f7a52-6f1e-4d8e-9a53-2f0c8e1d0a01>"
+    path = build_warc(
+        tmp_path / "post.warc",
+        [
+            {
+                "url": "http://d.example/form",
+                "body": b"<html>posted</html>",
+                "warc_headers": {"WARC-Record-ID": response_id},
+            },
+            {
+                "type": "request",
+                "url": "http://d.example/form",
+                "status": "/form",
+                "protocol": "POST",
+                "headers": [],
+                "warc_headers": {"WARC-Concurrent-To": response_id},
+            },
+            {"url": "http://d.example/page", "body": b"<html>got</html>"},
+            {
+                "type": "request",
+                "url": "http://d.example/page",
+                "status": "/page",
+                "protocol": "GET",
+                "headers": [],
+            },
+        ],
+        gzip_records=False,
+    )
+    replay = WarcReplay(path)
+    assert replay.get("http://d.example/form") is None
+    assert replay.get("http://d.example/page").body == b"<html>got</html>"
+
+    real = real_file("post-test.warc.gz")
+    assert len(WarcReplay(real)) == 0  # httpbin.org/post captures are all POST results
+
+
+def test_replay_serves_story_archives_and_real_files(tmp_path: Path) -> None:
+    archive = write_archive(tmp_path, three_stories())
+    replay = WarcReplay(tmp_path)  # a folder: every WARC in it
+    page = replay.get("http://news.example/2024/05/01/story-one/")
+    assert page is not None and page.body == three_stories()[0].html
+    missing = replay.get("https://gone.example/missing")
+    assert missing is not None and missing.status == 404
+    assert page.warc_path == str(archive)
+
+    real_replay = WarcReplay(
+        [
+            real_file("example.warc.gz"),
+            real_file("example-space-in-url.arc"),
+            real_file("example-bad-non-chunked.warc.gz"),
+        ]
+    )
+    spaced = real_replay.get(
+        "http://example.com/index.cfm?FuseAction=Email&EmailTitle=Examples From The Live Web&IsPopUp=False"
+    )
+    assert spaced is not None and len(spaced.body) == 1270  # loaded back from the middle of an ARC
+    example = real_replay.get("https://example.com")
+    assert example is not None and example.status == 200 and example.body.rstrip().endswith(b"</html>")
+    assert real_replay.errors == []
+
+
+def test_replay_collects_errors_unless_strict(tmp_path: Path) -> None:
+    path = write_archive(tmp_path, three_stories())
+    data = path.read_bytes()
+    cut = tmp_path / "cut.warc.gz"
+    cut.write_bytes(data[: len(data) - 200])
+    os.remove(path)
+    replay = WarcReplay(cut)
+    assert len(replay) == 3 and len(replay.errors) == 1
+    with pytest.raises(WarcReadError):
+        WarcReplay(cut, strict=True)

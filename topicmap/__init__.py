@@ -1,0 +1,1 @@
+"""topicmap: the domain library (pure Python, no dagster import)."""

@@ -1,0 +1,687 @@
+"""Story extraction: title, article text, publication date, language, description and canonical URL.
+
+The article text comes from trafilatura (the best-scoring well-kept extractor on our real-page set, see
+docs/extraction.md); the title, the date and the small metadata are chosen here from the page's own
+markup (Open Graph, JSON-LD, <title>, <h1>) because trafilatura's choices keep site-name suffixes
+("… | CNN Politics") and drop dates on pages whose body text is too short. htmldate is the fallback for
+dates that no explicit publication field states.
+
+Everything here is total: whatever the input (binary, truncated, gigantic, malformed), the functions
+return a value and never raise; work is bounded by truncating the input before parsing.
+"""
+
+from __future__ import annotations
+
+import codecs
+import html as html_lib
+import json
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any
+from urllib.parse import urljoin
+
+import htmldate
+import trafilatura
+from charset_normalizer import from_bytes
+from dateutil import parser as dateutil_parser
+from lxml import etree
+from lxml.html import HtmlElement, HTMLParser, document_fromstring
+
+from topicmap.urls import distinctive_domain, is_http_url
+
+log = logging.getLogger(__name__)
+
+# Pages larger than this are cut before decoding/parsing: real articles are far smaller (the largest page of
+# the evaluation set is ~1.3 MB), and the cut keeps time and memory bounded on pathological input.
+MAX_HTML_BYTES = 4 * 1024 * 1024
+MAX_HTML_CHARS = MAX_HTML_BYTES
+# Media Cloud rejects publication dates before 2008 (and in the future) as misparsed (fact sheet §12).
+MIN_PUBLISH_DATE = datetime(2008, 1, 1, tzinfo=UTC)
+MAX_TITLE_LENGTH = 1024
+# Media Cloud treats content without a '<' in its first 1000 chars as plain text (fact sheet §3).
+PLAIN_TEXT_PROBE_CHARS = 1000
+MAX_PLAIN_TEXT_CHARS = 1_000_000
+# Bytes sampled for charset detection / binary sniffing (whole-file detection is slow on big pages).
+CHARSET_SAMPLE_BYTES = 64 * 1024
+BINARY_SAMPLE_BYTES = 4096
+MAX_JSON_LD_CHARS = 500_000
+
+
+@dataclass(frozen=True)
+class ExtractedStory:
+    """What a story page says about itself."""
+
+    title: str | None
+    text: str
+    publish_date: datetime | None  # timezone-aware, UTC
+    language: str | None  # ISO 639 primary subtag, lowercase ("en", "pt")
+    description: str | None
+    canonical_url: str | None
+
+
+EMPTY_STORY = ExtractedStory(None, "", None, None, None, None)
+
+# --------------------------------------------------------------------------------------------------
+# decoding
+
+# Signatures of formats that are never HTML; a fetched PDF or image must not be parsed as a page.
+_BINARY_MAGIC = (
+    b"%PDF",
+    b"\x89PNG",
+    b"GIF87a",
+    b"GIF89a",
+    b"\xff\xd8\xff",
+    b"PK\x03\x04",
+    b"\x1f\x8b",
+    b"BZh",
+    b"\xfd7zXZ",
+    b"7z\xbc\xaf",
+    b"Rar!",
+    b"ID3",
+    b"OggS",
+    b"RIFF",
+    b"\x00\x00\x00\x18ftyp",
+    b"\x00\x00\x00\x20ftyp",
+    b"\x7fELF",
+    b"MZ",
+    b"\xd0\xcf\x11\xe0",  # old MS Office
+    b"wOFF",
+    b"wOF2",
+)
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),  # before UTF-16 LE: its BOM starts the same way
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+_META_CHARSET_RE = re.compile(rb"""<meta[^>]{0,500}?charset\s*=\s*["']?\s*([a-zA-Z0-9_\-:.]{1,40})""", re.I)
+# Byte-oriented single-byte Western charsets that servers and templates often declare by default while
+# actually sending UTF-8 (the classic "Ã©" mojibake).
+_SINGLE_BYTE_WESTERN = {"cp1252", "latin_1", "iso8859_15", "ascii"}
+# Characters lxml refuses in a document (XML 1.0 invalid) plus lone surrogates.
+_XML_INVALID_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def _codec_name(label: str | bytes | None) -> str | None:
+    """Python codec name for a charset label, following the WHATWG aliases that matter in practice."""
+    if not label:
+        return None
+    if isinstance(label, bytes):
+        label = label.decode("ascii", "ignore")
+    label = label.strip().strip("\"'").lower()
+    try:
+        name = codecs.lookup(label).name
+    except (LookupError, ValueError):
+        return None
+    # WHATWG: latin-1 and ascii labels mean windows-1252; a UTF-16/32 label on an ASCII-compatible
+    # document (which it must be, since we read the label as ASCII) means UTF-8.
+    if name in ("latin-1", "iso8859-1", "ascii"):
+        return "cp1252"
+    if name.startswith(("utf-16", "utf-32")):
+        return "utf-8"
+    return name.replace("-", "_") if name.startswith("iso8859") else name
+
+
+def _decodes_strictly(content: bytes, encoding: str) -> bool:
+    """True when `content` is valid in `encoding`, tolerating a multibyte character cut at the end."""
+    try:
+        codecs.getincrementaldecoder(encoding)("strict").decode(content, final=False)
+    except (UnicodeDecodeError, LookupError):
+        return False
+    return True
+
+
+def _is_utf8_with_non_ascii(content: bytes) -> bool:
+    return not content.isascii() and _decodes_strictly(content, "utf-8")
+
+
+def decode_html(content: bytes, declared_charset: str | None = None) -> str:
+    """Decode a fetched page: BOM, then the declared (HTTP) charset, then the <meta> charset, then UTF-8,
+    then charset-normalizer's guess. Never raises; undecodable bytes become U+FFFD."""
+    try:
+        if isinstance(content, str):
+            return content
+        content = bytes(content[:MAX_HTML_BYTES])
+        if not content:
+            return ""
+        for bom, encoding in _BOMS:
+            if content.startswith(bom):
+                return content[len(bom) :].decode(encoding, "replace")
+        meta_match = _META_CHARSET_RE.search(content[:4096])
+        labels = [declared_charset, meta_match.group(1) if meta_match else None]
+        for encoding in dict.fromkeys(filter(None, map(_codec_name, labels))):
+            if encoding == "utf-8":
+                if _decodes_strictly(content, "utf-8"):
+                    return content.decode("utf-8", "replace")
+                continue  # declared UTF-8 but is not: look further
+            if encoding in _SINGLE_BYTE_WESTERN and _is_utf8_with_non_ascii(content):
+                # Valid multi-byte UTF-8 is vanishingly unlikely in real cp1252 text: the label is wrong.
+                return content.decode("utf-8", "replace")
+            return content.decode(encoding, "replace")
+        if _decodes_strictly(content, "utf-8"):
+            return content.decode("utf-8", "replace")
+        best = from_bytes(content[:CHARSET_SAMPLE_BYTES]).best()
+        if best is not None and best.encoding:
+            return content.decode(best.encoding, "replace")
+        return content.decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 - total function by contract
+        log.debug("decode_html failed", exc_info=True)
+        return bytes(content or b"").decode("utf-8", "replace") if isinstance(content, bytes | bytearray) else ""
+
+
+def _looks_binary(content: bytes | str) -> bool:
+    """Images, PDFs, archives and other non-text payloads, judged on the first few KB."""
+    if isinstance(content, str):
+        sample = content[:BINARY_SAMPLE_BYTES]
+        if not sample:
+            return False
+        controls = sum(1 for ch in sample if ch < " " and ch not in "\t\n\r\f")
+        return controls > len(sample) * 0.05
+    stripped = content[:BINARY_SAMPLE_BYTES].lstrip()
+    if stripped.startswith(_BINARY_MAGIC):
+        return True
+    if content.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return False  # UTF-16 text is full of NULs by design
+    sample = content[:BINARY_SAMPLE_BYTES]
+    if not sample:
+        return False
+    controls = sum(1 for byte in sample if byte < 32 and byte not in (9, 10, 12, 13))
+    return controls > len(sample) * 0.05
+
+
+# --------------------------------------------------------------------------------------------------
+# parsing
+
+_PARSER = HTMLParser(
+    encoding="utf-8", remove_comments=True, remove_pis=True, collect_ids=False, default_doctype=False
+)
+
+
+def _parse(text: str) -> HtmlElement | None:
+    """Parse decoded HTML into an lxml tree, or None when there is no document."""
+    text = _XML_INVALID_RE.sub("", text[:MAX_HTML_CHARS])
+    if not text.strip():
+        return None
+    try:
+        # Bytes + an explicit parser encoding: a leftover <?xml encoding=…?> or <meta charset> cannot
+        # make lxml re-decode text that is already decoded.
+        tree = document_fromstring(text.encode("utf-8", "replace"), parser=_PARSER)
+    except (etree.ParserError, ValueError, etree.LxmlError):
+        return None
+    return tree if isinstance(tree, HtmlElement) else None
+
+
+def parse_html(html: str | bytes | None) -> HtmlElement | None:
+    """Decode (bytes) and parse a page into an lxml tree; None for empty, binary or unparsable input."""
+    try:
+        if not html or not isinstance(html, str | bytes | bytearray) or _looks_binary(html):
+            return None
+        return _parse(decode_html(html) if isinstance(html, bytes | bytearray) else html)
+    except Exception:  # noqa: BLE001 - total function by contract
+        log.debug("parse_html failed", exc_info=True)
+        return None
+
+
+def _collapse(text: str | None) -> str:
+    return " ".join(text.split()) if text else ""
+
+
+def _meta_values(tree: HtmlElement) -> dict[str, str]:
+    """<meta> key → value, first occurrence wins; the key is the property/name/itemprop/http-equiv."""
+    values: dict[str, str] = {}
+    for element in tree.iter("meta"):
+        value = element.get("content") or element.get("value")
+        if not value or not value.strip():
+            continue
+        for attribute in ("property", "name", "itemprop", "http-equiv"):
+            key = element.get(attribute)
+            if key:
+                values.setdefault(key.strip().lower(), value.strip())
+    return values
+
+
+_ARTICLE_TYPES = {
+    "article",
+    "newsarticle",
+    "reportagenewsarticle",
+    "analysisnewsarticle",
+    "opinionnewsarticle",
+    "backgroundnewsarticle",
+    "reviewnewsarticle",
+    "blogposting",
+    "liveblogposting",
+    "scholarlyarticle",
+    "socialmediaposting",
+    "techarticle",
+    "report",
+    "webpage",
+    "videoobject",
+}
+
+
+def _json_ld_objects(tree: HtmlElement) -> list[dict[str, Any]]:
+    """Every JSON-LD object on the page (flattening @graph and lists), article types first."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
+        if depth > 6:
+            return
+        if isinstance(node, list):
+            for item in node[:50]:
+                yield from walk(item, depth + 1)
+        elif isinstance(node, dict):
+            yield node
+            graph = node.get("@graph")
+            if graph is not None:
+                yield from walk(graph, depth + 1)
+
+    for script in tree.iter("script"):
+        if (script.get("type") or "").strip().lower() != "application/ld+json":
+            continue
+        raw = (script.text or "").strip()
+        if not raw or len(raw) > MAX_JSON_LD_CHARS:
+            continue
+        try:
+            data = json.loads(raw, strict=False)
+        except (ValueError, RecursionError):
+            continue
+        found.extend(walk(data))
+
+    def is_article(obj: dict[str, Any]) -> bool:
+        kinds = obj.get("@type")
+        kinds = kinds if isinstance(kinds, list) else [kinds]
+        return any(isinstance(kind, str) and kind.lower() in _ARTICLE_TYPES for kind in kinds)
+
+    return sorted(found, key=lambda obj: not is_article(obj))
+
+
+def _json_ld_field(objects: list[dict[str, Any]], *keys: str) -> Any:
+    for obj in objects:
+        for key in keys:
+            value = obj.get(key)
+            if value not in (None, "", [], {}):
+                return value
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# title
+
+# Separators sites put between the headline and the site name or section ("X | CNN", "X - BBC News").
+_TITLE_SPLIT_RE = re.compile(r"\s+(?:[|\-–—»«·•~/:]{1,2}|::)\s+|\s*[|｜]\s*|\u3000+")
+_PREFIX_REMAINDER_RE = re.compile(r"^\s*(?:[|\-–—»«·•~/:｜：]|\u3000)")
+_QUOTES = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"', "\u00a0": " "})
+
+
+def _title_key(text: str) -> str:
+    """Comparison key for titles: quotes unified, casefolded, whitespace collapsed, edge punctuation off."""
+    return _collapse(text.translate(_QUOTES)).casefold().strip(" .!?\"'")
+
+
+def _site_names(meta: dict[str, str], ld_objects: list[dict[str, Any]], url: str) -> set[str]:
+    names = {meta.get("og:site_name", ""), meta.get("application-name", ""), meta.get("twitter:site", "")}
+    publisher = _json_ld_field(ld_objects, "publisher")
+    if isinstance(publisher, dict) and isinstance(publisher.get("name"), str):
+        names.add(publisher["name"])
+    domain = distinctive_domain(url) if url else None
+    if domain:
+        names.add(domain.split(".")[0])
+    return {key for key in (re.sub(r"\W+", "", name.casefold()) for name in names) if len(key) >= 2}
+
+
+def _is_site_name(part: str, site_names: set[str]) -> bool:
+    key = re.sub(r"\W+", "", part.casefold())
+    if not key:
+        return True  # a bare separator or punctuation
+    return any(name in key or (key in name and len(key) >= 3) for name in site_names)
+
+
+def _strip_site_name(title: str, site_names: set[str]) -> str:
+    """Drop leading/trailing title parts that name the site ("X | CNN Politics" → "X")."""
+    parts = [part for part in _TITLE_SPLIT_RE.split(title) if part and part.strip()]
+    if len(parts) < 2:
+        return title
+    kept = list(parts)
+    while len(kept) > 1 and _is_site_name(kept[-1], site_names):
+        kept.pop()
+    while len(kept) > 1 and _is_site_name(kept[0], site_names):
+        kept.pop(0)
+    if len(kept) == len(parts):
+        return title
+    # Cut the original string, so separators inside the kept headline (e.g. "A - B") stay as written.
+    start = title.find(kept[0])
+    end = title.rfind(kept[-1]) + len(kept[-1])
+    return title[start:end].strip() if 0 <= start < end else title
+
+
+def _choose_title(tree: HtmlElement, meta: dict[str, str], ld_objects: list[dict[str, Any]], url: str) -> str | None:
+    """The story's headline, without the site name the <title> usually carries.
+
+    Order of evidence: an <h1> that agrees with a metadata title (og/twitter/JSON-LD/<title>) wins as
+    written on the page; else a metadata title that is a prefix of <title> followed by a separator;
+    else <title> (or og:title, JSON-LD headline…) with site-name parts removed; else the first <h1>.
+    """
+    title_element = tree.find(".//head/title")
+    if title_element is None:
+        title_element = tree.find(".//title")
+    tag_title = _collapse(title_element.text_content()) if title_element is not None else ""
+    headline = _json_ld_field(ld_objects, "headline")
+    ld_title = _collapse(headline) if isinstance(headline, str) else ""
+    og_title = _collapse(meta.get("og:title"))
+    twitter_title = _collapse(meta.get("twitter:title"))
+    h1s = [text for text in (_collapse(h1.text_content()) for h1 in tree.iter("h1")) if 0 < len(text) <= 400][:5]
+    metadata_titles = [title for title in (og_title, twitter_title, ld_title, tag_title) if title]
+
+    # 1. the visible headline confirmed by the metadata
+    metadata_keys = {_title_key(title) for title in metadata_titles}
+    for h1 in h1s:
+        if _title_key(h1) in metadata_keys:
+            return h1[:MAX_TITLE_LENGTH]
+
+    # 2. a clean title that another title extends with a separator + site/section name
+    candidates = sorted({*h1s, og_title, twitter_title, ld_title} - {""}, key=len, reverse=True)
+    for longer in (tag_title, og_title, twitter_title, ld_title):
+        if not longer:
+            continue
+        longer_key = longer.translate(_QUOTES).casefold()
+        for candidate in candidates:
+            if len(candidate) >= len(longer) or len(candidate) < 10:
+                continue
+            if longer_key.startswith(candidate.translate(_QUOTES).casefold()) and _PREFIX_REMAINDER_RE.match(
+                longer[len(candidate) :]
+            ):
+                return candidate[:MAX_TITLE_LENGTH]
+
+    # 3. the page's own title, site name removed
+    site_names = _site_names(meta, ld_objects, url)
+    for title in (tag_title, og_title, ld_title, twitter_title):
+        if title:
+            return _strip_site_name(title, site_names)[:MAX_TITLE_LENGTH]
+    return h1s[0][:MAX_TITLE_LENGTH] if h1s else None
+
+
+_TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.I | re.S)
+
+
+def page_title(html: str | bytes | None) -> str | None:
+    """The plain <title> text (entities decoded, whitespace collapsed, ≤ 1024 chars), or None."""
+    try:
+        if not html:
+            return None
+        text = decode_html(html) if isinstance(html, bytes | bytearray) else str(html)
+        match = _TITLE_RE.search(text, 0, MAX_HTML_CHARS)
+        if not match:
+            return None
+        title = _collapse(html_lib.unescape(re.sub(r"<[^>]*>", " ", match.group(1))))
+        title = _XML_INVALID_RE.sub("", title)
+        return title[:MAX_TITLE_LENGTH] or None
+    except Exception:  # noqa: BLE001 - total function by contract
+        log.debug("page_title failed", exc_info=True)
+        return None
+
+
+# --------------------------------------------------------------------------------------------------
+# publication date
+
+# Explicit "this is when it was published" fields, most specific first. A page that states one is
+# trusted over any heuristic search of its text.
+_META_DATE_KEYS = (
+    "article:published_time",
+    "og:published_time",
+    "og:article:published_time",
+    "article:published",
+    "datepublished",
+    "rnews:datepublished",
+    "originalpublicationdate",
+    "article_date_original",
+    "dc.date.issued",
+    "dcterms.issued",
+    "dc.date.published",
+    "dcterms.created",
+    "dc.date.created",
+    "citation_publication_date",
+    "citation_date",
+    "parsely-pub-date",
+    "sailthru.date",
+    "publication_date",
+    "publish-date",
+    "publishdate",
+    "pubdate",
+    "date",
+    "dc.date",
+)
+_TZINFOS = {
+    "UTC": 0,
+    "GMT": 0,
+    "Z": 0,
+    "EST": -5 * 3600,
+    "EDT": -4 * 3600,
+    "CST": -6 * 3600,
+    "CDT": -5 * 3600,
+    "MST": -7 * 3600,
+    "MDT": -6 * 3600,
+    "PST": -8 * 3600,
+    "PDT": -7 * 3600,
+    "BST": 3600,
+    "CET": 3600,
+    "CEST": 2 * 3600,
+    "IST": 19800,
+    "JST": 9 * 3600,
+    "KST": 9 * 3600,
+}
+
+
+def _valid_publish_date(moment: datetime | None, now: datetime) -> datetime | None:
+    if moment is None:
+        return None
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return moment if MIN_PUBLISH_DATE <= moment <= now else None
+
+
+def _parse_date_value(value: Any) -> datetime | None:
+    """A date from an ISO string, a free-form date string or a Unix timestamp (s or ms)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float) or (isinstance(value, str) and value.strip().isdigit()):
+        number = float(value)
+        if number > 1e11:  # milliseconds
+            number /= 1000
+        try:
+            return datetime.fromtimestamp(number, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if not isinstance(value, str):
+        return None
+    value = value.strip()[:100]
+    if len(value) < 6:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+    except ValueError:
+        pass
+    try:
+        return dateutil_parser.parse(value, tzinfos=_TZINFOS, fuzzy=False)
+    except (ValueError, OverflowError, TypeError, LookupError):
+        return None
+
+
+def _declared_publish_date(
+    tree: HtmlElement, meta: dict[str, str], ld_objects: list[dict[str, Any]], now: datetime
+) -> datetime | None:
+    """The publication date the page states in its metadata (JSON-LD, <meta>, <time itemprop>)."""
+    candidates: list[Any] = [_json_ld_field(ld_objects, "datePublished", "dateCreated")]
+    candidates += [meta.get(key) for key in _META_DATE_KEYS]
+    for element in tree.iterfind(".//time[@itemprop='datePublished']"):
+        candidates.append(element.get("datetime") or element.get("content"))
+    for value in candidates:
+        if value is None:
+            continue
+        moment = _valid_publish_date(_parse_date_value(value), now)
+        if moment is not None:
+            return moment
+    return None
+
+
+def _searched_publish_date(tree: HtmlElement, url: str, now: datetime) -> datetime | None:
+    """htmldate's search (URL, markup, then text patterns), restricted to the valid window."""
+    try:
+        found = htmldate.find_date(
+            tree,
+            url=url or None,
+            original_date=True,  # publication, not last modification
+            extensive_search=EXTENSIVE_DATE_SEARCH,
+            min_date=MIN_PUBLISH_DATE.strftime("%Y-%m-%d"),
+            max_date=now.strftime("%Y-%m-%d"),
+        )
+    except Exception:  # noqa: BLE001 - third-party parser on hostile input
+        log.debug("htmldate failed", exc_info=True)
+        return None
+    if not found:
+        return None
+    try:
+        day = date.fromisoformat(found)
+    except ValueError:
+        return None
+    return _valid_publish_date(datetime(day.year, day.month, day.day, tzinfo=UTC), now)
+
+
+EXTENSIVE_DATE_SEARCH = True
+
+
+def _publish_date(tree: HtmlElement, meta: dict[str, str], ld_objects: list[dict[str, Any]], url: str) -> datetime | None:
+    now = datetime.now(UTC)
+    return _declared_publish_date(tree, meta, ld_objects, now) or _searched_publish_date(tree, url, now)
+
+
+# --------------------------------------------------------------------------------------------------
+# language, description, canonical URL
+
+_LANGUAGE_RE = re.compile(r"^\s*([a-zA-Z]{2,3})(?:[-_]|\s*$)")
+_NOT_A_LANGUAGE = {"und", "mul", "zxx", "mis"}
+
+
+def _language_code(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    match = _LANGUAGE_RE.match(value)
+    code = match.group(1).lower() if match else None
+    return code if code and code not in _NOT_A_LANGUAGE else None
+
+
+def _language(tree: HtmlElement, meta: dict[str, str], ld_objects: list[dict[str, Any]]) -> str | None:
+    declared = [
+        tree.get("lang"),
+        tree.get("{http://www.w3.org/XML/1998/namespace}lang"),
+        tree.get("xml:lang"),
+        meta.get("content-language"),
+        meta.get("language"),
+        meta.get("og:locale"),
+        meta.get("dc.language"),
+        _json_ld_field(ld_objects, "inLanguage"),
+    ]
+    for value in declared:
+        code = _language_code(value)
+        if code:
+            return code
+    return None
+
+
+def _description(meta: dict[str, str], ld_objects: list[dict[str, Any]]) -> str | None:
+    for value in (
+        meta.get("og:description"),
+        meta.get("description"),
+        meta.get("twitter:description"),
+        _json_ld_field(ld_objects, "description"),
+    ):
+        if isinstance(value, str) and value.strip():
+            return _collapse(html_lib.unescape(value))[:10_000]
+    return None
+
+
+def _canonical_url(tree: HtmlElement, meta: dict[str, str], url: str) -> str | None:
+    hrefs = [link.get("href") for link in tree.iterfind(".//link[@rel]") if link.get("rel", "").lower() == "canonical"]
+    hrefs.append(meta.get("og:url"))
+    for href in hrefs:
+        if not href or not href.strip():
+            continue
+        try:
+            absolute = urljoin(url, href.strip()) if url else href.strip()
+        except ValueError:
+            continue
+        if is_http_url(absolute):
+            return absolute
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# article text
+
+# Tuned on the real-page set (benchmarks/eval_extraction.py, docs/extraction.md).
+TRAFILATURA_OPTIONS: dict[str, Any] = {"include_comments": False, "favor_precision": True}
+
+
+def _article_text(tree: HtmlElement, url: str) -> str:
+    try:
+        document = trafilatura.bare_extraction(
+            tree, url=url or None, with_metadata=False, include_tables=True, **TRAFILATURA_OPTIONS
+        )
+    except Exception:  # noqa: BLE001 - third-party extractor on hostile input
+        log.debug("trafilatura failed", exc_info=True)
+        document = None
+    text = getattr(document, "text", None) if document is not None else None
+    return text or ""
+
+
+# --------------------------------------------------------------------------------------------------
+# public entry point
+
+
+def extract_story(html: str | bytes, url: str) -> ExtractedStory:
+    """Title, text, publication date, language, description and canonical URL of one story page.
+
+    Never raises: binary or empty input gives an empty story; oversized input is truncated first.
+    """
+    try:
+        return _extract_story(html, url if isinstance(url, str) else "")
+    except Exception:  # noqa: BLE001 - total function by contract
+        log.warning("story extraction failed for %s", url, exc_info=True)
+        return EMPTY_STORY
+
+
+def _extract_story(html: str | bytes, url: str) -> ExtractedStory:
+    if not html or not isinstance(html, str | bytes | bytearray):
+        return EMPTY_STORY
+    if _looks_binary(html):
+        return EMPTY_STORY
+    text = decode_html(html) if isinstance(html, bytes | bytearray) else html[:MAX_HTML_CHARS]
+    if "<" not in text[:PLAIN_TEXT_PROBE_CHARS]:
+        plain = _XML_INVALID_RE.sub("", text[:MAX_PLAIN_TEXT_CHARS]).strip()
+        return ExtractedStory(None, plain, None, None, None, None)
+    tree = _parse(text)
+    if tree is None:
+        return EMPTY_STORY
+    meta = _meta_values(tree)
+    ld_objects = _json_ld_objects(tree)
+    return ExtractedStory(
+        title=_choose_title(tree, meta, ld_objects, url),
+        text=_article_text(tree, url),
+        publish_date=_publish_date(tree, meta, ld_objects, url),
+        language=_language(tree, meta, ld_objects),
+        description=_description(meta, ld_objects),
+        canonical_url=_canonical_url(tree, meta, url),
+    )
+
+
+__all__ = [
+    "ExtractedStory",
+    "decode_html",
+    "extract_story",
+    "page_title",
+    "parse_html",
+    "MIN_PUBLISH_DATE",
+    "MAX_HTML_BYTES",
+]

@@ -1,0 +1,914 @@
+"""The web fetcher: polite, bounded, SSRF-guarded HTTP for the spider (usable without Dagster).
+
+``WebFetcher(...).fetch(url)`` returns a :class:`FetchOutcome` (status, final URL, content and text, or why
+it was refused / what failed); ``fetch_many(urls)`` fetches many URLs with a thread pool while keeping each
+distinctive domain's minimum interval, without busy waiting: a heap of reserved slots decides what runs next,
+so while one domain waits, the workers fetch others.
+
+What every fetch guarantees:
+
+- the SSRF guard (:mod:`topicmap.netguard`) checks the resolved address of every connection, redirect hops
+  and robots.txt included, and the socket connects to the checked address;
+- connect / read timeouts per socket operation, plus ``total_timeout`` on the network time of the whole
+  fetch (all hops and retries; not the throttle or backoff waits), so a body that trickles forever ends;
+- a cap on the bytes read *and* on the decompressed bytes: the raw body is read with urllib3's decoding off
+  and inflated here with ``zlib``'s ``max_length``, so a small gzip that inflates to gigabytes stops at the cap
+  with "decompression bomb" instead of filling memory;
+- only HTML is read: other content types are refused from their headers, without reading the body;
+- HTTP redirects and HTML ``<meta http-equiv="refresh">`` redirects, both counted against ``max_redirects``;
+- retries with exponential backoff on 429, 5xx and connection failures, honouring ``Retry-After``;
+- robots.txt (RFC 9309) fetched once per origin, cached, and obeyed unless ``obey_robots=False``.
+
+Throttling rules (see :mod:`topicmap.throttle`): the first request of a fetch takes a slot of its distinctive
+domain; redirect hops *within* that domain follow at once (Media Cloud's rule: one page load, one slot);
+a hop to *another* distinctive domain takes a slot of that domain. Media Cloud did not throttle any
+redirect hop, so a topic full of bit.ly links hit their targets at the shortener's 1 s pace whatever the
+target's own interval; here each target domain keeps its own budget. Retries take a new slot too (a retry is
+another request to the same server). robots.txt is fetched inside the slot of the request that needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import heapq
+import html
+import io
+import itertools
+import logging
+import queue
+import re
+import threading
+import time
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import requests
+import urllib3.exceptions
+from requests.cookies import RequestsCookieJar
+
+from topicmap.extract import decode_html
+from topicmap.netguard import AddressPolicy, AddressRefused, GuardedHTTPAdapter
+from topicmap.robots import MAX_ROBOTS_BYTES, RobotsRules, product_token
+from topicmap.throttle import (
+    DomainThrottle,
+    MemoryThrottle,
+    domain_interval,
+    throttle_domain,
+    validate_interval_overrides,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_USER_AGENT = "topicmap/0.1 (+https://github.com/topicmap; research crawler)"
+MiB = 1024 * 1024
+HTML_CONTENT_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# Interstitial redirect pages refresh within seconds; a long delay is a page reloading itself (news
+# front pages), which must not replace the article we asked for.
+MAX_META_REFRESH_DELAY = 10.0
+META_REFRESH_SCAN_CHARS = 64 * 1024
+SNIFF_BYTES = 1024
+READ_CHUNK = 64 * 1024
+INFLATE_PIECE = 256 * 1024
+# Bodies of redirects and error pages are drained up to this to keep the connection alive, else dropped.
+DRAIN_LIMIT = 64 * 1024
+ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2
+ROBOTS_TTL = 24 * 3600.0  # RFC 9309 §2.4: do not use a cached robots.txt for more than 24 hours
+ROBOTS_UNREACHABLE_TTL = 600.0  # a 5xx robots.txt means "disallow all" for a while, then ask again
+
+_SNIFF_HTML = re.compile(
+    rb"^\s*(?:<!doctype\s+html|<html|<head|<body|<title|<meta|<!--|<script|<div|<p[\s>]|<h1|<a\s|<table|<br)",
+    re.IGNORECASE,
+)
+_META_TAG = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
+_ATTRIBUTE = re.compile(r"""([a-zA-Z_:][-\w:.]*)\s*=\s*("[^"]*"|'[^']*'|[^\s"'>]+)""")
+_REFRESH_CONTENT = re.compile(
+    r"^\s*(\d+(?:\.\d*)?)?\s*[;,]?\s*(?:url\s*=\s*)?(.*?)\s*$", re.IGNORECASE | re.DOTALL
+)
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """One hop: ``kind`` is "http" (``status`` is the 3xx code) or "meta-refresh" (``status`` 200)."""
+
+    from_url: str
+    to_url: str
+    status: int
+    kind: str
+
+
+@dataclass
+class FetchOutcome:
+    """What happened to one URL. Exactly one of: success (``ok``), ``refused_reason``, ``error``.
+
+    ``refused_reason`` is set when the fetcher chose not to fetch/read (prefix "ssrf:", "robots:",
+    "non-html content-type:", "too-large:", "unsupported scheme:"), ``error`` when the fetch failed
+    ("HTTP 404 Not Found", "timeout: ...", "connection error: ...", "too many redirects: ...",
+    "body too large: ...", "decompression bomb: ..."). ``charset`` is the charset the Content-Type header
+    declared (``text`` is decoded from header, then <meta>, then content sniffing).
+    """
+
+    url: str
+    final_url: str
+    status: int | None = None
+    content: bytes | None = None
+    text: str | None = None
+    content_type: str | None = None
+    charset: str | None = None
+    redirects: list[Redirect] = field(default_factory=list)
+    refused_reason: str | None = None
+    error: str | None = None
+    elapsed: float = 0.0
+    throttle_wait_seconds: float = 0.0
+    attempts: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.refused_reason is None and self.content is not None
+
+
+class _BodyError(Exception):
+    """Reading the body failed in a way that ends the fetch (message is the outcome's error)."""
+
+
+class _Refused(Exception):
+    """The fetch is refused (message is the outcome's refused_reason)."""
+
+
+class _Retryable(Exception):
+    """A failure worth retrying: ``delay`` (seconds) is the server's Retry-After if it sent one."""
+
+    def __init__(self, message: str, status: int | None = None, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.delay = delay
+
+
+@dataclass
+class _NeedSlot:
+    """The fetch must continue in a (new) slot of ``domain``, not before wall-clock ``earliest``."""
+
+    domain: str
+    earliest: float = 0.0
+
+
+@dataclass
+class _FetchState:
+    """A fetch in progress; it can move between worker threads (cookies travel with it)."""
+
+    url: str
+    current_url: str
+    domain: str
+    started: float
+    cookies: RequestsCookieJar = field(default_factory=RequestsCookieJar)
+    redirects: list[Redirect] = field(default_factory=list)
+    attempts: int = 0
+    retries: int = 0
+    network_seconds: float = 0.0
+    throttle_wait: float = 0.0
+    queued_at: float = 0.0
+    last_status: int | None = None
+    last_failure: str | None = None
+
+
+class _InflateStage:
+    """One Content-Encoding step (gzip or deflate), inflating in pieces of at most INFLATE_PIECE bytes."""
+
+    def __init__(self, name: str) -> None:
+        if name not in ("gzip", "x-gzip", "deflate"):
+            raise _BodyError(f"unsupported content-encoding: {name}")
+        self.gzip = name != "deflate"
+        self.first = True
+        self.decompressor = self._new()
+
+    def _new(self, raw_deflate: bool = False):
+        if self.gzip:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS)
+        return zlib.decompressobj(-zlib.MAX_WBITS if raw_deflate else zlib.MAX_WBITS)
+
+    def inflate(self, data: bytes) -> Iterator[bytes]:
+        while True:
+            try:
+                out = self.decompressor.decompress(data, INFLATE_PIECE)
+            except zlib.error:
+                if self.gzip or not self.first:
+                    raise
+                # Some servers send raw deflate without the zlib header.
+                self.decompressor = self._new(raw_deflate=True)
+                out = self.decompressor.decompress(data, INFLATE_PIECE)
+            self.first = False
+            if out:
+                yield out
+            data = self.decompressor.unconsumed_tail
+            if data or len(out) == INFLATE_PIECE:
+                continue  # more output is pending: keep pulling, one bounded piece at a time
+            if self.gzip and self.decompressor.eof and self.decompressor.unused_data:
+                data = self.decompressor.unused_data  # concatenated gzip members (RFC 1952)
+                self.decompressor = self._new()
+                continue
+            return
+
+
+class _BoundedInflater:
+    """Incremental Content-Encoding decoder that refuses to produce more than ``limit`` bytes in total.
+
+    Output comes out in bounded pieces, so even a 64 KiB chunk that inflates to gigabytes costs at most
+    ``limit`` + one piece of memory before it is refused.
+    """
+
+    def __init__(self, encodings: list[str], limit: int) -> None:
+        self.limit = limit
+        self.produced = 0
+        self.encodings = encodings
+        # Content-Encoding lists codings in the order applied: undo them in reverse.
+        self._stages = [_InflateStage(name) for name in reversed(encodings)]
+
+    def _pieces(self, index: int, data: bytes) -> Iterator[bytes]:
+        if index == len(self._stages):
+            yield data
+            return
+        for piece in self._stages[index].inflate(data):
+            yield from self._pieces(index + 1, piece)
+
+    def feed(self, data: bytes, raw_total: int) -> Iterator[bytes]:
+        try:
+            for piece in self._pieces(0, data):
+                self.produced += len(piece)
+                if self.produced > self.limit:
+                    raise _BodyError(
+                        f"decompression bomb: {'+'.join(self.encodings)} body inflates to more than "
+                        f"{self.limit} bytes (after {raw_total} compressed bytes)"
+                    )
+                yield piece
+        except zlib.error as error:
+            raise _BodyError(f"bad {'+'.join(self.encodings)} body: {error}") from None
+
+
+def _parse_content_type(value: str | None) -> tuple[str | None, str | None]:
+    if not value:
+        return None, None
+    mime, *params = value.split(";")
+    charset = None
+    for param in params:
+        key, _, val = param.partition("=")
+        if key.strip().lower() == "charset":
+            charset = val.strip().strip("\"'") or None
+    return mime.strip().lower() or None, charset
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date); None if absent/invalid."""
+    if value is None:
+        return None
+    text = value.strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?", text):
+        return float(text)
+    try:
+        moment = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    current = datetime.now(UTC).timestamp() if now is None else now
+    return max(0.0, moment.timestamp() - current)
+
+
+def meta_refresh_target(text: str, base_url: str) -> str | None:
+    """The absolute URL an HTML meta refresh sends to (within MAX_META_REFRESH_DELAY), else None."""
+    for tag in _META_TAG.finditer(text[:META_REFRESH_SCAN_CHARS]):
+        attributes = {name.lower(): value.strip("\"'") for name, value in _ATTRIBUTE.findall(tag.group(0))}
+        if attributes.get("http-equiv", "").strip().lower() != "refresh":
+            continue
+        match = _REFRESH_CONTENT.match(html.unescape(attributes.get("content", "")))
+        if not match:
+            continue
+        delay_text, target = match.groups()
+        target = target.strip().strip("\"'").strip()
+        if not target:
+            continue  # "refresh: 30" reloads the same page
+        if delay_text and float(delay_text) > MAX_META_REFRESH_DELAY:
+            continue
+        absolute = urljoin(base_url, target)
+        if urlsplit(absolute).scheme in ("http", "https") and absolute != base_url:
+            return absolute
+    return None
+
+
+def _release(response: requests.Response) -> None:
+    """The body was read to its end: hand the connection back to the pool for keep-alive.
+
+    Marking the content consumed makes ``response.close()`` release instead of closing the socket; an
+    unfinished body is closed (its connection cannot be reused).
+    """
+    response.raw.release_conn()
+    response._content_consumed = True
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), "", "", ""))
+
+
+def _describe_exception(error: BaseException) -> str:
+    """The innermost useful message of a requests/urllib3 exception chain."""
+    inner: BaseException | None = error
+    while inner is not None:
+        if isinstance(inner, urllib3.exceptions.MaxRetryError) and inner.reason is not None:
+            inner = inner.reason
+            continue
+        if (
+            isinstance(inner, requests.RequestException)
+            and inner.args
+            and isinstance(inner.args[0], BaseException)
+        ):
+            inner = inner.args[0]
+            continue
+        break
+    if isinstance(inner, urllib3.exceptions.ProtocolError) and len(inner.args) == 2:
+        what, cause = inner.args
+        return f"{str(what).rstrip('.')}: {cause}"
+    text = str(inner or error)
+    # urllib3 prefixes messages with the connection object's repr: keep the human part.
+    return re.sub(r"^<[^>]*>: ", "", text) or type(error).__name__
+
+
+class WebFetcher:
+    """Polite, SSRF-guarded page fetcher. Thread-safe: one instance can serve a whole thread pool.
+
+    ``throttle`` None means a private :class:`MemoryThrottle` (polite by default); pass a
+    :class:`~topicmap.throttle.SqlThrottle` to share domain budgets with other processes, and
+    ``interval_overrides`` (e.g. {"*": 0.0}) to change the intervals (see ``domain_interval``).
+    """
+
+    def __init__(
+        self,
+        user_agent: str = DEFAULT_USER_AGENT,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 30.0,
+        total_timeout: float = 60.0,
+        max_body_bytes: int = 10 * MiB,
+        max_redirects: int = 7,
+        max_retries: int = 3,
+        backoff_base: float = 1.0,
+        max_retry_after: float = 120.0,
+        obey_robots: bool = True,
+        policy: AddressPolicy | None = None,
+        host_overrides: Mapping[str, str] | None = None,
+        throttle: DomainThrottle | None = None,
+        interval_overrides: Mapping[str, float] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        pool_maxsize: int = 32,
+    ) -> None:
+        for name, value in (
+            ("connect_timeout", connect_timeout),
+            ("read_timeout", read_timeout),
+            ("total_timeout", total_timeout),
+        ):
+            if not value > 0:
+                raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
+        if max_body_bytes <= 0:
+            raise ValueError(f"max_body_bytes must be > 0, got {max_body_bytes!r}")
+        if max_redirects < 0 or max_retries < 0 or backoff_base < 0 or max_retry_after < 0:
+            raise ValueError("max_redirects, max_retries, backoff_base and max_retry_after must be >= 0")
+        self.user_agent = user_agent
+        self.robots_token = product_token(user_agent)
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.total_timeout = total_timeout
+        self.max_body_bytes = max_body_bytes
+        self.max_redirects = max_redirects
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.max_retry_after = max_retry_after
+        self.obey_robots = obey_robots
+        base_policy = policy if policy is not None else AddressPolicy()
+        self.policy = base_policy.with_overrides(host_overrides) if host_overrides else base_policy
+        self.throttle: DomainThrottle = throttle if throttle is not None else MemoryThrottle(clock=wall_clock)
+        self.interval_overrides = validate_interval_overrides(interval_overrides)
+        self._sleep = sleep
+        self._clock = clock
+        self._wall = wall_clock
+        # One adapter (one urllib3 PoolManager, thread-safe) shared by all threads; no requests.Session, whose
+        # cookie jar is not thread-safe: each fetch carries its own cookies.
+        self._adapter = GuardedHTTPAdapter(
+            self.policy, pool_connections=256, pool_maxsize=pool_maxsize, max_retries=0
+        )
+        self._headers = {
+            "User-Agent": user_agent,
+            "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1",
+            "Accept-Encoding": "gzip, deflate",
+            "Connection": "keep-alive",
+        }
+        self._robots: dict[str, tuple[float, RobotsRules]] = {}
+        self._robots_locks: dict[str, threading.Lock] = {}
+        self._robots_guard = threading.Lock()
+
+    def close(self) -> None:
+        self._adapter.close()
+
+    def __enter__(self) -> WebFetcher:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ public API
+
+    def interval_for(self, domain: str, interval_overrides: Mapping[str, float] | None = None) -> float:
+        overrides = {**self.interval_overrides, **(interval_overrides or {})}
+        return domain_interval(domain, overrides)
+
+    def fetch(self, url: str, interval_overrides: Mapping[str, float] | None = None) -> FetchOutcome:
+        """Fetch one URL, waiting (sleeping) for its domain's throttle slot. Never raises for web failures."""
+        state_or_outcome = self._new_state(url)
+        if isinstance(state_or_outcome, FetchOutcome):
+            return state_or_outcome
+        state = state_or_outcome
+        need = _NeedSlot(state.domain)
+        while True:
+            interval = self.interval_for(need.domain, interval_overrides)
+            slot = self.throttle.reserve(need.domain, interval, need.earliest)
+            wait = slot - self._wall()
+            if wait > 0:
+                self._sleep(wait)
+            state.throttle_wait += max(0.0, slot - max(need.earliest, state.queued_at))
+            result = self._run_slot(state, need.domain, slot, interval)
+            if isinstance(result, FetchOutcome):
+                return result
+            need = result
+            state.queued_at = self._wall()
+
+    def fetch_many(
+        self,
+        urls: Iterable[str],
+        max_workers: int = 8,
+        interval_overrides: Mapping[str, float] | None = None,
+    ) -> Iterator[FetchOutcome]:
+        """Fetch ``urls`` with ``max_workers`` threads; yield each outcome as it completes (any order).
+
+        Scheduling: every domain with queued URLs holds at most one reserved slot; a heap orders those
+        slots, and a worker gets the URL whose slot comes first. The scheduler blocks on a queue of worker
+        events with a timeout equal to the next slot, so it neither spins nor sleeps past a due slot. The
+        next slot of a domain is reserved as soon as its previous request has *started*, which allows
+        overlapping requests to one domain when its interval is shorter than a fetch.
+        """
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be >= 1, got {max_workers!r}")
+        queues: dict[str, deque[_FetchState]] = {}
+        slots: list[tuple[float, int, str, float]] = []  # (slot, seq, domain, interval)
+        delayed: list[tuple[float, int, _FetchState, str]] = []  # retries waiting for their backoff
+        holding: set[str] = set()  # domains with a reserved slot not yet started
+        needs_slot: set[str] = set()
+        events: queue.SimpleQueue = queue.SimpleQueue()
+        sequence = itertools.count()
+        intervals: dict[str, float] = {}
+        in_flight = 0
+        queued = [0]  # URLs waiting in the per-domain queues (a list so the closure can update it)
+
+        def interval_of(domain: str) -> float:
+            if domain not in intervals:
+                intervals[domain] = self.interval_for(domain, interval_overrides)
+            return intervals[domain]
+
+        def enqueue(state: _FetchState, domain: str, front: bool = False) -> None:
+            state.queued_at = self._wall()
+            bucket = queues.setdefault(domain, deque())
+            if front:  # a fetch already under way (redirect hop, retry) goes before new URLs
+                bucket.appendleft(state)
+            else:
+                bucket.append(state)
+            queued[0] += 1
+            needs_slot.add(domain)
+
+        def work(state: _FetchState, domain: str, slot: float, interval: float) -> None:
+            started = threading.Event()
+
+            def on_start() -> None:
+                started.set()
+                events.put(("started", domain))
+
+            try:
+                result: FetchOutcome | _NeedSlot = self._run_slot(state, domain, slot, interval, on_start)
+            except Exception as error:  # noqa: BLE001 - a bug must not hang the scheduler
+                log.exception("fetch of %s crashed", state.url)
+                result = self._outcome(state, error=f"internal error: {type(error).__name__}: {error}")
+            if not started.is_set():
+                events.put(("started", domain))
+            events.put(("done", state, result))
+
+        for url in urls:
+            prepared = self._new_state(url)
+            if isinstance(prepared, FetchOutcome):
+                yield prepared
+            else:
+                enqueue(prepared, prepared.domain)
+
+        executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="topicmap-fetch")
+        try:
+            while queued[0] or slots or delayed or in_flight:
+                now = self._wall()
+                while delayed and delayed[0][0] <= now:
+                    _, _, state, domain = heapq.heappop(delayed)
+                    enqueue(state, domain, front=True)
+                for domain in needs_slot:
+                    if queues.get(domain) and domain not in holding:
+                        interval = interval_of(domain)
+                        slot = self.throttle.reserve(domain, interval)
+                        heapq.heappush(slots, (slot, next(sequence), domain, interval))
+                        holding.add(domain)
+                needs_slot.clear()
+                now = self._wall()
+                while slots and slots[0][0] <= now and in_flight < max_workers:
+                    slot, _, domain, interval = heapq.heappop(slots)
+                    state = queues[domain].popleft()
+                    queued[0] -= 1
+                    state.throttle_wait += max(0.0, slot - state.queued_at)
+                    executor.submit(work, state, domain, slot, interval)
+                    in_flight += 1
+                timeout: float | None = None
+                if slots and in_flight < max_workers:
+                    timeout = max(0.0, slots[0][0] - now)
+                if delayed:
+                    until_retry = max(0.0, delayed[0][0] - now)
+                    timeout = until_retry if timeout is None else min(timeout, until_retry)
+                if timeout is None and not in_flight:
+                    raise RuntimeError("fetch_many scheduler has queued URLs but nothing to wait for")
+                try:
+                    event = events.get(timeout=timeout)
+                except queue.Empty:
+                    continue
+                while event is not None:
+                    if event[0] == "started":
+                        holding.discard(event[1])
+                        needs_slot.add(event[1])
+                    else:
+                        _, state, result = event
+                        in_flight -= 1
+                        if isinstance(result, FetchOutcome):
+                            yield result
+                        elif result.earliest > self._wall():
+                            heapq.heappush(delayed, (result.earliest, next(sequence), state, result.domain))
+                        else:
+                            enqueue(state, result.domain, front=True)
+                    try:
+                        event = events.get_nowait()
+                    except queue.Empty:
+                        event = None
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+    # ------------------------------------------------------------------ one fetch, hop by hop
+
+    def _new_state(self, url: str) -> _FetchState | FetchOutcome:
+        now = self._clock()
+        state = _FetchState(url=url, current_url=url, domain="", started=now, queued_at=self._wall())
+        problem = self._precheck(url)
+        if problem is not None:
+            kind, message = problem
+            return self._outcome(state, **{kind: message})
+        state.domain = throttle_domain(url)
+        return state
+
+    def _precheck(self, url: str) -> tuple[str, str] | None:
+        """Refusals that need no network: bad URL, scheme, literal/overridden address, cached robots."""
+        if not isinstance(url, str):
+            return "error", f"invalid URL: expected a string, got {type(url).__name__}"
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as error:
+            return "error", f"invalid URL: {error}"
+        if parts.scheme.lower() not in ("http", "https"):
+            return "refused_reason", f"unsupported scheme: {parts.scheme or '(none)'}"
+        if not parts.hostname:
+            return "error", f"invalid URL: no host in {url!r}"
+        port = port or (443 if parts.scheme.lower() == "https" else 80)
+        target = self.policy.override_for(parts.hostname)
+        ip = target[0] if target else parts.hostname
+        try:
+            reason = self.policy.check(ip, target[1] if target else port)
+        except ValueError:
+            reason = None  # a name: it is checked when it is resolved, at connection time
+        if reason is not None:
+            via = " (host override)" if target else ""
+            return "refused_reason", f"ssrf: {parts.hostname}{via}: {reason}"
+        if self.obey_robots:
+            cached = self._robots.get(_origin(url))
+            if cached and cached[0] > self._clock() and not cached[1].allows(url, self.robots_token):
+                return "refused_reason", f"robots: {_origin(url)}/robots.txt disallows {parts.path or '/'}"
+        return None
+
+    def _outcome(self, state: _FetchState, **fields) -> FetchOutcome:
+        fields.setdefault("status", state.last_status)
+        return FetchOutcome(
+            url=state.url,
+            final_url=state.current_url,
+            redirects=list(state.redirects),
+            elapsed=self._clock() - state.started,
+            throttle_wait_seconds=state.throttle_wait,
+            attempts=state.attempts,
+            **fields,
+        )
+
+    def _run_slot(
+        self,
+        state: _FetchState,
+        domain: str,
+        slot: float,
+        interval: float,
+        on_start: Callable[[], None] | None = None,
+    ) -> FetchOutcome | _NeedSlot:
+        """Use one throttle slot of ``domain``: hops within the domain, until done or another slot is needed."""
+        confirmed = self.throttle.confirm(domain, slot, interval, self._wall())
+        if on_start is not None:
+            on_start()
+        if not confirmed:
+            return _NeedSlot(domain)  # started too late, someone reserved after us: queue again
+        while True:
+            try:
+                next_url = self._hop(state)
+            except _Refused as refusal:
+                return self._outcome(state, refused_reason=str(refusal))
+            except _BodyError as failure:
+                return self._outcome(state, error=str(failure))
+            except _Retryable as failure:
+                if state.retries >= self.max_retries:
+                    attempts = f"after {state.attempts} attempts" if state.attempts > 1 else "not retried"
+                    return self._outcome(state, status=failure.status, error=f"{failure} ({attempts})")
+                if failure.delay is not None and failure.delay > self.max_retry_after:
+                    return self._outcome(
+                        state,
+                        status=failure.status,
+                        error=f"{failure} (Retry-After {failure.delay:.0f} s exceeds the "
+                        f"{self.max_retry_after:.0f} s cap; not retried)",
+                    )
+                delay = failure.delay if failure.delay is not None else self.backoff_base * 2**state.retries
+                state.retries += 1
+                state.last_failure = str(failure)
+                log.debug("retrying %s in %.2f s: %s", state.current_url, delay, failure)
+                return _NeedSlot(domain, earliest=self._wall() + delay)
+            if isinstance(next_url, FetchOutcome):
+                return next_url
+            # A redirect (HTTP or meta refresh) to next_url.
+            if len(state.redirects) > self.max_redirects:
+                chain = [hop.from_url for hop in state.redirects] + [next_url]
+                looping = " (the chain loops)" if len(set(chain)) < len(chain) else ""
+                return self._outcome(
+                    state,
+                    error=f"too many redirects: more than {self.max_redirects}{looping}; "
+                    f"last {state.redirects[-1].from_url} -> {next_url}",
+                )
+            state.current_url = next_url
+            problem = self._precheck(next_url)
+            if problem is not None:
+                kind, message = problem
+                return self._outcome(state, **{kind: message})
+            next_domain = throttle_domain(next_url)
+            if next_domain != domain:
+                state.domain = next_domain
+                return _NeedSlot(next_domain)
+
+    def _remaining(self, state: _FetchState) -> float:
+        remaining = self.total_timeout - state.network_seconds
+        if remaining <= 0:
+            last = f"; last failure: {state.last_failure}" if state.last_failure else ""
+            raise _BodyError(
+                f"timeout: total time limit of {self.total_timeout:g} s reached after {state.attempts} attempts "
+                f"(at {state.current_url}){last}"
+            )
+        return remaining
+
+    def _send(self, state: _FetchState, url: str) -> requests.Response:
+        """One guarded GET (no redirect following, body not read). Network time is charged to ``state``."""
+        remaining = self._remaining(state)
+        request = requests.Request("GET", url, headers=self._headers, cookies=state.cookies).prepare()
+        timeout = (min(self.connect_timeout, remaining), min(self.read_timeout, remaining))
+        began = self._clock()
+        try:
+            response = self._adapter.send(request, stream=True, timeout=timeout)
+        except AddressRefused as refusal:
+            raise _Refused(f"ssrf: {refusal.reason}") from None
+        except requests.exceptions.ConnectTimeout as error:
+            raise _Retryable(
+                f"timeout: could not connect within {timeout[0]:.3g} s ({_origin(url)})"
+            ) from error
+        except requests.exceptions.ReadTimeout as error:
+            raise _Retryable(f"timeout: no response within {timeout[1]:.3g} s ({_origin(url)})") from error
+        except requests.exceptions.SSLError as error:
+            raise _BodyError(f"tls error: {_describe_exception(error)}") from error
+        except requests.exceptions.ConnectionError as error:
+            message = _describe_exception(error)
+            if isinstance(
+                error.args[0] if error.args else None, urllib3.exceptions.MaxRetryError
+            ) and isinstance(error.args[0].reason, urllib3.exceptions.NameResolutionError):
+                raise _BodyError(f"dns error: cannot resolve {urlsplit(url).hostname}") from error
+            raise _Retryable(f"connection error: {message}") from error
+        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidHeader, ValueError) as error:
+            raise _BodyError(f"invalid URL: {error}") from error
+        finally:
+            state.network_seconds += self._clock() - began
+        state.cookies.update(response.cookies)
+        return response
+
+    def _hop(self, state: _FetchState) -> str | FetchOutcome:
+        """Request ``state.current_url``: return the next URL of a redirect, or the final outcome."""
+        url = state.current_url
+        state.attempts += 1
+        if self.obey_robots:
+            rules = self._robots_rules(state, url)
+            if not rules.allows(url, self.robots_token):
+                raise _Refused(f"robots: {_origin(url)}/robots.txt disallows {urlsplit(url).path or '/'}")
+        response = self._send(state, url)
+        began = self._clock()
+        try:
+            return self._handle_response(state, url, response)
+        finally:
+            state.network_seconds += self._clock() - began
+            response.close()
+
+    def _handle_response(
+        self, state: _FetchState, url: str, response: requests.Response
+    ) -> str | FetchOutcome:
+        status = response.status_code
+        state.last_status = status
+        if status in REDIRECT_STATUSES and response.headers.get("Location"):
+            self._drain(response)
+            location = response.headers["Location"]
+            with contextlib.suppress(UnicodeError):  # requests' rule: latin-1 on the wire, usually UTF-8
+                location = location.encode("latin1").decode("utf8")
+            target = urljoin(url, location.strip())
+            state.redirects.append(Redirect(url, target, status, "http"))
+            return target
+        if status in RETRYABLE_STATUSES:
+            self._drain(response)
+            delay = retry_after_seconds(response.headers.get("Retry-After"), self._wall())
+            raise _Retryable(f"HTTP {status} {response.reason or ''}".strip(), status=status, delay=delay)
+        if not 200 <= status < 300:
+            self._drain(response)
+            return self._outcome(state, status=status, error=f"HTTP {status} {response.reason or ''}".strip())
+        mime, charset = _parse_content_type(response.headers.get("Content-Type"))
+        if mime is not None and mime not in HTML_CONTENT_TYPES:
+            return self._outcome(
+                state, status=status, content_type=mime, refused_reason=f"non-html content-type: {mime}"
+            )
+        declared_length = response.headers.get("Content-Length", "")
+        if declared_length.isdigit() and int(declared_length) > self.max_body_bytes:
+            return self._outcome(
+                state,
+                status=status,
+                content_type=mime,
+                refused_reason=f"too-large: Content-Length {int(declared_length)} exceeds {self.max_body_bytes} bytes",
+            )
+        content = self._read_body(state, response)
+        if mime is None and not _SNIFF_HTML.match(content[:SNIFF_BYTES].lstrip(b"\xef\xbb\xbf")):
+            return self._outcome(
+                state,
+                status=status,
+                refused_reason="non-html content-type: none declared and the body is not HTML",
+            )
+        text = decode_html(content, charset)
+        target = meta_refresh_target(text, url)
+        if target is not None:
+            state.redirects.append(Redirect(url, target, status, "meta-refresh"))
+            return target
+        return self._outcome(
+            state,
+            status=status,
+            content=content,
+            text=text,
+            content_type=mime or "text/html",
+            charset=charset,
+        )
+
+    def _drain(self, response: requests.Response) -> None:
+        """Read a small unwanted body so the connection can be reused; leave big ones to close()."""
+        raw = response.raw
+        total = 0
+        try:
+            while total <= DRAIN_LIMIT:
+                chunk = raw.read1(READ_CHUNK, decode_content=False)
+                if not chunk:
+                    _release(response)
+                    return
+                total += len(chunk)
+        except (urllib3.exceptions.HTTPError, OSError):
+            return
+
+    def _read_body(self, state: _FetchState, response: requests.Response) -> bytes:
+        raw = response.raw
+        encodings = [
+            token.strip().lower()
+            for token in response.headers.get("Content-Encoding", "").split(",")
+            if token.strip() and token.strip().lower() != "identity"
+        ]
+        inflater = _BoundedInflater(encodings, self.max_body_bytes) if encodings else None
+        # BytesIO.getvalue() hands over its buffer without a copy: peak memory stays ~1x the cap.
+        body = io.BytesIO()
+        raw_total = 0
+        deadline = self._clock() + self._remaining(state)
+        try:
+            while True:
+                if self._clock() > deadline:
+                    raise _BodyError(
+                        f"timeout: total time limit of {self.total_timeout:g} s exceeded while reading the body "
+                        f"({raw_total} bytes so far)"
+                    )
+                chunk = raw.read1(READ_CHUNK, decode_content=False)
+                if not chunk:
+                    break
+                raw_total += len(chunk)
+                if raw_total > self.max_body_bytes:
+                    raise _BodyError(f"body too large: more than {self.max_body_bytes} bytes")
+                if inflater is None:
+                    body.write(chunk)
+                else:
+                    for piece in inflater.feed(chunk, raw_total):
+                        body.write(piece)
+        except urllib3.exceptions.ReadTimeoutError as error:
+            raise _BodyError(
+                f"timeout: body stalled for {self.read_timeout:g} s after {raw_total} bytes"
+            ) from error
+        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.HTTPError, OSError) as error:
+            raise _BodyError(
+                f"connection error while reading the body: {_describe_exception(error)}"
+            ) from error
+        _release(response)
+        return body.getvalue()
+
+    # ------------------------------------------------------------------ robots.txt
+
+    def _robots_rules(self, state: _FetchState, url: str) -> RobotsRules:
+        origin = _origin(url)
+        cached = self._robots.get(origin)
+        if cached and cached[0] > self._clock():
+            return cached[1]
+        with self._robots_guard:
+            lock = self._robots_locks.setdefault(origin, threading.Lock())
+        with lock:  # one fetch per origin even when many threads ask at once
+            cached = self._robots.get(origin)
+            if cached and cached[0] > self._clock():
+                return cached[1]
+            rules, ttl = self._fetch_robots(state, origin)
+            self._robots[origin] = (self._clock() + ttl, rules)
+            return rules
+
+    def _fetch_robots(self, state: _FetchState, origin: str) -> tuple[RobotsRules, float]:
+        """RFC 9309: 2xx parse; 4xx allow all; 5xx disallow all for a while. Network failures propagate
+        (the page request would fail the same way, and is retried as such)."""
+        url = origin + "/robots.txt"
+        for _hop in range(ROBOTS_MAX_REDIRECTS + 1):
+            response = self._send(state, url)
+            try:
+                status = response.status_code
+                if status in REDIRECT_STATUSES and response.headers.get("Location"):
+                    url = urljoin(url, response.headers["Location"])
+                    if urlsplit(url).scheme not in ("http", "https"):
+                        return RobotsRules.allowing_all(), ROBOTS_TTL
+                    continue
+                if 200 <= status < 300:
+                    body = self._read_capped(response, MAX_ROBOTS_BYTES)
+                    return RobotsRules.parse(body.decode("utf-8", "replace")), ROBOTS_TTL
+                if 400 <= status < 500:
+                    return RobotsRules.allowing_all(), ROBOTS_TTL
+                return RobotsRules.disallowing_all(), ROBOTS_UNREACHABLE_TTL
+            finally:
+                response.close()
+        return RobotsRules.allowing_all(), ROBOTS_TTL  # RFC 9309: too many redirects counts as unavailable
+
+    def _read_capped(self, response: requests.Response, limit: int) -> bytes:
+        """Up to ``limit`` decoded bytes of a small resource (robots.txt); the rest is ignored."""
+        raw = response.raw
+        encodings = [
+            t.strip().lower() for t in response.headers.get("Content-Encoding", "").split(",") if t.strip()
+        ]
+        encodings = [e for e in encodings if e != "identity"]
+        inflater = _BoundedInflater(encodings, limit) if encodings else None
+        body = bytearray()
+        try:
+            while len(body) < limit:
+                chunk = raw.read1(READ_CHUNK, decode_content=False)
+                if not chunk:
+                    _release(response)
+                    break
+                if inflater is None:
+                    body += chunk
+                    continue
+                try:
+                    for piece in inflater.feed(chunk, len(body)):
+                        body += piece
+                except _BodyError:
+                    break  # the cap is reached: the rest of robots.txt is ignored (RFC 9309 §2.5)
+        except (urllib3.exceptions.HTTPError, OSError):
+            pass
+        return bytes(body[:limit])

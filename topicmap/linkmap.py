@@ -1,0 +1,451 @@
+"""The media link map of a snapshot timespan: a GEXF file for Gephi and a rendered PNG.
+
+Inputs are a timespan's ``medium_link_counts`` (media_id, name, story_count, media_inlink_count, inlink_count,
+facebook_share_count, ...) and ``medium_links`` (source_media_id, ref_media_id, link_count) from
+``topicmap.snapshot``. Both outputs are deterministic: the GEXF is written by hand (networkx's writer stamps
+today's date into it) with nodes and edges sorted by id, and the picture uses a seeded force-directed layout
+and seeded community detection, so the same timespan always gives the same file.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+# The Agg canvas is used directly (no pyplot): headless, no global backend switch, no figure registry.
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+GEXF_NS = "http://gexf.net/1.3"
+_XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
+# (column in medium_link_counts, GEXF type); media_id is the node id, name its label.
+NODE_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("url", "string"),
+    ("story_count", "long"),
+    ("media_inlink_count", "long"),
+    ("inlink_count", "long"),
+    ("outlink_count", "long"),
+    ("facebook_share_count", "long"),
+)
+_LAYOUT_SEED = 42
+# Characters XML 1.0 cannot carry at all (control characters other than tab, newline, return).
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _require(frame: pd.DataFrame, name: str, columns: list[str]) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{name}: missing column(s) {missing}; has {list(frame.columns)}")
+
+
+def _xml_text(value: object) -> str:
+    return _XML_INVALID.sub("", str(value))
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def write_gexf(
+    medium_link_counts: pd.DataFrame,
+    medium_links: pd.DataFrame,
+    path: str | os.PathLike[str],
+    description: str = "",
+) -> Path:
+    """Write the directed media link graph as GEXF 1.3 (readable by Gephi and ``networkx.read_gexf``).
+
+    Nodes are the media (id = media_id, label = name) with the attributes in ``NODE_ATTRIBUTES`` (a null
+    statistic is left out of that node); edges go from the linking medium to the linked one with
+    ``weight`` = link_count (and a ``link_count`` integer attribute). Edges whose media are not in
+    ``medium_link_counts`` are an error.
+    """
+    _require(medium_link_counts, "medium_link_counts", ["media_id", "name"] + [c for c, _ in NODE_ATTRIBUTES])
+    _require(medium_links, "medium_links", ["source_media_id", "ref_media_id", "link_count"])
+    nodes = medium_link_counts.sort_values("media_id", kind="mergesort")
+    edges = medium_links.sort_values(["source_media_id", "ref_media_id"], kind="mergesort")
+    known = set(nodes["media_id"].tolist())
+    strays = sorted({*edges["source_media_id"].tolist(), *edges["ref_media_id"].tolist()} - known)
+    if strays:
+        raise ValueError(f"medium_links name media not in medium_link_counts: {strays[:10]}")
+
+    ET.register_namespace("", GEXF_NS)
+    ET.register_namespace("xsi", _XSI_NS)
+    root = ET.Element(
+        f"{{{GEXF_NS}}}gexf",
+        {"version": "1.3", f"{{{_XSI_NS}}}schemaLocation": f"{GEXF_NS} {GEXF_NS}/gexf.xsd"},
+    )
+    meta = ET.SubElement(root, f"{{{GEXF_NS}}}meta")
+    ET.SubElement(meta, f"{{{GEXF_NS}}}creator").text = "topicmap"
+    ET.SubElement(meta, f"{{{GEXF_NS}}}description").text = _xml_text(description or "media link map")
+    graph = ET.SubElement(root, f"{{{GEXF_NS}}}graph", {"defaultedgetype": "directed", "mode": "static"})
+
+    node_attributes = ET.SubElement(graph, f"{{{GEXF_NS}}}attributes", {"class": "node", "mode": "static"})
+    for column, kind in NODE_ATTRIBUTES:
+        ET.SubElement(
+            node_attributes, f"{{{GEXF_NS}}}attribute", {"id": column, "title": column, "type": kind}
+        )
+    edge_attributes = ET.SubElement(graph, f"{{{GEXF_NS}}}attributes", {"class": "edge", "mode": "static"})
+    ET.SubElement(
+        edge_attributes,
+        f"{{{GEXF_NS}}}attribute",
+        {"id": "link_count", "title": "link_count", "type": "long"},
+    )
+
+    nodes_element = ET.SubElement(graph, f"{{{GEXF_NS}}}nodes")
+    columns = {column: nodes[column].tolist() for column, _ in NODE_ATTRIBUTES}
+    for i, (media_id, name) in enumerate(
+        zip(nodes["media_id"].tolist(), nodes["name"].tolist(), strict=True)
+    ):
+        node = ET.SubElement(
+            nodes_element, f"{{{GEXF_NS}}}node", {"id": str(int(media_id)), "label": _xml_text(name)}
+        )
+        values = ET.SubElement(node, f"{{{GEXF_NS}}}attvalues")
+        for column, kind in NODE_ATTRIBUTES:
+            value = columns[column][i]
+            if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+                continue
+            text = str(int(value)) if kind == "long" else _xml_text(value)
+            ET.SubElement(values, f"{{{GEXF_NS}}}attvalue", {"for": column, "value": text})
+
+    edges_element = ET.SubElement(graph, f"{{{GEXF_NS}}}edges")
+    triples = zip(
+        edges["source_media_id"].tolist(),
+        edges["ref_media_id"].tolist(),
+        edges["link_count"].tolist(),
+        strict=True,
+    )
+    for edge_id, (source, target, count) in enumerate(triples):
+        edge = ET.SubElement(
+            edges_element,
+            f"{{{GEXF_NS}}}edge",
+            {
+                "id": str(edge_id),
+                "source": str(int(source)),
+                "target": str(int(target)),
+                "weight": str(int(count)),
+            },
+        )
+        values = ET.SubElement(edge, f"{{{GEXF_NS}}}attvalues")
+        ET.SubElement(values, f"{{{GEXF_NS}}}attvalue", {"for": "link_count", "value": str(int(count))})
+
+    ET.indent(root, space="  ")
+    data = ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    return _atomic_write_bytes(Path(path), data)
+
+
+# ----------------------------------------------------------------------------------------------- picture
+
+_COMMUNITY_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+_OTHER_COLOR = "#a8a8a8"
+_MIN_AREA, _MAX_AREA = 14.0, 1500.0  # marker areas in points²: area is proportional to media inlinks
+
+
+def _short(name: object, width: int = 28) -> str:
+    return textwrap.shorten(str(name), width=width, placeholder="…")
+
+
+def _node_area(inlinks: np.ndarray | float, biggest: float) -> np.ndarray | float:
+    return _MIN_AREA + (_MAX_AREA - _MIN_AREA) * np.asarray(inlinks, dtype=float) / biggest
+
+
+def render_link_map(
+    medium_link_counts: pd.DataFrame,
+    medium_links: pd.DataFrame,
+    path_png: str | os.PathLike[str],
+    title: str = "Media link map",
+    top_labels: int = 15,
+    max_media: int = 250,
+    max_edges: int = 3000,
+    seed: int = _LAYOUT_SEED,
+) -> Path:
+    """Draw the media link map as a PNG and return its path.
+
+    Only media with at least one cross-media link are drawn (at most ``max_media``, those with the most media
+    inlinks). Node area is proportional to media_inlink_count, edge width grows with link_count (only the
+    ``max_edges`` heaviest media pairs are drawn; the layout uses them all), colours mark the largest link
+    communities (Louvain, seeded), and the ``top_labels`` media with the most media inlinks are named, labels
+    placed greedily so they do not overlap. The layout is networkx's spring layout with a fixed ``seed``, so
+    the picture is reproducible. A timespan without links still gets a picture that says so.
+    """
+    _require(
+        medium_link_counts,
+        "medium_link_counts",
+        ["media_id", "name", "story_count", "media_inlink_count", "inlink_count"],
+    )
+    _require(medium_links, "medium_links", ["source_media_id", "ref_media_id", "link_count"])
+    media = medium_link_counts.sort_values("media_id", kind="mergesort").set_index("media_id")
+    links = medium_links[medium_links["source_media_id"] != medium_links["ref_media_id"]]
+    linked = pd.Index(np.union1d(links["source_media_id"].to_numpy(), links["ref_media_id"].to_numpy()))
+    linked = linked.intersection(media.index)
+    ranked = (
+        media.loc[linked]
+        .reset_index()
+        .sort_values(
+            ["media_inlink_count", "inlink_count", "story_count", "media_id"],
+            ascending=[False, False, False, True],
+            kind="mergesort",
+        )
+    )
+    shown = ranked.head(max_media)
+    shown_ids = set(shown["media_id"].tolist())
+    links = links[links["source_media_id"].isin(shown_ids) & links["ref_media_id"].isin(shown_ids)]
+
+    # Undirected weighted graph for the layout and communities: A→B and B→A pull as one stronger spring.
+    graph = nx.Graph()
+    graph.add_nodes_from(sorted(shown_ids))
+    pair_weight: dict[tuple[int, int], int] = {}
+    for source, target, count in zip(
+        links["source_media_id"].tolist(),
+        links["ref_media_id"].tolist(),
+        links["link_count"].tolist(),
+        strict=True,
+    ):
+        pair = (min(source, target), max(source, target))
+        pair_weight[pair] = pair_weight.get(pair, 0) + int(count)
+    for (a, b), weight in sorted(pair_weight.items()):
+        graph.add_edge(a, b, weight=weight, spring=math.log1p(weight))
+
+    figure = Figure(figsize=(12, 12.6), dpi=100, facecolor="white")
+    FigureCanvasAgg(figure)
+    axes = figure.add_axes((0.02, 0.08, 0.96, 0.86))
+    axes.set_axis_off()
+    figure.suptitle(title, fontsize=18, fontweight="bold", y=0.975)
+    if graph.number_of_nodes() == 0:
+        axes.text(
+            0.5,
+            0.5,
+            "no links between different media in this timespan",
+            ha="center",
+            va="center",
+            fontsize=15,
+            color="#555555",
+            transform=axes.transAxes,
+        )
+        figure.text(
+            0.5,
+            0.04,
+            f"{len(media)} media with stories · 0 cross-media links",
+            ha="center",
+            fontsize=11,
+            color="#333333",
+        )
+        return _save_png(figure, Path(path_png))
+
+    positions = nx.spring_layout(
+        graph, weight="spring", seed=seed, iterations=200, k=1.8 / math.sqrt(graph.number_of_nodes())
+    )
+    nodes = sorted(graph.nodes())
+    index = {node: i for i, node in enumerate(nodes)}
+    xy = np.array([positions[node] for node in nodes], dtype=float)
+    _fix_equal_limits(figure, axes, xy)
+
+    communities = sorted(
+        nx.community.louvain_communities(graph, weight="weight", seed=seed),
+        key=lambda members: (-sum(int(media.at[m, "media_inlink_count"]) for m in members), min(members)),
+    )
+    color_of = dict.fromkeys(nodes, _OTHER_COLOR)
+    cluster_entries = []
+    for rank, members in enumerate(c for c in communities if len(c) > 1):
+        if rank >= len(_COMMUNITY_COLORS):
+            break
+        for node in members:
+            color_of[node] = _COMMUNITY_COLORS[rank]
+        hub = max(sorted(members), key=lambda m: int(media.at[m, "media_inlink_count"]))
+        cluster_entries.append(
+            (_COMMUNITY_COLORS[rank], f"around {_short(media.at[hub, 'name'], 26)} ({len(members)})")
+        )
+
+    # Edges: the heaviest pairs, light, under the nodes, as one LineCollection (fast for thousands).
+    edges = sorted(graph.edges(data="weight"), key=lambda e: (-e[2], e[0], e[1]))[:max_edges]
+    weights = np.array([w for _, _, w in edges], dtype=float)
+    segments = np.array([[xy[index[a]], xy[index[b]]] for a, b, _ in edges])
+    widths = 0.3 + 4.0 * np.sqrt(weights / weights.max())
+    edge_colors = [color_of[a] if color_of[a] == color_of[b] else "#9a9a9a" for a, b, _ in edges]
+    axes.add_collection(LineCollection(segments, linewidths=widths, colors=edge_colors, alpha=0.22, zorder=1))
+
+    inlinks = np.array([int(media.at[node, "media_inlink_count"]) for node in nodes], dtype=float)
+    biggest = max(float(inlinks.max()), 1.0)
+    areas = _node_area(inlinks, biggest)
+    order = np.argsort(areas, kind="stable")  # big nodes drawn last, on top
+    axes.scatter(
+        xy[order, 0],
+        xy[order, 1],
+        s=areas[order],
+        c=[color_of[nodes[i]] for i in order],
+        edgecolors="white",
+        linewidths=0.8,
+        zorder=2,
+    )
+    labelled = [m for m in shown["media_id"].head(top_labels).tolist() if m in index]
+    _place_labels(
+        figure,
+        axes,
+        [(_short(media.at[m, "name"]), xy[index[m]], math.sqrt(areas[index[m]]) / 2) for m in labelled],
+    )
+
+    size_values = sorted({int(biggest), max(int(round(biggest / 4)), 1), 1}, reverse=True)
+    size_handles = [
+        Line2D(
+            [],
+            [],
+            linestyle="none",
+            marker="o",
+            markersize=math.sqrt(float(_node_area(value, biggest))),
+            markerfacecolor="#d0d0d0",
+            markeredgecolor="#808080",
+            label=f"linked from {value} other media" if value > 1 else "linked from 1 other medium",
+        )
+        for value in size_values
+    ]
+    size_legend = axes.legend(
+        handles=size_handles,
+        loc="lower left",
+        frameon=True,
+        framealpha=0.92,
+        fontsize=9,
+        labelspacing=1.6,
+        handletextpad=1.8,
+        borderpad=1.1,
+        title="node size: media inlinks",
+        title_fontsize=9,
+    )
+    axes.add_artist(size_legend)
+    if cluster_entries:
+        axes.legend(
+            handles=[
+                Line2D(
+                    [],
+                    [],
+                    linestyle="none",
+                    marker="o",
+                    markersize=9,
+                    markerfacecolor=c,
+                    markeredgecolor="white",
+                    label=label,
+                )
+                for c, label in cluster_entries
+            ],
+            loc="upper left",
+            frameon=True,
+            framealpha=0.92,
+            fontsize=9,
+            title="link communities (media)",
+            title_fontsize=9,
+        )
+
+    hidden = len(ranked) - len(shown)
+    story_links = int(links["link_count"].sum())
+    caption = "\n".join(
+        [
+            f"{len(nodes)} linked media shown of {len(media)} media with stories"
+            + (f" ({hidden} with fewer media inlinks not drawn)" if hidden else ""),
+            f"{graph.number_of_edges()} linked media pairs"
+            + (f" ({len(edges)} heaviest drawn)" if len(edges) < graph.number_of_edges() else "")
+            + f" · {story_links} cross-media story links",
+            f"edge width: story links between two media · labels: the {len(labelled)} media linked from the most other media",
+        ]
+    )
+    figure.text(0.5, 0.038, caption, ha="center", va="center", fontsize=10, color="#333333", linespacing=1.6)
+    return _save_png(figure, Path(path_png))
+
+
+def _fix_equal_limits(figure: Figure, axes: object, xy: np.ndarray, margin: float = 0.08) -> None:
+    """Set equal-scale data limits now (not at draw time), so label placement can use final coordinates."""
+    box = axes.get_position()
+    width_in, height_in = box.width * figure.get_figwidth(), box.height * figure.get_figheight()
+    low, high = xy.min(axis=0), xy.max(axis=0)
+    center = (low + high) / 2
+    span = np.maximum(high - low, 1e-6)
+    per_inch = max(span[0] / width_in, span[1] / height_in) * (1 + 2 * margin)
+    axes.set_xlim(center[0] - per_inch * width_in / 2, center[0] + per_inch * width_in / 2)
+    axes.set_ylim(center[1] - per_inch * height_in / 2, center[1] + per_inch * height_in / 2)
+
+
+def _place_labels(figure: Figure, axes: object, labels: list[tuple[str, np.ndarray, float]]) -> None:
+    """Greedy label placement: for each label (most important first) try positions around its node at
+    growing distances and take the first that overlaps no placed label and no labelled node; far
+    positions get a leader line."""
+    renderer = figure.canvas.get_renderer()
+    points_to_px = figure.dpi / 72.0
+    obstacles = []
+    for _, point, radius_pt in labels:
+        cx, cy = axes.transData.transform(point)
+        r = radius_pt * points_to_px
+        obstacles.append((cx - r, cy - r, cx + r, cy + r))
+    placed: list[tuple[float, float, float, float]] = []
+    directions = [(0, 1), (1, 0.4), (-1, 0.4), (0, -1), (1, -0.4), (-1, -0.4), (0.7, 1), (-0.7, 1)]
+    style = {
+        "textcoords": "offset points",
+        "fontsize": 10,
+        "fontweight": "bold",
+        "color": "#1a1a1a",
+        "zorder": 4,
+        "bbox": {"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "#bbbbbb", "alpha": 0.9},
+    }
+    for own, (text, point, radius_pt) in enumerate(labels):
+        others = obstacles[:own] + obstacles[own + 1 :]
+        chosen = None
+        for step in range(14):
+            for dx, dy in directions:
+                distance = radius_pt + 4 + 16 * step
+                norm = math.hypot(dx, dy)
+                offset = (dx / norm * distance, dy / norm * distance)
+                ha = "left" if dx > 0.3 else "right" if dx < -0.3 else "center"
+                va = "bottom" if dy > 0.3 else "top" if dy < -0.3 else "center"
+                label = axes.annotate(text, point, xytext=offset, ha=ha, va=va, **style)
+                # Measure the text box alone (an arrow would make every far candidate "overlap").
+                extent = label.get_window_extent(renderer).expanded(1.08, 1.3)
+                box = (extent.x0, extent.y0, extent.x1, extent.y1)
+                inside = axes.bbox.contains(extent.x0, extent.y0) and axes.bbox.contains(extent.x1, extent.y1)
+                label.remove()
+                if inside and not any(_overlap(box, other) for other in placed + others):
+                    chosen = (offset, ha, va, step, box)
+                    break
+            if chosen:
+                break
+        if chosen is None:  # crowded beyond all candidates: straight above, accepting the overlap
+            chosen = ((0.0, radius_pt + 4), "center", "bottom", 0, None)
+        offset, ha, va, step, box = chosen
+        leader = {"arrowstyle": "-", "color": "#555555", "lw": 0.8, "shrinkA": 0, "shrinkB": radius_pt}
+        label = axes.annotate(
+            text, point, xytext=offset, ha=ha, va=va, arrowprops=leader if step > 1 else None, **style
+        )
+        if box is None:
+            extent = label.get_window_extent(renderer)
+            box = (extent.x0, extent.y0, extent.x1, extent.y1)
+        placed.append(box)
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _save_png(figure: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
+    try:
+        # No Software/date metadata: the bytes depend only on the picture.
+        figure.savefig(tmp, format="png", facecolor="white", metadata={"Software": None})
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path

@@ -1,0 +1,131 @@
+"""robots.txt parsing and matching per RFC 9309 (the Robots Exclusion Protocol).
+
+Not ``urllib.robotparser``: it applies the *first* matching rule in file order and knows neither ``*`` nor
+``$`` in paths, while RFC 9309 (and Google, Bing) use the *longest* matching rule, with Allow winning ties.
+With the stdlib parser, "Disallow: /" followed by "Allow: /news/" would block /news/ pages that every other
+crawler treats as allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import quote, unquote, urlsplit
+
+# RFC 9309 §2.5: crawlers must parse at least 500 KiB; content past the limit is ignored.
+MAX_ROBOTS_BYTES = 500 * 1024
+
+
+@dataclass(frozen=True)
+class _Rule:
+    allow: bool
+    path: str  # normalized (percent-encoding canonicalized) pattern
+    regex: re.Pattern[str]
+
+    @property
+    def specificity(self) -> int:
+        return len(self.path)
+
+
+@dataclass
+class _Group:
+    agents: list[str] = field(default_factory=list)
+    rules: list[_Rule] = field(default_factory=list)
+
+
+def _normalize_path(path: str) -> str:
+    """Canonical percent-encoding so "/a%7Eb" and "/a~b" compare equal (RFC 9309 §2.2.2)."""
+    return quote(unquote(path), safe="/?=&;:@!$'()*+,-._~%")
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    anchored = pattern.endswith("$")
+    body = pattern[:-1] if anchored else pattern
+    regex = ".*".join(re.escape(part) for part in body.split("*"))
+    return re.compile(regex + ("$" if anchored else ""))
+
+
+class RobotsRules:
+    """The parsed rules of one robots.txt, answering ``allows(url_or_path, user_agent)``."""
+
+    def __init__(self, groups: list[_Group], *, allow_all: bool = False, disallow_all: bool = False) -> None:
+        self._groups = groups
+        self.allow_all = allow_all
+        self.disallow_all = disallow_all
+
+    @classmethod
+    def parse(cls, text: str) -> RobotsRules:
+        groups: list[_Group] = []
+        current: _Group | None = None
+        in_agent_lines = False
+        for raw_line in text[:MAX_ROBOTS_BYTES].splitlines():
+            line = raw_line.split("#", 1)[0].strip()
+            if ":" not in line:
+                continue
+            key, _, value = line.partition(":")
+            key = key.strip().lower()
+            value = value.strip()
+            if key == "user-agent":
+                # Consecutive user-agent lines share one group; a user-agent after rules starts a new one.
+                if current is None or not in_agent_lines:
+                    current = _Group()
+                    groups.append(current)
+                current.agents.append(value.lower())
+                in_agent_lines = True
+            elif key in ("allow", "disallow"):
+                in_agent_lines = False
+                if current is None or not value:
+                    continue  # rules before any user-agent are ignored; an empty Disallow allows everything
+                path = _normalize_path(value if value.startswith(("/", "*")) else "/" + value)
+                current.rules.append(_Rule(key == "allow", path, _compile(path)))
+            else:
+                # Sitemap, Crawl-delay and unknown keys do not end the user-agent line run (RFC 9309 §2.2.4).
+                continue
+        return cls(groups)
+
+    @classmethod
+    def allowing_all(cls) -> RobotsRules:
+        return cls([], allow_all=True)
+
+    @classmethod
+    def disallowing_all(cls) -> RobotsRules:
+        return cls([], disallow_all=True)
+
+    def _rules_for(self, product_token: str) -> list[_Rule]:
+        token = product_token.lower()
+        # RFC 9309 §2.2.1: all groups naming the crawler are merged; otherwise all "*" groups are.
+        named = [rule for group in self._groups if token in group.agents for rule in group.rules]
+        if any(token in group.agents for group in self._groups):
+            return named
+        return [rule for group in self._groups if "*" in group.agents for rule in group.rules]
+
+    def allows(self, url: str, product_token: str) -> bool:
+        """Whether ``product_token`` (e.g. "topicmap") may fetch ``url`` (absolute URL or path)."""
+        if self.allow_all:
+            return True
+        if self.disallow_all:
+            return False
+        parts = urlsplit(url)
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        target = _normalize_path(target)
+        if target == "/robots.txt":
+            return True
+        best: _Rule | None = None
+        for rule in self._rules_for(product_token):
+            if rule.regex.match(target) and (
+                best is None
+                or rule.specificity > best.specificity
+                or (rule.specificity == best.specificity and rule.allow and not best.allow)
+            ):
+                best = rule
+        return best is None or best.allow
+
+
+def product_token(user_agent: str) -> str:
+    """The robots.txt product token of a User-Agent string: "topicmap/0.1 (+...)" -> "topicmap"."""
+    token = re.match(r"[A-Za-z_-]+", user_agent.strip())
+    if token is None:
+        raise ValueError(f"user agent {user_agent!r} does not start with a product token (letters, '-', '_')")
+    return token.group(0)
