@@ -131,7 +131,7 @@ def seed_mask_expansion_pairs(values32: np.ndarray) -> int:
     mask_array = np.array(masks, dtype=np.uint32)
     expanded = (values32[:, None] ^ mask_array[None, :]).ravel()
     ids = np.repeat(np.arange(len(values32), dtype=np.int64), len(mask_array))
-    order = np.argsort(expanded, kind="stable")
+    order = np.argsort(expanded)
     expanded, ids = expanded[order], ids[order]
     # Pairs inside each group, vectorized: compare each row with the row `offset` places later.
     boundaries = np.flatnonzero(expanded[1:] != expanded[:-1]) + 1

@@ -31,6 +31,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from topicmap.linkmap import render_link_map, write_gexf  # noqa: E402
 from topicmap.snapshot import (  # noqa: E402
     SnapshotResult,
     Timespan,
@@ -43,7 +44,9 @@ TOPIC_START, TOPIC_END = date(2026, 1, 1), date(2026, 4, 30)
 CUSTOM = [("Primary season", "2026-02-01", "2026-03-15"), ("Debate week", "2026-03-02", "2026-03-08")]
 
 
-def synthetic_topic(n_stories: int, n_links: int, n_media: int = 300, seed: int = 7) -> dict[str, pd.DataFrame]:
+def synthetic_topic(
+    n_stories: int, n_links: int, n_media: int = 300, seed: int = 7
+) -> dict[str, pd.DataFrame]:
     """A seeded synthetic topic shaped like a news link network (a few big media get most links)."""
     rng = np.random.default_rng(seed)
     media_ids = np.arange(1, n_media + 1, dtype=np.int64) * 10
@@ -60,7 +63,9 @@ def synthetic_topic(n_stories: int, n_links: int, n_media: int = 300, seed: int 
 
     stories_id = rng.choice(np.arange(1, 3 * n_stories, dtype=np.int64), size=n_stories, replace=False)
     story_medium = rng.choice(n_media, size=n_stories, p=output_share)
-    span_ns = pd.Timestamp(TOPIC_END, tz="UTC").value + 86_400 * 10**9 - pd.Timestamp(TOPIC_START, tz="UTC").value
+    span_ns = (
+        pd.Timestamp(TOPIC_END, tz="UTC").value + 86_400 * 10**9 - pd.Timestamp(TOPIC_START, tz="UTC").value
+    )
     offsets = rng.integers(0, span_ns, size=n_stories)
     dates = pd.Timestamp(TOPIC_START, tz="UTC").value + offsets
     outside = rng.random(n_stories) < 0.015
@@ -96,9 +101,15 @@ def synthetic_topic(n_stories: int, n_links: int, n_media: int = 300, seed: int 
     out_source = rng.integers(0, n_stories, size=n_out)
     links = pd.DataFrame(
         {
-            "stories_id": np.concatenate([stories_id[source], stories_id[same_source], stories_id[out_source]]),
+            "stories_id": np.concatenate(
+                [stories_id[source], stories_id[same_source], stories_id[out_source]]
+            ),
             "ref_stories_id": np.concatenate(
-                [stories_id[ref], stories_id[same_ref], 3 * n_stories + rng.integers(0, n_stories, size=n_out)]
+                [
+                    stories_id[ref],
+                    stories_id[same_ref],
+                    3 * n_stories + rng.integers(0, n_stories, size=n_out),
+                ]
             ),
         }
     )
@@ -118,7 +129,9 @@ def synthetic_topic(n_stories: int, n_links: int, n_media: int = 300, seed: int 
         }
     )
     grouped = rng.choice(n_stories, size=int(0.12 * n_stories), replace=False)
-    near_dup_groups = pd.DataFrame({"stories_id": stories_id[grouped], "group_id": np.arange(len(grouped)) // 3})
+    near_dup_groups = pd.DataFrame(
+        {"stories_id": stories_id[grouped], "group_id": np.arange(len(grouped)) // 3}
+    )
     return {
         "stories": stories,
         "media": media,
@@ -136,7 +149,11 @@ def timespans() -> list[Timespan]:
 
 
 def naive_snapshot(
-    stories: pd.DataFrame, media: pd.DataFrame, links: pd.DataFrame, spans: list[Timespan], story_stats: pd.DataFrame
+    stories: pd.DataFrame,
+    media: pd.DataFrame,
+    links: pd.DataFrame,
+    spans: list[Timespan],
+    story_stats: pd.DataFrame,
 ) -> dict[str, dict[str, pd.DataFrame]]:
     """Media Cloud's per-timespan queries in pandas: join, filter, dedupe and group again for every timespan."""
     story = stories[["stories_id", "media_id", "publish_date"]]
@@ -145,7 +162,8 @@ def naive_snapshot(
         lo = pd.Timestamp(ts.start_date, tz="UTC")
         hi = pd.Timestamp(ts.end_date, tz="UTC")
         joined = links.merge(
-            story.rename(columns={"media_id": "source_media_id", "publish_date": "source_date"}), on="stories_id"
+            story.rename(columns={"media_id": "source_media_id", "publish_date": "source_date"}),
+            on="stories_id",
         ).merge(
             story.rename(columns={"stories_id": "ref_stories_id", "media_id": "ref_media_id"})[
                 ["ref_stories_id", "ref_media_id"]
@@ -161,7 +179,9 @@ def naive_snapshot(
             window |= cross["source_date"].isna()
             dated |= story["publish_date"].isna()
         period_links = cross[window]
-        period_ids = pd.Index(story.loc[dated, "stories_id"]).union(pd.Index(period_links["ref_stories_id"].unique()))
+        period_ids = pd.Index(story.loc[dated, "stories_id"]).union(
+            pd.Index(period_links["ref_stories_id"].unique())
+        )
 
         inlinks = period_links.groupby("ref_stories_id").agg(
             inlink_count=("stories_id", "nunique"), media_inlink_count=("source_media_id", "nunique")
@@ -176,7 +196,10 @@ def naive_snapshot(
         for column in ("inlink_count", "outlink_count", "media_inlink_count"):
             slc[column] = slc[column].fillna(0).astype(np.int64)
         medium_links = (
-            period_links.groupby(["source_media_id", "ref_media_id"]).size().rename("link_count").reset_index()
+            period_links.groupby(["source_media_id", "ref_media_id"])
+            .size()
+            .rename("link_count")
+            .reset_index()
         )
         mlc = slc.groupby("media_id").agg(
             story_count=("stories_id", "size"),
@@ -248,6 +271,20 @@ def run_job(job: str, n_stories: int, n_links: int) -> dict[str, object]:
                 report["write_s"] = time.perf_counter() - t_write
                 report["files"] = sum(len(v) for v in files.values())
                 report["bytes"] = sum(p.stat().st_size for v in files.values() for p in v)
+    elif job == "maps":
+        result = compute_snapshot(**data, timespans=spans)
+        report["compute_s"] = time.perf_counter() - start
+        with tempfile.TemporaryDirectory() as folder:
+            t_maps = time.perf_counter()
+            for snap in result.timespans:
+                write_gexf(
+                    snap.medium_link_counts, snap.medium_links, Path(folder) / f"{snap.timespan.key}.gexf"
+                )
+            report["gexf_s"] = time.perf_counter() - t_maps
+            t_png = time.perf_counter()
+            overall = result["overall"]
+            render_link_map(overall.medium_link_counts, overall.medium_links, Path(folder) / "overall.png")
+            report["png_overall_s"] = time.perf_counter() - t_png
     elif job == "naive":
         naive_snapshot(data["stories"], data["media"], data["links"], spans, data["story_stats"])
     elif job == "verify":
@@ -278,7 +315,7 @@ def main() -> None:
         print(json.dumps(run_job(args.job, args.stories, args.links)))
         return
 
-    jobs = ["inputs", "compute", "compute+write"] + ([] if args.skip_naive else ["naive", "verify"])
+    jobs = ["inputs", "compute", "compute+write", "maps"] + ([] if args.skip_naive else ["naive", "verify"])
     reports = {job: _in_subprocess(job, args.stories, args.links) for job in jobs}
     n_spans = reports["compute"]["timespans"]
     print(f"synthetic topic: {args.stories:,} stories, {args.links:,} links, 300 media, {n_spans} timespans")
@@ -291,19 +328,30 @@ def main() -> None:
     print("| job (fresh process) | seconds | peak RSS (MB) |")
     print("|---|---:|---:|")
     print(f"| inputs only (generate the synthetic topic) | - | {reports['inputs']['peak_mb']:.0f} |")
-    print(f"| compute_snapshot, all {n_spans} timespans | {reports['compute']['compute_s']:.2f} | {reports['compute']['peak_mb']:.0f} |")
+    print(
+        f"| compute_snapshot, all {n_spans} timespans | {reports['compute']['compute_s']:.2f} | {reports['compute']['peak_mb']:.0f} |"
+    )
     w = reports["compute+write"]
     print(
         f"| compute_snapshot + write_snapshot_files (Parquet + CSV, {w['files']} files, {w['bytes'] / 1e6:.0f} MB) "
         f"| {w['compute_s'] + w['write_s']:.2f} (write {w['write_s']:.2f}) | {w['peak_mb']:.0f} |"
     )
+    maps = reports["maps"]
+    print(
+        f"| write_gexf for all {n_spans} timespans (after compute) | {maps['gexf_s']:.2f} | {maps['peak_mb']:.0f} |"
+    )
+    print(f"| render_link_map, overall timespan (PNG) | {maps['png_overall_s']:.2f} | (same process) |")
     if not args.skip_naive:
         naive = reports["naive"]
-        print(f"| anchor: naive per-timespan pandas joins | {naive['total_s']:.2f} | {naive['peak_mb']:.0f} |")
+        print(
+            f"| anchor: naive per-timespan pandas joins | {naive['total_s']:.2f} | {naive['peak_mb']:.0f} |"
+        )
         speedup = naive["total_s"] / reports["compute"]["compute_s"]
         differences = reports["verify"]["differences"]
         print()
-        print(f"speed-up over the anchor: {speedup:.1f}x; tables identical to the anchor's: {not differences}")
+        print(
+            f"speed-up over the anchor: {speedup:.1f}x; tables identical to the anchor's: {not differences}"
+        )
         for line in differences[:20]:
             print(f"  DIFFERENCE {line}")
 

@@ -40,8 +40,13 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
     }
 
 
-defs = dg.Definitions(
+core_defs = dg.Definitions(
     assets=[archive_stories, seeds, spider_iteration],
     sensors=[topic_registry, spider_iterations],
-    resources=build_resources(),
+)
+
+# One Definitions per stage (orchestration/<stage>.py), merged here with the shared resources.
+defs = dg.Definitions.merge(
+    core_defs,
+    dg.Definitions(resources=build_resources()),
 )

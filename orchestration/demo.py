@@ -55,7 +55,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     _prepare_environment(home)
 
     from topicmap.demo_server import serve_demo_web
-
     from topicmap.demo_web import generate_demo_web
 
     started = time.monotonic()

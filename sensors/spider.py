@@ -9,6 +9,7 @@ import dagster as dg
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
+from sensors.settings import SENSOR_INTERVAL_SECONDS
 from topicmap.spider_plan import ProgressMark, decide, read_spider_facts
 
 SPIDER_ASSETS = ["fetched_links", "relevant_stories", "topic_links"]
@@ -41,7 +42,7 @@ def spider_tags(topic: str, iteration: int | None, stage: str) -> dict[str, str]
 @dg.sensor(
     name="spider_iterations",
     target=dg.AssetSelection.assets(*SPIDER_ASSETS, *POST_SPIDER_ASSETS),
-    minimum_interval_seconds=30,
+    minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
         "For each topic: requests the next spider iteration (run_key = topic + iteration + progress), the "

@@ -7,13 +7,14 @@ import dagster as dg
 from assets.partitions import topics_partitions
 from assets.seeds import seeds
 from resources.topics import TopicsFileResource
+from sensors.settings import SENSOR_INTERVAL_SECONDS
 from topicmap.topics import TopicConfigError, plan_topic_sync
 
 
 @dg.sensor(
     name="topic_registry",
     target=dg.AssetSelection.assets(seeds),
-    minimum_interval_seconds=30,
+    minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
         "Adds a `topics` partition for each new topic in the topics file and requests its seeds; re-seeds a "

@@ -6,7 +6,9 @@
 
 Routes (GET):
 
-    /robots.txt              "Disallow: /private/" for every agent
+    /robots.txt              "Disallow: /private/" for every agent; HTTP 500 when the Host starts with
+                             "robots-500.", 404 when it starts with "robots-404."
+    /redirect-to?u=<url>     302 to <url> (cross-host redirects through host_overrides)
     /page, /landing          a small HTML page (200)
     /private/<x>             HTML, but disallowed by robots.txt
     /status/<code>           that status with a small HTML body
@@ -45,8 +47,10 @@ import socket
 import struct
 import threading
 import time
+import urllib.parse
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import NamedTuple
 
 BIG_BODY_BYTES = 50 * 1000 * 1000
 BOMB_INFLATED_MIB = 1024
@@ -56,6 +60,16 @@ WRONG_CHARSET_TEXT = (
     "la crème brûlée est « très » bonne. Déjà vu, naïve façade, garçon.</p></body></html>"
 )
 PAGE_HTML = b"<!doctype html><html><head><title>Fault server page</title></head><body><p>ok</p></body></html>"
+
+
+class Hit(NamedTuple):
+    """One request the fault server received."""
+
+    at: float  # time.monotonic()
+    host: str  # Host header
+    path: str  # path and query
+    user_agent: str
+
 
 _bomb_lock = threading.Lock()
 _bomb_bytes: bytes | None = None
@@ -134,17 +148,31 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             return  # the client hung up, as it should
 
-    def do_GET(self) -> None:  # noqa: C901 - one branch per route keeps the route table readable
-        self.server.hits.append((time.monotonic(), self.headers.get("Host"), self.path))
-        path = self.path.split("?", 1)[0]
+    def do_GET(self) -> None:
+        self.server.hits.append(
+            Hit(
+                time.monotonic(),
+                self.headers.get("Host") or "",
+                self.path,
+                self.headers.get("User-Agent") or "",
+            )
+        )
+        path, _, query = self.path.partition("?")
         try:
-            self._route(path)
+            self._route(path, query)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    def _route(self, path: str) -> None:
-        if path == "/robots.txt":
+    def _route(self, path: str, query: str) -> None:  # noqa: C901 - one branch per route reads best
+        host = (self.headers.get("Host") or "").split(":")[0]
+        if path == "/robots.txt" and host.startswith("robots-500."):
+            self._send(500, b"robots are broken", "text/plain")
+        elif path == "/robots.txt" and host.startswith("robots-404."):
+            self._send(404, b"no robots here", "text/plain")
+        elif path == "/robots.txt":
             self._send(200, b"User-agent: *\nDisallow: /private/\n", "text/plain")
+        elif path == "/redirect-to":
+            self._redirect(urllib.parse.parse_qs(query)["u"][0])
         elif path in ("/page", "/landing", "/") or path.startswith("/private/"):
             self._send(200, PAGE_HTML)
         elif path.startswith("/status/"):
@@ -249,7 +277,7 @@ class _FaultHTTPServer(ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self.lock = threading.Lock()
         self.seen: set[str] = set()
-        self.hits: list[tuple[float, str | None, str]] = []
+        self.hits: list[Hit] = []
         self.other_port = 0
         self.stopping = threading.Event()
 
@@ -316,8 +344,8 @@ class FaultServer:
         return [f"{self.host}:{self.port}", f"{self.host}:{self.blackhole_port}"]
 
     @property
-    def hits(self) -> list[tuple[float, str | None, str]]:
-        """(monotonic time, Host header, path) of every request the fault server received."""
+    def hits(self) -> list[Hit]:
+        """Every request the fault server received, in arrival order."""
         return list(self._server.hits)
 
     @property

@@ -79,6 +79,11 @@ def test_phrase_needs_adjacent_words_in_order() -> None:
     assert hits('"climate change"', *texts) == [True, True, True, False, False]
 
 
+def test_typographic_quotes_delimit_phrases() -> None:
+    assert hits("“climate change” AND NOT hoax", "climate change", "change of climate") == [True, False]
+    assert str(parse("“climate change”")) == '"climate change"'
+
+
 def test_phrase_last_word_keeps_its_right_boundary() -> None:
     assert hits('"climate change"', "climate changes") == [False]
 
@@ -171,6 +176,12 @@ def test_nested_groups() -> None:
     assert hits(query, *texts) == [True, True, False, False]
 
 
+def test_long_or_list_of_terms() -> None:
+    query = parse(" OR ".join(f"name{i}" for i in range(300)))
+    assert query.matches("news about NAME299 today")
+    assert not query.matches("news about name300 and name1x")
+
+
 def test_many_and_operands_do_not_blow_up() -> None:
     words = [f"w{i}" for i in range(40)]
     query = parse(" AND ".join(words))
@@ -187,6 +198,12 @@ def test_title_and_text_fields() -> None:
     assert not query.matches_story(title="Kenya", text="Obama")
     assert not query.matches("Obama visits Kenya")  # no title given: title: clauses match nothing
     assert parse("NOT title:obama").matches("Obama")
+
+
+def test_field_value_may_follow_after_whitespace_and_field_names_ignore_case() -> None:
+    assert parse("title: obama").matches_story(title="Obama", text=None)
+    assert parse("TITLE:obama").matches_story(title="Obama", text=None)
+    assert not parse("TITLE:obama").matches("Obama")
 
 
 def test_field_applies_to_groups_phrases_and_wildcards() -> None:
@@ -267,6 +284,12 @@ def test_combining_marks_are_part_of_words() -> None:
     # Devanagari vowel signs and virama are combining marks: "हि" is not a word of "हिन्दी".
     assert hits("हिन्दी", "हिन्दी भाषा") == [True]
     assert hits("हि", "हिन्दी भाषा") == [False]
+
+
+def test_prefix_inside_a_phrase_spans_combining_marks_but_stops_at_logograms() -> None:
+    assert hits('"हि* भाषा"', "हिन्दी भाषा", "हि-न्दी भाषा") == [True, False]
+    assert hits('"x* 中"', "xy中z 中", "xyz 国中") == [True, False]
+    assert hits('"clim* change"', "Climaté-change", "clim中 change") == [True, False]
 
 
 def test_logograms_match_without_word_boundaries() -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
 import os
 import pickle
+import random
 import re
 import socket
 from datetime import UTC, datetime, timedelta, timezone
@@ -319,12 +321,12 @@ def build_warc(path: Path, records: list[dict], *, gzip_records: bool = True) ->
                     spec["url"], kind, payload=io.BytesIO(body), length=len(body), warc_headers_dict=headers
                 )
             writer.write_record(record)
-            spec["record_id"] = record.rec_headers.get_header("WARC-Record-ID")
     return path
 
 
 def test_story_reader_keeps_responses_without_metadata(tmp_path: Path) -> None:
-    # story-indexer's reader would drop both "b" (no metadata) and "c" (its state machine skips it)
+    # story-indexer's reader would skip c's response while waiting for b's metadata and then pair b's HTML
+    # with c's metadata; pairing by WARC-Refers-To keeps all three right
     path = write_archive(tmp_path, three_stories()[:1])
     mixed = tmp_path / "mixed.warc.gz"
     with mixed.open("wb") as handle:
@@ -531,6 +533,42 @@ def test_record_shorter_than_declared_is_an_error_not_a_page(tmp_path: Path) -> 
     cut.write_bytes(good.read_bytes()[:-100])
     with pytest.raises(WarcReadError, match=r"offset 0: response record truncated"):
         list(read_warc_pages(cut))
+
+
+def test_damaged_files_only_ever_raise_warc_read_error(tmp_path: Path) -> None:
+    """Seeded mutations (cuts, flipped bytes, deleted spans) of a gzip and a plain WARC: every reader either
+    reads or raises WarcReadError, never warcio's internal errors (seen by fuzzing: AttributeError on a lost
+    WARC-Target-URI, TypeError on a garbled digest name, negative offsets)."""
+    gz = write_archive(tmp_path, three_stories())
+    plain = build_warc(
+        tmp_path / "plain.warc",
+        [{"url": f"http://a.example/{n}", "body": b"<html>" + b"x" * 300 + b"</html>"} for n in range(3)],
+        gzip_records=False,
+    )
+    sources = [gz.read_bytes(), plain.read_bytes()]
+    rng = random.Random(5)
+    damaged = tmp_path / "damaged.warc"
+    for _case in range(100):
+        data = bytearray(rng.choice(sources))
+        choice = rng.random()
+        if choice < 0.3:
+            data = data[: rng.randrange(len(data))]
+        elif choice < 0.7:
+            for _ in range(rng.randint(1, 20)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        else:
+            start = rng.randrange(len(data))
+            del data[start : start + rng.randint(1, 200)]
+        damaged.write_bytes(bytes(data))
+        errors: list[WarcReadError] = []
+        list(read_warc_pages(damaged, errors=errors))
+        list(stories_from_warc(damaged, errors=errors))
+        replay = WarcReplay(damaged)
+        for url in replay.urls():
+            replay.get(url)
+        assert all(error.path == str(damaged) for error in errors + replay.errors)
+        with contextlib.suppress(WarcReadError):
+            list(read_story_archive(damaged))
 
 
 def test_read_error_pickles() -> None:

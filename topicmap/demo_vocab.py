@@ -505,7 +505,10 @@ OTHER_SUBJECT_LINKS = (
 )
 PDF_LINKS = ("The full document is {a:available as a PDF}.", "{a:Download the report} (PDF).")
 IMAGE_LINKS = ("{a:View the photo} from {place}.", "{a:See the full-size image}.")
-DEAD_LINKS = ("An {a:earlier version of this analysis} was published last year.", "{a:Archive: the original notice}.")
+DEAD_LINKS = (
+    "An {a:earlier version of this analysis} was published last year.",
+    "{a:Archive: the original notice}.",
+)
 PRIVATE_LINKS = ("Subscribers can read {a:the full interview}.",)
 CREDIT_LINE = "This article was originally published by {a:{oname}} and is republished with permission."
 
@@ -598,7 +601,20 @@ MONTHS = (
     "November", "December",
 )
 # fmt: on
-MONTH_ABBR = ("Jan.", "Feb.", "March", "April", "May", "June", "July", "Aug.", "Sept.", "Oct.", "Nov.", "Dec.")
+MONTH_ABBR = (
+    "Jan.",
+    "Feb.",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "Aug.",
+    "Sept.",
+    "Oct.",
+    "Nov.",
+    "Dec.",
+)
 ORDINALS = ("second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 
 # ---------------------------------------------------------------------------------------------------------

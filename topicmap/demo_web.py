@@ -162,7 +162,9 @@ class _Link:
     paragraph: int
     target: _Story | None = None
     target_name: str = ""
-    cast: dict[str, str] = field(default_factory=dict)  # the linking story's cast (copies keep the original's)
+    cast: dict[str, str] = field(
+        default_factory=dict
+    )  # the linking story's cast (copies keep the original's)
 
 
 @dataclass(eq=False)
@@ -246,6 +248,7 @@ class _Anchor:
 _ANCHOR = _Anchor()
 _WORD_RE = re.compile(r"^([^\w]*)([A-Za-z]+)([^\w]*)$")
 _SLUG_RE = re.compile(r"[^a-z0-9]+")
+_SPORTS_WORD = re.compile(r"\bsports\b", re.IGNORECASE)
 
 
 def _query_word_pattern() -> re.Pattern[str]:
@@ -278,7 +281,7 @@ def _the(name: str) -> str:
 
 
 def _cap(text: str) -> str:
-    return text[:1].upper() + text[1:]
+    return text[:1].upper() + text[1:] if text[:1].islower() else text
 
 
 def _add_months(day: date, months: int) -> date:
@@ -319,11 +322,16 @@ class _Builder:
         self.parent_links: list[tuple[_Story, _Story]] = []
         self._segments: dict[int, list[list[tuple[str, str | None]]]] = {}
         self._texts: dict[int, str] = {}
+        self._body_html: dict[int, str] = {}
 
     # -- media ------------------------------------------------------------------------------------------
 
     def build_outlets(self) -> None:
-        specs = list(vocab.OUTLETS) + list(self._extra_outlet_specs())
+        specs = list(vocab.OUTLETS)
+        taken = {spec.host for spec in specs} | {spec.name for spec in specs}
+        specs += [
+            spec for spec in self._extra_outlet_specs() if spec.host not in taken and spec.name not in taken
+        ]
         total = 0
         for spec in specs:
             dups = int(spec.mobile_host is not None) + int(spec.bare_dup) + int(spec.renamed_from is not None)
@@ -365,9 +373,12 @@ class _Builder:
             weights = tuple(s.share for s in SUBJECTS.values())
         else:
             rest = sum(s.share for s in SUBJECTS.values() if s.name != spec.focus)
-            weights = tuple(0.75 if s.name == spec.focus else 0.25 * s.share / rest for s in SUBJECTS.values())
+            weights = tuple(
+                0.75 if s.name == spec.focus else 0.25 * s.share / rest for s in SUBJECTS.values()
+            )
         authors = tuple(
-            f"{rng.choice(vocab.FIRST_NAMES)} {rng.choice(vocab.LAST_NAMES)}" for _ in range(rng.randrange(4, 8))
+            f"{rng.choice(vocab.FIRST_NAMES)} {rng.choice(vocab.LAST_NAMES)}"
+            for _ in range(rng.randrange(4, 8))
         )
         rename_date = None
         if spec.renamed_from is not None:
@@ -383,7 +394,7 @@ class _Builder:
         members = max(2, round(n * _SYNDICATED_SHARE)) if len(self.outlets) > 1 else 0
         while sum(group_sizes) < members:
             size = rng.choice((2, 2, 3, 3, 4))
-            group_sizes.append(min(size, max(2, members - sum(group_sizes))))
+            group_sizes.append(min(size, max(2, members - sum(group_sizes)), len(self.outlets)))
         n_copies = sum(group_sizes) - len(group_sizes)
         n_retitled = max(1, round(n * _RETITLED_SHARE))
         n_base = n - n_copies - n_retitled
@@ -472,30 +483,36 @@ class _Builder:
     def _compose(self, subject: SubjectSpec, cast: dict[str, str], outlet: _Outlet) -> list[list[str]]:
         """Sentences drawn from the subject's and the shared templates until the target length is reached."""
         rng = self.rng
+        slots = _Slots(
+            rng, cast
+        )  # numbers are drawn afresh at each use, so one mapping serves every sentence
         target = int(rng.triangular(150, 450, 280))
-        lead = _cap(rng.choice(subject.leads).format_map(_Slots(rng, cast)))
+        lead = _cap(rng.choice(subject.leads).format_map(slots))
         if outlet.spec.name == "Atlas Wire Service":
             lead = f"{cast['place'].upper()} (Atlas) \u2014 {lead}"
         elif rng.random() < 0.2:
             lead = f"{cast['place'].upper()} \u2014 {lead}"
-        pool = subject.sentences + subject.quotes + vocab.GENERIC_SENTENCES
-        order = list(range(len(pool)))
-        rng.shuffle(order)
+        pool = list(subject.sentences + subject.quotes + vocab.GENERIC_SENTENCES)
         sentences: list[str] = []
         words = len(lead.split())
-        position = 0
+        drawn = 0
         while words < target:
-            index = order[position] if position < len(order) else rng.randrange(len(pool))
-            position += 1
-            sentence = _cap(pool[index].format_map(_Slots(rng, cast)))
+            if drawn < len(pool):  # without replacement, shuffling only as far as needed
+                pick = rng.randrange(drawn, len(pool))
+                pool[drawn], pool[pick] = pool[pick], pool[drawn]
+                template = pool[drawn]
+                drawn += 1
+            else:
+                template = rng.choice(pool)
+            sentence = _cap(template.format_map(slots))
             sentences.append(sentence)
             words += len(sentence.split())
         if subject.name == "sports":
             if rng.random() < 0.3:
-                bleed = rng.choice(vocab.SPORTS_BLEED).format_map(_Slots(rng, cast))
+                bleed = rng.choice(vocab.SPORTS_BLEED).format_map(slots)
                 sentences.insert(rng.randrange(len(sentences) + 1), bleed)
-            if not any(re.search(r"\bsports\b", s, re.IGNORECASE) for s in sentences + [lead]):
-                marker = rng.choice(vocab.SPORTS_MARKERS).format_map(_Slots(rng, cast))
+            if not any(_SPORTS_WORD.search(s) for s in sentences + [lead]):
+                marker = rng.choice(vocab.SPORTS_MARKERS).format_map(slots)
                 sentences.insert(rng.randrange(len(sentences) + 1), marker)
         paragraphs = [[lead]]
         while sentences:
@@ -509,15 +526,16 @@ class _Builder:
         rng = self.rng
         wire = [s for s in self.stories if s.outlet.name == "Atlas Wire Service"]
         others = list(self.stories)
-        taken: set[int] = set()
+        taken: set[int] = set()  # membership only
         for size in group_sizes:
-            size = min(size, len(self.outlets))
             pool = wire if wire and rng.random() < 0.6 else others
             original = rng.choice(pool)
             for _ in range(50):
                 if original.sid not in taken:
                     break
                 original = rng.choice(others)
+            else:  # a story heads one group at most
+                original = next(s for s in others if s.sid not in taken)
             taken.add(original.sid)
             copy_outlets: list[_Outlet] = []
             while len(copy_outlets) < size - 1:
@@ -541,8 +559,11 @@ class _Builder:
             published=published,
             headline=original.headline,
             paragraphs=paragraphs,
-            cast=dict(original.cast, outlet=self._brand(outlet, published).name,
-                      the_outlet=_the(self._brand(outlet, published).name)),
+            cast=dict(
+                original.cast,
+                outlet=self._brand(outlet, published).name,
+                the_outlet=_the(self._brand(outlet, published).name),
+            ),
             date_form=self._date_form(outlet),
             author=rng.choice(outlet.authors),
             tags=original.tags,
@@ -735,7 +756,8 @@ class _Builder:
     def build_links(self) -> None:
         rng = self.rng
         by_subject: dict[str, list[_Story]] = {
-            name: sorted((s for s in self.stories if s.subject.name == name), key=_time_key) for name in SUBJECTS
+            name: sorted((s for s in self.stories if s.subject.name == name), key=_time_key)
+            for name in SUBJECTS
         }
         subject_times = {name: [_time_key(s) for s in stories] for name, stories in by_subject.items()}
         everything = sorted(self.stories, key=_time_key)
@@ -771,8 +793,15 @@ class _Builder:
                 copy.links = [replace(link) for link in original.links]
                 if copy.credit:
                     brand = self._brand(original.outlet, original.published)
-                    credit = _Link("credit", self._link_url(original, copy), vocab.CREDIT_LINE,
-                                   len(copy.paragraphs) - 1, original, brand.name, copy.cast)
+                    credit = _Link(
+                        "credit",
+                        self._link_url(original, copy),
+                        vocab.CREDIT_LINE,
+                        len(copy.paragraphs) - 1,
+                        original,
+                        brand.name,
+                        copy.cast,
+                    )
                     copy.links.append(credit)
         for original, story in self.retitled:
             story.links = [replace(link, paragraph=link.paragraph + 1) for link in original.links]
@@ -810,14 +839,25 @@ class _Builder:
             return target.tracking_url
         return target.url
 
-    def _add_story_link(self, story: _Story, target: _Story, templates: tuple[str, ...] | None = None) -> None:
+    def _add_story_link(
+        self, story: _Story, target: _Story, templates: tuple[str, ...] | None = None
+    ) -> None:
         rng = self.rng
         url = self._link_url(target, story)
         target_brand = self._brand(target.outlet, story.published)
         if templates is None:
             templates = vocab.SELF_LINKS if target.outlet is story.outlet else vocab.CROSS_MEDIA_LINKS
-        story.links.append(_Link("story", url, rng.choice(templates), self._link_paragraph(story), target,
-                                 target_brand.name, story.cast))
+        story.links.append(
+            _Link(
+                "story",
+                url,
+                rng.choice(templates),
+                self._link_paragraph(story),
+                target,
+                target_brand.name,
+                story.cast,
+            )
+        )
 
     def _link_paragraph(self, story: _Story) -> int:
         count = len(story.paragraphs)
@@ -833,7 +873,9 @@ class _Builder:
         else:
             url = f"http://{host}/images/{day:%Y/%m}/photo-{story.sid}-{rng.randrange(1, 30)}.jpg"
             templates = vocab.IMAGE_LINKS
-        story.links.append(_Link(kind, url, rng.choice(templates), self._link_paragraph(story), cast=story.cast))
+        story.links.append(
+            _Link(kind, url, rng.choice(templates), self._link_paragraph(story), cast=story.cast)
+        )
         self.truth_binary.append(url)
 
     def _add_dead_link(self, story: _Story) -> None:
@@ -842,16 +884,20 @@ class _Builder:
         last_year = self.start.year - 1
         slug = _slugify(self._headline(story.subject, story.cast), 6)
         url = f"http://{host}/{last_year}/{rng.randrange(1, 13):02d}/{rng.randrange(1, 29):02d}/{slug}"
-        story.links.append(_Link("dead", url, rng.choice(vocab.DEAD_LINKS), self._link_paragraph(story),
-                                 cast=story.cast))
+        story.links.append(
+            _Link("dead", url, rng.choice(vocab.DEAD_LINKS), self._link_paragraph(story), cast=story.cast)
+        )
         self.truth_dead.append(url)
 
     def _add_private_link(self, story: _Story) -> None:
         rng = self.rng
         host = self._brand(story.outlet, story.published).host
         url = f"http://{host}/private/interviews/{story.sid}"
-        story.links.append(_Link("private", url, rng.choice(vocab.PRIVATE_LINKS), self._link_paragraph(story),
-                                 cast=story.cast))
+        story.links.append(
+            _Link(
+                "private", url, rng.choice(vocab.PRIVATE_LINKS), self._link_paragraph(story), cast=story.cast
+            )
+        )
         self.truth_private.append(url)
 
     # -- rendering --------------------------------------------------------------------------------------
@@ -864,19 +910,21 @@ class _Builder:
         self.position_in_outlet_subject = {
             story.sid: i for stories in self.by_outlet_subject.values() for i, story in enumerate(stories)
         }
-        self.rendered: dict[int, str] = {}  # sid → HTML served at story.url
+        self.rendered: dict[int, str] = {}  # sid → HTML served at story.url, for archived stories
         for story in self.stories:
             outlet = story.outlet
             brand = _Brand(outlet.name, outlet.spec.abbr, outlet.host)
             text = self._render_story(story, brand, mobile=False)
-            self.rendered[story.sid] = text
+            if story.archived:  # the archive keeps the HTML as text; other pages only as bytes
+                self.rendered[story.sid] = text
             page = self._html_page(outlet, text)
             self.pages[story.url] = page
             if story.tracking_url:
                 self.pages[story.tracking_url] = page
             if outlet.spec.mobile_host:
-                mirror = self._render_story(story, _Brand(outlet.name, outlet.spec.abbr, outlet.spec.mobile_host),
-                                            mobile=True)
+                mirror = self._render_story(
+                    story, _Brand(outlet.name, outlet.spec.abbr, outlet.spec.mobile_host), mobile=True
+                )
                 self.pages[f"http://{outlet.spec.mobile_host}{story.path}"] = self._html_page(outlet, mirror)
             if story.old_branded:
                 self._redirect(story.origin_url, story.url)
@@ -901,18 +949,22 @@ class _Builder:
                 elif link.kind == "image":
                     page = Page(200, {"Content-Type": "image/jpeg"}, _JPEG_BODY, "image/jpeg")
                 else:
-                    body = _simple_page("Subscribers only", "<p>This interview is for subscribers.</p>",
-                                        outlet.spec.charset)
+                    body = _simple_page(
+                        "Subscribers only", "<p>This interview is for subscribers.</p>", outlet.spec.charset
+                    )
                     page = self._html_page(outlet, body)
                 self.pages[serving_url] = page
         self._render_listings()
 
     def _redirect(self, source: str, target: str) -> None:
         self.redirects[source] = target
-        body = _simple_page("Moved Permanently", f'<p>This page has moved to <a href="{_attr(target)}">'
-                                                 f"{htmllib.escape(target)}</a>.</p>").encode()
-        self.pages[source] = Page(301, {"Location": target, "Content-Type": "text/html; charset=utf-8"}, body,
-                                  "text/html")
+        body = _simple_page(
+            "Moved Permanently",
+            f'<p>This page has moved to <a href="{_attr(target)}">{htmllib.escape(target)}</a>.</p>',
+        ).encode()
+        self.pages[source] = Page(
+            301, {"Location": target, "Content-Type": "text/html; charset=utf-8"}, body, "text/html"
+        )
 
     def _html_page(self, outlet: _Outlet, text: str) -> Page:
         charset = outlet.spec.charset
@@ -921,8 +973,9 @@ class _Builder:
 
     def title_of(self, story: _Story, brand: _Brand) -> str:
         style = vocab.TITLE_STYLES[story.outlet.spec.title_style]
-        return style.format(h=story.headline, name=brand.name, abbr=brand.abbr,
-                            section=story.subject.section_label)
+        return style.format(
+            h=story.headline, name=brand.name, abbr=brand.abbr, section=story.subject.section_label
+        )
 
     def body_segments(self, story: _Story) -> list[list[tuple[str, str | None]]]:
         """Paragraphs as (sentence, link URL or None) pairs, links appended where they were placed."""
@@ -969,7 +1022,7 @@ class _Builder:
         segments = self.body_segments_cached(story)
         description = _strip_markers(segments[0][0][0])
         head = [
-            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n",
+            '<!DOCTYPE html>\n<html lang="en">\n<head>\n',
             _charset_meta(spec.charset),
             f"<title>{htmllib.escape(title, quote=False)}</title>\n",
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
@@ -998,64 +1051,85 @@ class _Builder:
                 "publisher": {"@type": "Organization", "name": brand.name},
                 "mainEntityOfPage": canonical,
             }
-            head.append('<script type="application/ld+json">'
-                        + json.dumps(data, ensure_ascii=False).replace("</", "<\\/") + "</script>\n")
+            head.append(
+                '<script type="application/ld+json">'
+                + json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
+                + "</script>\n"
+            )
         head.append(f'<link rel="stylesheet" href="{chrome_base}/static/site.css">\n</head>\n')
         parts = head
         parts.append(f'<body class="article-page layout-{spec.layout}">\n')
         if mobile:
-            parts.append(f'<header class="m-header"><a class="logo" href="/">{htmllib.escape(brand.abbr)}</a> '
-                         f'<a class="desktop" href="{_attr(story.url)}">Full site</a></header>\n')
+            parts.append(
+                f'<header class="m-header"><a class="logo" href="/">{htmllib.escape(brand.abbr)}</a> '
+                f'<a class="desktop" href="{_attr(story.url)}">Full site</a></header>\n'
+            )
         else:
             parts.append(self._header(brand, chrome_base))
             parts.append(self._share_bar(canonical, story.headline))
         author_url = f"http://{brand.host}/author/{_slugify(story.author)}"
         byline = f'By <a href="{_attr(author_url)}" rel="author">{htmllib.escape(story.author)}</a>'
-        if story.kind == "syndicated_copy" and story.source is not None \
-                and story.source.outlet.name == "Atlas Wire Service":
+        if (
+            story.kind == "syndicated_copy"
+            and story.source is not None
+            and story.source.outlet.name == "Atlas Wire Service"
+        ):
             byline += ", Atlas Wire Service"
         date_html = ""
         if form == "time":
-            date_html = (f' <time datetime="{_iso(local)}" class="published">'
-                         f"{vocab.MONTHS[local.month - 1]} {local.day}, {local.year}</time>")
+            date_html = (
+                f' <time datetime="{_iso(local)}" class="published">'
+                f"{vocab.MONTHS[local.month - 1]} {local.day}, {local.year}</time>"
+            )
         elif form == "itemprop":
             date_html = f' <meta itemprop="datePublished" content="{_iso(story.published)}">'
         elif form == "dateline":
             label = _TZ_LABELS.get(spec.tz_hours, f"UTC{spec.tz_hours:+d}")
             if spec.tz_hours < 0:
                 hour = local.hour % 12 or 12
-                text = (f"{vocab.MONTH_ABBR[local.month - 1]} {local.day}, {local.year} at {hour}:{local:%M} "
-                        f"{'a.m.' if local.hour < 12 else 'p.m.'} {label}")
+                text = (
+                    f"{vocab.MONTH_ABBR[local.month - 1]} {local.day}, {local.year} at {hour}:{local:%M} "
+                    f"{'a.m.' if local.hour < 12 else 'p.m.'} {label}"
+                )
             else:
                 text = f"{local.day} {vocab.MONTHS[local.month - 1]} {local.year}, {local:%H:%M} {label}"
             date_html = f'\n<div class="dateline">Published {text}</div>'
         headline_html = htmllib.escape(story.headline, quote=False)
-        body_html = "".join(
-            "<p>" + " ".join(_sentence_html(s, url) for s, url in paragraph) + "</p>\n" for paragraph in segments
-        )
+        body_html = self._body_html.get(story.sid)
+        if body_html is None:  # the same for every rendering of the story (mirror, old branding)
+            body_html = "".join(_paragraph_html(paragraph) for paragraph in segments)
+            self._body_html[story.sid] = body_html
         category_url = f"http://{brand.host}/category/{story.subject.section}"
         tag_links = ", ".join(
             f'<a href="http://{brand.host}/tag/{_slugify(tag)}" rel="tag">{htmllib.escape(tag)}</a>'
             for tag in story.tags
         )
-        tags_html = (f'<p class="filed">Filed under <a href="{_attr(category_url)}">'
-                     f"{story.subject.section_label}</a> \u00b7 Topics: {tag_links}</p>\n")
+        tags_html = (
+            f'<p class="filed">Filed under <a href="{_attr(category_url)}">'
+            f"{story.subject.section_label}</a> \u00b7 Topics: {tag_links}</p>\n"
+        )
         if spec.layout == 0 or mobile:
-            parts.append('<main>\n<article class="story" itemscope itemtype="https://schema.org/NewsArticle">\n'
-                         f'<h1 class="headline" itemprop="headline">{headline_html}</h1>\n'
-                         f'<div class="byline">{byline}{date_html}</div>\n'
-                         f'<div class="article-body" itemprop="articleBody">\n{body_html}{tags_html}</div>\n'
-                         "</article>\n")
+            parts.append(
+                '<main>\n<article class="story" itemscope itemtype="https://schema.org/NewsArticle">\n'
+                f'<h1 class="headline" itemprop="headline">{headline_html}</h1>\n'
+                f'<div class="byline">{byline}{date_html}</div>\n'
+                f'<div class="article-body" itemprop="articleBody">\n{body_html}{tags_html}</div>\n'
+                "</article>\n"
+            )
         elif spec.layout == 1:
-            parts.append('<main id="content">\n<div class="entry">\n<header class="entry-header">'
-                         f'<h1 class="entry-title">{headline_html}</h1>\n'
-                         f'<p class="meta">{byline}{date_html}</p></header>\n'
-                         f'<div class="entry-content">\n{body_html}{tags_html}</div>\n</div>\n')
+            parts.append(
+                '<main id="content">\n<div class="entry">\n<header class="entry-header">'
+                f'<h1 class="entry-title">{headline_html}</h1>\n'
+                f'<p class="meta">{byline}{date_html}</p></header>\n'
+                f'<div class="entry-content">\n{body_html}{tags_html}</div>\n</div>\n'
+            )
         else:
-            parts.append('<main>\n<div id="story">\n'
-                         f"<h1>{headline_html}</h1>\n"
-                         f'<span class="author">{byline}</span>{date_html}\n'
-                         f'<section id="story-body">\n{body_html}{tags_html}</section>\n</div>\n')
+            parts.append(
+                '<main>\n<div id="story">\n'
+                f"<h1>{headline_html}</h1>\n"
+                f'<span class="author">{byline}</span>{date_html}\n'
+                f'<section id="story-body">\n{body_html}{tags_html}</section>\n</div>\n'
+            )
         if not mobile:
             parts.append(self._most_read(story, chrome_base))
         parts.append("</main>\n")
@@ -1065,40 +1139,48 @@ class _Builder:
 
     def _header(self, brand: _Brand, base: str) -> str:
         nav = "".join(f'<li><a href="{base}/{section}/">{label}</a></li>' for label, section in _NAV)
-        return (f'<header class="site-header">\n<a class="logo" href="{base}/">{htmllib.escape(brand.name)}</a>\n'
-                f'<nav class="main-nav"><ul>{nav}</ul></nav>\n'
-                f'<form class="search" action="{base}/search"><input name="q" placeholder="Search"></form>\n'
-                "</header>\n")
+        return (
+            f'<header class="site-header">\n<a class="logo" href="{base}/">{htmllib.escape(brand.name)}</a>\n'
+            f'<nav class="main-nav"><ul>{nav}</ul></nav>\n'
+            f'<form class="search" action="{base}/search"><input name="q" placeholder="Search"></form>\n'
+            "</header>\n"
+        )
 
     def _share_bar(self, url: str, headline: str) -> str:
         quoted = quote(url, safe="")
-        return ('<div class="share-bar">'
-                f'<a href="https://www.facebook.com/sharer/sharer.php?u={quoted}" class="share-facebook">Share</a> '
-                f'<a href="https://twitter.com/intent/tweet?url={quoted}&amp;text={quote(headline, safe="")}" '
-                'class="share-twitter">Tweet</a> '
-                f'<a href="mailto:?subject={quote(headline, safe="")}&amp;body={quoted}" class="share-email">Email'
-                "</a></div>\n")
+        quoted_headline = quote(headline, safe="")
+        return (
+            '<div class="share-bar">'
+            f'<a href="https://www.facebook.com/sharer/sharer.php?u={quoted}" class="share-facebook">Share</a> '
+            f'<a href="https://twitter.com/intent/tweet?url={quoted}&amp;text={quoted_headline}" '
+            'class="share-twitter">Tweet</a> '
+            f'<a href="mailto:?subject={quoted_headline}&amp;body={quoted}" class="share-email">Email'
+            "</a></div>\n"
+        )
 
     def _most_read(self, story: _Story, base: str) -> str:
         """Up to five earlier stories of the same outlet and subject ("More in this section")."""
         siblings = self.by_outlet_subject[(story.outlet.index, story.subject.name)]
         position = self.position_in_outlet_subject[story.sid]
-        picks = siblings[max(0, position - 5):position] or siblings[position + 1:position + 4]
+        picks = siblings[max(0, position - 5) : position] or siblings[position + 1 : position + 4]
         items = "".join(
-            f'<li><a href="{base}{s.path}">'
-            f"{htmllib.escape(s.headline, quote=False)}</a></li>"
+            f'<li><a href="{base}{s.path}">{htmllib.escape(s.headline, quote=False)}</a></li>'
             for s in reversed(picks)
         )
-        return (f'<aside class="sidebar most-read"><h2>Most read in {story.subject.section_label}</h2>'
-                f"<ol>{items}</ol></aside>\n")
+        return (
+            f'<aside class="sidebar most-read"><h2>Most read in {story.subject.section_label}</h2>'
+            f"<ol>{items}</ol></aside>\n"
+        )
 
     def _footer(self, brand: _Brand, base: str) -> str:
         year = self.end.year
-        return ('<footer class="site-footer"><ul>'
-                f'<li><a href="{base}/about">About us</a></li><li><a href="{base}/contact">Contact</a></li>'
-                f'<li><a href="{base}/privacy">Privacy policy</a></li>'
-                f'<li><a href="{base}/newsletter">Newsletter</a></li></ul>'
-                f"<p>\u00a9 {year} {htmllib.escape(brand.name)}. All rights reserved.</p></footer>\n")
+        return (
+            '<footer class="site-footer"><ul>'
+            f'<li><a href="{base}/about">About us</a></li><li><a href="{base}/contact">Contact</a></li>'
+            f'<li><a href="{base}/privacy">Privacy policy</a></li>'
+            f'<li><a href="{base}/newsletter">Newsletter</a></li></ul>'
+            f"<p>\u00a9 {year} {htmllib.escape(brand.name)}. All rights reserved.</p></footer>\n"
+        )
 
     def _render_listings(self) -> None:
         """Home, section, category, tag and author pages, about/contact/privacy, and robots.txt."""
@@ -1125,8 +1207,11 @@ class _Builder:
             for author, written in authors.items():
                 self._listing(outlet, brand, f"/author/{_slugify(author)}", f"Stories by {author}", written)
             for path, heading in (("/about", "About us"), ("/contact", "Contact"), ("/privacy", "Privacy")):
-                text = _simple_page(f"{heading} - {brand.name}", f"<p>{htmllib.escape(brand.name)} is an "
-                                    "independent news organisation.</p>", outlet.spec.charset)
+                text = _simple_page(
+                    f"{heading} - {brand.name}",
+                    f"<p>{htmllib.escape(brand.name)} is an independent news organisation.</p>",
+                    outlet.spec.charset,
+                )
                 self.pages[base + path] = self._html_page(outlet, text)
             self.pages[base + "/robots.txt"] = _robots_page()
             if outlet.spec.mobile_host:
@@ -1134,14 +1219,18 @@ class _Builder:
                 self._listing(outlet, mobile, "/", "Latest news", stories)
                 self.pages[f"http://{outlet.spec.mobile_host}/robots.txt"] = _robots_page()
 
-    def _listing(self, outlet: _Outlet, brand: _Brand, path: str, heading: str, stories: list[_Story]) -> None:
+    def _listing(
+        self, outlet: _Outlet, brand: _Brand, path: str, heading: str, stories: list[_Story]
+    ) -> None:
         base = "" if outlet.spec.relative_chrome else f"http://{brand.host}"
         items = "".join(
             f'<li><a href="{base}{s.path}">{htmllib.escape(s.headline, quote=False)}</a></li>'
             for s in stories[:25]
         )
-        content = (self._header(brand, base) + f"<main><h1>{htmllib.escape(heading)}</h1><ul class=\"river\">"
-                   f"{items}</ul></main>\n" + self._footer(brand, base))
+        content = (
+            self._header(brand, base) + f'<main><h1>{htmllib.escape(heading)}</h1><ul class="river">'
+            f"{items}</ul></main>\n" + self._footer(brand, base)
+        )
         text = _simple_page(f"{heading} - {brand.name}", content, charset=outlet.spec.charset)
         self.pages[f"http://{brand.host}{path}"] = self._html_page(outlet, text)
 
@@ -1216,25 +1305,67 @@ class _Builder:
         for outlet in self.outlets:
             spec = outlet.spec
             aliases = [h for h in (outlet.bare_host, spec.mobile_host, outlet.old_host) if h]
-            media.append({"name": spec.name, "url": f"http://{spec.host}/", "host": spec.host,
-                          "aliases": aliases, "dup_of": None})
+            media.append(
+                {
+                    "name": spec.name,
+                    "url": f"http://{spec.host}/",
+                    "host": spec.host,
+                    "aliases": aliases,
+                    "dup_of": None,
+                }
+            )
             if spec.mobile_host:
                 name = f"{spec.name} Mobile"
-                media.append({"name": name, "url": f"http://{spec.mobile_host}/", "host": spec.mobile_host,
-                              "aliases": [], "dup_of": spec.name})
-                duplicates.append({"medium": name, "host": spec.mobile_host, "dup_of": spec.name,
-                                   "kind": "mobile"})
+                media.append(
+                    {
+                        "name": name,
+                        "url": f"http://{spec.mobile_host}/",
+                        "host": spec.mobile_host,
+                        "aliases": [],
+                        "dup_of": spec.name,
+                    }
+                )
+                duplicates.append(
+                    {"medium": name, "host": spec.mobile_host, "dup_of": spec.name, "kind": "mobile"}
+                )
             if spec.bare_dup and outlet.bare_host:
-                media.append({"name": outlet.bare_host, "url": f"http://{outlet.bare_host}/",
-                              "host": outlet.bare_host, "aliases": [], "dup_of": spec.name})
-                duplicates.append({"medium": outlet.bare_host, "host": outlet.bare_host, "dup_of": spec.name,
-                                   "kind": "bare_host"})
+                media.append(
+                    {
+                        "name": outlet.bare_host,
+                        "url": f"http://{outlet.bare_host}/",
+                        "host": outlet.bare_host,
+                        "aliases": [],
+                        "dup_of": spec.name,
+                    }
+                )
+                duplicates.append(
+                    {
+                        "medium": outlet.bare_host,
+                        "host": outlet.bare_host,
+                        "dup_of": spec.name,
+                        "kind": "bare_host",
+                    }
+                )
             if spec.renamed_from and outlet.rename_date:
                 old_name, old_host, _ = spec.renamed_from
-                media.append({"name": old_name, "url": f"http://{old_host}/", "host": old_host, "aliases": [],
-                              "dup_of": spec.name})
-                duplicates.append({"medium": old_name, "host": old_host, "dup_of": spec.name, "kind": "renamed",
-                                   "renamed_on": outlet.rename_date.isoformat()})
+                media.append(
+                    {
+                        "name": old_name,
+                        "url": f"http://{old_host}/",
+                        "host": old_host,
+                        "aliases": [],
+                        "dup_of": spec.name,
+                    }
+                )
+                duplicates.append(
+                    {
+                        "medium": old_name,
+                        "host": old_host,
+                        "dup_of": spec.name,
+                        "kind": "renamed",
+                        "renamed_on": outlet.rename_date.isoformat(),
+                    }
+                )
         return media, duplicates
 
     def _archive_rows(self) -> tuple[list[dict], list[dict]]:
@@ -1248,8 +1379,9 @@ class _Builder:
             outlet = story.outlet
             spec = outlet.spec
             current = _Brand(outlet.name, spec.abbr, outlet.host)
-            canonical_row = self._row(story, story.url, current, current.name, outlet.host,
-                                      self.rendered[story.sid])
+            canonical_row = self._row(
+                story, story.url, current, current.name, outlet.host, self.rendered[story.sid]
+            )
             story_rows = []
             roll = rng.random()
             if story.old_branded:  # archived before the rename: old host, old name, old branding
@@ -1262,32 +1394,53 @@ class _Builder:
                 mirror_url = f"http://{spec.mobile_host}{story.path}"
                 html = self.pages[mirror_url].body.decode(spec.charset)
                 mirror = _Brand(outlet.name, spec.abbr, spec.mobile_host)
-                story_rows.append(self._row(story, mirror_url, mirror, f"{spec.name} Mobile", spec.mobile_host,
-                                            html))
+                story_rows.append(
+                    self._row(story, mirror_url, mirror, f"{spec.name} Mobile", spec.mobile_host, html)
+                )
                 if roll < 0.15:
                     story_rows.append(canonical_row)
             elif spec.bare_dup and outlet.bare_host and roll < 0.4:  # archived from the bare host
-                story_rows.append(self._row(story, f"http://{outlet.bare_host}{story.path}", current,
-                                            outlet.bare_host, outlet.bare_host, self.rendered[story.sid]))
+                story_rows.append(
+                    self._row(
+                        story,
+                        f"http://{outlet.bare_host}{story.path}",
+                        current,
+                        outlet.bare_host,
+                        outlet.bare_host,
+                        self.rendered[story.sid],
+                    )
+                )
                 if roll < 0.1:
                     story_rows.append(canonical_row)
             else:
                 story_rows.append(canonical_row)
             if story.tracking_url and rng.random() < 0.4:
-                story_rows.append(self._row(story, story.tracking_url, current, current.name, outlet.host,
-                                            self.rendered[story.sid]))
+                story_rows.append(
+                    self._row(
+                        story,
+                        story.tracking_url,
+                        current,
+                        current.name,
+                        outlet.host,
+                        self.rendered[story.sid],
+                    )
+                )
             if len(story_rows) > 1:
-                duplicates.append({
-                    "kind": "archived_twice",
-                    "medium": outlet.name,
-                    "media": [r["medium"] for r in story_rows],
-                    "urls": [r["url"] for r in story_rows],
-                })
+                duplicates.append(
+                    {
+                        "kind": "archived_twice",
+                        "medium": outlet.name,
+                        "media": [r["medium"] for r in story_rows],
+                        "urls": [r["url"] for r in story_rows],
+                    }
+                )
             rows.extend(story_rows)
         rows.sort(key=lambda r: (r["publish_date"], r["url"]))
         return rows, duplicates
 
-    def _row(self, story: _Story, url: str, page_brand: _Brand, medium: str, medium_host: str, html: str) -> dict:
+    def _row(
+        self, story: _Story, url: str, page_brand: _Brand, medium: str, medium_host: str, html: str
+    ) -> dict:
         return {
             "url": url,
             "title": self.title_of(story, page_brand),
@@ -1325,8 +1478,13 @@ class _Builder:
             word_count=len(text.split()),
         )
 
-    def _truth(self, stories: list[DemoStory], duplicate_media: list[dict], archive_dups: list[dict],
-               depths: dict[int, int | None]) -> DemoTruth:
+    def _truth(
+        self,
+        stories: list[DemoStory],
+        duplicate_media: list[dict],
+        archive_dups: list[dict],
+        depths: dict[int, int | None],
+    ) -> DemoTruth:
         rng = self.rng
         subject_of: dict[str, str] = {}
         for story in stories:
@@ -1335,30 +1493,46 @@ class _Builder:
                 subject_of[alt] = story.subject
         groups = []
         for original, copies in self.groups:
-            groups.append({
-                "original": original.url,
-                "medium": original.outlet.name,
-                "copies": [
-                    {
-                        "url": c.url,
-                        "medium": c.outlet.name,
-                        "substituted_words": c.substituted_words,
-                        "word_count": len(self.plain_text(c).split()),
-                        "added_sentence": (_strip_markers(self.body_segments_cached(c)[-1][0][0]) if c.credit
-                                           else c.added_sentence),
-                    }
-                    for c in copies
-                ],
-            })
+            groups.append(
+                {
+                    "original": original.url,
+                    "medium": original.outlet.name,
+                    "copies": [
+                        {
+                            "url": c.url,
+                            "medium": c.outlet.name,
+                            "substituted_words": c.substituted_words,
+                            "word_count": len(self.plain_text(c).split()),
+                            "added_sentence": (
+                                _strip_markers(self.body_segments_cached(c)[-1][0][0])
+                                if c.credit
+                                else c.added_sentence
+                            ),
+                        }
+                        for c in copies
+                    ],
+                }
+            )
         duplicate_stories: list[dict] = []
         for story in self.stories:
             if story.tracking_url:
-                duplicate_stories.append({"kind": "tracking_url", "medium": story.outlet.name,
-                                          "urls": [story.url, story.tracking_url]})
+                duplicate_stories.append(
+                    {
+                        "kind": "tracking_url",
+                        "medium": story.outlet.name,
+                        "urls": [story.url, story.tracking_url],
+                    }
+                )
         for original, story in self.retitled:
-            duplicate_stories.append({"kind": "retitled", "medium": story.outlet.name,
-                                      "urls": [original.url, story.url], "headline_change": story.headline_change,
-                                      "headlines": [original.headline, story.headline]})
+            duplicate_stories.append(
+                {
+                    "kind": "retitled",
+                    "medium": story.outlet.name,
+                    "urls": [original.url, story.url],
+                    "headline_change": story.headline_change,
+                    "headlines": [original.headline, story.headline],
+                }
+            )
         duplicate_stories.extend(archive_dups)
         unarchived = sorted(s.url for s in self.stories if not s.archived and s.date_form != "none")
         flaky = rng.sample(unarchived, min(8, len(unarchived)))
@@ -1395,11 +1569,13 @@ def _strip_markers(text: str) -> str:
     return text.replace("\x00", "").replace("\x01", "")
 
 
-def _sentence_html(sentence: str, url: str | None) -> str:
-    escaped = htmllib.escape(sentence, quote=False)
-    if url is None:
-        return escaped
-    return escaped.replace("\x00", f'<a href="{_attr(url)}">').replace("\x01", "</a>")
+def _paragraph_html(paragraph: list[tuple[str, str | None]]) -> str:
+    """One <p>: the sentences escaped at once, then each link's markers turned into its <a> element."""
+    escaped = htmllib.escape(" ".join(sentence for sentence, _ in paragraph), quote=False)
+    for _, url in paragraph:
+        if url is not None:
+            escaped = escaped.replace("\x00", f'<a href="{_attr(url)}">', 1).replace("\x01", "</a>", 1)
+    return f"<p>{escaped}</p>\n"
 
 
 def _charset_meta(charset: str) -> str:
@@ -1409,8 +1585,10 @@ def _charset_meta(charset: str) -> str:
 
 
 def _simple_page(title: str, content: str, charset: str = "utf-8") -> str:
-    return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n{_charset_meta(charset)}"
-            f"<title>{htmllib.escape(title, quote=False)}</title>\n</head>\n<body>\n{content}\n</body>\n</html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n{_charset_meta(charset)}'
+        f"<title>{htmllib.escape(title, quote=False)}</title>\n</head>\n<body>\n{content}\n</body>\n</html>\n"
+    )
 
 
 def _robots_page() -> Page:
@@ -1470,8 +1648,12 @@ class DemoWeb:
         if target_host is not None:
             target = f"http://{target_host}{path}"
             body = _simple_page("Moved Permanently", f'<p>Moved to <a href="{_attr(target)}">here</a>.</p>')
-            return Page(301, {"Location": target, "Content-Type": "text/html; charset=utf-8"}, body.encode(),
-                        "text/html")
+            return Page(
+                301,
+                {"Location": target, "Content-Type": "text/html; charset=utf-8"},
+                body.encode(),
+                "text/html",
+            )
         if "?" in path:
             page = self.pages.get(f"http://{host}{path.split('?', 1)[0]}")
             if page is not None and page.status == 200 and page.content_type == "text/html":
@@ -1515,7 +1697,9 @@ class DemoWeb:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         columns = ["url", "title", "text", "publish_date", "medium"] + (["html"] if include_html else [])
-        table = pa.table({c: pa.array([row[c] for row in self.archive_stories], type=pa.string()) for c in columns})
+        table = pa.table(
+            {c: pa.array([row[c] for row in self.archive_stories], type=pa.string()) for c in columns}
+        )
         pq.write_table(table, path)
         return path
 
@@ -1531,10 +1715,25 @@ class DemoWeb:
         h.update(json.dumps(self.archive_stories, sort_keys=True).encode())
         h.update(json.dumps(self.media, sort_keys=True).encode())
         truth = self.truth
-        h.update(json.dumps([truth.subject_of, truth.publish_dates, truth.date_forms, truth.hop_depth,
-                             truth.syndication_groups, truth.duplicate_media, truth.duplicate_stories,
-                             truth.redirects, truth.dead_urls, truth.binary_urls, truth.robots_disallowed,
-                             truth.flaky_once], sort_keys=True).encode())
+        h.update(
+            json.dumps(
+                [
+                    truth.subject_of,
+                    truth.publish_dates,
+                    truth.date_forms,
+                    truth.hop_depth,
+                    truth.syndication_groups,
+                    truth.duplicate_media,
+                    truth.duplicate_stories,
+                    truth.redirects,
+                    truth.dead_urls,
+                    truth.binary_urls,
+                    truth.robots_disallowed,
+                    truth.flaky_once,
+                ],
+                sort_keys=True,
+            ).encode()
+        )
         return h.hexdigest()
 
 
@@ -1548,8 +1747,8 @@ def generate_demo_web(
     """Generate the demo news web; the same arguments give a byte-identical web in any process."""
     if not isinstance(seed, int):
         raise ValueError(f"seed must be an int, got {seed!r}")
-    if not 3 <= n_media <= 200:
-        raise ValueError(f"n_media must be between 3 and 200, got {n_media}")
+    if not 3 <= n_media <= 150:
+        raise ValueError(f"n_media must be between 3 and 150, got {n_media}")
     if not 100 <= n_stories <= 200_000:
         raise ValueError(f"n_stories must be between 100 and 200000, got {n_stories}")
     if not 1 <= months <= 36:

@@ -313,6 +313,24 @@ def _release(response: requests.Response) -> None:
     response._content_consumed = True
 
 
+def _started_pool(max_workers: int) -> ThreadPoolExecutor:
+    """A thread pool whose threads all exist already: a thread started on the first submit would make the
+    first request of each worker late by the thread's start-up (milliseconds on a loaded machine)."""
+    executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="topicmap-fetch")
+    ready = threading.Barrier(max_workers + 1)
+    for _ in range(max_workers):
+        executor.submit(ready.wait, 10.0)
+    ready.wait(10.0)
+    return executor
+
+
+def _robots_refusal(url: str, rules: RobotsRules) -> str:
+    where = f"{_origin(url)}/robots.txt"
+    if rules.disallow_all and rules.note:
+        return f"robots: {where} {rules.note}"
+    return f"robots: {where} disallows {urlsplit(url).path or '/'}"
+
+
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), "", "", ""))
@@ -474,7 +492,7 @@ class WebFetcher:
         sequence = itertools.count()
         intervals: dict[str, float] = {}
         in_flight = 0
-        queued = [0]  # URLs waiting in the per-domain queues (a list so the closure can update it)
+        queued = 0  # URLs waiting in the per-domain queues
 
         def interval_of(domain: str) -> float:
             if domain not in intervals:
@@ -482,14 +500,27 @@ class WebFetcher:
             return intervals[domain]
 
         def enqueue(state: _FetchState, domain: str, front: bool = False) -> None:
+            nonlocal queued
             state.queued_at = self._wall()
             bucket = queues.setdefault(domain, deque())
             if front:  # a fetch already under way (redirect hop, retry) goes before new URLs
                 bucket.appendleft(state)
             else:
                 bucket.append(state)
-            queued[0] += 1
+            queued += 1
             needs_slot.add(domain)
+
+        def dispatch_due() -> None:
+            """Hand every due slot to a free worker, earliest slot first."""
+            nonlocal in_flight, queued
+            now = self._wall()
+            while slots and slots[0][0] <= now and in_flight < max_workers:
+                slot, _, domain, interval = heapq.heappop(slots)
+                state = queues[domain].popleft()
+                queued -= 1
+                state.throttle_wait += max(0.0, slot - state.queued_at)
+                executor.submit(work, state, domain, slot, interval)
+                in_flight += 1
 
         def work(state: _FetchState, domain: str, slot: float, interval: float) -> None:
             started = threading.Event()
@@ -514,28 +545,25 @@ class WebFetcher:
             else:
                 enqueue(prepared, prepared.domain)
 
-        executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="topicmap-fetch")
+        executor = _started_pool(max_workers)
         try:
-            while queued[0] or slots or delayed or in_flight:
+            while queued or slots or delayed or in_flight:
                 now = self._wall()
                 while delayed and delayed[0][0] <= now:
                     _, _, state, domain = heapq.heappop(delayed)
                     enqueue(state, domain, front=True)
+                # Due slots first: a reservation may be a database round trip, and a slot that waits
+                # behind it starts late (and late starts cost a second round trip).
+                dispatch_due()
                 for domain in needs_slot:
                     if queues.get(domain) and domain not in holding:
                         interval = interval_of(domain)
                         slot = self.throttle.reserve(domain, interval)
                         heapq.heappush(slots, (slot, next(sequence), domain, interval))
                         holding.add(domain)
+                        dispatch_due()
                 needs_slot.clear()
                 now = self._wall()
-                while slots and slots[0][0] <= now and in_flight < max_workers:
-                    slot, _, domain, interval = heapq.heappop(slots)
-                    state = queues[domain].popleft()
-                    queued[0] -= 1
-                    state.throttle_wait += max(0.0, slot - state.queued_at)
-                    executor.submit(work, state, domain, slot, interval)
-                    in_flight += 1
                 timeout: float | None = None
                 if slots and in_flight < max_workers:
                     timeout = max(0.0, slots[0][0] - now)
@@ -606,7 +634,7 @@ class WebFetcher:
         if self.obey_robots:
             cached = self._robots.get(_origin(url))
             if cached and cached[0] > self._clock() and not cached[1].allows(url, self.robots_token):
-                return "refused_reason", f"robots: {_origin(url)}/robots.txt disallows {parts.path or '/'}"
+                return "refused_reason", _robots_refusal(url, cached[1])
         return None
 
     def _outcome(self, state: _FetchState, **fields) -> FetchOutcome:
@@ -630,10 +658,14 @@ class WebFetcher:
         on_start: Callable[[], None] | None = None,
     ) -> FetchOutcome | _NeedSlot:
         """Use one throttle slot of ``domain``: hops within the domain, until done or another slot is needed."""
-        confirmed = self.throttle.confirm(domain, slot, interval, self._wall())
+        start_at = self.throttle.confirm(domain, slot, interval)
+        if start_at is not None:
+            wait = start_at - self._wall()
+            if wait > 0:
+                self._sleep(wait)  # a late start was given a fresh start time, a few ms ahead
         if on_start is not None:
             on_start()
-        if not confirmed:
+        if start_at is None:
             return _NeedSlot(domain)  # started too late, someone reserved after us: queue again
         while True:
             try:
@@ -728,7 +760,7 @@ class WebFetcher:
         if self.obey_robots:
             rules = self._robots_rules(state, url)
             if not rules.allows(url, self.robots_token):
-                raise _Refused(f"robots: {_origin(url)}/robots.txt disallows {urlsplit(url).path or '/'}")
+                raise _Refused(_robots_refusal(url, rules))
         response = self._send(state, url)
         began = self._clock()
         try:
@@ -880,8 +912,9 @@ class WebFetcher:
                     body = self._read_capped(response, MAX_ROBOTS_BYTES)
                     return RobotsRules.parse(body.decode("utf-8", "replace")), ROBOTS_TTL
                 if 400 <= status < 500:
-                    return RobotsRules.allowing_all(), ROBOTS_TTL
-                return RobotsRules.disallowing_all(), ROBOTS_UNREACHABLE_TTL
+                    return RobotsRules.allowing_all(f"answered HTTP {status}: no rules"), ROBOTS_TTL
+                note = f"answered HTTP {status}: unreachable, so everything is disallowed for now (RFC 9309)"
+                return RobotsRules.disallowing_all(note), ROBOTS_UNREACHABLE_TTL
             finally:
                 response.close()
         return RobotsRules.allowing_all(), ROBOTS_TTL  # RFC 9309: too many redirects counts as unavailable

@@ -155,15 +155,65 @@ def write_gexf(
 
 _COMMUNITY_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 _OTHER_COLOR = "#a8a8a8"
-_MIN_AREA, _MAX_AREA = 14.0, 1500.0  # marker areas in points²: area is proportional to media inlinks
+_MIN_AREA, _MAX_AREA = 36.0, 1500.0  # marker areas in points²: area is proportional to media inlinks
 
 
 def _short(name: object, width: int = 28) -> str:
-    return textwrap.shorten(str(name), width=width, placeholder="…")
+    """A label: control characters dropped (no font draws them), long names shortened on a word."""
+    return textwrap.shorten(re.sub(r"[\x00-\x1f\x7f]", "", str(name)), width=width, placeholder="…")
 
 
 def _node_area(inlinks: np.ndarray | float, biggest: float) -> np.ndarray | float:
     return _MIN_AREA + (_MAX_AREA - _MIN_AREA) * np.asarray(inlinks, dtype=float) / biggest
+
+
+def link_map_graph(
+    medium_link_counts: pd.DataFrame, medium_links: pd.DataFrame, max_media: int = 250
+) -> tuple[nx.Graph, int]:
+    """The undirected media graph the picture draws, and how many media had any cross-media link.
+
+    Nodes: the ``max_media`` linked media with the most media inlinks (ties: inlinks, stories, lower id),
+    with their ``rank`` in that order; media without any cross-media link are left out. Edges: A→B and
+    B→A summed into one ``weight`` (story links), plus ``spring`` = log(1 + weight) for the layout, so a
+    few very heavy pairs do not collapse the picture. Self links are ignored.
+    """
+    _require(
+        medium_link_counts,
+        "medium_link_counts",
+        ["media_id", "name", "story_count", "media_inlink_count", "inlink_count"],
+    )
+    _require(medium_links, "medium_links", ["source_media_id", "ref_media_id", "link_count"])
+    media = medium_link_counts.set_index("media_id")
+    links = medium_links[medium_links["source_media_id"] != medium_links["ref_media_id"]]
+    linked = pd.Index(np.union1d(links["source_media_id"].to_numpy(), links["ref_media_id"].to_numpy()))
+    linked = linked.intersection(media.index)
+    ranked = (
+        media.loc[linked]
+        .reset_index()
+        .sort_values(
+            ["media_inlink_count", "inlink_count", "story_count", "media_id"],
+            ascending=[False, False, False, True],
+            kind="mergesort",
+        )
+    )
+    shown = ranked["media_id"].head(max_media).tolist()
+    rank = {int(m): i for i, m in enumerate(shown)}
+    links = links[links["source_media_id"].isin(rank) & links["ref_media_id"].isin(rank)]
+    graph = nx.Graph()
+    for media_id in sorted(rank):
+        graph.add_node(media_id, rank=rank[media_id])
+    pair_weight: dict[tuple[int, int], int] = {}
+    for source, target, count in zip(
+        links["source_media_id"].tolist(),
+        links["ref_media_id"].tolist(),
+        links["link_count"].tolist(),
+        strict=True,
+    ):
+        pair = (min(int(source), int(target)), max(int(source), int(target)))
+        pair_weight[pair] = pair_weight.get(pair, 0) + int(count)
+    for (a, b), weight in sorted(pair_weight.items()):
+        graph.add_edge(a, b, weight=weight, spring=math.log1p(weight))
+    return graph, len(ranked)
 
 
 def render_link_map(
@@ -185,43 +235,10 @@ def render_link_map(
     placed greedily so they do not overlap. The layout is networkx's spring layout with a fixed ``seed``, so
     the picture is reproducible. A timespan without links still gets a picture that says so.
     """
-    _require(
-        medium_link_counts,
-        "medium_link_counts",
-        ["media_id", "name", "story_count", "media_inlink_count", "inlink_count"],
-    )
-    _require(medium_links, "medium_links", ["source_media_id", "ref_media_id", "link_count"])
     media = medium_link_counts.sort_values("media_id", kind="mergesort").set_index("media_id")
-    links = medium_links[medium_links["source_media_id"] != medium_links["ref_media_id"]]
-    linked = pd.Index(np.union1d(links["source_media_id"].to_numpy(), links["ref_media_id"].to_numpy()))
-    linked = linked.intersection(media.index)
-    ranked = (
-        media.loc[linked]
-        .reset_index()
-        .sort_values(
-            ["media_inlink_count", "inlink_count", "story_count", "media_id"],
-            ascending=[False, False, False, True],
-            kind="mergesort",
-        )
-    )
-    shown = ranked.head(max_media)
-    shown_ids = set(shown["media_id"].tolist())
-    links = links[links["source_media_id"].isin(shown_ids) & links["ref_media_id"].isin(shown_ids)]
-
-    # Undirected weighted graph for the layout and communities: A→B and B→A pull as one stronger spring.
-    graph = nx.Graph()
-    graph.add_nodes_from(sorted(shown_ids))
-    pair_weight: dict[tuple[int, int], int] = {}
-    for source, target, count in zip(
-        links["source_media_id"].tolist(),
-        links["ref_media_id"].tolist(),
-        links["link_count"].tolist(),
-        strict=True,
-    ):
-        pair = (min(source, target), max(source, target))
-        pair_weight[pair] = pair_weight.get(pair, 0) + int(count)
-    for (a, b), weight in sorted(pair_weight.items()):
-        graph.add_edge(a, b, weight=weight, spring=math.log1p(weight))
+    graph, total_linked = link_map_graph(medium_link_counts, medium_links, max_media)
+    labelled_order = sorted(graph.nodes, key=lambda m: graph.nodes[m]["rank"])
+    story_links = sum(int(w) for _, _, w in graph.edges(data="weight"))
 
     figure = Figure(figsize=(12, 12.6), dpi=100, facecolor="white")
     FigureCanvasAgg(figure)
@@ -294,7 +311,7 @@ def render_link_map(
         linewidths=0.8,
         zorder=2,
     )
-    labelled = [m for m in shown["media_id"].head(top_labels).tolist() if m in index]
+    labelled = labelled_order[:top_labels]
     _place_labels(
         figure,
         axes,
@@ -351,15 +368,14 @@ def render_link_map(
             title_fontsize=9,
         )
 
-    hidden = len(ranked) - len(shown)
-    story_links = int(links["link_count"].sum())
+    hidden = total_linked - graph.number_of_nodes()
     caption = "\n".join(
         [
             f"{len(nodes)} linked media shown of {len(media)} media with stories"
             + (f" ({hidden} with fewer media inlinks not drawn)" if hidden else ""),
             f"{graph.number_of_edges()} linked media pairs"
             + (f" ({len(edges)} heaviest drawn)" if len(edges) < graph.number_of_edges() else "")
-            + f" · {story_links} cross-media story links",
+            + f" · {story_links} cross-media story links between them",
             f"edge width: story links between two media · labels: the {len(labelled)} media linked from the most other media",
         ]
     )

@@ -6,22 +6,24 @@ Language
   ``cat`` matches "Cat!" but not "category". A query word that the tokenizer splits
   (``covid-19``, ``d'ivoire``, ``9/11``) is matched as the phrase of its parts.
 - ``word*``: trailing wildcard, opens the right boundary only (``cat*`` matches "category").
-  A leading (``*foo``) or inner (``fo*o``) wildcard and ``?`` are errors. A bare ``*`` or ``*:*`` matches
-  everything.
+  A leading (``*foo``) or inner (``fo*o``) wildcard, ``?`` and ``/regex/`` are errors (a ``/`` inside a
+  word is punctuation). A bare ``*`` or ``*:*`` matches everything.
 - ``"a phrase"``: the words adjacent and in order (punctuation between them is ignored, as Lucene's
   tokenizer does). A trailing ``*`` on a word inside a phrase is a prefix (``{!complexphrase}`` style).
 - ``"a b"~N`` (proximity): all words of the phrase occur, in ANY order, with at most N other words
   inside the span that holds them (the span is at most ``k + N`` words for a k-word phrase). For two
   words this is Lucene's slop when they appear in order ("a x x b" needs ~2); unlike Lucene's slop the
   reversed order costs nothing extra. ``~0`` means the words are adjacent in any order.
-- ``AND`` ``OR`` ``NOT`` (any case) and ``&&`` ``||`` ``!``; parentheses; AND binds tighter than OR.
+- ``AND`` ``OR`` ``NOT`` (any case) and ``&&`` ``||`` ``!``; parentheses; AND binds tighter than OR
+  (``a OR b AND c`` = ``a OR (b AND c)``, the usual boolean reading; Lucene's classic parser would make
+  it ``a +b +c``).
 - Juxtaposed clauses are OR-ed (Media Cloud's rule: ``a b`` = ``a OR b``).
 - ``+x`` / ``-x`` / ``NOT x`` inside a list of OR-ed clauses follow Lucene: ``-x`` and ``NOT x`` prohibit
   x for the whole list (``a b -c`` = ``(a OR b) AND NOT c``; so a NOT after a clause is an implicit AND),
   and when any clause is ``+required`` the plain (optional) clauses of that list no longer affect matching
   (``a +b`` matches exactly what ``b`` matches; a warning says so).
 - A query or group with only prohibited clauses (``NOT foo``, ``-a -b``) means "everything except"
-  (Lucene would match nothing, which is never what a topic author wants).
+  (plain Lucene matches nothing for a purely negative group, never what a topic author wants).
 - ``title:x`` matches only the title, ``text:x`` only the body; ``field:(...)`` applies to a group.
   Other fields (``media_id:``, ``tags_id_media:``, ``language:``, ...) and ranges ``field:[a TO b]`` are
   accepted, dropped from the query (as Media Cloud does) and reported in ``TopicQuery.warnings``.
@@ -38,13 +40,17 @@ as people type them: a word written without accents also matches accented text (
 "Côte", ``resume`` matches "résumé"), a word written with accents matches only that spelling
 (``résumé`` does not match "resume"). Only Latin/Greek/Cyrillic diacritics (U+0300-U+036F) count.
 
+Fields of a story (``TopicQuery.matches_story``): unfielded clauses look in the title, text, URL and
+description; each word or phrase is found within one field, and the boolean operators combine across
+fields. ``TopicQuery.matches(text)`` is the same with only a text (``title:`` clauses match nothing).
+
 Better than Media Cloud (fact sheet §1): Media Cloud turns the query into one regex; it drops every NOT
 (``foo AND NOT bar`` matched texts with bar), builds AND as both-order alternation (exponential in the
-number of operands), has no right word boundary (``cat`` matched "category") and ignores the proximity
-distance. Here the query is parsed into a tree and evaluated against the casefolded text: every atom is
-a small precompiled regex starting with its literal (so the C scanner does the search), a precomputed
-set of required literals rejects most texts with a few substring tests, and proximity uses word
-positions only when the cheap tests pass.
+number of operands), has no right word boundary (``cat`` matched "category"), ignores the proximity
+distance and reads only the first 1 MiB. Here the query is parsed into a tree evaluated against the
+casefolded text: every atom is a small regex starting with its literal (so the C scanner finds the
+candidates) whose Unicode boundaries are checked in Python, a precomputed set of required literals rejects
+most texts with a few substring tests, and proximity counts words only inside candidate windows.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from enum import Enum
@@ -113,78 +119,58 @@ _LOGOGRAM_RANGES: tuple[tuple[int, int], ...] = (
 )
 
 # Format characters that sit inside words (zero-width non-joiner/joiner in Persian and Indic scripts).
-_WORD_JOINERS: tuple[tuple[int, int], ...] = ((0x200C, 0x200D),)
+_WORD_JOINERS = frozenset("\u200c\u200d")
+
+# Kinds of characters in folded text. Tokens are runs of WORD characters, or single LOGOGRAM characters.
+_SEPARATOR, _WORD, _LOGOGRAM = 0, 1, 2
+
+
+@functools.lru_cache(maxsize=8192)
+def _char_kind(char: str) -> int:
+    """Word = Python's \\w or a combining mark or joiner (Devanagari vowel signs are marks), minus logograms.
+
+    Checked in Python rather than in the regexes: python's ``re`` has no \\p{M} or script classes, and a
+    character class listing them costs ~10 ms of ``re.compile`` per clause (big queries have hundreds).
+    """
+    code = ord(char)
+    if any(low <= code <= high for low, high in _LOGOGRAM_RANGES):
+        return _LOGOGRAM
+    if char.isalnum() or char == "_" or char in _WORD_JOINERS or unicodedata.category(char)[0] == "M":
+        return _WORD
+    return _SEPARATOR
+
+
+def _is_word(char: str) -> bool:
+    if char < "\x80":
+        return char.isalnum() or char == "_"
+    return _char_kind(char) == _WORD
 
 
 def _is_logogram(char: str) -> bool:
-    code = ord(char)
-    return any(low <= code <= high for low, high in _LOGOGRAM_RANGES)
+    return char >= "\x80" and _char_kind(char) == _LOGOGRAM
 
 
-def _is_word_char(char: str) -> bool:
-    """A character that belongs to a spaced-script word: Python's \\w, combining marks and joiners."""
-    if _is_logogram(char):
-        return False
-    if char.isalnum() or char == "_":
-        return True
-    code = ord(char)
-    return unicodedata.category(char)[0] == "M" or any(low <= code <= high for low, high in _WORD_JOINERS)
+_ASCII_TOKEN = re.compile(r"[a-z0-9_]+")  # tokens of folded ASCII text
 
 
-def _subtract(ranges: list[tuple[int, int]], holes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for low, high in ranges:
-        pieces = [(low, high)]
-        for hole_low, hole_high in holes:
-            next_pieces = []
-            for a, b in pieces:
-                if hole_high < a or hole_low > b:
-                    next_pieces.append((a, b))
-                    continue
-                if a < hole_low:
-                    next_pieces.append((a, hole_low - 1))
-                if b > hole_high:
-                    next_pieces.append((hole_high + 1, b))
-            pieces = next_pieces
-        out.extend(pieces)
-    return out
-
-
-def _class_body(ranges: Iterable[tuple[int, int]]) -> str:
-    parts = []
-    for low, high in ranges:
-        parts.append(re.escape(chr(low)) if low == high else f"{re.escape(chr(low))}-{re.escape(chr(high))}")
-    return "".join(parts)
-
-
-@dataclass(frozen=True)
-class _CharClasses:
-    """Regex fragments for the three kinds of characters a folded text is made of."""
-
-    word: str  # one character of a spaced-script word (not a logogram)
-    separator: str  # one character that is neither a word character nor a logogram
-    token: re.Pattern[str]  # a whole token: a run of word characters, or one logogram
-
-
-@functools.cache
-def _classes() -> _CharClasses:
-    """Build the classes once per process (python's ``re`` has no \\p{M}, so marks are enumerated)."""
-    # Categories of every code point below the CJK ext. B plane (beyond it there are no marks except the
-    # variation selectors supplement, added by hand), computed in C via map() to keep this under ~50 ms.
-    codes = "".join(c[0] for c in map(unicodedata.category, map(chr, range(0x20000))))
-    marks = [(m.start(), m.end() - 1) for m in re.finditer("M+", codes)]
-    marks.append((0xE0100, 0xE01EF))
-    marks.extend(_WORD_JOINERS)
-    marks = _subtract(marks, _LOGOGRAM_RANGES)
-    logogram_body = _class_body(_LOGOGRAM_RANGES)
-    marks_body = _class_body(marks)
-    word = f"(?:[^\\W{logogram_body}]|[{marks_body}])"
-    separator = f"[^\\w{marks_body}{logogram_body}]"
-    token = re.compile(f"{word}+|[{logogram_body}]")
-    return _CharClasses(word=word, separator=separator, token=token)
-
-
-_ASCII_TOKEN = re.compile(r"[a-z0-9_]+")  # the token regex restricted to folded ASCII text (fast path)
+def _count_tokens(view: str, start: int, end: int, limit: int) -> int:
+    """Number of tokens in view[start:end], counting no further than limit + 1."""
+    count = 0
+    if view.isascii():
+        for _ in _ASCII_TOKEN.finditer(view, start, end):
+            count += 1
+            if count > limit:
+                break
+        return count
+    in_word = False
+    for char in view[start:end]:
+        kind = _WORD if _is_word(char) else _LOGOGRAM if _is_logogram(char) else _SEPARATOR
+        if kind == _LOGOGRAM or (kind == _WORD and not in_word):
+            count += 1
+            if count > limit:
+                break
+        in_word = kind == _WORD
+    return count
 
 
 def _fold(text: str) -> str:
@@ -241,7 +227,7 @@ def _tokenize_word(word: str) -> list[str]:
     tokens: list[str] = []
     run: list[str] = []
     for char in word:
-        if _is_word_char(char):
+        if _is_word(char):
             run.append(char)
             continue
         if run:
@@ -336,38 +322,87 @@ class _Unit:
         return _is_logogram(self.token[0])
 
 
-def _phrase_pattern(units: Sequence[_Unit]) -> str:
-    """Regex for tokens in sequence over folded text, with Unicode word boundaries at both ends."""
-    classes = _classes()
-    pattern: list[str] = []
-    previous: _Unit | None = None
-    for index, unit in enumerate(units):
-        literal = re.escape(unit.token)
-        if previous is not None:
-            # Two spaced-script tokens need a separator between them, or they would be one token.
-            both_words = not previous.is_logogram and not unit.is_logogram
-            pattern.append(f"{classes.separator}{'+' if both_words else '*'}")
-        pattern.append(literal)
-        if index == 0 and not unit.is_logogram:
-            # Left boundary as a lookbehind AFTER the literal, so the pattern starts with a literal
-            # and re's fast literal scan finds candidates.
-            pattern.append(f"(?<!{classes.word}{literal})")
-        if unit.prefix and not unit.is_logogram:
-            pattern.append(f"{classes.word}*")
-        elif index == len(units) - 1 and not unit.is_logogram:
-            pattern.append(f"(?!{classes.word})")  # the right boundary Media Cloud lacks
-        previous = unit
-    return "".join(pattern)
+class _TokenPattern:
+    """Finds a sequence of tokens in folded text, with Unicode word boundaries at both ends.
 
+    The regex starts with the first token's literal, so ``re``'s fast literal scan finds candidates; it uses
+    only \\w/\\W, which equal the token rules on ASCII text. Where they differ (combining marks are \\W but
+    belong to words; logograms are \\w but are tokens of their own) each candidate is checked in Python.
+    """
 
-def _tokens_in(token_regex: re.Pattern[str], view: str, start: int, end: int, limit: int) -> int:
-    """Number of tokens in view[start:end], counting no further than limit + 1."""
-    count = 0
-    for _ in token_regex.finditer(view, start, end):
-        count += 1
-        if count > limit:
-            break
-    return count
+    __slots__ = ("units", "_ascii_regex", "_unicode_regex", "_groups", "_left_boundary", "_right_boundary")
+
+    def __init__(self, units: Sequence[_Unit]) -> None:
+        self.units = tuple(units)
+        ascii_parts: list[str] = []
+        unicode_parts: list[str] = []
+        # Per capture group: ("sep", both sides are words, previous unit is a prefix) or ("rest", ...).
+        groups: list[tuple[str, bool, bool]] = []
+        previous: _Unit | None = None
+        for index, unit in enumerate(self.units):
+            if previous is not None:
+                both_words = not previous.is_logogram and not unit.is_logogram
+                # Two word tokens need a separator between them, or they would be one token.
+                separator = r"(\W+)" if both_words else r"(\W*)"
+                ascii_parts.append(separator)
+                unicode_parts.append(separator)
+                groups.append(("sep", both_words, previous.prefix and not previous.is_logogram))
+            literal = re.escape(unit.token)
+            ascii_parts.append(literal)
+            unicode_parts.append(literal)
+            if unit.prefix and not unit.is_logogram and index < len(self.units) - 1:
+                # The rest of a prefixed word inside a phrase. On ASCII text that is \\w*; elsewhere words
+                # hold marks (\\W) and logograms (\\w) end them, so take the shortest run that lets the
+                # phrase go on and check it is all word characters.
+                ascii_parts.append(r"(\w*)")
+                unicode_parts.append(r"(\S*?)")
+                groups.append(("rest", False, False))
+            previous = unit
+        self._ascii_regex = re.compile("".join(ascii_parts))
+        self._unicode_regex = re.compile("".join(unicode_parts))
+        self._groups = tuple(groups)
+        first, last = self.units[0], self.units[-1]
+        self._left_boundary = not first.is_logogram
+        # The right boundary Media Cloud lacks ("cat" must not match "category"); a wildcard opens it.
+        self._right_boundary = not last.is_logogram and not last.prefix
+
+    def _is_token_match(self, view: str, match: re.Match[str]) -> bool:
+        start, end = match.span()
+        if self._left_boundary and start and _is_word(view[start - 1]):
+            return False
+        if self._right_boundary and end < len(view) and _is_word(view[end]):
+            return False
+        if view.isascii():
+            return True  # \\w is exactly a word character here: the regex said everything
+        for number, (kind, both_words, after_prefix) in enumerate(self._groups, start=1):
+            text = match.group(number)
+            if kind == "rest":
+                if not all(_is_word(char) for char in text):
+                    return False
+                continue
+            if after_prefix:  # marks right after a prefix's rest still belong to that word
+                skip = 0
+                while skip < len(text) and _is_word(text[skip]):
+                    skip += 1
+                text = text[skip:]
+            if any(_is_word(char) for char in text) or (both_words and not text):
+                return False
+        return True
+
+    def _matches(self, view: str) -> Iterator[int]:
+        """Start offsets of every valid match (not finditer: a valid match may start inside a rejected one)."""
+        regex = self._ascii_regex if view.isascii() else self._unicode_regex
+        position = 0
+        while (match := regex.search(view, position)) is not None:
+            if self._is_token_match(view, match):
+                yield match.start()
+            position = match.start() + 1
+
+    def search(self, view: str) -> bool:
+        return next(self._matches(view), None) is not None
+
+    def starts(self, view: str) -> list[int]:
+        return list(self._matches(view))
 
 
 @dataclass(eq=False)
@@ -378,45 +413,44 @@ class _Atom(_Node):
     units: tuple[_Unit, ...]
     slop: int | None  # None: adjacent in order; an int: proximity window (see module docstring)
     plain: bool  # typed without accents: matched against the accent-free view (cote matches Côte)
-    _regex: re.Pattern[str] | None = dataclass_field(default=None, init=False, repr=False)
-    # Proximity: one regex per distinct unit, with how many distinct occurrences the phrase needs.
-    _unit_regexes: tuple[tuple[re.Pattern[str], int], ...] = dataclass_field(
+    _phrase: _TokenPattern | None = dataclass_field(default=None, init=False, repr=False)
+    # Proximity: one pattern per distinct unit, with how many distinct occurrences the phrase needs.
+    _unit_patterns: tuple[tuple[_TokenPattern, int], ...] = dataclass_field(
         default=(), init=False, repr=False
     )
 
     def __post_init__(self) -> None:
         if self.slop is None:
-            self._regex = re.compile(_phrase_pattern(self.units))
+            self._phrase = _TokenPattern(self.units)
             return
         wanted: dict[_Unit, int] = {}
         for unit in self.units:
             wanted[unit] = wanted.get(unit, 0) + 1
-        self._unit_regexes = tuple((re.compile(_phrase_pattern((unit,))), n) for unit, n in wanted.items())
+        self._unit_patterns = tuple((_TokenPattern((unit,)), count) for unit, count in wanted.items())
 
     def evaluate(self, story: _Story) -> bool:
         fields = story.select(self.field)
-        if self._regex is not None:
-            search = self._regex.search
-            return any(search(text.view(self.plain)) is not None for text in fields)
+        if self._phrase is not None:
+            search = self._phrase.search
+            return any(search(text.view(self.plain)) for text in fields)
         return any(self._within_window(text.view(self.plain)) for text in fields)
 
     def _within_window(self, view: str) -> bool:
         """Is there a span of at most k + slop tokens holding every unit (repeats at distinct places)?
 
-        Works on character offsets of unit occurrences (found by the same boundary-aware regexes as terms)
-        and counts tokens only inside candidate windows, so a story is never tokenized as a whole.
+        Works on character offsets of unit occurrences and counts tokens only inside candidate windows,
+        so a story is never tokenized as a whole.
         """
         assert self.slop is not None
         events: list[tuple[int, int]] = []
         needed: list[int] = []
-        for unit_index, (regex, count) in enumerate(self._unit_regexes):
-            starts = [match.start() for match in regex.finditer(view)]
+        for unit_index, (pattern, count) in enumerate(self._unit_patterns):
+            starts = pattern.starts(view)
             if len(starts) < count:
                 return False
             events.extend((start, unit_index) for start in starts)
             needed.append(count)
         events.sort()
-        token_regex = _ASCII_TOKEN if view.isascii() else _classes().token
         max_span = len(self.units) + self.slop
         counts = [0] * len(needed)
         missing = len(needed)
@@ -427,7 +461,7 @@ class _Atom(_Node):
                 missing -= 1
             while missing == 0:
                 left_start, left_unit = events[left]
-                if _tokens_in(token_regex, view, left_start, start, max_span) + 1 <= max_span:
+                if _count_tokens(view, left_start, start, max_span) + 1 <= max_span:
                     return True
                 counts[left_unit] -= 1
                 if counts[left_unit] < needed[left_unit]:
@@ -573,8 +607,10 @@ class _Token:
     slop: int | None = None  # PHRASE followed by ~N
 
 
-# A bare word ends at whitespace or at one of these (Lucene's syntax characters).
-_WORD_END = frozenset('()"[]{}:^~')
+# A bare word ends at whitespace or at one of these (Lucene's syntax characters, plus typographic quotes).
+_WORD_END = frozenset('()"[]{}:^~“”')
+# Phrase quotes: typographic ones too, as queries get pasted from word processors (“climate change”).
+_OPENING_QUOTES = {'"': '"', "“": '”"', "”": '”"'}
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _INTEGER = re.compile(r"\d+")
@@ -621,7 +657,7 @@ class _Lexer:
             elif char == "-":
                 self.tokens.append(_Token(_Kind.MINUS, char, i))
                 i += 1
-            elif char == '"':
+            elif char in _OPENING_QUOTES:
                 i = self._phrase(i)
             elif char in "[{":
                 i = self._range(i)
@@ -648,8 +684,9 @@ class _Lexer:
 
     def _phrase(self, start: int) -> int:
         query, i = self.query, start + 1
+        closing = _OPENING_QUOTES[query[start]]
         content: list[str] = []
-        while i < len(query) and query[i] != '"':
+        while i < len(query) and query[i] not in closing:
             if query[i] == "\\" and i + 1 < len(query):
                 i += 1
             content.append(query[i])

@@ -48,10 +48,18 @@ def _compile(pattern: str) -> re.Pattern[str]:
 class RobotsRules:
     """The parsed rules of one robots.txt, answering ``allows(url_or_path, user_agent)``."""
 
-    def __init__(self, groups: list[_Group], *, allow_all: bool = False, disallow_all: bool = False) -> None:
+    def __init__(
+        self,
+        groups: list[_Group],
+        *,
+        allow_all: bool = False,
+        disallow_all: bool = False,
+        note: str | None = None,
+    ) -> None:
         self._groups = groups
         self.allow_all = allow_all
         self.disallow_all = disallow_all
+        self.note = note  # why everything is allowed/disallowed, for messages
 
     @classmethod
     def parse(cls, text: str) -> RobotsRules:
@@ -84,12 +92,12 @@ class RobotsRules:
         return cls(groups)
 
     @classmethod
-    def allowing_all(cls) -> RobotsRules:
-        return cls([], allow_all=True)
+    def allowing_all(cls, note: str | None = None) -> RobotsRules:
+        return cls([], allow_all=True, note=note)
 
     @classmethod
-    def disallowing_all(cls) -> RobotsRules:
-        return cls([], disallow_all=True)
+    def disallowing_all(cls, note: str | None = None) -> RobotsRules:
+        return cls([], disallow_all=True, note=note)
 
     def _rules_for(self, product_token: str) -> list[_Rule]:
         token = product_token.lower()

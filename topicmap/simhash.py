@@ -35,6 +35,9 @@ import numpy as np
 import pandas as pd
 
 FINGERPRINT_BITS = 64
+# Bump whenever tokens, features, weights or hashes change: stored fingerprints of another version
+# are not comparable and must be recomputed (story_simhashes.feature_version).
+FEATURE_VERSION = 1
 # \w is Unicode-aware for str patterns: letters and digits of every script, plus "_".
 _TOKEN_RE = re.compile(r"\w+")
 # Weight of a feature seen c times is (c - 0.9): integer-scaled by 100 so sums are exact.
@@ -217,7 +220,15 @@ def hamming(a: int, b: int) -> int:
 
 
 def _as_fingerprint_array(values: Iterable[int] | np.ndarray, name: str = "fingerprints") -> np.ndarray:
-    array = np.asarray(values if isinstance(values, np.ndarray) else list(values))
+    if not isinstance(values, np.ndarray):
+        items = list(values)
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+            # Python ints: check the range here, numpy would turn 2**63..2**64-1 mixed with small ints into floats.
+            if not all(0 <= v <= _MASK64 for v in items):
+                raise ValueError(f"{name} must be unsigned 64-bit integers (0 <= value < 2**64)")
+            return np.array(items, dtype=np.uint64)
+        values = items
+    array = np.asarray(values)
     if array.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
     if array.size == 0:

@@ -409,7 +409,9 @@ class Spider:
     ) -> None:
         refused = getattr(outcome, "refused_reason", None)
         if refused:
-            self._finish(row, SKIPPED, code=outcome.status, message=f"refused: {refused}", report=report)
+            # Policy refusals (SSRF guard, robots.txt, not a page) are "skipped"; a page too large to read failed.
+            state = REQUEST_FAILED if refused.startswith("too-large") else SKIPPED
+            self._finish(row, state, code=outcome.status, message=f"refused: {refused}", report=report)
             return
         if (
             outcome.error

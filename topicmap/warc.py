@@ -18,14 +18,14 @@ broken stream (a corrupt gzip member, garbage where a record header should be) b
 record start found in the file (the next gzip member that inflates to "WARC/", or the next "WARC/1.x"
 line), so one damaged record costs only itself.
 
-Two repairs are attempted before giving up on a gzipped file. A WARC gzipped as ONE member (``gzip
-file.warc``), or with records split across gzip members, cannot be read member by member. Read as one
-continuous gzip stream (what ``zcat`` does) it is a valid WARC, so the reader re-reads it that way and
-carries on after the records it already delivered. Offsets of those records are then offsets in the
-decompressed stream (`WarcPage.offset_is_decompressed`).
+Before that, a gzipped file that warcio cannot read member by member gets one more try: a WARC gzipped as
+ONE member (``gzip file.warc``), or with records split across gzip members, is a valid WARC when read as
+one continuous gzip stream (what ``zcat`` does). The reader re-reads it that way and carries on after the
+records it already delivered; offsets of the records found that way are offsets in the decompressed
+stream (`WarcPage.offset_is_decompressed`).
 
 A record shorter than its declared Content-Length (a crawl killed mid-write) is an error, never a page with
-silently cut HTML. A WARC-Truncated record (the crawler's own size cap) is a normal page with `truncated`
+silently cut HTML, unless its HTTP Content-Length shows the body is whole (only framing bytes missing). A WARC-Truncated record (the crawler's own size cap) is a normal page with `truncated`
 set. A digest mismatch is reported on the page (`digest_ok=False`) and is not an error: the payload often
 decodes fine, and the caller decides.
 """
@@ -67,7 +67,9 @@ HTML_MIME_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 WARC_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz")
 
-# Errors warcio (and zlib/gzip under it) raises for a stream it cannot continue reading.
+# Errors warcio (and zlib/gzip under it) raises for a stream it cannot continue reading. On malformed
+# record headers warcio also fails with plain AttributeError/TypeError/KeyError/IndexError (e.g. no
+# WARC-Target-URI, an unknown digest algorithm), found by fuzzing damaged files.
 _STREAM_ERRORS = (
     ArchiveLoadFailed,
     StatusAndHeadersParserException,
@@ -75,6 +77,10 @@ _STREAM_ERRORS = (
     OSError,
     zlib.error,
     ValueError,
+    AttributeError,
+    TypeError,
+    KeyError,
+    IndexError,
 )
 
 
@@ -150,7 +156,12 @@ class WarcPage:
     def location(self) -> str | None:
         """The redirect target as an absolute URL, or None when there is no Location header."""
         raw = self.header("Location")
-        return urljoin(self.url, raw.strip()) if raw and raw.strip() else None
+        if not raw or not raw.strip():
+            return None
+        try:
+            return urljoin(self.url, raw.strip())
+        except ValueError:  # a Location urllib cannot parse is no usable redirect
+            return None
 
     @property
     def is_redirect(self) -> bool:
@@ -518,7 +529,7 @@ def _iter_items(path: Path, errors: list[WarcReadError] | None, check_digests: b
                 return
         _report(failure, errors)  # raises unless the caller collects errors
         next_start = _next_record_start(path, failure.offset, is_gzip)
-        if next_start is None:
+        if next_start is None or next_start <= start:  # never loop over the same bytes
             return
         logger.info("%s: resuming at offset %d after %s", path, next_start, failure.reason)
         start = next_start
@@ -537,7 +548,7 @@ def _next_record_start(path: Path, after: int, is_gzip: bool) -> int | None:
     """
     marker = b"\x1f\x8b\x08" if is_gzip else b"\nWARC/"
     with path.open("rb") as handle:
-        position = after + 1
+        position = max(after, 0) + 1
         while True:
             handle.seek(position)
             block = handle.read(_RESYNC_BLOCK)
@@ -598,7 +609,7 @@ def _scan(
     """
     iterator = _archive_iterator(stream, check_digests)
     consumed = 0
-    end_of_last = 0
+    end_of_last = max(iterator.offset, 0)  # where this scan started
     file_family: str | None = None
     while True:
         try:
@@ -606,11 +617,11 @@ def _scan(
         except StopIteration:
             return consumed, None, False
         except _STREAM_ERRORS as exc:
-            # warcio's offset is meaningless after some failures (negative for one-member gzip files)
             offset = iterator.offset if iterator.offset >= end_of_last else end_of_last
             error = WarcReadError(path, offset, _describe(exc), decompressed=decompressed)
             return consumed, error, isinstance(exc, ArchiveLoadFailed)
-        offset = iterator.offset
+        # warcio's offsets go wrong (even negative) once gzip members and records disagree
+        offset = iterator.offset if iterator.offset >= end_of_last else end_of_last
         item: _Item | None = None
         problem: str | None = None
         family = "ARC" if record.rec_headers.get_header(_FROM_ARC_HEADER) else "WARC"
@@ -626,7 +637,7 @@ def _scan(
                 except _RecordProblem as exc:
                     problem = str(exc)
             missing = _drain(record)
-            end_of_last = iterator.get_record_offset() + iterator.get_record_length()
+            end_of_last = max(end_of_last, iterator.get_record_offset() + iterator.get_record_length())
         except _STREAM_ERRORS as exc:
             error = WarcReadError(path, offset, _describe(exc), decompressed=decompressed)
             return consumed, error, isinstance(exc, ArchiveLoadFailed)
@@ -976,8 +987,11 @@ class _Capture:
 def replay_key(url: str) -> str:
     """The tolerant lookup key: no scheme (http = https), host lower-cased without a default port, no
     trailing slash, no fragment; the query is kept as is. ``www.`` is kept: it can be another site."""
-    parts = urlsplit(url.strip().replace(" ", "%20"))
-    host = (parts.hostname or "").rstrip(".")
+    try:
+        parts = urlsplit(url.strip().replace(" ", "%20"))
+        host = (parts.hostname or "").rstrip(".")
+    except ValueError:  # e.g. an unbalanced "[" read as a broken IPv6 host: no tolerance, just the text
+        return url.strip().split("#", 1)[0].split("://", 1)[-1]
     try:
         port = parts.port
     except ValueError:
@@ -1097,7 +1111,8 @@ class WarcReplay:
         opener = gzip.open if capture.offset_is_decompressed else open
         with opener(path, "rb") as stream:
             stream.seek(capture.offset)
-            iterator = _archive_iterator(stream, check_digests=True)
+            # digests unchecked, as when indexed, so a capture that indexed also loads
+            iterator = _archive_iterator(stream, check_digests=False)
             try:
                 record = next(iterator)
                 item = _convert(record, path, capture.offset, capture.offset_is_decompressed)

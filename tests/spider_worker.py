@@ -1,0 +1,54 @@
+"""Run a topic's spider to the end in its own process (used by the kill -9 and concurrency tests).
+
+usage: python tests/spider_worker.py DB_URL SCHEMA TOPIC_JSON PAGE_SOURCE_JSON [INTERVAL]
+"""
+
+import json
+import sys
+from datetime import date
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from topicmap.fetch import WebFetcher  # noqa: E402
+from topicmap.netguard import AddressPolicy  # noqa: E402
+from topicmap.sources import FetcherSource  # noqa: E402
+from topicmap.spider import Spider  # noqa: E402
+from topicmap.store import TopicStore  # noqa: E402
+from topicmap.throttle import SqlThrottle  # noqa: E402
+from topicmap.topics import TopicConfig  # noqa: E402
+
+
+def main() -> None:
+    db_url, schema, topic_json, source_json = sys.argv[1:5]
+    interval = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
+    raw = json.loads(topic_json)
+    topic = TopicConfig(
+        name=raw["name"],
+        query=raw["query"],
+        start_date=date.fromisoformat(raw["start_date"]),
+        end_date=date.fromisoformat(raw["end_date"]),
+        max_iterations=raw.get("max_iterations", 15),
+    )
+    settings = json.loads(source_json)
+    store = TopicStore.open(db_url, schema=schema or None)
+    fetcher = WebFetcher(
+        policy=AddressPolicy(allow=settings["allow_networks"]),
+        host_overrides=settings["host_overrides"],
+        throttle=SqlThrottle(store.engine, create_table=False),
+        interval_overrides={"*": interval},
+    )
+    spider = Spider(
+        store,
+        topic,
+        FetcherSource(fetcher, max_workers=4, interval_overrides={"*": interval}),
+        log=lambda line: print(line, flush=True),
+    )
+    for _ in range(40):
+        if spider.run_iteration().done:
+            break
+    print("DONE", flush=True)
+
+
+if __name__ == "__main__":
+    main()

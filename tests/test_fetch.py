@@ -1,0 +1,381 @@
+"""WebFetcher against a misbehaving loopback server: every fault ends in the right outcome with a useful
+message, the SSRF guard holds on every hop, memory stays bounded, and fetch_many schedules across domains."""
+
+from __future__ import annotations
+
+import threading
+import time
+import tracemalloc
+from collections import defaultdict
+
+import pytest
+
+from tests.faultserver import PDF_BYTES, FaultServer, gzip_bomb
+from topicmap.fetch import (
+    DEFAULT_USER_AGENT,
+    FetchOutcome,
+    WebFetcher,
+    meta_refresh_target,
+    retry_after_seconds,
+)
+from topicmap.netguard import AddressPolicy
+from topicmap.throttle import MemoryThrottle
+
+MEMORY_BOUND = 25 * 1000 * 1000  # the cap is 10 MiB; 50 MB or 1 GiB must never be held
+
+
+@pytest.fixture(scope="module")
+def fault() -> FaultServer:
+    with FaultServer() as server:
+        yield server
+
+
+def make_fetcher(fault: FaultServer, **overrides) -> WebFetcher:
+    options = dict(
+        policy=AddressPolicy(allow=fault.allow_list),
+        host_overrides={"*.test": f"127.0.0.1:{fault.port}"},
+        connect_timeout=0.5,
+        read_timeout=1.0,
+        total_timeout=2.0,
+        backoff_base=0.05,
+        interval_overrides={"*": 0.0},
+    )
+    options.update(overrides)
+    return WebFetcher(**options)
+
+
+@pytest.fixture
+def fetcher(fault: FaultServer) -> WebFetcher:
+    with make_fetcher(fault) as web:
+        yield web
+
+
+def hits_for(fault: FaultServer, path: str) -> int:
+    return sum(1 for hit in fault.hits if hit.path == path)
+
+
+def fetch_traced(fetcher: WebFetcher, url: str) -> tuple[FetchOutcome, int]:
+    tracemalloc.start()
+    try:
+        outcome = fetcher.fetch(url)
+        return outcome, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+# ---------------------------------------------------------------- plain outcomes
+
+
+def test_html_page_is_fetched_with_text_and_metadata(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/page"))
+    assert outcome.ok, outcome
+    assert (outcome.status, outcome.content_type, outcome.charset) == (200, "text/html", "utf-8")
+    assert "Fault server page" in outcome.text
+    assert outcome.final_url == outcome.url == fault.url("/page")
+    assert outcome.redirects == [] and outcome.attempts == 1
+    page_hit = [hit for hit in fault.hits if hit.path == "/page"][-1]
+    assert page_hit.user_agent == DEFAULT_USER_AGENT
+
+
+def test_404_fails_at_once_with_the_http_reason(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/status/404"))
+    assert (outcome.status, outcome.error, outcome.attempts) == (404, "HTTP 404 Not Found", 1)
+    assert outcome.content is None and not outcome.ok
+
+
+def test_500_then_200_is_retried(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/flaky/once"))
+    assert outcome.ok and outcome.status == 200 and outcome.attempts == 2
+    assert hits_for(fault, "/flaky/once") == 2
+
+
+def test_persistent_503_gives_up_after_max_retries(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/status/503"))
+    assert outcome.status == 503
+    assert outcome.error == "HTTP 503 Service Unavailable (after 4 attempts)"
+    assert hits_for(fault, "/status/503") == 4
+
+
+def test_429_waits_for_retry_after(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/ratelimited/a"))
+    assert outcome.ok and outcome.attempts == 2
+    times = [hit.at for hit in fault.hits if hit.path == "/ratelimited/a"]
+    assert times[1] - times[0] >= 0.95  # Retry-After: 1, not the 0.05 s backoff
+
+
+def test_retry_after_beyond_the_cap_is_not_retried(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/ratelimited-long"))
+    assert outcome.status == 429 and outcome.attempts == 1
+    assert "Retry-After 3600 s exceeds the 120 s cap" in outcome.error
+
+
+def test_connect_timeout(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.blackhole_url("/"))
+    assert outcome.status is None and "could not connect within" in outcome.error
+    assert outcome.elapsed < 3.5
+
+
+def test_read_timeout(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/slow-headers"))
+    assert outcome.status is None
+    assert "no response within" in outcome.error
+    assert outcome.elapsed < 3.5
+
+
+def test_body_that_never_ends_hits_the_total_timeout(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/stall"))
+    assert outcome.status == 200 and outcome.content is None
+    assert outcome.error.startswith("timeout: total time limit of 2 s exceeded while reading the body")
+    assert 1.9 <= outcome.elapsed < 3.5
+
+
+def test_connection_reset_is_retried_then_reported(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/reset"))
+    assert outcome.attempts == 4
+    assert outcome.error.startswith("connection error:") and "reset" in outcome.error.lower()
+
+
+# ---------------------------------------------------------------- redirects and the SSRF guard
+
+
+def test_redirect_loop_stops_at_the_bound(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/loop/a"))
+    assert outcome.error.startswith("too many redirects: more than 7 (the chain loops)")
+    assert len(outcome.redirects) == 8 and outcome.content is None
+
+
+def test_redirect_bound_is_exact(fetcher: WebFetcher, fault: FaultServer) -> None:
+    seven = fetcher.fetch(fault.url("/chain/7"))
+    assert seven.ok and len(seven.redirects) == 7 and seven.final_url == fault.url("/chain/0")
+    assert [hop.status for hop in seven.redirects[:2]] == [301, 307]
+    eight = fetcher.fetch(fault.url("/chain/8"))
+    assert eight.error.startswith("too many redirects: more than 7;")
+
+
+def test_redirect_to_another_loopback_port_is_refused(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/redirect/other-port"))
+    assert outcome.refused_reason == f"ssrf: 127.0.0.1: loopback address 127.0.0.1, port {fault.other_port}"
+    assert outcome.final_url == f"http://127.0.0.1:{fault.other_port}/"
+    assert fault.other_hits == []  # never connected
+
+
+def test_redirect_to_cloud_metadata_is_refused(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/redirect/metadata"))
+    assert outcome.refused_reason.startswith("ssrf: 169.254.169.254: link-local address")
+    assert "cloud metadata" in outcome.refused_reason
+    assert outcome.redirects[0].to_url == "http://169.254.169.254/latest/meta-data/"
+
+
+def test_a_name_resolving_to_loopback_is_refused_at_connection(
+    fetcher: WebFetcher, fault: FaultServer
+) -> None:
+    outcome = fetcher.fetch(f"http://localhost:{fault.other_port}/")
+    assert outcome.refused_reason.startswith("ssrf: localhost resolves to loopback address")
+    assert fault.other_hits == []
+
+
+def test_default_policy_refuses_loopback(fault: FaultServer) -> None:
+    with WebFetcher(interval_overrides={"*": 0.0}) as strict:
+        outcome = strict.fetch(fault.url("/page"))
+    assert outcome.refused_reason.startswith("ssrf: 127.0.0.1: loopback address")
+    assert outcome.attempts == 0  # refused before any connection
+
+
+def test_cross_domain_redirect_takes_a_slot_of_the_target_domain(fault: FaultServer) -> None:
+    throttle = RecordingThrottle()
+    with make_fetcher(fault, throttle=throttle) as web:
+        same = web.fetch("http://www.alpha.test/redirect-to?u=http://alpha.test/page")
+        assert same.ok and throttle.domains == ["alpha.test"]  # a hop within the domain is not throttled
+        throttle.domains.clear()
+        cross = web.fetch("http://alpha.test/redirect-to?u=http://beta.test/page")
+        assert cross.ok and throttle.domains == ["alpha.test", "beta.test"]
+        assert cross.final_url == "http://beta.test/page"
+
+
+# ---------------------------------------------------------------- size, type, encoding
+
+
+def test_50_mb_body_with_content_length_is_refused_unread(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome, peak = fetch_traced(fetcher, fault.url("/big"))
+    assert outcome.refused_reason == "too-large: Content-Length 50000000 exceeds 10485760 bytes"
+    assert peak < 2_000_000
+
+
+def test_50_mb_streamed_body_stops_at_the_cap(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome, peak = fetch_traced(fetcher, fault.url("/big-chunked"))
+    assert outcome.error == "body too large: more than 10485760 bytes"
+    assert peak < MEMORY_BOUND
+
+
+def test_gzip_bomb_is_refused_with_bounded_memory(fetcher: WebFetcher, fault: FaultServer) -> None:
+    gzip_bomb()  # built (server side) before tracing: only the client's memory is measured
+    outcome, peak = fetch_traced(fetcher, fault.url("/bomb"))
+    assert outcome.error.startswith("decompression bomb: gzip body inflates to more than 10485760 bytes")
+    assert peak < MEMORY_BOUND
+
+
+def test_gzip_encoded_page_is_decoded(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/gzip-page"))
+    assert outcome.ok and "Fault server page" in outcome.text
+
+
+def test_pdf_is_refused_from_its_headers(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome, peak = fetch_traced(fetcher, fault.url("/doc.pdf"))
+    assert outcome.refused_reason == "non-html content-type: application/pdf"
+    assert outcome.content is None and peak < PDF_BYTES // 5
+
+
+def test_missing_content_type_is_sniffed(fetcher: WebFetcher, fault: FaultServer) -> None:
+    html = fetcher.fetch(fault.url("/no-type"))
+    assert html.ok and html.content_type == "text/html"
+    binary = fetcher.fetch(fault.url("/no-type-binary"))
+    assert binary.refused_reason == "non-html content-type: none declared and the body is not HTML"
+
+
+def test_wrong_declared_charset_is_not_decoded_as_mojibake(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/wrong-charset"))
+    assert outcome.ok and outcome.charset == "utf-8"  # what the header declared
+    assert "\ufffd" not in outcome.text  # not forced through UTF-8 with replacement characters
+    assert "Café" in outcome.text and "Paris" in outcome.text and "€" in outcome.text
+
+
+# ---------------------------------------------------------------- meta refresh, robots, cookies
+
+
+def test_meta_refresh_is_followed(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/meta-refresh"))
+    assert outcome.ok and outcome.final_url == fault.url("/landing")
+    assert [(hop.kind, hop.status) for hop in outcome.redirects] == [("meta-refresh", 200)]
+
+
+def test_robots_txt_is_obeyed_on_every_hop_and_fetched_once(fault: FaultServer) -> None:
+    before = hits_for(fault, "/robots.txt")
+    with make_fetcher(fault) as web:
+        outcomes = list(web.fetch_many([fault.url(f"/page?n={n}") for n in range(6)], max_workers=4))
+        assert all(outcome.ok for outcome in outcomes)
+        direct = web.fetch(fault.url("/private/secret"))
+        via_redirect = web.fetch(fault.url("/redirect/private"))
+    assert hits_for(fault, "/robots.txt") - before == 1
+    expected = f"robots: {fault.base_url}/robots.txt disallows /private/secret"
+    assert direct.refused_reason == expected and via_redirect.refused_reason == expected
+    assert hits_for(fault, "/private/secret") == 0
+    with make_fetcher(fault, obey_robots=False) as rude:
+        assert rude.fetch(fault.url("/private/secret")).ok
+
+
+def test_robots_server_error_disallows_and_missing_robots_allows(fetcher: WebFetcher) -> None:
+    broken = fetcher.fetch("http://robots-500.test/page")
+    assert broken.refused_reason.startswith("robots: http://robots-500.test/robots.txt answered HTTP 500")
+    assert fetcher.fetch("http://robots-404.test/private/anything").ok
+
+
+def test_cookies_set_during_redirects_are_sent_back(fetcher: WebFetcher, fault: FaultServer) -> None:
+    outcome = fetcher.fetch(fault.url("/cookie-check"))
+    assert outcome.ok and len(outcome.redirects) == 1
+
+
+# ---------------------------------------------------------------- input checks and helpers
+
+
+def test_bad_urls_and_options() -> None:
+    with WebFetcher() as web:
+        assert web.fetch("ftp://example.com/x").refused_reason == "unsupported scheme: ftp"
+        assert web.fetch("http:///nohost").error.startswith("invalid URL: no host")
+    with pytest.raises(ValueError, match="connect_timeout"):
+        WebFetcher(connect_timeout=0)
+    with pytest.raises(ValueError, match="interval override for 'x.com'"):
+        WebFetcher(interval_overrides={"x.com": -1})
+
+
+def test_retry_after_parsing() -> None:
+    now = time.time()
+    assert retry_after_seconds("120") == 120.0
+    in_30_s = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(now + 30))
+    assert 28 <= retry_after_seconds(in_30_s, now) <= 31
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now) == 0.0
+    assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None
+
+
+def test_meta_refresh_parsing() -> None:
+    base = "http://example.com/a/page"
+    assert (
+        meta_refresh_target('<meta http-equiv="refresh" content="0;url=/b">', base) == "http://example.com/b"
+    )
+    assert meta_refresh_target("<META HTTP-EQUIV=Refresh CONTENT='3; URL=next.html'>", base) == (
+        "http://example.com/a/next.html"
+    )
+    assert meta_refresh_target('<meta content="0; url=&quot;/c&quot;" http-equiv="refresh">', base) == (
+        "http://example.com/c"
+    )
+    assert meta_refresh_target('<meta http-equiv="refresh" content="300">', base) is None  # reload
+    assert meta_refresh_target('<meta http-equiv="refresh" content="600; url=/home">', base) is None
+    assert meta_refresh_target('<meta http-equiv="refresh" content="0; url=javascript:x()">', base) is None
+
+
+# ---------------------------------------------------------------- fetch_many scheduling
+
+
+class RecordingThrottle(MemoryThrottle):
+    def __init__(self) -> None:
+        super().__init__()
+        self.domains: list[str] = []
+        self.earliest: list[float] = []
+
+    def reserve(self, domain: str, interval: float, earliest: float = 0.0) -> float:
+        self.domains.append(domain)
+        self.earliest.append(earliest)
+        return super().reserve(domain, interval, earliest)
+
+
+def test_fetch_many_fetches_other_domains_while_one_waits(fault: FaultServer) -> None:
+    interval = 0.3
+    urls = [f"http://{site}.test/page?n={n}" for n in range(4) for site in ("one", "two", "three")]
+    with make_fetcher(fault, interval_overrides={"*": interval}, obey_robots=False) as web:
+        started = time.monotonic()
+        outcomes = list(web.fetch_many(urls, max_workers=4))
+        elapsed = time.monotonic() - started
+    assert sorted(outcome.url for outcome in outcomes) == sorted(urls)
+    assert all(outcome.ok for outcome in outcomes)
+    # Serial would take 11 intervals; in parallel across domains each domain needs 3.
+    assert 3 * interval - 0.01 <= elapsed < 3 * interval + 0.6
+    arrivals = defaultdict(list)
+    for hit in fault.hits:
+        if hit.path.startswith("/page?n=") and hit.host.endswith(".test"):
+            arrivals[hit.host].append(hit.at)
+    for host in ("one.test", "two.test", "three.test"):
+        times = sorted(arrivals[host])[-4:]
+        gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+        assert min(gaps) >= interval - 0.005, (host, gaps)
+    assert sum(outcome.throttle_wait_seconds for outcome in outcomes) > 0
+
+
+def test_fetch_many_retries_through_the_scheduler_and_keeps_input_urls(fault: FaultServer) -> None:
+    throttle = RecordingThrottle()
+    urls = [fault.url("/flaky/many"), fault.url("/status/404"), "ftp://nope/", fault.url("/page")]
+    with make_fetcher(fault, throttle=throttle) as web:
+        outcomes = {outcome.url: outcome for outcome in web.fetch_many(urls, max_workers=2)}
+    assert set(outcomes) == set(urls)
+    assert outcomes[fault.url("/flaky/many")].ok and outcomes[fault.url("/flaky/many")].attempts == 2
+    assert outcomes[fault.url("/status/404")].error == "HTTP 404 Not Found"
+    assert outcomes["ftp://nope/"].refused_reason == "unsupported scheme: ftp"
+
+
+def test_one_fetcher_is_shared_by_threads(fault: FaultServer) -> None:
+    with make_fetcher(fault) as web:
+        results: list[FetchOutcome] = []
+        lock = threading.Lock()
+
+        def worker(n: int) -> None:
+            for k in range(5):
+                outcome = web.fetch(f"http://site{n % 3}.test/page?w={n}&k={k}")
+                with lock:
+                    results.append(outcome)
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(results) == 30 and all(outcome.ok for outcome in results)
+    robots = [hit for hit in fault.hits if hit.path == "/robots.txt" and hit.host.startswith("site")]
+    assert sorted(hit.host for hit in robots) == ["site0.test", "site1.test", "site2.test"]
