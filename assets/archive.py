@@ -1,4 +1,4 @@
-"""The story archive: CSV/Parquet drops loaded into the topic store."""
+"""The story archive: CSV, Parquet and WARC drops loaded into the topic store."""
 
 import dagster as dg
 
@@ -12,8 +12,8 @@ from topicmap.archive import ArchiveFileError, file_sha256, parse_drop
     group_name="archive",
     kinds={"python", "sql"},
     description=(
-        "Stories (url, title, text, publish_date, medium) loaded from the archive drops folder: CSV and "
-        "Parquet files. Each file is loaded once (recognised by content hash); a bad row is reported with "
+        "Stories (url, title, text, publish_date, medium) loaded from the archive drops folder: CSV, "
+        "Parquet and WARC files (story-indexer archives or generic crawls). Each file is loaded once (recognised by content hash); a bad row is reported with "
         "its line and skipped."
     ),
 )

@@ -26,13 +26,14 @@ import itertools
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from topicmap.simhash import fingerprint, fingerprints, near_duplicate_pairs  # noqa: E402
+from topicmap.simhash import _TOKEN_HASH_CACHE, fingerprint, fingerprints, near_duplicate_pairs  # noqa: E402
 
 EXPECTED = Path("/work/shared/data/news_html/expected.jsonl")
 
@@ -52,39 +53,43 @@ def make_texts(count: int, words: int = 500, seed: int = 7) -> tuple[list[str], 
     return [" ".join(vocabulary[r] for r in row) for row in ranks], "synthetic Zipf text"
 
 
-def bench_fingerprinting(n_texts: int) -> list[tuple[str, str, str]]:
+def bench_fingerprinting(n_texts: int, rounds: int = 3) -> list[tuple[str, str, str]]:
+    """Stories/s of each method; the methods alternate for ``rounds`` rounds and the best round counts,
+    so a burst of load from other processes on this shared machine hits every method alike."""
     from simhash import Simhash
 
     texts, source = make_texts(n_texts)
-    started = time.perf_counter()
-    fingerprints(texts)
-    batch_cold = n_texts / (time.perf_counter() - started)
-    started = time.perf_counter()
-    fingerprints(texts)
-    batch_warm = n_texts / (time.perf_counter() - started)
-    sample = texts[: max(1, n_texts // 4)]
-    started = time.perf_counter()
-    for text in sample:
-        fingerprint(text)
-    single = len(sample) / (time.perf_counter() - started)
-    sample = texts[: max(1, n_texts // 8)]
-    started = time.perf_counter()
-    for text in sample:
-        Simhash(text)
-    pypi = len(sample) / (time.perf_counter() - started)
-    print(f"texts: {n_texts} x 500 words ({source})\n")
+    singles = texts[: max(1, n_texts // 4)]
+    pypi_sample = texts[: max(1, n_texts // 8)]
+
+    def rate(run: Callable[[], object], count: int) -> float:
+        started = time.perf_counter()
+        run()
+        return count / (time.perf_counter() - started)
+
+    _TOKEN_HASH_CACHE.clear()
+    best = {"cold": rate(lambda: fingerprints(texts), n_texts)}  # first call: every token hashed anew
+    for _ in range(rounds):
+        measured = {
+            "batch": rate(lambda: fingerprints(texts), n_texts),
+            "single": rate(lambda: [fingerprint(t) for t in singles], len(singles)),
+            "pypi": rate(lambda: [Simhash(t) for t in pypi_sample], len(pypi_sample)),
+        }
+        for key, value in measured.items():
+            best[key] = max(best.get(key, 0.0), value)
+    print(f"texts: {n_texts} x 500 words ({source}); best of {rounds} alternating rounds\n")
     print("| fingerprinting | stories/s | vs PyPI simhash |")
     print("|---|---|---|")
     rows = [
-        ("topicmap fingerprints(), batch, first call", batch_cold),
-        ("topicmap fingerprints(), batch, token hashes cached", batch_warm),
-        ("topicmap fingerprint(), one text per call", single),
-        ("PyPI simhash Simhash(text)", pypi),
+        ("topicmap fingerprints(), batch, empty token-hash cache", best["cold"]),
+        ("topicmap fingerprints(), batch", best["batch"]),
+        ("topicmap fingerprint(), one text per call", best["single"]),
+        ("PyPI simhash Simhash(text)", best["pypi"]),
     ]
     out = []
-    for name, rate in rows:
-        print(f"| {name} | {rate:,.0f} | {rate / pypi:.1f}x |")
-        out.append((name, f"{rate:,.0f}", f"{rate / pypi:.1f}x"))
+    for name, value in rows:
+        print(f"| {name} | {value:,.0f} | {value / best['pypi']:.1f}x |")
+        out.append((name, f"{value:,.0f}", f"{value / best['pypi']:.1f}x"))
     return out
 
 
@@ -173,16 +178,16 @@ def bench_pairs(n: int, n_queries: int, k: int = 3) -> list[tuple[str, str, str]
     values, planted = planted_fingerprints(n)
     rng = np.random.default_rng(5)
     queries = rng.choice(n, size=n_queries, replace=False)
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     pairs = near_duplicate_pairs(values, k)
-    ours_seconds = time.perf_counter() - started
+    ours_seconds, ours_cpu = time.perf_counter() - started, time.process_time() - started_cpu
     found = {(int(i), int(j)) for i, j in pairs.tolist()}
     planted_missed = len(planted - found)
     missed, extra = brute_force_check(values, pairs, queries, k)
     rows = [
         (
             f"topicmap near_duplicate_pairs (64 bit, k={k})",
-            f"{ours_seconds:.2f} s (measured)",
+            f"{ours_seconds:.2f} s (measured; {ours_cpu:.2f} s CPU)",
             f"{len(pairs):,} pairs; planted {len(planted):,}, missed {planted_missed}; "
             f"{n_queries} items vs brute force: {missed} missed, {extra} extra",
         )

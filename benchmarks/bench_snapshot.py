@@ -251,49 +251,57 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+class _Clock:
+    """Wall and CPU seconds of a phase: the machine is shared, so wall time alone can mislead."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def read(self) -> dict[str, float]:
+        return {"wall": time.perf_counter() - self.wall, "cpu": time.process_time() - self.cpu}
+
+
 def run_job(job: str, n_stories: int, n_links: int) -> dict[str, object]:
     data = synthetic_topic(n_stories, n_links)
     spans = timespans()
     report: dict[str, object] = {"job": job, "timespans": len(spans)}
-    start = time.perf_counter()
-    if job == "inputs":
-        pass
-    elif job in ("compute", "compute+write"):
+    if job in ("compute", "compute+write", "maps"):
+        clock = _Clock()
         result = compute_snapshot(**data, timespans=spans)
-        report["compute_s"] = time.perf_counter() - start
+        report["compute"] = clock.read()
         report["story_links_overall"] = result["overall"].counts.story_link_count
         report["story_links_all_timespans"] = sum(s.counts.story_link_count for s in result.timespans)
         report["dropped"] = result.dropped_links
-        if job == "compute+write":
-            with tempfile.TemporaryDirectory() as folder:
-                t_write = time.perf_counter()
+        with tempfile.TemporaryDirectory() as folder:
+            if job == "compute+write":
+                clock = _Clock()
                 files = write_snapshot_files(result, folder, csv=True)
-                report["write_s"] = time.perf_counter() - t_write
+                report["write"] = clock.read()
                 report["files"] = sum(len(v) for v in files.values())
                 report["bytes"] = sum(p.stat().st_size for v in files.values() for p in v)
-    elif job == "maps":
-        result = compute_snapshot(**data, timespans=spans)
-        report["compute_s"] = time.perf_counter() - start
-        with tempfile.TemporaryDirectory() as folder:
-            t_maps = time.perf_counter()
-            for snap in result.timespans:
-                write_gexf(
-                    snap.medium_link_counts, snap.medium_links, Path(folder) / f"{snap.timespan.key}.gexf"
+            if job == "maps":
+                clock = _Clock()
+                for snap in result.timespans:
+                    write_gexf(
+                        snap.medium_link_counts, snap.medium_links, Path(folder) / f"{snap.timespan.key}.gexf"
+                    )
+                report["gexf"] = clock.read()
+                clock = _Clock()
+                overall = result["overall"]
+                render_link_map(
+                    overall.medium_link_counts, overall.medium_links, Path(folder) / "overall.png"
                 )
-            report["gexf_s"] = time.perf_counter() - t_maps
-            t_png = time.perf_counter()
-            overall = result["overall"]
-            render_link_map(overall.medium_link_counts, overall.medium_links, Path(folder) / "overall.png")
-            report["png_overall_s"] = time.perf_counter() - t_png
+                report["png"] = clock.read()
     elif job == "naive":
+        clock = _Clock()
         naive_snapshot(data["stories"], data["media"], data["links"], spans, data["story_stats"])
+        report["naive"] = clock.read()
     elif job == "verify":
         result = compute_snapshot(**data, timespans=spans)
         naive = naive_snapshot(data["stories"], data["media"], data["links"], spans, data["story_stats"])
         report["differences"] = same_tables(result, naive)
-    else:
+    elif job != "inputs":
         raise ValueError(f"unknown job {job!r}")
-    report["total_s"] = time.perf_counter() - start
     report["peak_mb"] = _peak_mb()
     return report
 
@@ -317,40 +325,45 @@ def main() -> None:
 
     jobs = ["inputs", "compute", "compute+write", "maps"] + ([] if args.skip_naive else ["naive", "verify"])
     reports = {job: _in_subprocess(job, args.stories, args.links) for job in jobs}
-    n_spans = reports["compute"]["timespans"]
+    compute = reports["compute"]
+    n_spans = compute["timespans"]
     print(f"synthetic topic: {args.stories:,} stories, {args.links:,} links, 300 media, {n_spans} timespans")
-    print(f"dropped links: {reports['compute']['dropped']}")
+    print(f"dropped links: {compute['dropped']}")
     print(
-        f"story links: overall {reports['compute']['story_links_overall']:,}, "
-        f"all timespans {reports['compute']['story_links_all_timespans']:,}"
+        f"story links: overall {compute['story_links_overall']:,}, "
+        f"all timespans {compute['story_links_all_timespans']:,}"
     )
     print()
-    print("| job (fresh process) | seconds | peak RSS (MB) |")
-    print("|---|---:|---:|")
-    print(f"| inputs only (generate the synthetic topic) | - | {reports['inputs']['peak_mb']:.0f} |")
-    print(
-        f"| compute_snapshot, all {n_spans} timespans | {reports['compute']['compute_s']:.2f} | {reports['compute']['peak_mb']:.0f} |"
+
+    def row(label: str, phase: dict[str, float] | None, peak: object) -> None:
+        wall = f"{phase['wall']:.2f}" if phase else "-"
+        cpu = f"{phase['cpu']:.2f}" if phase else "-"
+        print(f"| {label} | {wall} | {cpu} | {peak} |")
+
+    print("| job (each in a fresh process) | wall s | CPU s | peak RSS MB |")
+    print("|---|---:|---:|---:|")
+    row("inputs only (the synthetic topic in memory)", None, f"{reports['inputs']['peak_mb']:.0f}")
+    row(f"compute_snapshot, all {n_spans} timespans", compute["compute"], f"{compute['peak_mb']:.0f}")
+    write = reports["compute+write"]
+    total = {k: write["compute"][k] + write["write"][k] for k in ("wall", "cpu")}
+    row(
+        f"compute_snapshot + write_snapshot_files ({write['files']} Parquet/CSV files, {write['bytes'] / 1e6:.0f} MB)",
+        total,
+        f"{write['peak_mb']:.0f}",
     )
-    w = reports["compute+write"]
-    print(
-        f"| compute_snapshot + write_snapshot_files (Parquet + CSV, {w['files']} files, {w['bytes'] / 1e6:.0f} MB) "
-        f"| {w['compute_s'] + w['write_s']:.2f} (write {w['write_s']:.2f}) | {w['peak_mb']:.0f} |"
-    )
+    row("  of which write_snapshot_files", write["write"], "")
     maps = reports["maps"]
-    print(
-        f"| write_gexf for all {n_spans} timespans (after compute) | {maps['gexf_s']:.2f} | {maps['peak_mb']:.0f} |"
-    )
-    print(f"| render_link_map, overall timespan (PNG) | {maps['png_overall_s']:.2f} | (same process) |")
+    row(f"write_gexf, all {n_spans} timespans (after compute)", maps["gexf"], f"{maps['peak_mb']:.0f}")
+    row("render_link_map, overall timespan (PNG)", maps["png"], "(same process)")
     if not args.skip_naive:
         naive = reports["naive"]
-        print(
-            f"| anchor: naive per-timespan pandas joins | {naive['total_s']:.2f} | {naive['peak_mb']:.0f} |"
-        )
-        speedup = naive["total_s"] / reports["compute"]["compute_s"]
+        row("anchor: naive per-timespan pandas joins", naive["naive"], f"{naive['peak_mb']:.0f}")
         differences = reports["verify"]["differences"]
         print()
         print(
-            f"speed-up over the anchor: {speedup:.1f}x; tables identical to the anchor's: {not differences}"
+            f"anchor / compute_snapshot: {naive['naive']['wall'] / compute['compute']['wall']:.1f}x wall, "
+            f"{naive['naive']['cpu'] / compute['compute']['cpu']:.1f}x CPU; "
+            f"tables identical to the anchor's for every timespan: {not differences}"
         )
         for line in differences[:20]:
             print(f"  DIFFERENCE {line}")

@@ -10,6 +10,7 @@ import dagster as dg
 from assets.archive import archive_stories
 from assets.seeds import seeds
 from assets.spider import spider_iteration
+from orchestration import social
 from resources.archive import ArchiveDropsResource
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
@@ -48,5 +49,6 @@ core_defs = dg.Definitions(
 # One Definitions per stage (orchestration/<stage>.py), merged here with the shared resources.
 defs = dg.Definitions.merge(
     core_defs,
+    social.social_defs,
     dg.Definitions(resources=build_resources()),
 )

@@ -6,11 +6,11 @@ import dagster as dg
 
 from topicmap.store import topicmap_home
 
-ARCHIVE_SUFFIXES = (".csv", ".parquet", ".pq")
+ARCHIVE_SUFFIXES = (".csv", ".parquet", ".pq", ".warc", ".warc.gz", ".arc", ".arc.gz")
 
 
 class ArchiveDropsResource(dg.ConfigurableResource):
-    """A folder of story drops; empty means TOPICMAP_HOME/drops. Every matching file is loaded once."""
+    """A folder of story drops (CSV, Parquet, WARC/ARC); empty means TOPICMAP_HOME/drops. Each file loads once."""
 
     drops_dir: str = ""
 
@@ -21,4 +21,6 @@ class ArchiveDropsResource(dg.ConfigurableResource):
         folder = self.folder()
         if not folder.exists():
             return []
-        return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in ARCHIVE_SUFFIXES)
+        return sorted(
+            p for p in folder.rglob("*") if p.is_file() and p.name.lower().endswith(ARCHIVE_SUFFIXES)
+        )

@@ -69,3 +69,46 @@ def test_loading_a_drop_twice_adds_nothing(store: TopicStore, tmp_path: Path) ->
     assert store.table_count(s.stories) == 3
     # two media: the Daily Herald (www.herald.test) and the Ledger
     assert store.table_count(s.media) == 2
+
+
+def test_warc_drops_load_story_indexer_archives_and_generic_crawls(store: TopicStore, tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from topicmap.warc import StoryArchiveWriter, StoryRecord
+
+    html = (
+        b"<html><head><title>Climate summit opens - Herald</title></head><body><article><h1>Climate summit opens</h1>"
+        b"<p>Delegates from every continent met on Monday to discuss carbon emissions and the energy transition.</p>"
+        b"</article></body></html>"
+    )
+    with StoryArchiveWriter(tmp_path, prefix="drop", serial=-1, deterministic_ids=True) as writer:
+        writer.write_story(
+            StoryRecord(
+                url="https://www.herald.test/2026/02/01/climate",
+                html=html,
+                fetch_date=datetime(2026, 2, 1, 12, tzinfo=UTC),
+                metadata={
+                    "content_metadata": {
+                        "article_title": "Climate summit opens",
+                        "text_content": "Delegates met.",
+                        "publication_date": "2026-02-01",
+                    }
+                },
+            )
+        )
+    drop = parse_drop(tmp_path / "drop.warc.gz")
+    assert [(st.title, st.text) for st in drop.stories] == [("Climate summit opens", "Delegates met.")]
+    assert drop.stories[0].publish_date == datetime(2026, 2, 1, tzinfo=UTC)
+    assert store.add_stories(drop.stories, source="warc").created == 1
+
+
+def test_real_generic_warc_files_load_with_extracted_text_or_clear_errors(tmp_path: Path) -> None:
+    folder = Path(__file__).resolve().parents[2] / "shared" / "data" / "warc"
+    if not (folder / "example.warc.gz").exists():
+        pytest.skip(f"real WARC files not found under {folder}")
+    drop = parse_drop(folder / "example.warc.gz")
+    # the capture of example.com: a generic crawl, title extracted from the HTML
+    assert [st.url for st in drop.stories] == ["http://example.com/"]
+    assert drop.stories[0].title == "Example Domain"
+    bad = parse_drop(folder / "bad.arc")
+    assert bad.stories == [] and bad.errors and "unreadable WARC record" in bad.errors[0].problem

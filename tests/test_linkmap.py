@@ -16,7 +16,7 @@ def media_counts() -> pd.DataFrame:
         {
             "media_id": [3, 1, 2, 4],  # unsorted on purpose: output is sorted by id
             "name": [
-                "Gamma & Sons <Blog>",
+                'Gamma & "Sons" <Blog>',
                 "Alpha News",
                 "Beta\x07 Daily",
                 "Delta Wire",
@@ -52,7 +52,7 @@ def test_gexf_reads_back_with_attributes_and_weights(tmp_path):
     graph = nx.read_gexf(path)
     assert isinstance(graph, nx.DiGraph)
     assert list(graph.nodes) == ["1", "2", "3", "4"]
-    assert graph.nodes["3"]["label"] == "Gamma & Sons <Blog>"
+    assert graph.nodes["3"]["label"] == 'Gamma & "Sons" <Blog>'
     assert graph.nodes["2"]["label"] == "Beta Daily"  # the control character cannot be carried by XML
     assert graph.nodes["1"] == {
         "label": "Alpha News",

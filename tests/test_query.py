@@ -20,18 +20,8 @@ def hits(query: str, *texts: str) -> list[bool]:
 
 
 def test_term_needs_a_word_boundary_on_both_sides() -> None:
-    assert hits(
-        "cat", "a cat.", "Cat!", "(CAT)", "the cat's toy", "category", "concat", "cats", "bobcat"
-    ) == [
-        True,
-        True,
-        True,
-        True,
-        False,
-        False,
-        False,
-        False,
-    ]
+    assert hits("cat", "a cat.", "Cat!", "(CAT)", "the cat's toy") == [True] * 4
+    assert hits("cat", "category", "concat", "cats", "bobcat") == [False] * 4
 
 
 def test_digits_and_underscores_are_word_characters() -> None:
@@ -428,7 +418,7 @@ def expressions() -> st.SearchStrategy[tuple[str, str]]:
     return st.recursive(leaves, extend, max_leaves=8)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     expressions(), st.lists(st.sets(st.sampled_from(WORDS + ["alphabet", "betas"])), min_size=1, max_size=6)
 )

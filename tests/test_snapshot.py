@@ -436,6 +436,16 @@ def test_empty_window_gives_empty_tables_with_columns():
     assert list(snap.medium_link_counts.columns)[:3] == ["media_id", "name", "url"]
 
 
+def test_a_topic_without_stories_gives_empty_timespans_and_files(tmp_path):
+    empty = compute_snapshot(
+        stories_frame().iloc[:0], media_frame().iloc[:0], links_frame().iloc[:0], topic_timespans()
+    )
+    assert [counts(s) for s in empty.timespans] == [(0, 0, 0, 0)] * len(topic_timespans())
+    written = write_snapshot_files(empty, tmp_path)
+    assert (tmp_path / "overall" / "stories.csv").read_text().splitlines() == [",".join(STORY_CSV_COLUMNS)]
+    assert len(written) == len(topic_timespans()) + 1
+
+
 # ----------------------------------------------------------------------------------------------- syndication
 
 
@@ -528,6 +538,8 @@ def test_bad_inputs_raise_clear_errors():
         )
     with pytest.raises(ValueError, match="story_stats.stories_id repeats"):
         compute_snapshot(stories, media, links, spans, story_stats=pd.concat([stats_frame(), stats_frame()]))
+    with pytest.raises(ValueError, match="publish_date is not a date/time column"):
+        compute_snapshot(stories.assign(publish_date="sometime last week"), media, links, spans)
     with pytest.raises(ValueError, match="timespan keys repeat"):
         compute_snapshot(stories, media, links, spans + spans[:1])
 

@@ -1,4 +1,4 @@
-"""The story archive's inputs: CSV and Parquet drops (url, title, text, publish_date, medium[, html]).
+"""The story archive's inputs: CSV, Parquet and WARC drops (url, title, text, publish_date, medium[, html]).
 
 A bad row is reported with its line (CSV: the physical line in the file, header = line 1; Parquet: the row
 number + 1 so both read the same way) and skipped; it never stops the load. Files are recognised by content
@@ -12,13 +12,15 @@ import hashlib
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from topicmap.extract import extract_story
 from topicmap.store import NewStory
 from topicmap.urls import is_http_url
+from topicmap.warc import WarcReadError, stories_from_warc
 
 REQUIRED_COLUMNS = ("url", "title", "text", "publish_date")
 OPTIONAL_COLUMNS = ("medium", "html")
@@ -61,6 +63,8 @@ def parse_publish_date(value: object) -> datetime | None:
         return None
     if isinstance(value, datetime):
         parsed = value
+    elif isinstance(value, date):
+        parsed = datetime(value.year, value.month, value.day)
     else:
         text = str(value).strip()
         if not text:
@@ -137,16 +141,44 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, dict]]:
         yield i + 2, row  # the same numbering as a CSV with a header line
 
 
+WARC_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz")
+
+
+def is_warc(path: Path) -> bool:
+    return path.name.lower().endswith(WARC_SUFFIXES)
+
+
+def _warc_rows(path: Path, errors: list[WarcReadError]) -> Iterator[tuple[int, dict]]:
+    """Stories of a WARC/ARC file. Story-indexer archives carry title, text and date in their metadata;
+    for a generic crawl they are extracted from the captured HTML. The "line" of a WARC story is its
+    record number (1-based), so a report still points at the place in the file."""
+    for number, record in enumerate(stories_from_warc(path, errors=errors), start=1):
+        if record.get("title") is None and record.get("text") is None and record.get("html"):
+            extracted = extract_story(record["html"], record["url"])
+            record = {
+                **record,
+                "title": extracted.title,
+                "text": extracted.text,
+                "publish_date": extracted.publish_date,
+            }
+        yield number, record
+
+
 def parse_drop(path: str | Path, now: datetime | None = None) -> ParsedDrop:
-    """Read a CSV or Parquet drop into valid stories and per-row errors."""
+    """Read a CSV, Parquet or WARC drop into valid stories and per-row errors."""
     path = Path(path)
     suffix = path.suffix.lower()
+    warc_errors: list[WarcReadError] = []
     if suffix == ".csv":
         rows = _csv_rows(path)
     elif suffix in (".parquet", ".pq"):
         rows = _parquet_rows(path)
+    elif is_warc(path):
+        rows = _warc_rows(path, warc_errors)
     else:
-        raise ArchiveFileError(f"{path}: unknown archive format {suffix!r} (expected .csv or .parquet)")
+        raise ArchiveFileError(
+            f"{path}: unknown archive format {suffix!r} (expected .csv, .parquet, .warc[.gz] or .arc[.gz])"
+        )
     drop = ParsedDrop(path=path, sha256=file_sha256(path))
     for line, row in rows:
         if "__error__" in row:
@@ -156,4 +188,7 @@ def parse_drop(path: str | Path, now: datetime | None = None) -> ParsedDrop:
             drop.stories.append(story_from_row(row, now))
         except ValueError as exc:
             drop.errors.append(RowError(str(path), line, str(exc)))
+    drop.errors.extend(
+        RowError(str(path), error.offset, f"unreadable WARC record: {error}") for error in warc_errors
+    )
     return drop

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -98,6 +99,12 @@ class _DemoHTTPServer(ThreadingHTTPServer):
     daemon_threads = True  # idle keep-alive connections must not hold up shutdown
     allow_reuse_address = True
     demo: DemoServer
+
+    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
+        # A client closing a keep-alive connection is normal for a crawler; only real errors are printed.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _DemoHandler(BaseHTTPRequestHandler):

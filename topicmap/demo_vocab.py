@@ -72,10 +72,12 @@ CLIMATE = SubjectSpec(
         "{place} officials on {weekday} approved a carbon tax of {price} per tonne, ending months of debate "
         "over how to cut emissions.",
         "{org_cap} said it would cut its emissions by {pct}% before {year}, a target critics called too modest.",
-        "A new report from {org} found that climate risks to {place} have grown faster than expected.",
-        "{person}, a {role}, told {the_outlet} that the region's renewable energy build-out was running "
+        "A new report from {org} found that climate risks to {place} have grown {pct}% faster than expected since "
+        "{year2}.",
+        "{person}, {a_role}, told {the_outlet} that the region's renewable energy build-out was running "
         "{num2} months behind schedule.",
-        "The heat wave that gripped {place} this week has renewed calls for faster action on climate change.",
+        "The heat wave that gripped {place} for {num3} days this week has renewed calls for faster action on climate "
+        "change, {org} said.",
         "Plans to decarbonise home heating in {place} took a step forward on {weekday} when {org} released "
         "{amount} in grants.",
         "Greenhouse gas emissions from transport in {place} rose {pct}% last year, according to figures "
@@ -106,11 +108,11 @@ CLIMATE = SubjectSpec(
         "A wind farm off the coast of {place} is expected to start generating power in {year}.",
     ),
     quotes=(
-        "\u201cWe cannot keep putting this off,\u201d said {person}, a {role} at {org}.",
+        "\u201cWe cannot keep putting this off,\u201d said {person}, {a_role} at {org}.",
         "\u201cThe transition has to be fair to working families,\u201d {person} said.",
         "\u201cEvery tonne of carbon we avoid now makes the next decade easier,\u201d said {person}.",
         "\u201cThis is a serious step, but it is only a step,\u201d said {person}, {role} at {org}.",
-        "\u201cThe numbers are going the wrong way,\u201d {person}, a {role}, said on {weekday}.",
+        "\u201cThe numbers are going the wrong way,\u201d {person}, {a_role}, said on {weekday}.",
     ),
     orgs=(
         "the Regional Energy Board",
@@ -155,8 +157,8 @@ ELECTIONS = SubjectSpec(
         "{person2} drops out of crowded race for {place} council",
     ),
     leads=(
-        "Voters in {place} will head to the polls on {weekday} in an election that has drawn unusually high "
-        "interest.",
+        "Voters in {place} will head to the polls on {weekday} in an election that has drawn {num} early "
+        "ballots and unusually high interest.",
         "{person} on {weekday} announced a bid for the {place} seat, promising to make the election about the "
         "cost of living.",
         "Officials in {place} said {num} mail ballots had been returned so far, well ahead of the last "
@@ -185,7 +187,7 @@ ELECTIONS = SubjectSpec(
         "The incumbent has held the seat since {year2}.",
     ),
     quotes=(
-        "\u201cEvery vote will be counted, and counted correctly,\u201d said {person}, a {role}.",
+        "\u201cEvery vote will be counted, and counted correctly,\u201d said {person}, {a_role}.",
         "\u201cPeople here want someone who will listen,\u201d {person} told supporters in {place}.",
         "\u201cThis race is far from over,\u201d said {person}, {role} for {org}.",
         "\u201cWe knocked on {num} doors last weekend alone,\u201d {person} said.",
@@ -229,9 +231,9 @@ HEALTH = SubjectSpec(
         "began.",
         "A new vaccination clinic in {place} will offer walk-in appointments from {weekday}, {org} announced.",
         "Public health experts in {place} are urging parents to check that their children's vaccinations are "
-        "up to date.",
+        "up to date after {num2} cases of whooping cough were reported.",
         "Emergency departments at hospitals in {place} treated {num} patients last week, {org} said.",
-        "{person}, a {role}, told {the_outlet} that clinic waiting times in {place} had doubled since {year2}.",
+        "{person}, {a_role}, told {the_outlet} that clinic waiting times in {place} had doubled since {year2}.",
     ),
     sentences=(
         "The outbreak has been linked to a school in {place}, where {num3} pupils were sent home.",
@@ -249,7 +251,7 @@ HEALTH = SubjectSpec(
         "The ward in {place} was refurbished at a cost of {amount}.",
     ),
     quotes=(
-        "\u201cVaccination remains the best protection we have,\u201d said {person}, a {role}.",
+        "\u201cVaccination remains the best protection we have,\u201d said {person}, {a_role}.",
         "\u201cOur staff are exhausted, and the winter has barely begun,\u201d said {person} of {org}.",
         "\u201cWe are asking everyone to stay home if they feel unwell,\u201d {person} said.",
         "\u201cThe waiting list is the number that keeps me up at night,\u201d said {person}, {role}.",
@@ -289,8 +291,8 @@ SPORTS = SubjectSpec(
         "{team} moved up to {ordinal} in the league table on {weekday} after beating {team2} {score}.",
         "{person} scored twice as {team} beat {team2} {score} to keep their playoff hopes alive.",
         "{team} have signed striker {person} on a {num3}-year deal, the club confirmed on {weekday}.",
-        "The football season in {place} reached its halfway point this weekend with {team} still unbeaten at "
-        "home.",
+        "The football season in {place} reached its halfway point this weekend with {team} still unbeaten in "
+        "{num2} home games.",
         "{team2} slipped out of the playoff places on {weekday} after a {score} defeat at {team}.",
     ),
     sentences=(
@@ -353,7 +355,7 @@ TECH = SubjectSpec(
         "said.",
         "The semiconductor plant planned for {place} will employ {num} people when it opens in {year}.",
         "Startups in {place} raised {amount} in the last quarter, according to figures compiled by {org}.",
-        "{person}, a {role}, told {the_outlet} that the software flaw had been exploited for at least {num3} "
+        "{person}, {a_role}, told {the_outlet} that the software flaw had been exploited for at least {num3} "
         "weeks.",
     ),
     sentences=(
@@ -407,10 +409,11 @@ CULTURE = SubjectSpec(
         "{org_cap} on {weekday} opened an exhibition of {num3}0 works by {artist}, the largest show of its kind "
         "in {place}.",
         "The {place} theatre season opens in {month} with {num3} new productions, {org} announced.",
-        "Musicians of {org} voted to accept a new contract, ending a dispute that had threatened the "
+        "Musicians of {org} voted {num2} to {num3} on {weekday} to accept a new contract, ending a "
+        "dispute that had threatened the "
         "orchestra's season.",
         "Visitor numbers at museums in {place} rose {pct}% last year, according to {org}.",
-        "{person}, a {role}, told {the_outlet} that the new exhibition had taken {num3} years to assemble.",
+        "{person}, {a_role}, told {the_outlet} that the new exhibition had taken {num3} years to assemble.",
     ),
     sentences=(
         "Tickets for the opening weekend sold out within days.",
@@ -428,7 +431,7 @@ CULTURE = SubjectSpec(
         "\u201cArt belongs to everyone, not just to those who can afford a ticket,\u201d said {person}, {role} "
         "at {org}.",
         "\u201cWe wanted to tell a story people here would recognise,\u201d {person} said.",
-        "\u201cThe audience in {place} has always been adventurous,\u201d said {person}, a {role}.",
+        "\u201cThe audience in {place} has always been adventurous,\u201d said {person}, {a_role}.",
     ),
     orgs=(
         "the Linden Falls Museum of Art",

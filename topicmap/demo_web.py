@@ -438,6 +438,7 @@ class _Builder:
         first = rng.sample(vocab.FIRST_NAMES, 2)
         last = rng.sample(vocab.LAST_NAMES, 2)
         org, org2 = rng.sample(subject.orgs, 2)
+        role = rng.choice(subject.roles)
         return {
             "person": f"{first[0]} {last[0]}",
             "person2": f"{first[1]} {last[1]}",
@@ -447,7 +448,8 @@ class _Builder:
             "org2": org2,
             "team": _cap(org),
             "team2": _cap(org2),
-            "role": rng.choice(subject.roles),
+            "role": role,
+            "a_role": f"an {role}" if role[0] in "aeiou" else f"a {role}",
             "artist": rng.choice(vocab.ARTISTS),
             "play": rng.choice(vocab.PLAYS),
             "outlet": self._brand(outlet, published).name,
@@ -614,7 +616,9 @@ class _Builder:
             match = _WORD_RE.match(token)
             assert match is not None
             core = match.group(2)
-            replacement = vocab.SYNONYMS.get(core.lower()) or rng.choice(vocab.FILLER_WORDS)
+            replacement = vocab.SYNONYMS.get(core.lower()) or rng.choice(
+                [w for w in vocab.FILLER_WORDS if w != core.lower()]  # a swap always changes the word
+            )
             if core[0].isupper():
                 replacement = _cap(replacement)
             edited[p][s][w] = f"{match.group(1)}{replacement}{match.group(3)}"

@@ -128,10 +128,12 @@ def _absolute(href: str | None, base: str | None) -> str | None:
     return fix_common_url_mistakes(href)
 
 
-def _content_links_and_text(tree: HtmlElement, base: str | None) -> tuple[list[str], str]:
+def _content_links_and_text(tree: HtmlElement) -> tuple[list[str], str]:
     """Hrefs inside the article content and the article text, via trafilatura."""
     try:
-        document = trafilatura.bare_extraction(tree, url=base, with_metadata=False, **_CONTENT_OPTIONS)
+        # No url: trafilatura would resolve relative links against the site root, not the page
+        # (`story-2.html` on /news/ → /story-2.html); they are resolved here with urljoin instead.
+        document = trafilatura.bare_extraction(tree, url=None, with_metadata=False, **_CONTENT_OPTIONS)
     except Exception:  # noqa: BLE001 - third-party extractor on hostile input
         log.debug("trafilatura failed in link extraction", exc_info=True)
         return [], ""
@@ -190,7 +192,7 @@ def _extract_links(html: str | bytes | None, base_url: str | None) -> list[str]:
     if tree is None:
         return []
     base = _base_for(tree, base_url)
-    hrefs, content_text = _content_links_and_text(tree, base)
+    hrefs, content_text = _content_links_and_text(tree)
     candidates = [_absolute(href, base) for href in hrefs]
     candidates += _text_urls(content_text)
     candidates += _youtube_embeds(tree, base)

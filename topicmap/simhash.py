@@ -9,9 +9,10 @@ Fingerprint features (chosen by measurement, see benchmarks/eval_near_duplicates
 - a feature that occurs ``c`` times weighs ``c - 0.9`` (bigrams 0.3 times that). The point of the
   ``- 0.9``: a word seen once (which is what a substituted, inserted or typo'd word almost always is)
   weighs only 0.1, while words the article repeats — its vocabulary, which a few edits hardly change —
-  dominate the vote. Plain set features (every feature weight 1) move a 500-word article ~6 bits for a
-  3% word substitution; plain counts pull unrelated texts together through their shared stopwords, and
-  IDF weights up exactly the rare words an edit touches. Weights are integers (scaled by 100), so the
+  dominate the vote. Measured on 100 real articles with 3% of words substituted, share within 3 bits:
+  set features (weight 1) 0.15, plain counts 0.83, counts**1.4 0.91 but then 0.5% of unrelated pairs
+  also fall within 3 bits, ``c - 0.9`` about 0.92 with no unrelated pair within 3 bits. IDF weighting
+  would up-weight exactly the rare words an edit touches. Weights are integers (scaled by 100), so the
   bit sums are exact and a fingerprint does not depend on which batch computed it.
 - ``early_weight`` (0..1) scales each occurrence by ``1 - early_weight * position / length``, the
   seed's "the lead matters more" variant (early_weight=1 is its linear decay).
@@ -118,16 +119,20 @@ def _aggregate_bits(docs: np.ndarray, hashes: np.ndarray, weights: np.ndarray, n
     Instead of materialising an (n_features x 64) bit matrix, each of the 8 byte lanes is histogrammed
     per document (256 bins) and multiplied by a 256x8 bit table.
     """
-    byte_bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(
-        np.float64
+    byte_has_bit = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(
+        bool
     )
     total = np.bincount(docs, weights=weights, minlength=n_docs)
     votes = np.zeros((n_docs, FINGERPRINT_BITS), dtype=bool)
     for lane in range(8):
         byte_values = ((hashes >> _U64(8 * lane)) & _U64(0xFF)).astype(np.int64)
-        hist = np.bincount(docs * 256 + byte_values, weights=weights, minlength=n_docs * 256)
-        set_weight = hist.reshape(n_docs, 256) @ byte_bits  # (n_docs, 8): weight voting "1" per bit
-        votes[:, 8 * lane : 8 * lane + 8] = 2.0 * set_weight > total[:, None]
+        hist = np.bincount(docs * 256 + byte_values, weights=weights, minlength=n_docs * 256).reshape(
+            n_docs, 256
+        )
+        for bit in range(8):
+            # Row sums, not a BLAS product: the summation order must not depend on the batch size.
+            set_weight = hist[:, byte_has_bit[:, bit]].sum(axis=1)
+            votes[:, 8 * lane + bit] = 2.0 * set_weight > total
     return np.packbits(votes, axis=1, bitorder="little").view("<u8").reshape(n_docs).astype(np.uint64)
 
 

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -330,12 +331,8 @@ def _int_ids(series: pd.Series, what: str) -> np.ndarray:
 
 
 def _utc_ns(series: pd.Series) -> np.ndarray:
-    """publish_date as int64 UTC nanoseconds, NaT as numpy's NaT integer. Naive datetimes are taken as UTC."""
-    try:
-        dates = pd.to_datetime(series, utc=True)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"stories.publish_date is not a date/time column: {err}") from None
-    return dates.dt.tz_convert(None).to_numpy(dtype="datetime64[ns]").view(np.int64)
+    """A datetime64[ns, UTC] column as int64 nanoseconds, NaT as numpy's NaT integer."""
+    return series.dt.tz_convert(None).to_numpy(dtype="datetime64[ns]").view(np.int64)
 
 
 @dataclass
@@ -375,7 +372,13 @@ def _prepare_topic(
     frame = stories[["stories_id", "media_id", "url", "title", "publish_date"]].copy()
     frame["stories_id"] = _int_ids(frame["stories_id"], "stories.stories_id")
     frame["media_id"] = _int_ids(frame["media_id"], "stories.media_id")
-    frame["publish_date"] = pd.to_datetime(frame["publish_date"], utc=True).astype("datetime64[ns, UTC]")
+    try:  # naive datetimes are taken as UTC, aware ones converted to it
+        dates = frame["publish_date"]
+        # strings must be ISO 8601 (what the store writes); anything else is rejected, not guessed at
+        iso = {} if pd.api.types.is_datetime64_any_dtype(dates) else {"format": "ISO8601"}
+        frame["publish_date"] = pd.to_datetime(dates, utc=True, **iso).astype("datetime64[ns, UTC]")
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"stories.publish_date is not a date/time column: {err}") from None
     frame = frame.sort_values("stories_id", kind="mergesort").reset_index(drop=True)
     story_ids = frame["stories_id"].to_numpy()
     repeated = story_ids[1:][story_ids[1:] == story_ids[:-1]]
@@ -776,12 +779,12 @@ def _write_csv(frame: pd.DataFrame | pa.Table, path: Path) -> Path:
     return _atomic_write(path, write)
 
 
-def _date_strings(dates: pd.Series) -> np.ndarray:
-    """Media Cloud's 'YYYY-MM-DD HH:MM:SS' (UTC) as an object array; None for undated stories."""
-    text = np.datetime_as_string(dates.dt.tz_convert(None).to_numpy(dtype="datetime64[s]"), unit="s")
-    text = np.char.replace(text.astype(str), "T", " ").astype(object)
-    text[dates.isna().to_numpy()] = None
-    return text
+def _date_strings(dates: pd.Series) -> pa.Array:
+    """Media Cloud's 'YYYY-MM-DD HH:MM:SS' (UTC) as an Arrow string array; null for undated stories."""
+    seconds = pa.array(
+        dates.dt.tz_convert(None).to_numpy(dtype="datetime64[s]"), type=pa.timestamp("s"), from_pandas=True
+    )
+    return pc.strftime(seconds, format="%Y-%m-%d %H:%M:%S")
 
 
 def write_snapshot_files(
@@ -803,7 +806,7 @@ def write_snapshot_files(
         # Per-story text columns as one Arrow table, built once and taken by position per timespan.
         story_info = pa.table(
             {
-                "publish_date": pa.array(_date_strings(result.stories["publish_date"]), type=pa.string()),
+                "publish_date": _date_strings(result.stories["publish_date"]),
                 "title": pa.array(result.stories["title"], type=pa.string(), from_pandas=True),
                 "url": pa.array(result.stories["url"], type=pa.string(), from_pandas=True),
                 "media_name": pa.array(

@@ -35,7 +35,7 @@ from topicmap.extract import extract_story
 from topicmap.fetch import FetchOutcome
 from topicmap.links import extract_links, is_ignored_url, is_self_link, skip_self_link
 from topicmap.query import TopicQuery
-from topicmap.store import NewStory, TopicStore, now_utc, utc
+from topicmap.store import SPIDER_SOURCE, NewStory, TopicStore, now_utc, utc
 from topicmap.topics import TopicConfig
 from topicmap.urls import distinctive_domain, normalize_url_lossy, url_variants
 
@@ -462,7 +462,7 @@ class Spider:
                     http_status=outcome.status,
                 )
             ],
-            source="spider",
+            source=SPIDER_SOURCE,
         )
         stories_id = added.stories_ids[0]
         if outcome.url != final_url:

@@ -43,6 +43,8 @@ from topicmap.urls import normalize_url_lossy
 log = logging.getLogger(__name__)
 
 DEFAULT_HOME = ".topicmap"
+#: stories.source of the stories the spider generated (everything else came from an archive drop)
+SPIDER_SOURCE = "spider"
 CHUNK = 500
 
 
@@ -410,12 +412,19 @@ class TopicStore:
         ).scalar_one_or_none()
         return gzip.decompress(content) if content is not None else None
 
-    def story_count(self) -> int:
+    def story_count(self, archive_only: bool = False) -> int:
+        """All stories, or only the archive's (not those the spider found)."""
+        query = select(func.count()).select_from(s.stories)
+        if archive_only:
+            query = query.where(s.stories.c.source != SPIDER_SOURCE)
         with self.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(s.stories)).scalar_one())
+            return int(conn.execute(query).scalar_one())
 
     def iter_stories_published_between(self, start: date, end: date, chunk: int = 2000) -> Iterator[dict]:
-        """Stories whose publish date falls in [start, end] (whole days, UTC), in stories_id order."""
+        """Archive stories whose publish date falls in [start, end] (whole days, UTC), in stories_id order.
+
+        Stories the spider found are not part of the archive: seeding a topic again must not pick up what
+        spidering (this or another topic's) added, or seeds would depend on the order topics ran in."""
         st = s.stories
         lo = datetime(start.year, start.month, start.day, tzinfo=UTC)
         hi = datetime(end.year, end.month, end.day, tzinfo=UTC)
@@ -433,7 +442,12 @@ class TopicStore:
                             st.c.description,
                             st.c.publish_date,
                         )
-                        .where(st.c.publish_date >= lo, st.c.publish_date < hi, st.c.stories_id > last)
+                        .where(
+                            st.c.publish_date >= lo,
+                            st.c.publish_date < hi,
+                            st.c.stories_id > last,
+                            st.c.source != SPIDER_SOURCE,
+                        )
                         .order_by(st.c.stories_id)
                         .limit(chunk)
                     )

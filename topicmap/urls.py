@@ -241,23 +241,27 @@ _TRACKING_PARAMS = frozenset(
     name.lower()
     for name in (
         # Facebook
-        "fb_action_ids fb_action_types fb_source fb_ref action_object_map action_type_map action_ref_map "
-        "fsrc_fb_noscript "
+        *("fb_action_ids", "fb_action_types", "fb_source", "fb_ref", "action_object_map", "action_type_map"),
+        *("action_ref_map", "fsrc_fb_noscript"),
         # Yandex
-        "yclid _openstat "
+        *("yclid", "_openstat"),
         # sessions, campaigns, referrers
-        "PHPSESSID PHPSESSIONID cid s_cid sid ncid ir ref oref eref ns_mchannel ns_campaign ITO wprss "
-        "custom_click source feedName feedType skipmobile skip_mobile altcast_code sort "
+        *("PHPSESSID", "PHPSESSIONID", "cid", "s_cid", "sid", "ncid", "ir", "ref", "oref", "eref"),
+        *("ns_mchannel", "ns_campaign", "ITO", "wprss", "custom_click", "source", "feedName", "feedType"),
+        *("skipmobile", "skip_mobile", "altcast_code", "sort"),
         # added here: today's ad click identifiers, which make every shared copy of a URL unique
-        "fbclid gclid gclsrc dclid gbraid wbraid msclkid mc_cid mc_eid igshid twclid ttclid wt.mc_id"
-    ).split()
+        *("fbclid", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "msclkid", "mc_cid", "mc_eid", "igshid"),
+        *("twclid", "ttclid", "wt.mc_id"),
+    )
 )
+# Compared in lowercase (Media Cloud's furl lookup was case-sensitive, so "Ref" or "phpsessid" survived).
 _HOST_TRACKING_PARAMS = (
     ("facebook.com", frozenset({"ref", "fref", "hc_location"})),
     (
         "nytimes.com",
         frozenset(
-            "emc partner _r hp inline smid wt.z_sma bicmp bicmlukp bicmst bicmet abt abg".split()  # lowercase
+            {"emc", "partner", "_r", "hp", "inline", "smid", "wt.z_sma", "bicmp", "bicmlukp", "bicmst"}
+            | {"bicmet", "abt", "abg"}
         ),
     ),
     ("livejournal.com", frozenset({"thread", "nojs"})),
@@ -321,7 +325,9 @@ _SITE_VARIANT_LABEL_RE = re.compile(
 
 
 def _is_youtube_host(host: str) -> bool:
-    return host in ("youtube.com", "youtube-nocookie.com") or host.endswith((".youtube.com", ".youtube-nocookie.com"))
+    return host in ("youtube.com", "youtube-nocookie.com") or host.endswith(
+        (".youtube.com", ".youtube-nocookie.com")
+    )
 
 
 def _normalize_youtube(parsed: _Url) -> _Url:
@@ -500,7 +506,9 @@ def is_homepage_url(url: str | None) -> bool:
 _INVALID_VARIANT_RE = re.compile(r"^https?://(?:www\.)?twitter\.com/account/suspended", re.I)
 
 
-def url_variants(url: str | None, redirect_url: str | None = None, canonical_url: str | None = None) -> list[str]:
+def url_variants(
+    url: str | None, redirect_url: str | None = None, canonical_url: str | None = None
+) -> list[str]:
     """Every distinct form a story URL is known by, for matching and Bit.ly look-ups (fact sheet §12
     all_url_variants): the raw URL, the URL after redirects, the <link rel=canonical>, and the strict and
     lossy normalizations of each. Variants that are homepages are dropped unless the URL itself is one

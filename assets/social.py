@@ -1,0 +1,294 @@
+"""Social metrics: Bit.ly click totals per publication day (3 and 30 days after publication) and Facebook
+engagement per topic story. The rules live in topicmap.clicks / topicmap.refetch / topicmap.social_store."""
+
+from collections import Counter
+from datetime import timedelta
+from typing import Any, Literal
+
+import dagster as dg
+from pydantic import Field
+
+from assets.metadata import counts_markdown, table
+from assets.partitions import topics_partitions
+from resources.social import BitlyResource, FacebookResource
+from resources.store import TopicStoreResource
+from topicmap import refetch
+from topicmap.bitly import BitlyAuthError, BitlyError, BitlyRateLimitError
+from topicmap.facebook import FacebookAuthError, FacebookError
+from topicmap.social_store import (
+    click_exports_dir,
+    click_rows,
+    click_stories,
+    click_total_row,
+    click_window,
+    clicks_30d_below_3d,
+    error_kind,
+    statistics_rows,
+    statistics_summary,
+    stories_needing_statistics,
+    upsert_click_totals,
+    upsert_story_statistics,
+    write_click_exports,
+)
+from topicmap.store import StoreError
+
+SOCIAL_GROUP = "social"
+WRITE_EVERY = 50
+"""Stories fetched between two writes: a failing run keeps what it already fetched."""
+
+#: One partition per publication day (UTC). end_offset=0: the last partition is yesterday, the last complete day;
+#: nothing of today's stories is due before three days have passed, so a partition for today would only invite
+#: runs that have nothing to fetch.
+publication_days = dg.DailyPartitionsDefinition(start_date=refetch.EARLIEST_DAY.isoformat(), end_offset=0)
+
+
+class ClickStageConfig(dg.Config):
+    """Which click figure a run fetches."""
+
+    stage: Literal["3d", "30d", "auto"] = Field(
+        default="auto",
+        description=(
+            "3d: clicks_3d only. 30d: clicks_30d (and clicks_3d where none is stored). auto (backfills): for each "
+            "story, the latest stage already due. A stage not yet due for a story is left alone."
+        ),
+    )
+
+
+@dg.asset(
+    partitions_def=publication_days,
+    backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=31),
+    group_name=SOCIAL_GROUP,
+    kinds={"python", "sql", "parquet"},
+    description=(
+        "Rows in bitly_clicks_total and TOPICMAP_HOME/exports/click_totals/<day>.parquet: per topic story of the "
+        "publication day, the bitlinks found for its URL variants and its Bit.ly clicks 3 and 30 days after "
+        "publication. Requested by the click_refetch_3d / click_refetch_30d sensors; a backfill runs up to 31 "
+        "days per run."
+    ),
+)
+def click_totals(
+    context: dg.AssetExecutionContext,
+    config: ClickStageConfig,
+    store: TopicStoreResource,
+    bitly: BitlyResource,
+) -> dg.MaterializeResult:
+    window = context.partition_time_window
+    first_day, last_day = window.start.date(), (window.end - timedelta(days=1)).date()
+    now = refetch.current_time()
+    topic_store = store.open()
+    stories = click_stories(topic_store, first_day, last_day, now)
+    client = bitly.client()
+    context.log.info(
+        f"{len(stories)} topic stories published {first_day}..{last_day}; stage {config.stage}; "
+        f"Bit.ly at {bitly.base_url}"
+    )
+    pending: dict[str, list[dict[str, Any]]] = {stage: [] for stage in refetch.STAGES}
+    fetched: Counter[str] = Counter()
+    not_due: list[int] = []
+    failed: list[dict[str, Any]] = []
+
+    def write_pending() -> None:
+        for stage, rows in pending.items():
+            upsert_click_totals(topic_store, stage, rows)
+            fetched[stage] += len(rows)
+            rows.clear()
+
+    for story in stories:
+        stage = refetch.stage_for_story(config.stage, story.story_ts, now)
+        if stage is None:
+            not_due.append(story.stories_id)
+            continue
+        try:
+            clicks = client.story_clicks(list(story.url_variants), click_window(stage, story.story_ts, now))
+        except (BitlyAuthError, BitlyRateLimitError) as exc:
+            # The API is unusable for every story now: keep what was fetched and stop with a clear message.
+            write_pending()
+            raise dg.Failure(
+                description=f"Bit.ly stopped the run after {sum(fetched.values())} stories: {exc}",
+                metadata={"stories_written": sum(fetched.values())},
+            ) from exc
+        except BitlyError as exc:
+            context.log.warning(f"story {story.stories_id} ({story.url}): {exc}")
+            failed.append({"stories_id": story.stories_id, "url": story.url, "problem": str(exc)})
+            continue
+        pending[stage].append(click_total_row(stage, story, clicks))
+        if sum(len(rows) for rows in pending.values()) >= WRITE_EVERY:
+            write_pending()
+    write_pending()
+
+    exports = write_click_exports(topic_store, first_day, last_day)
+    rows = click_rows(topic_store, first_day, last_day)
+    per_day: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        day = per_day.setdefault(
+            row["publish_day"].isoformat(),
+            {
+                "day": row["publish_day"].isoformat(),
+                "stories": 0,
+                "bitlinks": 0,
+                "clicks_3d": 0,
+                "clicks_30d": 0,
+            },
+        )
+        day["stories"] += 1
+        day["bitlinks"] += row["bitlinks_found"] or 0
+        day["clicks_3d"] += row["clicks_3d"] or 0
+        day["clicks_30d"] += row["clicks_30d"] or 0
+    metadata: dict[str, Any] = {
+        "dagster/row_count": len(rows),
+        "stage": config.stage,
+        "topic_stories": len(stories),
+        "stories_fetched_3d": fetched[refetch.STAGES[0]],
+        "stories_fetched_30d": fetched[refetch.STAGES[1]],
+        "stories_not_yet_due": len(not_due),
+        "stories_failed": len(failed),
+        "bitlinks_found": sum(d["bitlinks"] for d in per_day.values()),
+        "stories_with_bitlinks": sum(1 for r in rows if r["bitlinks_found"]),
+        "clicks_3d_total": sum(d["clicks_3d"] for d in per_day.values()),
+        "clicks_30d_total": sum(d["clicks_30d"] for d in per_day.values()),
+        "per_day": table(
+            list(per_day.values()), ["day", "stories", "bitlinks", "clicks_3d", "clicks_30d"], 31
+        ),
+        "preview": table(
+            sorted(rows, key=lambda r: -(r["clicks_30d"] or r["clicks_3d"] or 0)),
+            ["publish_day", "stories_id", "url", "bitlinks_found", "clicks_3d", "clicks_30d"],
+        ),
+        "parquet_files": len(exports),
+        "parquet_folder": dg.MetadataValue.path(str(click_exports_dir())),
+        "raw_answers_folder": dg.MetadataValue.path(str(client.raw_store.root if client.raw_store else "")),
+    }
+    if not_due:
+        context.log.info(f"{len(not_due)} stories have no {config.stage} stage due yet; they were left alone")
+    if failed:
+        raise dg.Failure(
+            description=(
+                f"{len(failed)} of {len(stories)} stories could not be measured (the others were written); "
+                f"first: story {failed[0]['stories_id']}: {failed[0]['problem']}"
+            ),
+            metadata={**metadata, "failures": table(failed, ["stories_id", "url", "problem"])},
+        )
+    return dg.MaterializeResult(metadata=metadata)
+
+
+@dg.asset_check(
+    asset=click_totals,
+    name="clicks_30d_not_below_3d",
+    description=(
+        "Flags stories whose 30-day click total is below their 3-day total. Clicks only accumulate, so this means "
+        "Bit.ly revised its counts down or fewer bitlinks were found at 30 days than at 3 days. Severity WARN: both "
+        "figures are kept as fetched and still the best available, so downstream work should not be blocked; the "
+        "listed stories deserve a look (and a 30d re-run of their days once the cause is fixed)."
+    ),
+)
+def clicks_30d_not_below_3d(store: TopicStoreResource) -> dg.AssetCheckResult:
+    flagged_count, flagged = clicks_30d_below_3d(store.open())
+    return dg.AssetCheckResult(
+        passed=flagged_count == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=(
+            "every story's 30-day total is at least its 3-day total"
+            if flagged_count == 0
+            else f"{flagged_count} stories have fewer clicks at 30 days than at 3 days"
+        ),
+        metadata={
+            "stories_flagged": flagged_count,
+            "flagged": table(flagged, ["stories_id", "publish_day", "url", "clicks_3d", "clicks_30d"], 50),
+            "flagged_stories_ids": dg.MetadataValue.json([row["stories_id"] for row in flagged]),
+        },
+    )
+
+
+class StoryStatisticsConfig(dg.Config):
+    """When to ask Facebook again about a story whose last attempt was a soft failure."""
+
+    retry_errors_after_days: float = Field(
+        default=7.0, ge=0, description="Ask again about a soft failure once it is this many days old."
+    )
+
+
+@dg.asset(
+    partitions_def=topics_partitions,
+    deps=[dg.AssetKey("relevant_stories")],
+    group_name=SOCIAL_GROUP,
+    kinds={"python", "sql"},
+    description=(
+        "Rows in story_statistics: Facebook share, comment and reaction counts for each topic story that has none "
+        "yet (or whose last soft failure is older than retry_errors_after_days). A URL Facebook cannot measure is "
+        "recorded as a soft failure in facebook_api_error; refused credentials stop the run."
+    ),
+)
+def story_statistics(
+    context: dg.AssetExecutionContext,
+    config: StoryStatisticsConfig,
+    store: TopicStoreResource,
+    facebook: FacebookResource,
+) -> dg.MaterializeResult:
+    topic_store = store.open()
+    try:
+        topics_id = int(topic_store.topic_row(context.partition_key)["topics_id"])
+    except StoreError as exc:
+        raise dg.Failure(str(exc)) from exc
+    now = refetch.current_time()
+    todo = stories_needing_statistics(
+        topic_store, topics_id, now - timedelta(days=config.retry_errors_after_days)
+    )
+    client = facebook.client()
+    context.log.info(
+        f"{len(todo)} stories of topic {context.partition_key!r} to measure on {facebook.base_url}"
+    )
+    batch: list[tuple[int, Any]] = []
+    errors: Counter[str] = Counter()
+    measured = 0
+
+    def write_batch() -> None:
+        nonlocal measured
+        measured += upsert_story_statistics(topic_store, batch)
+        batch.clear()
+
+    for story in todo:
+        try:
+            result = client.fetch_engagement(story["url"])
+        except FacebookAuthError as exc:
+            write_batch()
+            raise dg.Failure(
+                description=f"Facebook refused the configured app credentials; nothing more can be fetched: {exc}",
+                metadata={"stories_written": measured},
+            ) from exc
+        except FacebookError as exc:
+            write_batch()
+            raise dg.Failure(
+                description=f"the Graph API is unusable right now (after {measured} stories): {exc}",
+                metadata={"stories_written": measured},
+            ) from exc
+        if result.error:
+            errors[error_kind(result.error)] += 1
+        batch.append((story["stories_id"], result))
+        if len(batch) >= WRITE_EVERY:
+            write_batch()
+    write_batch()
+
+    summary = statistics_summary(topic_store, topics_id)
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": summary["stories_with_row"],
+            "topic_stories": summary["topic_stories"],
+            "stories_measured_this_run": measured,
+            "soft_failures_this_run": sum(errors.values()),
+            "soft_failures_by_kind": counts_markdown(dict(errors.most_common()), "soft failure", "stories"),
+            "stories_with_error": summary["stories_with_error"],
+            "facebook_share_count_total": summary["share_count"],
+            "facebook_comment_count_total": summary["comment_count"],
+            "facebook_reaction_count_total": summary["reaction_count"],
+            "preview": table(
+                statistics_rows(topic_store, topics_id),
+                [
+                    "stories_id",
+                    "url",
+                    "facebook_share_count",
+                    "facebook_comment_count",
+                    "facebook_reaction_count",
+                    "facebook_api_error",
+                ],
+            ),
+        }
+    )

@@ -1,0 +1,386 @@
+"""Story extraction: decoding, title, date, language, text; robustness on hostile input; real pages."""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import re
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from topicmap.extract import (
+    MAX_HTML_BYTES,
+    ExtractedStory,
+    decode_html,
+    extract_story,
+    guess_language,
+    page_title,
+    parse_html,
+)
+
+NEWS_HTML = Path(__file__).resolve().parents[2] / "shared" / "data" / "news_html"
+
+PROSE = (
+    "The city council met on Tuesday evening to debate the new transit plan, which would add three bus lines "
+    "and extend the light rail to the airport by the end of the decade, officials said after the meeting. "
+)
+
+
+MORE_PROSE = (
+    "Supporters said the plan would cut commuting times in half for the eastern suburbs.",
+    "Opponents questioned the cost, estimated at two billion dollars over ten years.",
+    "A final vote is expected next month after a round of public hearings in each district.",
+)
+
+
+def page(head: str = "", body: str = "", lang: str = "en") -> str:
+    paragraphs = "".join(f"<p>{text}</p>" for text in (PROSE, *MORE_PROSE))
+    lang_attribute = f' lang="{lang}"' if lang else ""
+    return f"<!DOCTYPE html><html{lang_attribute}><head>{head}</head><body>{body}<article>{paragraphs}</article></body></html>"
+
+
+URL = "https://www.example.com/news/transit-plan"
+
+# --------------------------------------------------------------------------------------------------
+# decoding
+
+
+def test_decode_utf8_without_declaration() -> None:
+    assert decode_html("<p>Ça coûte 5 €</p>".encode()) == "<p>Ça coûte 5 €</p>"
+
+
+def test_decode_declared_charset() -> None:
+    text = "<p>Привет, мир</p>"
+    assert decode_html(text.encode("cp1251"), declared_charset="windows-1251") == text
+
+
+def test_decode_meta_charset() -> None:
+    text = '<html><head><meta charset="windows-1251"></head><body>Новости дня</body></html>'
+    assert decode_html(text.encode("cp1251")) == text
+    http_equiv = '<meta http-equiv="Content-Type" content="text/html; charset=shift_jis"><p>日本語のニュース</p>'
+    assert decode_html(http_equiv.encode("shift_jis")) == http_equiv
+
+
+def test_decode_latin1_label_means_windows_1252() -> None:
+    # WHATWG: iso-8859-1 is decoded as windows-1252, where 0x93/0x94 are curly quotes.
+    assert decode_html(b"<p>\x93quoted\x94</p>", declared_charset="ISO-8859-1") == "<p>\u201cquoted\u201d</p>"
+
+
+def test_decode_misdeclared_latin1_that_is_utf8() -> None:
+    content = "<p>Émile Zola à Paris</p>".encode()
+    assert decode_html(content, declared_charset="iso-8859-1") == "<p>Émile Zola à Paris</p>"
+
+
+def test_decode_declared_utf8_that_is_not_falls_back() -> None:
+    content = '<meta charset="windows-1252"><p>caf\xe9</p>'.encode("cp1252")
+    assert decode_html(content, declared_charset="utf-8") == '<meta charset="windows-1252"><p>café</p>'
+
+
+def test_decode_byte_order_marks() -> None:
+    assert decode_html(codecs.BOM_UTF8 + "<p>ü</p>".encode()) == "<p>ü</p>"
+    assert decode_html(codecs.BOM_UTF16_LE + "<p>ü</p>".encode("utf-16-le")) == "<p>ü</p>"
+
+
+def test_decode_guesses_undeclared_legacy_encoding() -> None:
+    text = (
+        "<html><body><p>Президент России подписал указ о новых мерах поддержки экономики и малого бизнеса. "
+        "Правительство должно подготовить предложения в течение месяца, сообщила пресс-служба Кремля.</p>"
+        "</body></html>"
+    )
+    assert decode_html(text.encode("cp1251")) == text
+
+
+def test_decode_tolerates_a_character_cut_at_the_end() -> None:
+    content = "<p>naïve €".encode()[:-1]  # the euro sign lost its last byte
+    assert decode_html(content).startswith("<p>naïve ")
+
+
+def test_decode_unknown_labels_and_empty() -> None:
+    assert decode_html(b"", declared_charset="utf-8") == ""
+    assert decode_html(b"<p>x</p>", declared_charset="no-such-charset") == "<p>x</p>"
+
+
+# --------------------------------------------------------------------------------------------------
+# page_title
+
+
+def test_page_title() -> None:
+    assert page_title("<html><head><title>\n  A &amp; B —   news\n</title></head></html>") == "A & B — news"
+    assert page_title(b"<title>Caf\xc3\xa9</title>") == "Café"
+    assert page_title("<html><body>no title</body></html>") is None
+    assert page_title("<title></title>") is None
+    assert page_title(None) is None
+    assert len(page_title("<title>" + "x" * 5000 + "</title>") or "") == 1024
+
+
+# --------------------------------------------------------------------------------------------------
+# title
+
+
+def story(head: str = "", body: str = "", url: str = URL, lang: str = "en") -> ExtractedStory:
+    return extract_story(page(head, body, lang), url)
+
+
+def test_title_strips_the_site_name() -> None:
+    head = '<title>Council debates transit plan | Daily Example</title><meta property="og:site_name" content="Daily Example">'
+    assert story(head).title == "Council debates transit plan"
+
+
+def test_title_strips_a_site_name_that_is_the_domain() -> None:
+    assert story("<title>Council debates transit plan - Example.com</title>").title == "Council debates transit plan"
+    assert story("<title>EXAMPLE NEWS: Council debates transit plan</title>").title == (
+        "EXAMPLE NEWS: Council debates transit plan"  # no separator with spaces around it: kept whole
+    )
+
+
+def test_title_prefers_the_headline_that_metadata_confirms() -> None:
+    head = (
+        "<title>Council debates transit plan | Daily Example</title>"
+        '<meta property="og:title" content="Council debates transit plan">'
+    )
+    body = "<h1>Council debates transit plan</h1>"
+    assert story(head, body).title == "Council debates transit plan"
+
+
+def test_title_from_og_title_prefix_of_the_title_tag() -> None:
+    head = (
+        "<title>Council debates transit plan » Local » News » Example Herald</title>"
+        '<meta name="twitter:title" content="Council debates transit plan">'
+    )
+    assert story(head).title == "Council debates transit plan"
+
+
+def test_title_keeps_typographic_quotes_from_the_page_headline() -> None:
+    head = "<meta property=\"og:title\" content=\"Mayor's plan wins\"><title>Transit | Example</title>"
+    assert story(head, "<h1>Mayor’s plan wins</h1>").title == "Mayor’s plan wins"
+
+
+def test_title_falls_back_to_json_ld_headline_and_h1() -> None:
+    head = '<script type="application/ld+json">{"@type": "NewsArticle", "headline": "Council votes | BBC News"}</script>'
+    assert story(head, url="https://www.bbc.com/news/x").title == "Council votes"
+    assert story("", "<h1>Only a headline</h1>").title == "Only a headline"
+    assert story("", "").title is None
+
+
+def test_title_that_is_only_the_site_name_is_kept() -> None:
+    head = '<title>Pradhvan</title><meta property="og:site_name" content="Pradhvan">'
+    assert story(head).title == "Pradhvan"
+
+
+# --------------------------------------------------------------------------------------------------
+# publication date
+
+
+def test_date_from_meta_with_offset_is_converted_to_utc() -> None:
+    head = '<meta property="article:published_time" content="2020-07-13T01:10:40+09:00">'
+    assert story(head).publish_date == datetime(2020, 7, 12, 16, 10, 40, tzinfo=UTC)
+
+
+def test_date_from_json_ld_string_and_unix_seconds() -> None:
+    iso = '<script type="application/ld+json">{"@type":"NewsArticle","datePublished":"2019-11-18T10:00:00Z"}</script>'
+    assert story(iso).publish_date == datetime(2019, 11, 18, 10, 0, tzinfo=UTC)
+    epoch = '<script type="application/ld+json">{"@type":"Article","datePublished":1676551869}</script>'
+    assert story(epoch).publish_date == datetime(2023, 2, 16, 12, 51, 9, tzinfo=UTC)
+
+
+def test_date_json_ld_in_a_graph() -> None:
+    head = (
+        '<script type="application/ld+json">{"@graph":[{"@type":"WebSite","name":"x"},'
+        '{"@type":"BlogPosting","datePublished":"2021-05-04"}]}</script>'
+    )
+    assert story(head).publish_date == datetime(2021, 5, 4, tzinfo=UTC)
+
+
+def test_date_with_us_zone_abbreviation() -> None:
+    head = '<meta property="article:published_time" content="Sun Nov 23 16:00:00 EDT 2014">'
+    assert story(head).publish_date == datetime(2014, 11, 23, 20, 0, tzinfo=UTC)
+
+
+def test_naive_date_is_taken_as_utc() -> None:
+    head = '<meta name="OriginalPublicationDate" content="2014-06-30 16:54:02">'
+    assert story(head).publish_date == datetime(2014, 6, 30, 16, 54, 2, tzinfo=UTC)
+
+
+def test_dates_before_2008_or_in_the_future_are_rejected() -> None:
+    old = '<meta property="article:published_time" content="2007-12-31T23:00:00Z">'
+    assert story(old, url="https://www.example.com/x").publish_date is None
+    future = (datetime.now(UTC) + timedelta(days=3)).isoformat()
+    head = f'<meta property="article:published_time" content="{future}">'
+    assert story(head, url="https://www.example.com/x").publish_date is None
+
+
+def test_rejected_declared_date_falls_through_to_the_next_one() -> None:
+    head = (
+        '<meta property="article:published_time" content="1999-01-01">'
+        '<meta name="pubdate" content="2016-03-04">'
+    )
+    assert story(head).publish_date == datetime(2016, 3, 4, tzinfo=UTC)
+
+
+def test_url_day_corrects_a_mislabelled_zone() -> None:
+    # The site wrote 16:38 local time as "…T00:38:07Z" of the next day; its URL carries the real day.
+    head = '<script type="application/ld+json">{"@type":"NewsArticle","datePublished":"20200414T00:38:07Z"}</script>'
+    result = story(head, url="https://www.registerguard.com/news/20200413/second-suspect")
+    assert result.publish_date == datetime(2020, 4, 13, tzinfo=UTC)
+
+
+def test_date_from_the_url_when_the_page_states_none() -> None:
+    result = story("", url="https://www.example.com/2019/11/18/council-transit-plan/")
+    assert result.publish_date == datetime(2019, 11, 18, tzinfo=UTC)
+
+
+def test_no_date_at_all() -> None:
+    assert story("", url="https://www.example.com/news/transit").publish_date is None
+
+
+# --------------------------------------------------------------------------------------------------
+# text, language, description, canonical URL
+
+
+def test_text_is_the_article_not_the_navigation() -> None:
+    body = '<nav><a href="/">Home</a> <a href="/sports">Sports section with many words</a></nav>'
+    result = story("<title>T</title>", body)
+    assert PROSE.strip() in result.text
+    assert "Sports section" not in result.text
+    assert all(text in result.text for text in MORE_PROSE)
+
+
+def test_language_declared_or_guessed() -> None:
+    assert story(lang="en-US").language == "en"
+    assert story('<meta http-equiv="content-language" content="pt-BR">', lang="").language == "pt"
+    assert story(lang="").language == "en"  # guessed from the text
+    assert story(lang="x-klingon").language == "en"  # not a language tag: guessed
+
+
+def test_guess_language() -> None:
+    assert guess_language(PROSE * 2) == "en"
+    german = "Der Stadtrat hat am Dienstag über den neuen Verkehrsplan beraten, der drei Buslinien vorsieht. " * 3
+    assert guess_language(german) == "de"
+    spanish = "El consejo de la ciudad se reunió el martes para debatir el nuevo plan de transporte de la región. " * 3
+    assert guess_language(spanish) == "es"
+    assert guess_language("東京で新しい交通計画が発表されました。市議会は火曜日に会合を開きました。" * 3) == "ja"
+    assert guess_language("short") is None
+    assert guess_language("") is None
+
+
+def test_description_and_canonical_url() -> None:
+    head = (
+        '<meta property="og:description" content="  Three new   bus lines &amp; more. ">'
+        '<link rel="canonical" href="/news/transit-plan?ref=canonical">'
+    )
+    result = story(head)
+    assert result.description == "Three new bus lines & more."
+    assert result.canonical_url == "https://www.example.com/news/transit-plan?ref=canonical"
+    assert story('<link rel="canonical" href="javascript:alert(1)">').canonical_url is None
+
+
+def test_bytes_and_str_give_the_same_story() -> None:
+    html = page("<title>Café crème | Example</title>", "", "fr")
+    assert extract_story(html.encode("utf-8"), URL) == extract_story(html, URL)
+    latin = extract_story(
+        html.replace("<head>", '<head><meta charset="iso-8859-1">').encode("cp1252"), URL
+    )
+    assert latin.title == "Café crème"
+
+
+# --------------------------------------------------------------------------------------------------
+# robustness
+
+
+EMPTY = ExtractedStory(None, "", None, None, None, None)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        None,
+        "",
+        b"",
+        b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj",
+        b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 10,
+        b"GIF89a\x01\x00\x01\x00\x00\xff\x00,",
+        bytes(range(256)) * 50,
+        "\x00\x01\x02\x03" * 1000,
+    ],
+)
+def test_binary_or_empty_input_gives_an_empty_story(content: bytes | str | None) -> None:
+    assert extract_story(content, URL) == EMPTY
+
+
+def test_plain_text_is_kept_as_text() -> None:
+    result = extract_story("Just a statement, no markup at all.\nSecond line.", URL)
+    assert result == ExtractedStory(None, "Just a statement, no markup at all.\nSecond line.", None, None, None, None)
+
+
+def test_garbage_markup_never_raises() -> None:
+    for html in ["<", "<<<>>>", "<html", "<?xml version='1.0' encoding='utf-8'?><html><p>x</p></html>",
+                 "<html><body>" + "<div>" * 5000 + "deep" + "</div>" * 5000 + "</body></html>",
+                 "<p>\ud800 lone surrogate</p>", "<title>\x00\x0b</title><p>nul</p>"]:  # fmt: skip
+        assert isinstance(extract_story(html, URL), ExtractedStory)
+    assert isinstance(extract_story(page(), None), ExtractedStory)  # type: ignore[arg-type]
+
+
+def test_gigantic_page_is_truncated_and_bounded_in_time() -> None:
+    huge = page() + "<p>" + "filler words " * 1_000_000 + "</p>"  # ~13 MB
+    started = time.monotonic()
+    result = extract_story(huge.encode(), URL)
+    assert time.monotonic() - started < 15
+    assert PROSE.strip() in result.text
+    assert len(decode_html(huge.encode())) <= MAX_HTML_BYTES
+
+
+def test_parse_html() -> None:
+    tree = parse_html(b"<html><body><p>x</p></body></html>")
+    assert tree is not None and tree.findtext(".//p") == "x"
+    assert parse_html(b"\x89PNG\r\n\x1a\n\x00\x00\x00") is None
+    assert parse_html("") is None
+
+
+# --------------------------------------------------------------------------------------------------
+# real pages
+
+
+def _rows() -> list[dict]:
+    expected = NEWS_HTML / "expected.jsonl"
+    if not expected.exists():
+        pytest.skip(f"real pages not available at {NEWS_HTML}")
+    return [json.loads(line) for line in expected.read_text(encoding="utf-8").splitlines()]
+
+
+def _row(prefix: str) -> tuple[dict, bytes]:
+    for row in _rows():
+        if row["file"].startswith(prefix):
+            return row, gzip.decompress((NEWS_HTML / row["file"]).read_bytes())
+    pytest.skip(f"{prefix} not in the real page set")
+
+
+def _f1(got: str, want: str) -> float:
+    a, b = Counter(re.findall(r"\w+", got.lower())), Counter(re.findall(r"\w+", want.lower()))
+    overlap = sum((a & b).values())
+    return 0.0 if not overlap else 2 * overlap / (sum(a.values()) + sum(b.values()))
+
+
+def test_real_page_yonhap_title_date_language() -> None:
+    row, html = _row("newspaper4k/yna_co_kr")
+    result = extract_story(html, row["url"])
+    assert result.title == row["title"]  # without " | Yonhap News Agency"
+    assert result.publish_date == datetime(2019, 8, 20, 0, 31, 1, tzinfo=UTC)  # 09:31:01+09:00
+    assert result.language == "en"
+
+
+def test_real_page_cnn_decoding_and_title() -> None:
+    row, html = _row("newspaper4k/cnn_002")
+    result = extract_story(html, row["url"])
+    assert result.title == "Takeaways from Donald Trump’s contentious testimony in his civil fraud trial"
+    assert result.publish_date is not None and result.publish_date.date().isoformat() == "2023-11-06"
+
+
+def test_real_page_article_text_matches_the_human_annotation() -> None:
+    row, html = _row("zyte_aeb/06e5123e4ef7")
+    result = extract_story(html, row["url"])
+    assert _f1(result.text, row["text"]) > 0.95
