@@ -1,6 +1,6 @@
 """Score topicmap.extract on real news pages, next to plain trafilatura in the same run.
 
-    .venv/bin/python benchmarks/eval_extraction.py [--data DIR] [--repeats N] [--verbose]
+    .venv/bin/python benchmarks/eval_extraction.py [--data DIR] [--repeats N] [--verbose] [--ablations]
 
 Data: ../shared/data/news_html (expected.jsonl + gzipped pages: Zyte's article-extraction benchmark with
 human-annotated bodies, Media Cloud's htmldate set with human-annotated days, goose3/newspaper4k fixtures).
@@ -12,8 +12,10 @@ Metrics (issue 3):
 - title: exact match after casefold and whitespace collapse, over rows with a title;
 - date: same calendar day, over rows with a date (an expected value with a UTC offset is compared in
   UTC, as publish_date is UTC; a naive one as written);
-- pages/s: all pages, one process, bytes in → result out; each system is timed `--repeats` times,
-  interleaved with the others, and its best pass is kept (other work shares the machine).
+- pages/s: all pages, one process, bytes in → result out, measured in process CPU time (other work
+  shares the machine, which makes wall-clock time swing by 2x between passes). After one untimed warm-up
+  pass, every page is run by each system in turn, `--repeats` times; per page and system the fastest run
+  counts, and pages/s = pages / sum of those times.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ sys.path.insert(0, str(REPO))
 
 import trafilatura  # noqa: E402
 
+from topicmap import extract as extract_module  # noqa: E402
 from topicmap.extract import extract_story  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "news_html"
@@ -130,10 +133,41 @@ def trafilatura_system(fast: bool) -> Callable[[Page], Prediction]:
     return run
 
 
+def topicmap_variant(**settings: object) -> Callable[[Page], Prediction]:
+    """topicmap.extract with some of its tuned module settings changed (for --ablations)."""
+
+    def run(page: Page) -> Prediction:
+        saved = {name: getattr(extract_module, name) for name in settings}
+        for name, value in settings.items():
+            setattr(extract_module, name, value)
+        try:
+            return topicmap_system(page)
+        finally:
+            for name, value in saved.items():
+                setattr(extract_module, name, value)
+
+    return run
+
+
 SYSTEMS: dict[str, Callable[[Page], Prediction]] = {
     "topicmap.extract": topicmap_system,
     "trafilatura (default)": trafilatura_system(fast=False),
     "trafilatura (fast)": trafilatura_system(fast=True),
+}
+_NO_COMMENTS = {"include_comments": False}
+ABLATIONS: dict[str, Callable[[Page], Prediction]] = {
+    "topicmap, text by trafilatura balanced": topicmap_variant(TRAFILATURA_OPTIONS=_NO_COMMENTS),
+    "topicmap, text by trafilatura fast": topicmap_variant(
+        TRAFILATURA_OPTIONS={**_NO_COMMENTS, "fast": True}
+    ),
+    "topicmap, text by trafilatura recall": topicmap_variant(
+        TRAFILATURA_OPTIONS={**_NO_COMMENTS, "favor_recall": True}
+    ),
+    "topicmap, text with comments": topicmap_variant(
+        TRAFILATURA_OPTIONS={"include_comments": True, "favor_precision": True}
+    ),
+    "topicmap, no pre-pruning": topicmap_variant(_NEVER_ARTICLE_TEXT=()),
+    "topicmap, htmldate extensive search": topicmap_variant(EXTENSIVE_DATE_SEARCH=True),
 }
 
 
@@ -177,19 +211,27 @@ def score(pages: list[Page], predictions: list[Prediction], seconds: float) -> S
     )
 
 
-def evaluate(pages: list[Page], repeats: int) -> dict[str, Score]:
-    for system in SYSTEMS.values():  # warm-up: imports, lazy tables, stoplists
-        for page in pages[:5]:
+def evaluate(
+    pages: list[Page], repeats: int, systems: dict[str, Callable[[Page], Prediction]] | None = None
+) -> dict[str, Score]:
+    """Score every system; time each page with each system in turn (so load swings hit all alike) and
+    keep, per page and system, the fastest of `repeats` runs."""
+    systems = systems or SYSTEMS
+    for system in systems.values():  # warm-up: imports, lazy tables, stop-word lists
+        for page in pages:
             system(page)
-    best: dict[str, float] = {}
-    predictions: dict[str, list[Prediction]] = {}
-    for _ in range(repeats):
-        for name, system in SYSTEMS.items():
-            started = time.process_time()
-            predictions[name] = [system(page) for page in pages]
-            elapsed = time.process_time() - started
-            best[name] = min(best.get(name, elapsed), elapsed)
-    return {name: score(pages, predictions[name], best[name]) for name in SYSTEMS}
+    fastest: dict[str, list[float]] = {name: [float("inf")] * len(pages) for name in systems}
+    predictions: dict[str, list[Prediction]] = {name: [] for name in systems}
+    for repeat in range(repeats):
+        for index, page in enumerate(pages):
+            for name, system in systems.items():
+                started = time.process_time()
+                predicted = system(page)
+                elapsed = time.process_time() - started
+                fastest[name][index] = min(fastest[name][index], elapsed)
+                if repeat == 0:
+                    predictions[name].append(predicted)
+    return {name: score(pages, predictions[name], sum(fastest[name])) for name in systems}
 
 
 def markdown_table(results: dict[str, Score]) -> str:
@@ -215,14 +257,18 @@ def main(argv: list[str] | None = None) -> int:
     arguments.add_argument("--data", type=Path, default=DEFAULT_DATA)
     arguments.add_argument("--repeats", type=int, default=3)
     arguments.add_argument("--verbose", action="store_true", help="list the pages each system gets wrong")
+    arguments.add_argument(
+        "--ablations", action="store_true", help="also score topicmap with each tuned setting reverted"
+    )
     options = arguments.parse_args(argv)
     if not (options.data / "expected.jsonl").exists():
         print(f"skipped: no evaluation data at {options.data}")
         return 0
     logging.disable(logging.WARNING)  # trafilatura logs every page it discards
     pages = load_pages(options.data)
-    results = evaluate(pages, options.repeats)
-    print(f"{len(pages)} pages from {options.data}, best of {options.repeats} timed passes\n")
+    systems = {**SYSTEMS, **ABLATIONS} if options.ablations else SYSTEMS
+    results = evaluate(pages, options.repeats, systems)
+    print(f"{len(pages)} pages from {options.data}, fastest of {options.repeats} timed runs per page\n")
     print(markdown_table(results))
     if options.verbose:
         for name, result in results.items():

@@ -19,7 +19,8 @@ it is measured at the real base rate (many more unrelated pairs than copies), no
 
 Methods, all in this run on the same pairs:
 - ``simhash k=3``: topicmap.simhash.fingerprint, Hamming distance <= 3;
-- ``simhash k=8 + Jaccard>=0.5``: topicmap.simhash.verified_near_duplicate_pairs (two stages);
+- ``simhash k=6 (default) or k=8 + Jaccard>=0.5``: the two stages of
+  topicmap.simhash.verified_near_duplicate_pairs (candidates within k bits, word-bigram Jaccard check);
 - ``MinHash LSH 0.8``: datasketch MinHashLSH(threshold=0.8, num_perm=128) on the same word-bigram shingles;
 - ``PyPI simhash k=3``: the simhash package's Simhash (char 4-grams) at distance <= 3, for reference.
 """
@@ -168,7 +169,7 @@ def main() -> int:
     verified: dict[int, set[tuple[int, int]]] = {}
     candidate_share: dict[int, float] = {}
     negative_set = set(negatives)
-    for candidate_distance in sorted({6, DEFAULT_CANDIDATE_DISTANCE}):
+    for candidate_distance in sorted({DEFAULT_CANDIDATE_DISTANCE, 8}):
         candidate_pairs, _ = near_duplicate_pairs_with_distances(ours, candidate_distance)
         candidates = {(int(i), int(j)) for i, j in candidate_pairs.tolist()}
         candidate_share[candidate_distance] = len(candidates & negative_set) / len(negatives)

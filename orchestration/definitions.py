@@ -10,7 +10,8 @@ import dagster as dg
 from assets.archive import archive_stories
 from assets.seeds import seeds
 from assets.spider import spider_iteration
-from orchestration import social
+from orchestration import dedup, social
+from orchestration.snapshots import snapshot_defs
 from resources.archive import ArchiveDropsResource
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
@@ -49,6 +50,8 @@ core_defs = dg.Definitions(
 # One Definitions per stage (orchestration/<stage>.py), merged here with the shared resources.
 defs = dg.Definitions.merge(
     core_defs,
+    dedup.dedup_defs,
     social.social_defs,
+    snapshot_defs,
     dg.Definitions(resources=build_resources()),
 )

@@ -52,6 +52,22 @@ def _materialize(defs, selection: Sequence[str], instance, partition_key: str | 
     return result
 
 
+def _write_media_dups(web, path: Path) -> None:  # noqa: ANN001
+    """The demo's renamed outlets and mobile sites, declared as a curator would (medium → canonical medium)."""
+    urls = {m["name"]: m["url"] for m in web.media}
+    lines = ["medium_url,dup_of_medium_url"]
+    lines += [f"{m['url']},{urls[m['dup_of']]}" for m in web.media if m["dup_of"]]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.environ["TOPICMAP_MEDIA_DUPS_FILE"] = str(path)
+
+
+def _print_metadata(result, node: str, keys: Sequence[str]) -> None:  # noqa: ANN001
+    for materialization in result.asset_materializations_for_node(node):
+        meta = materialization.metadata
+        shown = ", ".join(f"{k.replace('_', ' ')} {meta[k].value}" for k in keys if k in meta)
+        _say(f"  {materialization.asset_key.to_user_string()}: {shown}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     home = Path(os.environ.get("TOPICMAP_HOME") or ROOT / ".topicmap").resolve()
     _prepare_environment(home)
@@ -65,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     drops = home / "drops"
     drops.mkdir(parents=True, exist_ok=True)
     web.write_archive_parquet(drops / "demo_archive.parquet", include_html=True)
+    _write_media_dups(web, home / "media_dups.csv")
     _say(
         f"  {len(web.media)} media, {len(web.pages)} pages, {len(web.archive_stories)} stories already archived"
     )
@@ -138,6 +155,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             topics_id = store.topic_row(topic.name)["topics_id"]
             topic_size = store.table_count(schema.topic_stories, topics_id=topics_id)
             _say(f"  final size: {topic_size} stories after {facts.iterations_done} iterations")
+
+            _say(f"\n== dedup [{topic.name}]")
+            for node, keys in (
+                ("deduped_media", ["dup_media_declared_now", "merged_now", "stories_moved_now", "cross_media_links_after"]),
+                ("deduped_stories", ["merged_now", "cross_media_links_after"]),
+                ("near_duplicates", ["stories", "groups", "dagster/row_count"]),
+            ):
+                _print_metadata(_materialize(defs, [node], instance, topic.name), node, keys)
+            size_after = store.table_count(schema.topic_stories, topics_id=topics_id)
+            _say(f"  topic size after dedup: {size_after} stories")
 
     _say(
         f"\ndone in {time.monotonic() - started:.0f} s. Open the UI with `make ui` (DAGSTER_HOME={os.environ['DAGSTER_HOME']})."

@@ -237,6 +237,7 @@ def test_index_query_matches_brute_force_and_incremental_adds() -> None:
 
 
 def test_index_query_many_and_errors() -> None:
+    assert NearDuplicateIndex(max_distance=2).query(123) == []
     index = NearDuplicateIndex([10, 20, 30], [0b0, 0b1, 0b1111], max_distance=3)
     q, p, d = index.query_many([0b11, 2**63])
     # per query: nearest first, then by insertion order

@@ -352,6 +352,7 @@ def test_story_statistics_records_counts_and_soft_failures_and_stops_on_refused_
             partition_key=TOPIC.name,
         )
         requested = {r.params["id"][0] for r in server.requests_for("facebook")}
+        assert any(r.outcome == "rate_limited" for r in server.requests_for("facebook"))  # waited and retried
         meta = result.asset_materializations_for_node("story_statistics")[0].metadata
         with store.engine.connect() as conn:
             rows = {r.stories_id: r for r in conn.execute(select(s.story_statistics))}
@@ -437,6 +438,30 @@ def test_click_totals_stop_clearly_on_a_refused_token(
     description = failure.step_failure_data.user_failure_data.description
     assert "refused the access token" in description and "not-the-token-456" not in description
     assert click_table(store) == {}
+
+
+def test_one_unmeasurable_story_fails_the_run_after_the_others_are_written(
+    sqlite_store: tuple[TopicStore, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, db_url = sqlite_store
+    day = week_of_stories(JAN10, 1, 3)
+    dataset = dataset_for(day, bitlink_counts={st.url: 1 for st in day})
+    broken = dataset.stories[day[1].url]
+    broken.clicks.clear()  # Bit.ly knows the bitlink but answers NOT_FOUND for its clicks
+    ids = add_topic_stories(store, day)
+    _freeze(monkeypatch, NOW)
+    with run_standin_server(dataset) as server:
+        result = dg.materialize(
+            [click_totals],
+            instance=dg.DagsterInstance.ephemeral(),
+            resources=social_resources(server, db_url, tmp_path),
+            partition_key=JAN10.isoformat(),
+            raise_on_error=False,
+        )
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "1 of 3 stories could not be measured" in failure.step_failure_data.user_failure_data.description
+    assert set(click_table(store)) == {ids[day[0].url], ids[day[2].url]}  # the others are kept
 
 
 def test_social_definitions_load_without_deprecations() -> None:

@@ -325,8 +325,8 @@ def find_duplicate_stories(stories: pd.DataFrame) -> pd.DataFrame:
     medium are one story if either
 
     - their normalized titles are equal and they were published the same (UTC) day. Never for empty or
-      "(no title)" titles, undated stories, titles of < 5 words or home/section-page URLs (§8b: likely a
-      home page), nor for a title that the medium used for >= 26 stories over >= 7 days (a recurring title
+      "(no title)" titles, undated stories, titles of < 5 words or URLs with an empty or "/" path (§8b:
+      likely a home page), nor for a title that the medium used for >= 26 stories over >= 7 days (a recurring title
       like "Letters to the editor", §8b);
     - or their lossy-normalized URL (or guid) is equal, in a group of at most 5 stories (§8b; a larger
       group means the normalization collapsed different pages).
@@ -354,7 +354,6 @@ def find_duplicate_stories(stories: pd.DataFrame) -> pd.DataFrame:
     publish = _publish_dates(frame["publish_date"])
     union = _UnionFind(n)
     via_url = np.zeros(n, dtype=bool)
-    via_title = np.zeros(n, dtype=bool)
 
     # Same lossy URL (or guid) within a medium.
     url_keys: dict[tuple[Hashable, str], list[int]] = {}
@@ -392,7 +391,6 @@ def find_duplicate_stories(stories: pd.DataFrame) -> pd.DataFrame:
             if len(same_day) > 1:
                 for other in same_day[1:]:
                     union.union(same_day[0], other)
-                via_title[same_day] = True
 
     roots = np.array([union.find(i) for i in range(n)])
     sizes = np.bincount(roots, minlength=n)

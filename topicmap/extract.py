@@ -175,24 +175,25 @@ def decode_html(content: bytes, declared_charset: str | None = None) -> str:
         )
 
 
+_CONTROL_BYTES = bytes(byte for byte in range(32) if byte not in (9, 10, 12, 13))
+_CONTROL_CHARS_RE = re.compile("[\x00-\x08\x0b\x0e-\x1f]")
+
+
 def _looks_binary(content: bytes | str) -> bool:
     """Images, PDFs, archives and other non-text payloads, judged on the first few KB."""
     if isinstance(content, str):
         sample = content[:BINARY_SAMPLE_BYTES]
-        if not sample:
-            return False
-        controls = sum(1 for ch in sample if ch < " " and ch not in "\t\n\r\f")
-        return controls > len(sample) * 0.05
+        return bool(sample) and len(_CONTROL_CHARS_RE.findall(sample)) > len(sample) * 0.05
     stripped = content[:BINARY_SAMPLE_BYTES].lstrip()
     if stripped.startswith(_BINARY_MAGIC):
         return True
     if content.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return False  # UTF-16 text is full of NULs by design
-    sample = content[:BINARY_SAMPLE_BYTES]
+    sample = bytes(content[:BINARY_SAMPLE_BYTES])
     if not sample:
         return False
-    controls = sum(1 for byte in sample if byte < 32 and byte not in (9, 10, 12, 13))
-    return controls > len(sample) * 0.05
+    text_bytes = sample.translate(None, _CONTROL_BYTES)
+    return len(sample) - len(text_bytes) > len(sample) * 0.05
 
 
 # --------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Protocol
 
-from sqlalchemy import Connection, and_, func, or_, select, update
+from sqlalchemy import Connection, and_, func, select, update
 
 from topicmap import schema as s
 from topicmap.extract import extract_story
@@ -385,24 +385,24 @@ class Spider:
         return (row.state, row.code, row.message) if row else None
 
     def find_story_by_urls(self, urls: Iterable[str]) -> int | None:
-        """A story whose url, guid or recorded story_urls is one of ``urls``; prefers non-duplicate media."""
+        """A story known by one of ``urls``; prefers media that are not duplicates, then the oldest story.
+
+        Every story's url, guid and their lossy forms are recorded in story_urls when it is added, so one
+        indexed lookup there covers Media Cloud's three (stories.url, stories.guid, story_urls.url)."""
         candidates = sorted({u[: s.MAX_URL_LENGTH] for u in urls if u})
         if not candidates:
             return None
         st, su, media = s.stories, s.story_urls, s.media
         with self.store.engine.connect() as conn:
-            by_url = select(su.c.stories_id).where(su.c.url.in_(candidates))
-            rows = conn.execute(
-                select(st.c.stories_id, media.c.dup_media_id)
+            row = conn.execute(
+                select(su.c.stories_id)
+                .join(st, st.c.stories_id == su.c.stories_id)
                 .join(media, media.c.media_id == st.c.media_id)
-                .where(
-                    media.c.foreign_rss_links.is_(False),
-                    or_(st.c.url.in_(candidates), st.c.guid.in_(candidates), st.c.stories_id.in_(by_url)),
-                )
-                .order_by(media.c.dup_media_id.is_(None).desc(), st.c.stories_id)
-                .limit(100)
-            ).all()
-        return int(rows[0].stories_id) if rows else None
+                .where(su.c.url.in_(candidates), media.c.foreign_rss_links.is_(False))
+                .order_by(media.c.dup_media_id.is_(None).desc(), su.c.stories_id)
+                .limit(1)
+            ).first()
+        return int(row.stories_id) if row else None
 
     def _handle_outcome(
         self, row: dict, outcome: FetchOutcome, iteration: int, report: IterationReport

@@ -389,7 +389,7 @@ class TopicStore:
                     select(st.c.stories_id).where(st.c.media_id == row["media_id"], st.c.guid == row["guid"])
                 ).scalar_one()
                 ids.append(int(stories_id))
-                for url in {row["url"], normalize_url_lossy(row["url"]) or row["url"]}:
+                for url in {row["url"], row["guid"], normalize_url_lossy(row["url"]) or row["url"]}:
                     url_rows.append({"stories_id": stories_id, "url": url[: s.MAX_URL_LENGTH]})
                 if story.html:
                     download_rows.append(

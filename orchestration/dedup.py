@@ -1,0 +1,13 @@
+"""The dedup stage: duplicate media, duplicate stories, near-duplicates."""
+
+import os
+
+import dagster as dg
+
+from assets.dedup import deduped_media, deduped_stories, near_duplicates
+from resources.dedup import MediaDupsResource
+
+dedup_defs = dg.Definitions(
+    assets=[deduped_media, deduped_stories, near_duplicates],
+    resources={"media_dups": MediaDupsResource(path=os.environ.get("TOPICMAP_MEDIA_DUPS_FILE", ""))},
+)
