@@ -12,8 +12,8 @@ Fingerprint features (chosen by measurement, see benchmarks/eval_near_duplicates
   dominate the vote. Measured on 100 real articles with 3% of words substituted, share within 3 bits:
   set features (weight 1) 0.15, plain counts 0.83, counts**1.4 0.91 but then 0.5% of unrelated pairs
   also fall within 3 bits, ``c - 0.9`` about 0.92 with no unrelated pair within 3 bits. IDF weighting
-  would up-weight exactly the rare words an edit touches. Weights are integers (scaled by 100), so the
-  bit sums are exact and a fingerprint does not depend on which batch computed it.
+  would up-weight exactly the rare words an edit touches. Weights are scaled and rounded to integers,
+  so the bit sums are exact and a fingerprint does not depend on which batch computed it.
 - ``early_weight`` (0..1) scales each occurrence by ``1 - early_weight * position / length``, the
   seed's "the lead matters more" variant (early_weight=1 is its linear decay).
 
@@ -41,11 +41,11 @@ FINGERPRINT_BITS = 64
 FEATURE_VERSION = 1
 # \w is Unicode-aware for str patterns: letters and digits of every script, plus "_".
 _TOKEN_RE = re.compile(r"\w+")
-# Weight of a feature seen c times is (c - 0.9): integer-scaled by 100 so sums are exact.
+# Weight of a feature seen c times is (c - 0.9), computed as (100c - 90) to stay in integers.
 _WEIGHT_SCALE = 100
 _HAPAX_DISCOUNT = 90  # 0.9 * _WEIGHT_SCALE
-_BIGRAM_FACTOR_NUM = 3  # bigrams weigh 3/10 of a unigram with the same count
-_BIGRAM_FACTOR_DEN = 10
+_BIGRAM_FACTOR = 0.3  # bigrams weigh 3/10 of a unigram with the same count
+_WEIGHT_QUANTUM = 1000  # scaled weights are rounded to integers at this resolution, then summed exactly
 _HASH_PERSON = b"topicmap-simhash"
 _TOKEN_HASH_CACHE: dict[str, int] = {}
 _TOKEN_HASH_CACHE_MAX = 2_000_000
@@ -95,44 +95,44 @@ def _check_early_weight(early_weight: float) -> float:
 
 
 def _doc_features(
-    token_ids: np.ndarray, doc_of_token: np.ndarray, pos_weight: np.ndarray | None, pair_base: int
+    token_ids: np.ndarray,
+    doc_of_token: np.ndarray,
+    pos_weight: np.ndarray | None,
+    pair_base: int,
+    factor: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct (doc, feature key) rows with their weights.
+    """Distinct (doc, feature key) rows with their integer-valued weights.
 
     Returns (doc, key, weight) where key identifies the feature inside the chunk; rows are grouped by doc.
+    Weights are (c - 0.9) * factor (* mean position weight), scaled and rounded to integers so that every
+    later sum is exact in float64 and no summation order (batch size, BLAS blocking) can change a bit.
     """
     keys = doc_of_token * np.int64(pair_base) + token_ids
     unique_keys, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
     docs = unique_keys // pair_base
-    if pos_weight is None:
-        weights = (counts * _WEIGHT_SCALE - _HAPAX_DISCOUNT).astype(np.float64)
-    else:
-        # (c - 0.9) times the mean position weight of the feature's occurrences.
-        position_sum = np.bincount(inverse, weights=pos_weight, minlength=len(unique_keys))
-        weights = (counts * _WEIGHT_SCALE - _HAPAX_DISCOUNT) * (position_sum / counts)
-    return docs, unique_keys % pair_base, weights
+    weights = (counts * _WEIGHT_SCALE - _HAPAX_DISCOUNT) * (factor * _WEIGHT_QUANTUM)
+    if pos_weight is not None:
+        # The feature's mean position weight: its occurrences are summed in text order, per document.
+        weights = weights * (np.bincount(inverse, weights=pos_weight, minlength=len(unique_keys)) / counts)
+    return docs, unique_keys % pair_base, np.round(weights)
 
 
 def _aggregate_bits(docs: np.ndarray, hashes: np.ndarray, weights: np.ndarray, n_docs: int) -> np.ndarray:
     """Simhash vote: bit b of doc d is set iff sum(w * (+1 if bit else -1)) > 0 over its features.
 
     Instead of materialising an (n_features x 64) bit matrix, each of the 8 byte lanes is histogrammed
-    per document (256 bins) and multiplied by a 256x8 bit table.
+    per document (256 bins) and multiplied by a 256x8 bit table (exact: the weights are integers).
     """
-    byte_has_bit = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(
-        bool
+    byte_bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(
+        np.float64
     )
     total = np.bincount(docs, weights=weights, minlength=n_docs)
     votes = np.zeros((n_docs, FINGERPRINT_BITS), dtype=bool)
     for lane in range(8):
         byte_values = ((hashes >> _U64(8 * lane)) & _U64(0xFF)).astype(np.int64)
-        hist = np.bincount(docs * 256 + byte_values, weights=weights, minlength=n_docs * 256).reshape(
-            n_docs, 256
-        )
-        for bit in range(8):
-            # Row sums, not a BLAS product: the summation order must not depend on the batch size.
-            set_weight = hist[:, byte_has_bit[:, bit]].sum(axis=1)
-            votes[:, 8 * lane + bit] = 2.0 * set_weight > total
+        hist = np.bincount(docs * 256 + byte_values, weights=weights, minlength=n_docs * 256)
+        set_weight = hist.reshape(n_docs, 256) @ byte_bits  # (n_docs, 8): weight voting "1" per bit
+        votes[:, 8 * lane : 8 * lane + 8] = 2.0 * set_weight > total[:, None]
     return np.packbits(votes, axis=1, bitorder="little").view("<u8").reshape(n_docs).astype(np.uint64)
 
 
@@ -148,9 +148,10 @@ def _fingerprint_chunk(texts: Sequence[str], early_weight: float) -> np.ndarray:
     for token_id, token in enumerate(vocabulary):
         vocabulary[token] = token_id
     token_ids = np.fromiter(map(vocabulary.__getitem__, all_tokens), dtype=np.int64, count=len(all_tokens))
-    vocab_hashes = np.fromiter(
-        (_token_hash(tok) for tok in vocabulary), dtype=np.uint64, count=len(vocabulary)
-    )
+    cached = list(map(_TOKEN_HASH_CACHE.get, vocabulary))  # C-level loop; misses are hashed below
+    if None in cached:
+        cached = [_token_hash(tok) if h is None else h for tok, h in zip(vocabulary, cached, strict=True)]
+    vocab_hashes = np.array(cached, dtype=np.uint64)
     doc_of_token = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     position = np.arange(len(token_ids), dtype=np.int64) - np.repeat(starts, lengths)
@@ -160,7 +161,7 @@ def _fingerprint_chunk(texts: Sequence[str], early_weight: float) -> np.ndarray:
         pos_weight = 1.0 - early_weight * position / np.repeat(lengths, lengths)
 
     n_vocab = len(vocabulary)
-    uni_docs, uni_ids, uni_weights = _doc_features(token_ids, doc_of_token, pos_weight, n_vocab)
+    uni_docs, uni_ids, uni_weights = _doc_features(token_ids, doc_of_token, pos_weight, n_vocab, 1.0)
     uni_hashes = vocab_hashes[uni_ids]
 
     # Bigrams: consecutive tokens of the same document; pair ids first, so doc * n_pairs fits in int64.
@@ -174,18 +175,16 @@ def _fingerprint_chunk(texts: Sequence[str], early_weight: float) -> np.ndarray:
             doc_of_token[left],
             None if pos_weight is None else pos_weight[left],
             len(unique_pairs),
+            _BIGRAM_FACTOR,
         )
         bi_codes = unique_pairs[bi_ids]
         bi_hashes = _mix_pair(vocab_hashes[bi_codes // n_vocab], vocab_hashes[bi_codes % n_vocab])
-        bi_weights = bi_weights * (_BIGRAM_FACTOR_NUM / _BIGRAM_FACTOR_DEN)
         docs = np.concatenate((uni_docs, bi_docs))
         hashes = np.concatenate((uni_hashes, bi_hashes))
         weights = np.concatenate((uni_weights, bi_weights))
     else:
         docs, hashes, weights = uni_docs, uni_hashes, uni_weights
-    # Sum each document's features in hash order, so float sums (early_weight) never depend on the batch.
-    order = np.lexsort((hashes, docs))
-    return _aggregate_bits(docs[order], hashes[order], weights[order], n_docs)
+    return _aggregate_bits(docs, hashes, weights, n_docs)
 
 
 def fingerprints(texts: Iterable[str], early_weight: float = 0.0) -> np.ndarray:

@@ -1,0 +1,637 @@
+"""The snapshots asset, its checks, the store side (topicmap.snapshot_store) and the snapshot_cli command.
+
+A small topic is built in the store by hand (SQLite and PostgreSQL), 2026-01-05 (Monday) to 2026-02-08
+(Sunday), with a custom timespan "launch" = 2026-01-12..2026-01-18. Every count below is worked out by hand.
+
+    media: 1 Alpha, 2 Beta, 3 Gamma, 4 Alpha Mirror (dup_media_id 1), 6 Alpha Archive (dup_media_id 4: a chain)
+
+    story  medium            published     note
+    11     Alpha             2026-01-06    near-duplicate group with 12
+    12     Alpha             2026-01-20
+    21     Beta              2026-01-13
+    22     Beta              2026-02-03
+    31     Gamma             2026-01-14
+    41     Alpha Mirror → 1  2026-01-15    counts as Alpha
+    61     Alpha Archive → 1 2026-01-16    counts as Alpha (through 4)
+    99     Gamma             2026-03-01    a topic story published AFTER the topic: in no timespan
+    50     Beta              2026-01-13    merged into 21 by dedup (not a topic story any more)
+
+    links                 fate
+    11 -> 21   A->B       counts
+    21 -> 11   B->A       counts
+    41 -> 11   A->A       same medium once the duplicate medium is merged: never counts
+    61 -> 12   A->A       same medium (through the dup chain): never counts
+    31 -> 41   C->A       counts
+    31 -> 21   C->B       counts
+    12 -> 50   A->B       50 was merged into 21: counts as 12 -> 21
+    22 -> 31   B->C       counts
+    99 -> 22   C->B       source published after the topic: never counts
+    11 -> 11   A->A       self link: never counts
+    21 -> ?               unresolved (no ref story): ignored
+
+Overall: 6 story links (11>21, 21>11, 31>41, 31>21, 12>21, 22>31); 7 stories (all but 99); 3 media;
+medium links A>B 2, B>A 1, C>A 1, C>B 1, B>C 1 (5 pairs, 6 links). January: 5 links, 6 stories (not 22),
+4 medium links. February: 22>31 only. Weeks: Jan 5: 11>21; Jan 12 (= launch): 21>11, 31>41, 31>21 with
+stories 11, 21, 31, 41, 61; Jan 19: 12>21; Jan 26: nothing; Feb 2: 22>31.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import warnings
+from dataclasses import replace
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+import pytest
+from sqlalchemy import insert, select, text
+
+from assets.snapshots import png_markdown, snapshot_files_intact, snapshots
+from resources.store import TopicStoreResource
+from resources.topics import TopicsFileResource
+from topicmap import schema as s
+from topicmap import snapshot_store
+from topicmap.snapshot import Timespan, compute_snapshot
+from topicmap.snapshot_cli import main as snapshot_cli
+from topicmap.snapshot_store import (
+    CHECK_DATES,
+    CHECK_LINK_COUNTS,
+    CHECK_TOPIC_STORIES,
+    SnapshotOptions,
+    check_problems,
+    read_snapshot_inputs,
+    resolve_chains,
+    snapshot_key,
+    snapshot_paths,
+)
+from topicmap.store import StoreError, TopicStore
+from topicmap.topics import load_topics
+
+TOPIC = "snaptest"
+TOPICS_YAML = f"""topics:
+  - name: {TOPIC}
+    query: 'climate'
+    start_date: 2026-01-05
+    end_date: 2026-02-08
+    timespans:
+      - {{name: launch, start_date: 2026-01-12, end_date: 2026-01-18}}
+"""
+A, B, C, MIRROR, ARCHIVE = 1, 2, 3, 4, 6
+MEDIA = [
+    (A, "Alpha", None),
+    (B, "Beta", None),
+    (C, "Gamma", None),
+    (MIRROR, "Alpha Mirror", A),
+    (ARCHIVE, "Alpha Archive", MIRROR),
+]
+STORIES = [
+    (11, A, "2026-01-06"),
+    (12, A, "2026-01-20"),
+    (21, B, "2026-01-13"),
+    (22, B, "2026-02-03"),
+    (31, C, "2026-01-14"),
+    (41, MIRROR, "2026-01-15"),
+    (61, ARCHIVE, "2026-01-16"),
+    (99, C, "2026-03-01"),
+    (50, B, "2026-01-13"),
+]
+TOPIC_STORY_IDS = [11, 12, 21, 22, 31, 41, 61, 99]
+LINKS = [
+    (11, 21),
+    (21, 11),
+    (41, 11),
+    (61, 12),
+    (31, 41),
+    (31, 21),
+    (12, 50),
+    (22, 31),
+    (99, 22),
+    (11, 11),
+    (21, None),
+]
+# only overall/monthly pictures in most runs: each picture costs ~0.4 s
+FAST = {"ops": {"snapshots": {"config": {"picture_periods": ["overall", "monthly"]}}}}
+
+# (key, stories, story links, media, medium links) per timespan, by hand (see the module docstring)
+EXPECTED_COUNTS = [
+    ("overall", 7, 6, 3, 5),
+    ("monthly_2026-01-01", 6, 5, 3, 4),
+    ("monthly_2026-02-01", 2, 1, 2, 1),
+    ("weekly_2026-01-05", 2, 1, 2, 1),
+    ("weekly_2026-01-12", 5, 3, 3, 3),
+    ("weekly_2026-01-19", 2, 1, 2, 1),
+    ("weekly_2026-01-26", 0, 0, 0, 0),
+    ("weekly_2026-02-02", 2, 1, 2, 1),
+    ("custom_launch", 5, 3, 3, 3),
+]
+
+
+def _day(text_date: str, hour: int = 12) -> datetime:
+    return datetime.fromisoformat(text_date).replace(hour=hour, tzinfo=UTC)
+
+
+def build_topic(store: TopicStore, topics_file: Path) -> int:
+    """The hand-made topic of the module docstring, written straight into the store's tables."""
+    topics_id = store.upsert_topic(load_topics(topics_file).topics[0])
+    now = datetime(2026, 3, 5, tzinfo=UTC)
+    with store.engine.begin() as conn:
+        for media_id, name, dup in MEDIA:  # in order: a duplicate's target exists before it
+            conn.execute(
+                insert(s.media).values(
+                    media_id=media_id,
+                    name=name,
+                    url=f"https://{name.lower().replace(' ', '')}.test/",
+                    normalized_url=f"{name.lower().replace(' ', '')}.test",
+                    dup_media_id=dup,
+                )
+            )
+        conn.execute(
+            insert(s.stories),
+            [
+                {
+                    "stories_id": sid,
+                    "media_id": mid,
+                    "url": f"https://m{mid}.test/story/{sid}",
+                    "guid": f"https://m{mid}.test/story/{sid}",
+                    "title": f"Story {sid}",
+                    "publish_date": _day(day),
+                    "collect_date": now,
+                    "source": "spider",
+                }
+                for sid, mid, day in STORIES
+            ],
+        )
+        conn.execute(
+            insert(s.topic_stories),
+            [
+                {"topics_id": topics_id, "stories_id": sid, "iteration": 1, "added_at": now}
+                for sid in TOPIC_STORY_IDS
+            ],
+        )
+        conn.execute(
+            insert(s.topic_links),
+            [
+                {
+                    "topics_id": topics_id,
+                    "stories_id": src,
+                    "url": f"https://x.test/{i}",
+                    "ref_stories_id": ref,
+                }
+                for i, (src, ref) in enumerate(LINKS)
+            ],
+        )
+        conn.execute(
+            insert(s.topic_merged_stories_map).values(
+                topics_id=topics_id,
+                source_stories_id=50,
+                target_stories_id=21,
+                reason="same title and day",
+                merged_at=now,
+            )
+        )
+        conn.execute(
+            insert(s.topic_near_dup_groups),
+            [
+                {"topics_id": topics_id, "stories_id": sid, "group_stories_id": 11, "group_size": 2}
+                for sid in (11, 12)
+            ],
+        )
+        conn.execute(
+            insert(s.story_statistics),
+            [{"stories_id": 11, "facebook_share_count": 10}, {"stories_id": 21, "facebook_share_count": 5}],
+        )
+        conn.execute(
+            insert(s.bitly_clicks_total).values(
+                stories_id=21, publish_day=date(2026, 1, 13), clicks_3d=3, clicks_30d=7
+            )
+        )
+        conn.execute(
+            insert(s.topic_spider_metrics).values(
+                topics_id=topics_id,
+                iteration=2,
+                links_processed=11,
+                stories_added=0,
+                links_added=0,
+                frontier_left=0,
+                elapsed_time=1.0,
+                throttle_wait_time=0.0,
+                states_json="{}",
+                processed_date=now,
+            )
+        )
+    return topics_id
+
+
+def _store_resource(store: TopicStore) -> TopicStoreResource:
+    url = store.engine.url.render_as_string(hide_password=False)
+    if store.dialect != "postgresql":
+        return TopicStoreResource(database_url=url)
+    with store.engine.connect() as conn:
+        schema = conn.execute(text("SELECT current_schema()")).scalar_one()
+    return TopicStoreResource(database_url=url, schema_name=schema)
+
+
+def cli_database_url(store: TopicStore) -> str:
+    """The store's URL as TOPICMAP_DATABASE_URL; on PostgreSQL the test's schema rides along as search_path."""
+    url = store.engine.url.render_as_string(hide_password=False)
+    if store.dialect != "postgresql":
+        return url
+    with store.engine.connect() as conn:
+        schema = conn.execute(text("SELECT current_schema()")).scalar_one()
+    return f"{url}?options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def project(store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("TOPICMAP_HOME", str(home))
+    topics_file = tmp_path / "topics.yaml"
+    topics_file.write_text(TOPICS_YAML, encoding="utf-8")
+    topics_id = build_topic(store, topics_file)
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    return {
+        "store": store,
+        "home": home,
+        "topics_id": topics_id,
+        "instance": instance,
+        "resources": {
+            "store": _store_resource(store),
+            "topics_file": TopicsFileResource(path=str(topics_file)),
+        },
+    }
+
+
+def materialize(
+    project: dict, run_config: dict | None = FAST, raise_on_error: bool = True
+) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        [snapshots, snapshot_files_intact],
+        partition_key=TOPIC,
+        instance=project["instance"],
+        resources=project["resources"],
+        run_config=run_config or {},
+        raise_on_error=raise_on_error,
+    )
+
+
+def snapshot_meta(result: dg.ExecuteInProcessResult) -> dict:
+    return {k: v.value for k, v in result.asset_materializations_for_node("snapshots")[0].metadata.items()}
+
+
+def file_hashes(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+# ----------------------------------------------------------------------------------------------- store (both DBs)
+
+
+def test_reading_the_topic_merges_duplicate_media_and_stories(project: dict) -> None:
+    inputs = read_snapshot_inputs(project["store"], TOPIC)
+    stories = inputs.stories.set_index("stories_id")["media_id"].to_dict()
+    assert stories == {11: A, 12: A, 21: B, 22: B, 31: C, 41: A, 61: A, 99: C}  # 50 merged away
+    assert inputs.media["media_id"].tolist() == [A, B, C]  # duplicates never appear as media of their own
+    links = set(map(tuple, inputs.links.to_numpy().tolist()))
+    assert (12, 21) in links and (12, 50) not in links  # the link to the merged story goes to its survivor
+    assert len(inputs.links) == 10  # the unresolved link is not an input
+    assert inputs.iteration == 2
+    assert inputs.dedup_state == {
+        "merged_stories": 1,
+        "merged_stories_by_reason": {"same title and day": 1},
+        "merged_stories_still_listed": 0,
+        "duplicate_media_merged": 2,
+        "stories_on_duplicate_media": 2,
+        "links_pointing_at_merged_stories": 1,
+        "near_dup_groups": 1,
+        "stories_in_near_dup_groups": 2,
+    }
+    stats = inputs.story_stats.set_index("stories_id")
+    assert stats.loc[11, "facebook_share_count"] == 10 and pd.isna(stats.loc[11, "bitly_clicks_3d"])
+    assert stats.loc[21, "bitly_clicks_30d"] == 7
+    assert [t.key for t in inputs.timespans] == [k for k, *_ in EXPECTED_COUNTS]
+
+    key = snapshot_key(inputs, SnapshotOptions())
+    assert key == snapshot_key(read_snapshot_inputs(project["store"], TOPIC), SnapshotOptions())
+    assert key == snapshot_key(inputs, SnapshotOptions(picture_periods=("custom", "monthly", "overall")))
+    assert key != snapshot_key(inputs, SnapshotOptions(count_syndicated_once=True))
+    shuffled = replace(inputs, links=inputs.links.iloc[::-1].reset_index(drop=True))
+    assert key != snapshot_key(
+        shuffled, SnapshotOptions()
+    )  # the reader sorts; the key hashes what it is given
+
+
+def test_materialized_snapshot_matches_the_hand_counts(project: dict) -> None:
+    result = materialize(project, run_config=None)  # default options: overall, monthly and custom pictures
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {
+        CHECK_LINK_COUNTS: True,
+        CHECK_TOPIC_STORIES: True,
+        CHECK_DATES: True,
+        "snapshot_files_intact": True,
+    }
+    meta = snapshot_meta(result)
+    folder = Path(meta["snapshot_folder"])
+    assert folder.parent == project["home"] / "exports" / "snapshots" / TOPIC
+    assert folder.name == meta["snapshot_key"][:16] and meta["written_now"] is True
+    counts = [
+        (
+            r.data["timespan"],
+            int(r.data["stories"]),
+            int(r.data["story links"]),
+            int(r.data["media"]),
+            int(r.data["medium links"]),
+        )
+        for r in meta["timespan_counts"].records
+    ]
+    assert counts == EXPECTED_COUNTS
+    assert meta["dagster/row_count"] == 7 and meta["iteration"] == 2
+    top = [(r.data["name"], r.data["media_inlink_count"]) for r in meta["top_media"].records]
+    assert top == [("Beta", "2"), ("Alpha", "2"), ("Gamma", "1")]  # ties: more inlinks first (B 3, A 2)
+    assert meta["link_map"] == str(folder / "overall" / "link_map.png")
+    assert meta["link_map_preview"].startswith("![media link map of snaptest](data:image/png;base64,iVBOR")
+
+    overall = pd.read_parquet(folder / "overall" / "medium_links.parquet")
+    assert sorted(map(tuple, overall.to_numpy().tolist())) == [
+        (A, B, 2),
+        (B, A, 1),
+        (B, C, 1),
+        (C, A, 1),
+        (C, B, 1),
+    ]
+    media = pd.read_csv(folder / "overall" / "media.csv").fillna(-1)  # -1: no known shares (Gamma)
+    columns = ["media_id", "story_count", "media_inlink_count", "inlink_count", "facebook_share_count"]
+    assert media[columns].astype(int).to_numpy().tolist() == [
+        [B, 2, 2, 3, 5],
+        [A, 4, 2, 2, 10],
+        [C, 1, 1, 1, -1],
+    ]
+    stories = pd.read_csv(folder / "overall" / "stories.csv").set_index("stories_id")
+    assert stories.loc[21, ["inlink_count", "media_inlink_count", "bitly_clicks_30d"]].tolist() == [3, 2, 7]
+    assert 99 not in stories.index and 50 not in stories.index
+    timespans = json.loads((folder / "manifest.json").read_text())["timespans"]
+    assert {t["key"]: t["counts"]["syndicated_repeat_link_count"] for t in timespans}[
+        "overall"
+    ] == 1  # 11, 12 -> 21
+
+    # a GEXF for every timespan; pictures for overall, monthly and custom, not weekly
+    for key, *_ in EXPECTED_COUNTS:
+        assert (folder / key / "link_map.gexf").is_file()
+        assert (folder / key / "link_map.png").is_file() == (not key.startswith("weekly"))
+    provenance = json.loads((folder / "provenance.json").read_text())
+    assert provenance["topic"]["name"] == TOPIC and provenance["iteration"] == 2
+    assert provenance["dedup"]["merged_stories"] == 1 and provenance["input_rows"]["stories"] == 8
+
+    store = project["store"]
+    with store.engine.connect() as conn:
+        row = conn.execute(select(s.snapshots)).mappings().one()
+        spans = conn.execute(
+            select(
+                s.timespans.c.period,
+                s.timespans.c.start_date,
+                s.timespans.c.end_date,
+                s.timespans.c.story_count,
+            )
+            .where(s.timespans.c.snapshots_id == row["snapshots_id"])
+            .order_by(s.timespans.c.period, s.timespans.c.start_date)
+        ).all()
+    assert (
+        row["snapshots_id"] == meta["snapshot_id"] and row["state"] == "completed" and row["iteration"] == 2
+    )
+    assert json.loads(row["provenance_json"]) == provenance
+    assert len(spans) == 9
+    assert ("monthly", date(2026, 1, 5), date(2026, 2, 1), 6) in [tuple(r) for r in spans]  # end exclusive
+
+
+def test_same_inputs_keep_the_snapshot_and_new_inputs_make_a_new_one(
+    project: dict, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = snapshot_meta(materialize(project))
+    folder = Path(first["snapshot_folder"])
+    hashes = file_hashes(folder)
+    mtimes = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+
+    again = snapshot_meta(materialize(project))
+    assert again["written_now"] is False
+    assert (again["snapshot_id"], again["snapshot_key"]) == (
+        first["snapshot_id"],
+        first["snapshot_key"],
+    )
+    assert file_hashes(folder) == hashes and {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == mtimes
+
+    # rebuilt from scratch, the same inputs give the same bytes (Parquet, CSV, GEXF, PNG, manifest)
+    shutil.rmtree(folder)
+    rebuilt = snapshot_meta(materialize(project))
+    assert rebuilt["written_now"] is True and rebuilt["snapshot_id"] == first["snapshot_id"]
+    assert file_hashes(folder) == hashes
+
+    # a new cross-media link (Beta -> Gamma in February): a new key, a new folder, the old one untouched
+    store = project["store"]
+    with store.engine.begin() as conn:
+        conn.execute(
+            insert(s.topic_links).values(
+                topics_id=project["topics_id"], stories_id=22, url="https://x.test/new", ref_stories_id=41
+            )
+        )
+    changed = snapshot_meta(materialize(project))
+    new_folder = Path(changed["snapshot_folder"])
+    assert changed["snapshot_key"] != first["snapshot_key"] and new_folder != folder
+    assert changed["snapshot_id"] != first["snapshot_id"]
+    assert file_hashes(folder) == hashes
+    feb = {r.data["timespan"]: int(r.data["story links"]) for r in changed["timespan_counts"].records}
+    assert feb["monthly_2026-02-01"] == 2 and feb["overall"] == 7
+    assert store.table_count(s.snapshots) == 2 and store.table_count(s.timespans) == 18
+
+    # the command prints where the files are: the newest snapshot, or the one asked for
+    home = str(project["home"])
+    monkeypatch.setenv("TOPICMAP_DATABASE_URL", cli_database_url(store))
+    capsys.readouterr()
+    assert snapshot_cli([TOPIC, "--home", home]) == 0
+    out = capsys.readouterr().out
+    assert f"snapshot {changed['snapshot_id']} of topic {TOPIC}" in out
+    assert f"link map (PNG):  {new_folder / 'overall' / 'link_map.png'}" in out
+    assert str(new_folder / "weekly_2026-01-26") in out
+    assert snapshot_cli([TOPIC, "--snapshot-id", str(first["snapshot_id"]), "--home", home]) == 0
+    assert f"folder:          {folder}" in capsys.readouterr().out
+    paths = snapshot_paths(store, TOPIC, first["snapshot_id"], home=project["home"])
+    assert paths["link_map_png"] == folder / "overall" / "link_map.png"
+    assert paths["link_map_gexf"] == folder / "overall" / "link_map.gexf"
+    assert [t["png"] is not None for t in paths["timespans"]] == [
+        not key.startswith(("weekly", "custom")) for key, *_ in EXPECTED_COUNTS
+    ]  # FAST: overall and monthly pictures only
+
+
+# ----------------------------------------------------------------------------------------------- checks
+
+
+def test_a_planted_inconsistency_fails_its_blocking_check(
+    project: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if project["store"].dialect == "postgresql":
+        pytest.skip("the check logic does not depend on the database; run once")
+    real = snapshot_store.compute_snapshot
+
+    def off_by_one(*args, **kwargs):  # a medium link counted twice in January
+        result = real(*args, **kwargs)
+        links = result["monthly_2026-01-01"].medium_links
+        links.loc[0, "link_count"] += 1
+        return result
+
+    monkeypatch.setattr(snapshot_store, "compute_snapshot", off_by_one)
+    result = materialize(project, raise_on_error=False)
+    assert not result.success  # blocking: the run fails, nothing downstream would run on it
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert checks[CHECK_LINK_COUNTS].passed is False
+    assert "monthly_2026-01-01: medium link counts sum to 6, but there are 5 story links" in (
+        checks[CHECK_LINK_COUNTS].metadata["problems"].value
+    )
+    assert checks[CHECK_TOPIC_STORIES].passed and checks[CHECK_DATES].passed
+
+
+def test_the_files_intact_check_names_a_changed_file(project: dict) -> None:
+    if project["store"].dialect == "postgresql":
+        pytest.skip("file checks do not depend on the database; run once")
+    folder = Path(snapshot_meta(materialize(project))["snapshot_folder"])
+    stories_csv = folder / "overall" / "stories.csv"
+    original = stories_csv.read_bytes()
+    stories_csv.write_bytes(original + b"1,2,3\n")
+    result = dg.materialize(
+        [snapshots, snapshot_files_intact],
+        selection=dg.AssetSelection.checks(snapshot_files_intact),
+        instance=project["instance"],
+        resources=project["resources"],
+    )
+    evaluation = result.get_asset_check_evaluations()[0]
+    assert evaluation.passed is False
+    assert f"{folder.name}/overall/stories.csv: changed since the snapshot was written" in (
+        evaluation.metadata["problems"].value
+    )
+    # The next materialization finds the folder incomplete for its key (a size differs): the altered folder is
+    # kept aside, never deleted, and the snapshot is written again from the store.
+    rebuilt = snapshot_meta(materialize(project))
+    assert rebuilt["written_now"] is True and stories_csv.read_bytes() == original
+    aside = folder.parent / f"{folder.name}.incomplete-1" / "overall" / "stories.csv"
+    assert aside.read_bytes() == original + b"1,2,3\n"
+
+
+def _small_result():
+    stories = pd.DataFrame(
+        {
+            "stories_id": [1, 2, 3],
+            "media_id": [10, 20, 30],
+            "publish_date": pd.to_datetime(["2026-01-02", "2026-01-03", "2026-01-04"], utc=True),
+            "url": ["u1", "u2", "u3"],
+            "title": ["t1", "t2", "t3"],
+        }
+    )
+    media = pd.DataFrame({"media_id": [10, 20, 30], "name": ["a", "b", "c"], "url": ["ma", "mb", "mc"]})
+    links = pd.DataFrame({"stories_id": [1, 2, 3], "ref_stories_id": [2, 3, 1]})
+    spans = [Timespan("overall", date(2026, 1, 1), date(2026, 1, 11), "overall", "overall")]
+    return compute_snapshot(stories, media, links, spans)
+
+
+def test_check_problems_sorts_each_planted_inconsistency_into_its_check() -> None:
+    assert check_problems(_small_result(), "2026-01-01", "2026-01-10") == {
+        CHECK_LINK_COUNTS: [],
+        CHECK_TOPIC_STORIES: [],
+        CHECK_DATES: [],
+    }
+    dropped_story = _small_result()
+    dropped_story.stories = dropped_story.stories[dropped_story.stories["stories_id"] != 3]
+    problems = check_problems(dropped_story, "2026-01-01", "2026-01-10")
+    assert problems[CHECK_TOPIC_STORIES] and not problems[CHECK_LINK_COUNTS] and not problems[CHECK_DATES]
+
+    # the topic is declared shorter than the timespan: a timespan outside the topic's dates
+    problems = check_problems(_small_result(), "2026-01-01", "2026-01-05")
+    assert problems[CHECK_DATES] == ["overall: 2026-01-01..2026-01-10 is outside the topic's dates"]
+    assert not problems[CHECK_LINK_COUNTS] and not problems[CHECK_TOPIC_STORIES]
+
+    doubled = _small_result()
+    doubled.timespans[0].medium_links["link_count"] *= 2
+    problems = check_problems(doubled, "2026-01-01", "2026-01-10")
+    assert problems[CHECK_LINK_COUNTS] == [
+        "overall: medium link counts sum to 6, but there are 3 story links"
+    ]
+
+
+# ----------------------------------------------------------------------------------------------- pure helpers
+
+
+def test_duplicate_chains_resolve_vectorized_and_cycles_are_named() -> None:
+    sources, finals = resolve_chains(np.array([6, 4, 9, 8, 7]), np.array([4, 1, 8, 7, 2]), "duplicate-media")
+    assert dict(zip(sources.tolist(), finals.tolist(), strict=True)) == {4: 1, 6: 1, 7: 2, 8: 2, 9: 2}
+    long_chain = np.arange(1, 1001)
+    _, ends = resolve_chains(long_chain, long_chain + 1, "merged-stories map")
+    assert set(ends.tolist()) == {1001}
+    with pytest.raises(
+        StoreError, match=r"duplicate-media cycle: (5 -> 3 -> 4 -> 5|3 -> 4 -> 5 -> 3|4 -> 5 -> 3 -> 4)"
+    ):
+        resolve_chains(np.array([2, 3, 4, 5]), np.array([3, 4, 5, 3]), "duplicate-media")
+    with pytest.raises(StoreError, match=r"id\(s\) \[2\] point at more than one target"):
+        resolve_chains(np.array([2, 2]), np.array([3, 4]), "duplicate-media")
+
+
+def test_options_and_names_are_validated() -> None:
+    with pytest.raises(ValueError, match="picture_periods: unknown period"):
+        SnapshotOptions(picture_periods=("daily",))
+    with pytest.raises(ValueError, match="top_labels"):
+        SnapshotOptions(top_labels=-1)
+    with pytest.raises(ValueError, match="cannot name a folder"):
+        snapshot_store.snapshots_dir("../escape")
+
+
+def test_a_large_picture_is_embedded_smaller(tmp_path: Path) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    noisy = tmp_path / "noisy.png"  # noise does not compress: ~1.5 MB
+    Image.fromarray(rng.integers(0, 255, (700, 700, 3), dtype=np.uint8)).save(noisy)
+    assert noisy.stat().st_size > 1_000_000
+    markdown = png_markdown(noisy, "map").md_str
+    assert markdown.startswith("![map](data:image/png;base64,") and len(markdown) < noisy.stat().st_size
+
+
+def test_cli_reports_unknown_topics_and_topics_without_snapshots(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("TOPICMAP_DATABASE_URL", raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    store = TopicStore.open(home=home)
+    topics_file = tmp_path / "topics.yaml"
+    topics_file.write_text(TOPICS_YAML, encoding="utf-8")
+    store.upsert_topic(load_topics(topics_file).topics[0])
+    store.dispose()
+    assert snapshot_cli(["nosuch", "--home", str(home)]) == 1
+    assert "unknown topic 'nosuch'" in capsys.readouterr().err
+    assert snapshot_cli([TOPIC, "--home", str(home)]) == 1
+    assert "has no snapshot yet" in capsys.readouterr().err
+
+
+def test_code_location_wires_the_snapshots_asset() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        from orchestration.definitions import defs
+
+        dg.Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
+    node = graph.get(dg.AssetKey("snapshots"))
+    assert {k.to_user_string() for k in node.parent_keys} == {
+        "relevant_stories",
+        "topic_links",
+        "deduped_stories",
+        "near_duplicates",
+        "story_statistics",
+    }
+    spec = snapshots.specs_by_key[dg.AssetKey("snapshots")]
+    assert spec.group_name == "snapshots" and set(spec.kinds) == {"python", "parquet"}
+    assert node.partitions_def == graph.get(dg.AssetKey("relevant_stories")).partitions_def
+    check_names = {key.name for key in graph.asset_check_keys if key.asset_key == dg.AssetKey("snapshots")}
+    assert check_names == {CHECK_LINK_COUNTS, CHECK_TOPIC_STORIES, CHECK_DATES, "snapshot_files_intact"}
