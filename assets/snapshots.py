@@ -66,18 +66,27 @@ class SnapshotConfig(dg.Config):
     )
 
 
-def png_markdown(path: Path, alt: str) -> dg.MarkdownMetadataValue:
-    """The picture inline (a data URL): the UI shows markdown images, but cannot open local files."""
+def png_markdown(path: Path, alt: str) -> dg.MarkdownMetadataValue | None:
+    """The picture inline (a data URL): the UI renders markdown images but cannot open local files.
+
+    A picture over EMBED_MAX_BYTES is embedded as a smaller copy (the event log keeps every byte of it);
+    None if even a 200 px copy is too large (the path metadata still points at the full picture).
+    """
     data = path.read_bytes()
-    if len(data) > EMBED_MAX_BYTES:
+    width = EMBED_WIDTH
+    while len(data) > EMBED_MAX_BYTES:
+        if width < 200:
+            return None
         from PIL import Image  # Pillow comes with matplotlib
 
-        with Image.open(io.BytesIO(data)) as image:
-            height = round(image.height * EMBED_WIDTH / image.width)
-            smaller = image.convert("RGB").resize((EMBED_WIDTH, height), Image.Resampling.LANCZOS)
-            buffer = io.BytesIO()
-            smaller.save(buffer, format="PNG", optimize=True)
-            data = buffer.getvalue()
+        with Image.open(path) as image:
+            width = min(width, image.width)
+            height = max(round(image.height * width / image.width), 1)
+            smaller = image.convert("RGB").resize((width, height), Image.Resampling.LANCZOS)
+        buffer = io.BytesIO()
+        smaller.save(buffer, format="PNG", optimize=True)
+        data = buffer.getvalue()
+        width //= 2
     encoded = base64.b64encode(data).decode("ascii")
     return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{encoded})")
 
@@ -149,9 +158,9 @@ def _metadata(built: BuiltSnapshot) -> dict[str, object]:
         picture = built.picture(overall.timespan.key)
         if picture is not None:
             metadata["link_map"] = dg.MetadataValue.path(str(picture))
-            metadata["link_map_preview"] = png_markdown(
-                picture, f"media link map of {built.inputs.topic_name}"
-            )
+            preview = png_markdown(picture, f"media link map of {built.inputs.topic_name}")
+            if preview is not None:
+                metadata["link_map_preview"] = preview
     return metadata
 
 

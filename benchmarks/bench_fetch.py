@@ -3,7 +3,9 @@
     .venv/bin/python benchmarks/bench_fetch.py [--pages 2000] [--domains 50] [--throttled-pages 1000]
 
 A loopback server in its own process (so it does not share the client's GIL) serves HTML pages for
-``d00.bench.test`` .. ``d49.bench.test`` with HTTP/1.1 keep-alive; ``host_overrides`` send those names to it.
+``www.site00.test`` .. ``www.site49.test`` with HTTP/1.1 keep-alive; ``host_overrides`` send ``*.test`` to it.
+(Not ``dNN.bench.test``: those 50 hosts share ONE distinctive domain, bench.test, and would be throttled as
+one site, as Media Cloud would.)
 
 (a) zero interval: ``WebFetcher.fetch_many`` (SSRF guard, robots.txt, throttle bookkeeping, bounded body
     reading, charset decoding) against the anchor, a shared ``requests.Session`` driven by a 32-thread
@@ -39,7 +41,7 @@ from sqlalchemy import create_engine, text  # noqa: E402
 
 from topicmap.fetch import WebFetcher  # noqa: E402
 from topicmap.netguard import AddressPolicy  # noqa: E402
-from topicmap.throttle import MemoryThrottle, SqlThrottle  # noqa: E402
+from topicmap.throttle import MemoryThrottle, SqlThrottle, throttle_domain  # noqa: E402
 
 PAGE_FILLER = "<p>" + "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 120 + "</p>"
 
@@ -92,7 +94,7 @@ def server_log(port: int) -> list[tuple[float, str, str]]:
 
 def make_urls(pages: int, domains: int) -> list[str]:
     # Interleaved across domains, as a spider's frontier usually is.
-    return [f"http://d{n % domains:02d}.bench.test/story/{n}" for n in range(pages)]
+    return [f"http://www.site{n % domains:02d}.test/story/{n}" for n in range(pages)]
 
 
 def run_anchor(port: int, urls: list[str]) -> tuple[float, int]:
@@ -114,7 +116,7 @@ def run_anchor(port: int, urls: list[str]) -> tuple[float, int]:
 def make_fetcher(port: int, interval: float, throttle) -> WebFetcher:
     return WebFetcher(
         policy=AddressPolicy(allow=[f"127.0.0.1:{port}"]),
-        host_overrides={"*.bench.test": f"127.0.0.1:{port}"},
+        host_overrides={"*.test": f"127.0.0.1:{port}"},
         interval_overrides={"*": interval},
         throttle=throttle,
         pool_maxsize=32,
@@ -181,6 +183,7 @@ def main() -> None:
     port = port_queue.get(timeout=30)
     try:
         urls = make_urls(args.pages, args.domains)
+        assert len({throttle_domain(url) for url in urls}) == args.domains, "hosts must be distinct sites"
         # Warm both code paths once (imports, first connections) before timing.
         run_anchor(port, urls[:100])
         run_fetcher(port, urls[:100], 0.0, MemoryThrottle(), 32)

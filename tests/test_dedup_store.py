@@ -250,3 +250,18 @@ def test_syndicated_copies_across_media_form_a_near_duplicate_group(store: Topic
     with store.engine.connect() as conn:
         rows = conn.execute(select(s.topic_near_dup_groups.c.stories_id)).scalars().all()
     assert {ids["old_plan"], ids["new_plan"], ids["copy"]} <= set(rows)
+
+
+def test_near_dups_command_finds_the_copies_of_a_url_or_a_text(store: TopicStore, capsys) -> None:  # noqa: ANN001
+    from topicmap.cli import near_dups
+
+    topics_id, ids = build_topic(store)
+    find_near_duplicates(store, topics_id)
+    found = near_dups(store, url="https://other.test/2026/02/06/copy", text=None)
+    assert {m["stories_id"] for m in found} >= {ids["old_plan"], ids["new_plan"]}
+    assert all(m["distance"] <= 6 and m["jaccard"] >= 0.5 for m in found)
+    by_text = near_dups(store, url=None, text=ARTICLE)
+    assert by_text[0]["stories_id"] == ids["old_plan"] and by_text[0]["distance"] == 0
+    assert near_dups(store, url=None, text="An unrelated sentence about football.") == []
+    with pytest.raises(SystemExit, match="no story in the store is known by the url"):
+        near_dups(store, url="https://unknown.test/x", text=None)

@@ -19,6 +19,7 @@ from topicmap.simhash import (
     near_duplicate_groups,
     near_duplicate_pairs,
     near_duplicate_pairs_with_distances,
+    pair_distances,
     shingle_set,
     verified_near_duplicate_pairs,
 )
@@ -95,6 +96,7 @@ def test_large_group_of_identical_fingerprints() -> None:
     assert (distances[(pairs[:, 0] < 1500) & (pairs[:, 1] < 1500)] == 0).all()
     expected = np.bitwise_count(values[pairs[:, 0]] ^ values[pairs[:, 1]])
     np.testing.assert_array_equal(distances, expected)
+    np.testing.assert_array_equal(pair_distances(values, pairs), expected)
 
 
 def test_pairs_format_and_input_forms() -> None:

@@ -37,10 +37,13 @@ stories 11, 21, 31, 41, 61; Jan 19: 12>21; Jan 26: nothing; Feb 2: 22>31.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
 import json
 import shutil
 import warnings
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -51,7 +54,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import insert, select, text
 
-from assets.snapshots import png_markdown, snapshot_files_intact, snapshots
+from assets.snapshots import EMBED_MAX_BYTES, png_markdown, snapshot_files_intact, snapshots
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from topicmap import schema as s
@@ -114,8 +117,8 @@ LINKS = [
     (11, 11),
     (21, None),
 ]
-# only overall/monthly pictures in most runs: each picture costs ~0.4 s
-FAST = {"ops": {"snapshots": {"config": {"picture_periods": ["overall", "monthly"]}}}}
+# only the overall picture in most runs: each picture costs ~0.4 s
+FAST = {"ops": {"snapshots": {"config": {"picture_periods": ["overall"]}}}}
 
 # (key, stories, story links, media, medium links) per timespan, by hand (see the module docstring)
 EXPECTED_COUNTS = [
@@ -246,8 +249,7 @@ def cli_database_url(store: TopicStore) -> str:
     return f"{url}?options=-csearch_path%3D{schema}"
 
 
-@pytest.fixture
-def project(store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+def make_project(store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("TOPICMAP_HOME", str(home))
@@ -266,6 +268,20 @@ def project(store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             "topics_file": TopicsFileResource(path=str(topics_file)),
         },
     }
+
+
+@pytest.fixture
+def project(store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The hand-made topic on SQLite and on PostgreSQL."""
+    return make_project(store, tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def sqlite_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+    """The hand-made topic on SQLite only, for what does not depend on the database (checks, files)."""
+    store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    yield make_project(store, tmp_path, monkeypatch)
+    store.dispose()
 
 
 def materialize(
@@ -331,7 +347,7 @@ def test_reading_the_topic_merges_duplicate_media_and_stories(project: dict) -> 
 
 
 def test_materialized_snapshot_matches_the_hand_counts(project: dict) -> None:
-    result = materialize(project, run_config=None)  # default options: overall, monthly and custom pictures
+    result = materialize(project)
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {
         CHECK_LINK_COUNTS: True,
@@ -383,10 +399,6 @@ def test_materialized_snapshot_matches_the_hand_counts(project: dict) -> None:
         "overall"
     ] == 1  # 11, 12 -> 21
 
-    # a GEXF for every timespan; pictures for overall, monthly and custom, not weekly
-    for key, *_ in EXPECTED_COUNTS:
-        assert (folder / key / "link_map.gexf").is_file()
-        assert (folder / key / "link_map.png").is_file() == (not key.startswith("weekly"))
     provenance = json.loads((folder / "provenance.json").read_text())
     assert provenance["topic"]["name"] == TOPIC and provenance["iteration"] == 2
     assert provenance["dedup"]["merged_stories"] == 1 and provenance["input_rows"]["stories"] == 8
@@ -466,18 +478,17 @@ def test_same_inputs_keep_the_snapshot_and_new_inputs_make_a_new_one(
     assert paths["link_map_png"] == folder / "overall" / "link_map.png"
     assert paths["link_map_gexf"] == folder / "overall" / "link_map.gexf"
     assert [t["png"] is not None for t in paths["timespans"]] == [
-        not key.startswith(("weekly", "custom")) for key, *_ in EXPECTED_COUNTS
-    ]  # FAST: overall and monthly pictures only
+        key == "overall" for key, *_ in EXPECTED_COUNTS
+    ]  # FAST: the overall picture only
 
 
 # ----------------------------------------------------------------------------------------------- checks
 
 
 def test_a_planted_inconsistency_fails_its_blocking_check(
-    project: dict, monkeypatch: pytest.MonkeyPatch
+    sqlite_project: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if project["store"].dialect == "postgresql":
-        pytest.skip("the check logic does not depend on the database; run once")
+    project = sqlite_project
     real = snapshot_store.compute_snapshot
 
     def off_by_one(*args, **kwargs):  # a medium link counted twice in January
@@ -495,12 +506,34 @@ def test_a_planted_inconsistency_fails_its_blocking_check(
         checks[CHECK_LINK_COUNTS].metadata["problems"].value
     )
     assert checks[CHECK_TOPIC_STORIES].passed and checks[CHECK_DATES].passed
+    # written for inspection, recorded as inconsistent, and not reused: once the code is right again, the
+    # same inputs (same key) are written afresh and the bad folder is kept aside
+    folder = Path(snapshot_meta(result)["snapshot_folder"])
+    assert json.loads((folder / "manifest.json").read_text())["problems"] == [
+        "monthly_2026-01-01: medium link counts sum to 6, but there are 5 story links"
+    ]
+    with project["store"].engine.connect() as conn:
+        assert conn.execute(select(s.snapshots.c.state)).scalar_one() == "inconsistent"
+    monkeypatch.setattr(snapshot_store, "compute_snapshot", real)
+    fixed = materialize(project)
+    assert fixed.success and snapshot_meta(fixed)["written_now"] is True
+    assert snapshot_meta(fixed)["snapshot_folder"] == str(folder)
+    assert json.loads((folder / "manifest.json").read_text())["problems"] == []
+    assert json.loads((folder.parent / f"{folder.name}.set-aside-1" / "manifest.json").read_text())[
+        "problems"
+    ]
+    with project["store"].engine.connect() as conn:
+        assert conn.execute(select(s.snapshots.c.state)).scalar_one() == "completed"
 
 
-def test_the_files_intact_check_names_a_changed_file(project: dict) -> None:
-    if project["store"].dialect == "postgresql":
-        pytest.skip("file checks do not depend on the database; run once")
-    folder = Path(snapshot_meta(materialize(project))["snapshot_folder"])
+def test_pictures_per_period_and_the_files_intact_check(sqlite_project: dict) -> None:
+    project = sqlite_project
+    folder = Path(snapshot_meta(materialize(project, run_config=None))["snapshot_folder"])
+    # default options: a GEXF for every timespan; pictures for overall, monthly and custom, not weekly
+    for key, *_ in EXPECTED_COUNTS:
+        assert (folder / key / "link_map.gexf").is_file()
+        assert (folder / key / "link_map.png").is_file() == (not key.startswith("weekly"))
+
     stories_csv = folder / "overall" / "stories.csv"
     original = stories_csv.read_bytes()
     stories_csv.write_bytes(original + b"1,2,3\n")
@@ -517,9 +550,9 @@ def test_the_files_intact_check_names_a_changed_file(project: dict) -> None:
     )
     # The next materialization finds the folder incomplete for its key (a size differs): the altered folder is
     # kept aside, never deleted, and the snapshot is written again from the store.
-    rebuilt = snapshot_meta(materialize(project))
+    rebuilt = snapshot_meta(materialize(project, run_config=None))
     assert rebuilt["written_now"] is True and stories_csv.read_bytes() == original
-    aside = folder.parent / f"{folder.name}.incomplete-1" / "overall" / "stories.csv"
+    aside = folder.parent / f"{folder.name}.set-aside-1" / "overall" / "stories.csv"
     assert aside.read_bytes() == original + b"1,2,3\n"
 
 
@@ -593,11 +626,20 @@ def test_a_large_picture_is_embedded_smaller(tmp_path: Path) -> None:
     from PIL import Image
 
     rng = np.random.default_rng(0)
-    noisy = tmp_path / "noisy.png"  # noise does not compress: ~1.5 MB
-    Image.fromarray(rng.integers(0, 255, (700, 700, 3), dtype=np.uint8)).save(noisy)
-    assert noisy.stat().st_size > 1_000_000
+    noisy = tmp_path / "noisy.png"  # noise does not compress: ~4 MB, and still ~1 MB at 800 px wide
+    Image.fromarray(rng.integers(0, 255, (1200, 1200, 3), dtype=np.uint8)).save(noisy)
+    assert noisy.stat().st_size > 4 * EMBED_MAX_BYTES
     markdown = png_markdown(noisy, "map").md_str
-    assert markdown.startswith("![map](data:image/png;base64,") and len(markdown) < noisy.stat().st_size
+    assert markdown.startswith("![map](data:image/png;base64,")
+    embedded = base64.b64decode(markdown[len("![map](data:image/png;base64,") : -1])
+    assert len(embedded) <= EMBED_MAX_BYTES
+    with Image.open(io.BytesIO(embedded)) as image:
+        assert image.width < 1200 and abs(image.width - image.height) <= 1  # smaller, same proportions
+    small = tmp_path / "small.png"
+    Image.new("RGB", (30, 20), "white").save(small)
+    assert base64.b64decode(png_markdown(small, "x").md_str[len("![x](data:image/png;base64,") : -1]) == (
+        small.read_bytes()
+    )  # small pictures go in as they are
 
 
 def test_cli_reports_unknown_topics_and_topics_without_snapshots(tmp_path: Path, capsys, monkeypatch) -> None:

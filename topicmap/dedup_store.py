@@ -47,12 +47,12 @@ class MergeReport:
     cross_media_links_after: int = 0
 
 
-def _to_signed(values: np.ndarray) -> list[int]:
+def simhashes_to_db(values: np.ndarray) -> list[int]:
     """uint64 → two's-complement int64: BIGINT columns are signed on both databases."""
     return values.astype(np.uint64).view(np.int64).tolist()
 
 
-def _to_unsigned(values: list[int]) -> np.ndarray:
+def simhashes_from_db(values: list[int]) -> np.ndarray:
     return np.array(values, dtype=np.int64).view(np.uint64)
 
 
@@ -407,7 +407,7 @@ def ensure_fingerprints(store: TopicStore, stories_ids: list[int], chunk: int = 
                 sh,
                 [
                     {"stories_id": i, "simhash": v, "feature_version": SIMHASH_FEATURE_VERSION}
-                    for i, v in zip(ids, _to_signed(values), strict=True)
+                    for i, v in zip(ids, simhashes_to_db(values), strict=True)
                 ],
                 ["stories_id"],
                 ["simhash", "feature_version"],
@@ -440,7 +440,7 @@ def find_near_duplicates(store: TopicStore, topics_id: int, max_distance: int = 
             if ids
             else {}
         )
-        fps = _to_unsigned([stored[i] for i in ids])
+        fps = simhashes_from_db([stored[i] for i in ids])
         pairs = verified_near_duplicate_pairs(
             [texts.get(i) or "" for i in ids], fps, candidate_distance=max(max_distance, 6)
         )

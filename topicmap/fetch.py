@@ -53,7 +53,7 @@ import urllib3.exceptions
 from requests.cookies import RequestsCookieJar
 
 from topicmap.extract import decode_html
-from topicmap.netguard import AddressPolicy, AddressRefused, GuardedHTTPAdapter
+from topicmap.netguard import AddressPolicy, AddressRefused, GuardedHTTPAdapter, last_request_sent_at
 from topicmap.robots import MAX_ROBOTS_BYTES, RobotsRules, product_token
 from topicmap.throttle import (
     DomainThrottle,
@@ -176,6 +176,7 @@ class _FetchState:
     queued_at: float = 0.0
     last_status: int | None = None
     last_failure: str | None = None
+    on_sent: Callable[[], None] | None = None
 
 
 class _InflateStage:
@@ -428,6 +429,9 @@ class WebFetcher:
             "Accept-Encoding": "gzip, deflate",
             "Connection": "keep-alive",
         }
+        # Per throttle domain, when this fetcher's last request to it went out (see _reserve).
+        self._last_sent: dict[str, float] = {}
+        self._last_sent_lock = threading.Lock()
         self._robots: dict[str, tuple[float, RobotsRules]] = {}
         self._robots_locks: dict[str, threading.Lock] = {}
         self._robots_guard = threading.Lock()
@@ -456,7 +460,7 @@ class WebFetcher:
         need = _NeedSlot(state.domain)
         while True:
             interval = self.interval_for(need.domain, interval_overrides)
-            slot = self.throttle.reserve(need.domain, interval, need.earliest)
+            slot = self._reserve(need.domain, interval, need.earliest)
             wait = slot - self._wall()
             if wait > 0:
                 self._sleep(wait)
@@ -558,7 +562,7 @@ class WebFetcher:
                 for domain in needs_slot:
                     if queues.get(domain) and domain not in holding:
                         interval = interval_of(domain)
-                        slot = self.throttle.reserve(domain, interval)
+                        slot = self._reserve(domain, interval)
                         heapq.heappush(slots, (slot, next(sequence), domain, interval))
                         holding.add(domain)
                         dispatch_due()
@@ -597,6 +601,28 @@ class WebFetcher:
             executor.shutdown(wait=True, cancel_futures=True)
 
     # ------------------------------------------------------------------ one fetch, hop by hop
+
+    def _reserve(self, domain: str, interval: float, earliest: float = 0.0) -> float:
+        """A throttle slot, never earlier than ``interval`` after this fetcher's last request to ``domain``
+        actually went out (a request delayed after its slot must not crowd the next one)."""
+        if interval > 0:
+            with self._last_sent_lock:
+                last_sent = self._last_sent.get(domain)
+            if last_sent is not None:
+                guard_band = getattr(self.throttle, "guard_band", 0.0)
+                earliest = max(earliest, last_sent + interval + guard_band)
+        return self.throttle.reserve(domain, interval, earliest)
+
+    def _note_sent(self, state: _FetchState, sent_before: float | None, page: bool) -> None:
+        sent_at = last_request_sent_at()
+        if sent_at is None or sent_at == sent_before:
+            return  # this call sent nothing (refused, could not connect)
+        with self._last_sent_lock:
+            if sent_at > self._last_sent.get(state.domain, 0.0):
+                self._last_sent[state.domain] = sent_at
+        if page and state.on_sent is not None:  # robots.txt is not the request the slot is for
+            callback, state.on_sent = state.on_sent, None
+            callback()
 
     def _new_state(self, url: str) -> _FetchState | FetchOutcome:
         now = self._clock()
@@ -657,16 +683,31 @@ class WebFetcher:
         interval: float,
         on_start: Callable[[], None] | None = None,
     ) -> FetchOutcome | _NeedSlot:
-        """Use one throttle slot of ``domain``: hops within the domain, until done or another slot is needed."""
+        """Use one throttle slot of ``domain``: hops within the domain, until done or another slot is needed.
+
+        ``on_start`` (fetch_many's cue to reserve the domain's next slot) fires once the slot's first request
+        has been *sent* (its send time then bounds the next slot), or at once for a zero interval.
+        """
         start_at = self.throttle.confirm(domain, slot, interval)
         if start_at is not None:
             wait = start_at - self._wall()
             if wait > 0:
                 self._sleep(wait)  # a late start was given a fresh start time, a few ms ahead
-        if on_start is not None:
-            on_start()
-        if start_at is None:
-            return _NeedSlot(domain)  # started too late, someone reserved after us: queue again
+        if start_at is None or interval == 0:
+            if on_start is not None:
+                on_start()
+            if start_at is None:
+                return _NeedSlot(domain)  # started too late, someone reserved after us: queue again
+        else:
+            state.on_sent = on_start
+        try:
+            return self._use_slot(state, domain)
+        finally:
+            if state.on_sent is not None:  # nothing was sent (refused, failed to connect...)
+                callback, state.on_sent = state.on_sent, None
+                callback()
+
+    def _use_slot(self, state: _FetchState, domain: str) -> FetchOutcome | _NeedSlot:
         while True:
             try:
                 next_url = self._hop(state)
@@ -721,12 +762,13 @@ class WebFetcher:
             )
         return remaining
 
-    def _send(self, state: _FetchState, url: str) -> requests.Response:
+    def _send(self, state: _FetchState, url: str, page: bool = True) -> requests.Response:
         """One guarded GET (no redirect following, body not read). Network time is charged to ``state``."""
         remaining = self._remaining(state)
         request = requests.Request("GET", url, headers=self._headers, cookies=state.cookies).prepare()
         timeout = (min(self.connect_timeout, remaining), min(self.read_timeout, remaining))
         began = self._clock()
+        sent_before = last_request_sent_at()
         try:
             response = self._adapter.send(request, stream=True, timeout=timeout)
         except AddressRefused as refusal:
@@ -750,6 +792,7 @@ class WebFetcher:
             raise _BodyError(f"invalid URL: {error}") from error
         finally:
             state.network_seconds += self._clock() - began
+            self._note_sent(state, sent_before, page)
         state.cookies.update(response.cookies)
         return response
 
@@ -899,25 +942,34 @@ class WebFetcher:
         """RFC 9309: 2xx parse; 4xx allow all; 5xx disallow all for a while. Network failures propagate
         (the page request would fail the same way, and is retried as such)."""
         url = origin + "/robots.txt"
-        for _hop in range(ROBOTS_MAX_REDIRECTS + 1):
-            response = self._send(state, url)
+        for hop in range(ROBOTS_MAX_REDIRECTS + 1):
+            try:
+                response = self._send(state, url, page=False)
+            except _Refused as refusal:
+                if hop == 0:
+                    raise  # the page's own origin is refused: so is the page
+                # robots.txt redirects somewhere we may not go: no rules can be read (RFC 9309: unavailable).
+                return RobotsRules.allowing_all(f"redirects to a refused address ({refusal})"), ROBOTS_TTL
             try:
                 status = response.status_code
                 if status in REDIRECT_STATUSES and response.headers.get("Location"):
+                    self._drain(response)
                     url = urljoin(url, response.headers["Location"])
                     if urlsplit(url).scheme not in ("http", "https"):
-                        return RobotsRules.allowing_all(), ROBOTS_TTL
+                        return RobotsRules.allowing_all("redirects to a non-HTTP URL"), ROBOTS_TTL
                     continue
                 if 200 <= status < 300:
                     body = self._read_capped(response, MAX_ROBOTS_BYTES)
                     return RobotsRules.parse(body.decode("utf-8", "replace")), ROBOTS_TTL
+                self._drain(response)  # keep the connection for the page request that follows
                 if 400 <= status < 500:
                     return RobotsRules.allowing_all(f"answered HTTP {status}: no rules"), ROBOTS_TTL
                 note = f"answered HTTP {status}: unreachable, so everything is disallowed for now (RFC 9309)"
                 return RobotsRules.disallowing_all(note), ROBOTS_UNREACHABLE_TTL
             finally:
                 response.close()
-        return RobotsRules.allowing_all(), ROBOTS_TTL  # RFC 9309: too many redirects counts as unavailable
+        # RFC 9309 §2.3.1.2: more redirects than that count as "unavailable".
+        return RobotsRules.allowing_all("redirects too many times"), ROBOTS_TTL
 
     def _read_capped(self, response: requests.Response, limit: int) -> bytes:
         """Up to ``limit`` decoded bytes of a small resource (robots.txt); the rest is ignored."""

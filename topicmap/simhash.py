@@ -292,12 +292,6 @@ class _BlockTables:
             first[(agreement & table_mask) == table_mask] = index
         return cls(tuple(masks), tables, first)
 
-    def key_mask(self, table: int) -> int:
-        return sum(self.block_masks[b] for b in self.table_blocks[table])
-
-    def key_bits(self, table: int) -> int:
-        return self.key_mask(table).bit_count()
-
     def keys(self, values: np.ndarray, table: int) -> np.ndarray:
         """Sort keys: the table's block bits packed into the low bits (uint16/uint32 when they fit)."""
         packed = np.zeros(len(values), dtype=np.uint64)

@@ -66,6 +66,8 @@ PROVENANCE_NAME = "provenance.json"
 GEXF_NAME = "link_map.gexf"
 PNG_NAME = "link_map.png"
 SNAPSHOT_STATE = "completed"
+#: state of a snapshot whose consistency checks failed: kept for inspection, rebuilt by the next run
+INCONSISTENT_STATE = "inconsistent"
 
 # The consistency checks (asset check names); snapshot_problems' messages are sorted into them.
 CHECK_LINK_COUNTS = "medium_link_counts_match_story_links"
@@ -489,11 +491,14 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
 
 
 def folder_is_complete(folder: Path, key: str) -> bool:
-    """True when ``folder`` holds the snapshot ``key``: its manifest names the key and every listed file is
-    there with its listed size (cheap; ``verify_snapshot_files`` also compares the checksums)."""
+    """True when ``folder`` holds the snapshot ``key``: its manifest names the key, records no consistency
+    problem, and every listed file is there with its listed size (cheap; ``verify_snapshot_files`` also
+    compares the checksums)."""
     manifest = read_manifest(folder)
     if not manifest or manifest.get("snapshot_key") != key or not isinstance(manifest.get("files"), dict):
         return False
+    if manifest.get("problems"):
+        return False  # written by code that got it wrong: the next run rebuilds it (the old one is set aside)
     for name, entry in manifest["files"].items():
         path = folder / name
         if not path.is_file() or path.stat().st_size != entry.get("bytes"):
@@ -526,6 +531,7 @@ def _write_folder(
     options: SnapshotOptions,
     key: str,
     provenance: dict[str, Any],
+    problems: list[str],
     staging: Path,
     log: Callable[[str], None],
 ) -> None:
@@ -561,15 +567,16 @@ def _write_folder(
     manifest["snapshot_key"] = key
     manifest["topic"] = inputs.topic_name
     manifest["provenance"] = PROVENANCE_NAME
+    manifest["problems"] = problems
     tmp = staging / f".{MANIFEST_NAME}.tmp"
     _write_json(tmp, manifest)
     os.replace(tmp, staging / MANIFEST_NAME)
 
 
 def _set_aside(folder: Path) -> Path:
-    """Rename an incomplete folder out of the way (kept for inspection, never deleted)."""
+    """Rename an incomplete or inconsistent folder out of the way (kept for inspection, never deleted)."""
     n = 1
-    while (aside := folder.with_name(f"{folder.name}.incomplete-{n}")).exists():
+    while (aside := folder.with_name(f"{folder.name}.set-aside-{n}")).exists():
         n += 1
     folder.rename(aside)
     return aside
@@ -582,8 +589,12 @@ def write_snapshot_folder(
     key: str,
     folder: Path,
     log: Callable[[str], None] = lambda _msg: None,
+    problems: list[str] | None = None,
 ) -> bool:
     """Write the snapshot ``key`` to ``folder`` unless it is already there, complete. Returns True if written.
+
+    ``problems`` (the consistency problems found) are recorded in the manifest; such a folder does not count
+    as complete, so once the code is fixed the next run sets it aside and writes the snapshot again.
 
     The files go to a staging sibling first, which is renamed to ``folder`` at the end: a reader, a crash
     or a concurrent run never sees half a snapshot. If another process finished the same key first, its
@@ -592,12 +603,13 @@ def write_snapshot_folder(
     if folder_is_complete(folder, key):
         return False
     if folder.exists():
-        log(f"{folder} is incomplete; moved to {_set_aside(folder)}")
+        log(f"{folder} is incomplete or inconsistent; moved to {_set_aside(folder)}")
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = folder.with_name(f".{folder.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     staging.mkdir()
     try:
-        _write_folder(result, inputs, options, key, snapshot_provenance(inputs, options, key), staging, log)
+        provenance = snapshot_provenance(inputs, options, key)
+        _write_folder(result, inputs, options, key, provenance, list(problems or []), staging, log)
         try:
             staging.rename(folder)
         except OSError:
@@ -629,9 +641,11 @@ def record_snapshot(
     folder: Path,
     provenance: dict[str, Any],
     home: Path | None = None,
+    consistent: bool = True,
 ) -> int:
     """Insert the ``snapshots`` row and its ``timespans`` rows (idempotent on their unique keys); returns
-    ``snapshots_id``. A re-run keeps the first row (its date and provenance) and only refreshes the path.
+    ``snapshots_id``. A re-run keeps the first row (its date and provenance) and only refreshes the path
+    and the state (``completed``, or ``inconsistent`` when the consistency checks failed).
 
     ``timespans.end_date`` is exclusive (the day after the last day), as Media Cloud's was.
     """
@@ -640,13 +654,13 @@ def record_snapshot(
         "topics_id": inputs.topics_id,
         "snapshot_key": key,
         "snapshot_date": now_utc(),
-        "state": SNAPSHOT_STATE,
+        "state": SNAPSHOT_STATE if consistent else INCONSISTENT_STATE,
         "iteration": inputs.iteration,
         "provenance_json": json.dumps(provenance, sort_keys=True),
         "path": _stored_path(folder, home),
     }
     with store.engine.begin() as conn:
-        store.upsert(conn, s.snapshots, [row], ["topics_id", "snapshot_key"], ["path"])
+        store.upsert(conn, s.snapshots, [row], ["topics_id", "snapshot_key"], ["path", "state"])
         snapshots_id = int(
             conn.execute(
                 select(s.snapshots.c.snapshots_id).where(
@@ -739,12 +753,14 @@ def build_snapshot(
         near_dup_groups=inputs.near_dup_groups,
         count_syndicated_once=options.count_syndicated_once,
     )
+    problems = check_problems(result, inputs.start_date, inputs.end_date)
+    flat = [problem for found in problems.values() for problem in found]
     folder = snapshot_folder(topic_name, key, home)
-    written = write_snapshot_folder(result, inputs, options, key, folder, log)
+    written = write_snapshot_folder(result, inputs, options, key, folder, log, flat)
     if not written:
         log(f"{folder} already holds this snapshot: left as it is")
     provenance = snapshot_provenance(inputs, options, key)
-    snapshots_id = record_snapshot(store, inputs, result, key, folder, provenance, home)
+    snapshots_id = record_snapshot(store, inputs, result, key, folder, provenance, home, consistent=not flat)
     return BuiltSnapshot(
         snapshots_id=snapshots_id,
         snapshot_key=key,
@@ -753,7 +769,7 @@ def build_snapshot(
         inputs=inputs,
         result=result,
         provenance=provenance,
-        problems=check_problems(result, inputs.start_date, inputs.end_date),
+        problems=problems,
     )
 
 

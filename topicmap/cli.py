@@ -1,0 +1,112 @@
+"""The `topicmap` command: small look-ups against the topic store (no Dagster needed).
+
+topicmap near-dups --url URL [--max-distance 6]   stories near-duplicate to a stored story
+topicmap near-dups --text TEXT                     stories near-duplicate to a text
+topicmap snapshot TOPIC [--snapshot-id N]          where a snapshot's files and link maps are
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from sqlalchemy import select
+
+from topicmap import schema as s
+from topicmap.dedup_store import SIMHASH_FEATURE_VERSION, simhashes_from_db
+from topicmap.simhash import NearDuplicateIndex, fingerprint, jaccard, shingle_set
+from topicmap.store import TopicStore
+from topicmap.urls import url_variants
+
+
+def near_dups(
+    store: TopicStore, url: str | None, text: str | None, max_distance: int = 6, min_jaccard: float = 0.5
+) -> list[dict]:
+    """Stored stories near-duplicate to the story at ``url`` (or to ``text``), nearest first.
+
+    The same two stages as the `near_duplicates` asset: simhash candidates within ``max_distance`` bits,
+    kept when their word-bigram overlap (Jaccard) is at least ``min_jaccard``."""
+    sh, st = s.story_simhashes, s.stories
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(sh.c.stories_id, sh.c.simhash).where(sh.c.feature_version == SIMHASH_FEATURE_VERSION)
+        ).all()
+        own_id = None
+        if url is not None:
+            variants = url_variants(url) or [url]
+            found = conn.execute(
+                select(s.story_urls.c.stories_id).where(s.story_urls.c.url.in_(variants)).limit(1)
+            ).scalar_one_or_none()
+            if found is None:
+                raise SystemExit(f"no story in the store is known by the url {url!r}")
+            own_id = int(found)
+            text = conn.execute(select(st.c.text).where(st.c.stories_id == own_id)).scalar_one() or ""
+        index = NearDuplicateIndex(
+            [r.stories_id for r in rows], simhashes_from_db([r.simhash for r in rows]), max_distance
+        )
+        matches = [(i, d) for i, d in index.query(fingerprint(text or "")) if i != own_id]
+        details = {
+            r.stories_id: r
+            for r in conn.execute(
+                select(st.c.stories_id, st.c.url, st.c.title, st.c.publish_date, st.c.text).where(
+                    st.c.stories_id.in_([i for i, _ in matches])
+                )
+            )
+        }
+    own = shingle_set(text or "")
+    found = []
+    for i, distance in matches:
+        similarity = jaccard(own, shingle_set(details[i].text or ""))
+        if similarity >= min_jaccard:
+            found.append(
+                {
+                    "stories_id": i,
+                    "distance": distance,
+                    "jaccard": round(similarity, 3),
+                    "url": details[i].url,
+                    "title": details[i].title,
+                    "publish_date": details[i].publish_date,
+                }
+            )
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="topicmap", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    near = commands.add_parser("near-dups", help="near-duplicates of a stored story or of a text")
+    source = near.add_mutually_exclusive_group(required=True)
+    source.add_argument("--url")
+    source.add_argument("--text")
+    near.add_argument("--max-distance", type=int, default=6, help="simhash candidate distance in bits")
+    near.add_argument("--min-jaccard", type=float, default=0.5, help="word-bigram overlap a candidate needs")
+    near.add_argument(
+        "--database-url", default=None, help="default: TOPICMAP_DATABASE_URL or the SQLite store"
+    )
+    snapshot = commands.add_parser("snapshot", help="where a snapshot's files are")
+    snapshot.add_argument("topic")
+    snapshot.add_argument("--snapshot-id", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.command == "near-dups":
+        store = TopicStore.open(args.database_url)
+        found = near_dups(store, args.url, args.text, args.max_distance, args.min_jaccard)
+        if not found:
+            print(f"no near-duplicates (within {args.max_distance} bits and jaccard >= {args.min_jaccard})")
+        for match in found:
+            print(
+                f"{match['distance']:>2} bits  jaccard {match['jaccard']:.2f}  story {match['stories_id']:>6}  "
+                f"{match['url']}  {match['title'] or ''}"
+            )
+        return 0
+    from topicmap.snapshot_cli import main as snapshot_main
+
+    return snapshot_main(
+        [args.topic] + (["--snapshot-id", str(args.snapshot_id)] if args.snapshot_id else [])
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
