@@ -14,7 +14,8 @@ from resources.social import BitlyResource, FacebookResource
 from resources.store import TopicStoreResource
 from topicmap import refetch
 from topicmap.bitly import BitlyAuthError, BitlyError, BitlyRateLimitError
-from topicmap.facebook import FacebookAuthError, FacebookError
+from topicmap.clicks import STAGE_3D, STAGE_30D
+from topicmap.facebook import EngagementResult, FacebookAuthError, FacebookError
 from topicmap.social_store import (
     click_exports_dir,
     click_rows,
@@ -138,8 +139,8 @@ def click_totals(
         "dagster/row_count": len(rows),
         "stage": config.stage,
         "topic_stories": len(stories),
-        "stories_fetched_3d": fetched[refetch.STAGES[0]],
-        "stories_fetched_30d": fetched[refetch.STAGES[1]],
+        "stories_fetched_3d": fetched[STAGE_3D],
+        "stories_fetched_30d": fetched[STAGE_30D],
         "stories_not_yet_due": len(not_due),
         "stories_failed": len(failed),
         "bitlinks_found": sum(d["bitlinks"] for d in per_day.values()),
@@ -236,7 +237,7 @@ def story_statistics(
     context.log.info(
         f"{len(todo)} stories of topic {context.partition_key!r} to measure on {facebook.base_url}"
     )
-    batch: list[tuple[int, Any]] = []
+    batch: list[tuple[int, EngagementResult]] = []
     errors: Counter[str] = Counter()
     measured = 0
 

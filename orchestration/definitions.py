@@ -42,14 +42,12 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
     }
 
 
-core_defs = dg.Definitions(
-    assets=[archive_stories, seeds, spider_iteration],
-    sensors=[topic_registry, spider_iterations],
-)
-
-# One Definitions per stage (orchestration/<stage>.py), merged here with the shared resources.
+# One Definitions per stage (orchestration/<stage>.py), merged here with the shared resources. The module
+# holds no other Definitions object, so tools that look for "the" Definitions find this one.
 defs = dg.Definitions.merge(
-    core_defs,
+    dg.Definitions(
+        assets=[archive_stories, seeds, spider_iteration], sensors=[topic_registry, spider_iterations]
+    ),
     dedup.dedup_defs,
     social.social_defs,
     snapshot_defs,

@@ -32,26 +32,6 @@ def _say(line: str = "") -> None:
     print(line, flush=True)
 
 
-def _materialize(defs, selection: Sequence[str], instance, partition_key: str | None = None, tags=None):  # noqa: ANN001
-    import dagster as dg
-
-    result = dg.materialize(
-        assets=list(defs.assets or []),
-        selection=list(selection),
-        instance=instance,
-        partition_key=partition_key,
-        resources=defs.resources,
-        tags=tags or {},
-        raise_on_error=False,
-        # the demo prints its own summary; Dagster's per-event lines stay in the UI (make ui)
-        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-    )
-    if not result.success:
-        failures = [e.message for e in result.all_events if e.is_failure]
-        raise SystemExit(f"demo: materializing {list(selection)} for {partition_key} failed: {failures[-1:]}")
-    return result
-
-
 def _write_media_dups(web, path: Path) -> None:  # noqa: ANN001
     """The demo's renamed outlets and mobile sites, declared as a curator would (medium → canonical medium)."""
     urls = {m["name"]: m["url"] for m in web.media}
@@ -86,8 +66,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"  {len(web.media)} media, {len(web.pages)} pages, {len(web.archive_stories)} stories already archived"
     )
 
+    from orchestration.social_demo import demo_social_config, run_social_demo
+    from topicmap.standins import StandinDataset, run_standin_server
+
     with ExitStack() as stack:
         server = stack.enter_context(serve_demo_web(web))
+        # the demo's own stand-in of the Bit.ly and Facebook APIs (made-up figures, never the real services)
+        standin = stack.enter_context(run_standin_server(StandinDataset()))
+        os.environ.update(demo_social_config(standin))
         os.environ["TOPICMAP_PAGE_SOURCE_JSON"] = json.dumps(
             {
                 # the demo web lives on loopback: allow exactly its server, nothing else private
@@ -103,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import dagster as dg
 
         from orchestration.definitions import defs
+        from orchestration.runs import materialize_selection
         from topicmap import schema
         from topicmap.spider_plan import decide, read_spider_facts
         from topicmap.store import TopicStore
@@ -118,13 +105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
 
         _say("\n== archive_stories")
-        _materialize(defs, ["archive_stories"], instance)
+        materialize_selection(defs, instance, ["archive_stories"])
         store = TopicStore.open()
         _say(f"  stories in the archive: {store.story_count(archive_only=True)}")
 
         for topic in topics.topics:
             _say(f"\n== seeds [{topic.name}]  query: {topic.query}")
-            result = _materialize(defs, ["seeds"], instance, topic.name)
+            result = materialize_selection(defs, instance, ["seeds"], topic.name)
             meta = result.asset_materializations_for_node("seeds")[0].metadata
             _say(f"  seeds: {meta['dagster/row_count'].value}  (new: {meta['seeds_new'].value})")
             _say("  " + meta["seeds_per_month"].value.replace("\n", "\n  "))
@@ -136,10 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if decision.action != "run_iteration":
                     _say(f"  {decision.reason}")
                     break
-                result = _materialize(
+                result = materialize_selection(
                     defs,
-                    ["fetched_links", "relevant_stories", "topic_links"],
                     instance,
+                    ["fetched_links", "relevant_stories", "topic_links"],
                     topic.name,
                     tags={"topicmap/topic": topic.name, "topicmap/iteration": str(decision.iteration)},
                 )
@@ -158,13 +145,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             _say(f"\n== dedup [{topic.name}]")
             for node, keys in (
-                ("deduped_media", ["dup_media_declared_now", "merged_now", "stories_moved_now", "cross_media_links_after"]),
+                (
+                    "deduped_media",
+                    ["dup_media_declared_now", "merged_now", "stories_moved_now", "cross_media_links_after"],
+                ),
                 ("deduped_stories", ["merged_now", "cross_media_links_after"]),
                 ("near_duplicates", ["stories", "groups", "dagster/row_count"]),
             ):
-                _print_metadata(_materialize(defs, [node], instance, topic.name), node, keys)
+                _print_metadata(materialize_selection(defs, instance, [node], topic.name), node, keys)
             size_after = store.table_count(schema.topic_stories, topics_id=topics_id)
             _say(f"  topic size after dedup: {size_after} stories")
+
+        _say("\n== social metrics (click_totals by publication day, story_statistics per topic)")
+        run_social_demo(defs, instance, standin, names, say=_say)
 
     _say(
         f"\ndone in {time.monotonic() - started:.0f} s. Open the UI with `make ui` (DAGSTER_HOME={os.environ['DAGSTER_HOME']})."

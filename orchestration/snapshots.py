@@ -50,5 +50,5 @@ def run_snapshot_demo(
             f"{len(result.get_asset_check_evaluations())} checks passed"
         )
         found[topic] = snapshot_paths(store, topic)
-        say("  " + format_snapshot_paths(found[topic]).replace("\n", "\n  "))
+        say("  " + format_snapshot_paths(found[topic], brief=True).replace("\n", "\n  "))
     return found

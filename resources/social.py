@@ -14,6 +14,14 @@ from topicmap import bitly, facebook
 from topicmap.rawstore import RawResponseStore
 from topicmap.store import topicmap_home
 
+# Environment variables read by orchestration/social.py (secrets as dg.EnvVar, resolved at run time).
+BITLY_TOKEN_ENV = "TOPICMAP_BITLY_TOKEN"
+BITLY_BASE_URL_ENV = "TOPICMAP_BITLY_BASE_URL"
+RAW_STORE_DIR_ENV = "TOPICMAP_RAW_STORE_DIR"
+FACEBOOK_APP_ID_ENV = "TOPICMAP_FACEBOOK_APP_ID"
+FACEBOOK_APP_SECRET_ENV = "TOPICMAP_FACEBOOK_APP_SECRET"
+FACEBOOK_BASE_URL_ENV = "TOPICMAP_FACEBOOK_BASE_URL"
+
 
 class BitlyResource(dg.ConfigurableResource):
     """Bit.ly v3 API client (lookup of bitlinks by URL, daily clicks) with a raw-answer store."""

@@ -62,7 +62,9 @@ def test_decode_declared_charset() -> None:
 def test_decode_meta_charset() -> None:
     text = '<html><head><meta charset="windows-1251"></head><body>Новости дня</body></html>'
     assert decode_html(text.encode("cp1251")) == text
-    http_equiv = '<meta http-equiv="Content-Type" content="text/html; charset=shift_jis"><p>日本語のニュース</p>'
+    http_equiv = (
+        '<meta http-equiv="Content-Type" content="text/html; charset=shift_jis"><p>日本語のニュース</p>'
+    )
     assert decode_html(http_equiv.encode("shift_jis")) == http_equiv
 
 
@@ -132,7 +134,10 @@ def test_title_strips_the_site_name() -> None:
 
 
 def test_title_strips_a_site_name_that_is_the_domain() -> None:
-    assert story("<title>Council debates transit plan - Example.com</title>").title == "Council debates transit plan"
+    assert (
+        story("<title>Council debates transit plan - Example.com</title>").title
+        == "Council debates transit plan"
+    )
     assert story("<title>EXAMPLE NEWS: Council debates transit plan</title>").title == (
         "EXAMPLE NEWS: Council debates transit plan"  # no separator with spaces around it: kept whole
     )
@@ -156,7 +161,7 @@ def test_title_from_og_title_prefix_of_the_title_tag() -> None:
 
 
 def test_title_keeps_typographic_quotes_from_the_page_headline() -> None:
-    head = "<meta property=\"og:title\" content=\"Mayor's plan wins\"><title>Transit | Example</title>"
+    head = '<meta property="og:title" content="Mayor\'s plan wins"><title>Transit | Example</title>'
     assert story(head, "<h1>Mayor’s plan wins</h1>").title == "Mayor’s plan wins"
 
 
@@ -259,11 +264,18 @@ def test_language_declared_or_guessed() -> None:
 
 def test_guess_language() -> None:
     assert guess_language(PROSE * 2) == "en"
-    german = "Der Stadtrat hat am Dienstag über den neuen Verkehrsplan beraten, der drei Buslinien vorsieht. " * 3
+    german = (
+        "Der Stadtrat hat am Dienstag über den neuen Verkehrsplan beraten, der drei Buslinien vorsieht. " * 3
+    )
     assert guess_language(german) == "de"
-    spanish = "El consejo de la ciudad se reunió el martes para debatir el nuevo plan de transporte de la región. " * 3
+    spanish = (
+        "El consejo de la ciudad se reunió el martes para debatir el nuevo plan de transporte de la región. "
+        * 3
+    )
     assert guess_language(spanish) == "es"
-    assert guess_language("東京で新しい交通計画が発表されました。市議会は火曜日に会合を開きました。" * 3) == "ja"
+    assert (
+        guess_language("東京で新しい交通計画が発表されました。市議会は火曜日に会合を開きました。" * 3) == "ja"
+    )
     assert guess_language("short") is None
     assert guess_language("") is None
 
@@ -282,9 +294,7 @@ def test_description_and_canonical_url() -> None:
 def test_bytes_and_str_give_the_same_story() -> None:
     html = page("<title>Café crème | Example</title>", "", "fr")
     assert extract_story(html.encode("utf-8"), URL) == extract_story(html, URL)
-    latin = extract_story(
-        html.replace("<head>", '<head><meta charset="iso-8859-1">').encode("cp1252"), URL
-    )
+    latin = extract_story(html.replace("<head>", '<head><meta charset="iso-8859-1">').encode("cp1252"), URL)
     assert latin.title == "Café crème"
 
 
@@ -314,7 +324,9 @@ def test_binary_or_empty_input_gives_an_empty_story(content: bytes | str | None)
 
 def test_plain_text_is_kept_as_text() -> None:
     result = extract_story("Just a statement, no markup at all.\nSecond line.", URL)
-    assert result == ExtractedStory(None, "Just a statement, no markup at all.\nSecond line.", None, None, None, None)
+    assert result == ExtractedStory(
+        None, "Just a statement, no markup at all.\nSecond line.", None, None, None, None
+    )
 
 
 def test_garbage_markup_never_raises() -> None:

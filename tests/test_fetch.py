@@ -3,10 +3,14 @@ message, the SSRF guard holds on every hop, memory stays bounded, and fetch_many
 
 from __future__ import annotations
 
+import shutil
+import ssl
+import subprocess
 import threading
 import time
 import tracemalloc
 from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -379,3 +383,82 @@ def test_one_fetcher_is_shared_by_threads(fault: FaultServer) -> None:
     assert len(results) == 30 and all(outcome.ok for outcome in results)
     robots = [hit for hit in fault.hits if hit.path == "/robots.txt" and hit.host.startswith("site")]
     assert sorted(hit.host for hit in robots) == ["site0.test", "site1.test", "site2.test"]
+
+
+# ---------------------------------------------------------------- TLS through the pinned connection
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory):
+    """An HTTPS server on loopback with a self-signed certificate for secure.test (needs openssl)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl command not available to make a test certificate")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=secure.test",
+            "-addext",
+            "subjectAltName=DNS:secure.test",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _TlsHandler)
+    server.daemon_threads = True
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1], str(cert)
+    server.shutdown()
+    server.server_close()
+
+
+class _TlsHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):
+        return
+
+    def do_GET(self):
+        body = b"<html><head><title>over TLS</title></head><body>" + (self.headers.get("Host") or "").encode()
+        if self.path == "/robots.txt":
+            body = b"User-agent: *\nDisallow:\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_https_keeps_the_host_name_for_sni_and_verification(tls_server) -> None:
+    port, ca_bundle = tls_server
+    options = dict(
+        policy=AddressPolicy(allow=[f"127.0.0.1:{port}"]),
+        host_overrides={"*.test": f"127.0.0.1:{port}"},
+        interval_overrides={"*": 0.0},
+        ca_bundle=ca_bundle,
+        connect_timeout=2,
+        read_timeout=2,
+    )
+    with WebFetcher(**options) as web:
+        good = web.fetch("https://secure.test/page")
+        assert good.ok and "over TLS" in good.text and "secure.test" in good.text
+        # Same pinned address, but the certificate does not name this host: verification must refuse it.
+        wrong = web.fetch("https://other.test/page")
+    assert good.final_url == "https://secure.test/page"
+    assert wrong.error.startswith("tls error:") and "other.test" in wrong.error

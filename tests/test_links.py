@@ -126,7 +126,9 @@ def test_ignored_and_non_http_links_are_removed() -> None:
 def test_nytimes_mirror_hosts_become_www() -> None:
     body = f"""<p>{PARAGRAPH} <a href="http://www3.nytimes.com/2020/01/01/x.html">NYT</a></p>
       <p>{PARAGRAPH}</p><p>{PARAGRAPH}</p>"""
-    assert extract_links(article_page(body), base_url=STORY_URL) == ["http://www.nytimes.com/2020/01/01/x.html"]
+    assert extract_links(article_page(body), base_url=STORY_URL) == [
+        "http://www.nytimes.com/2020/01/01/x.html"
+    ]
 
 
 def test_plain_text_content_yields_its_urls() -> None:
@@ -282,7 +284,9 @@ def test_real_page_wired_links_are_the_cited_sources() -> None:
         "https://www.fintechfutures.com/2018/08/us-challenger-banks-whos-who-and-whats-their-tech/",
     ]
     # the page's 20-odd navigation, share and account links are not the story's
-    assert not [link for link in links if "/category/" in link or "facebook.com" in link or "twitter.com" in link]
+    assert not [
+        link for link in links if "/category/" in link or "facebook.com" in link or "twitter.com" in link
+    ]
     assert not [link for link in links if "wired.com" in link]
 
 

@@ -60,12 +60,14 @@ from resources.topics import TopicsFileResource
 from topicmap import schema as s
 from topicmap import snapshot_store
 from topicmap.snapshot import Timespan, compute_snapshot
+from topicmap.snapshot_cli import format_snapshot_paths
 from topicmap.snapshot_cli import main as snapshot_cli
 from topicmap.snapshot_store import (
     CHECK_DATES,
     CHECK_LINK_COUNTS,
     CHECK_TOPIC_STORIES,
     SnapshotOptions,
+    build_snapshot,
     check_problems,
     read_snapshot_inputs,
     resolve_chains,
@@ -471,7 +473,16 @@ def test_same_inputs_keep_the_snapshot_and_new_inputs_make_a_new_one(
     out = capsys.readouterr().out
     assert f"snapshot {changed['snapshot_id']} of topic {TOPIC}" in out
     assert f"link map (PNG):  {new_folder / 'overall' / 'link_map.png'}" in out
-    assert str(new_folder / "weekly_2026-01-26") in out
+    assert f"each in {new_folder}/<timespan>/" in out
+    words = " ".join(out.split())
+    assert "weekly_2026-01-26 2026-01-26..2026-02-01 0 stories 0 story links 0 media [gexf]" in words
+    assert "custom_launch 2026-01-12..2026-01-18 5 stories 3 story links 3 media [gexf]" in words
+    assert "overall 2026-01-05..2026-02-08 7 stories 7 story links 3 media [gexf + png]" in words
+    brief = format_snapshot_paths(snapshot_paths(store, TOPIC, home=project["home"]), brief=True)
+    assert (
+        "weekly_2026-01-26" not in brief
+        and "+ 5 weekly timespans (weekly_2026-01-05 .. weekly_2026-02-02)" in brief
+    )
     assert snapshot_cli([TOPIC, "--snapshot-id", str(first["snapshot_id"]), "--home", home]) == 0
     assert f"folder:          {folder}" in capsys.readouterr().out
     paths = snapshot_paths(store, TOPIC, first["snapshot_id"], home=project["home"])
@@ -480,6 +491,19 @@ def test_same_inputs_keep_the_snapshot_and_new_inputs_make_a_new_one(
     assert [t["png"] is not None for t in paths["timespans"]] == [
         key == "overall" for key, *_ in EXPECTED_COUNTS
     ]  # FAST: the overall picture only
+
+
+def test_a_topic_not_spidered_yet_gets_an_empty_consistent_snapshot(
+    store: TopicStore, tmp_path: Path
+) -> None:
+    topics_file = tmp_path / "topics.yaml"
+    topics_file.write_text(TOPICS_YAML, encoding="utf-8")
+    store.upsert_topic(load_topics(topics_file).topics[0])
+    built = build_snapshot(store, TOPIC, SnapshotOptions(picture_periods=("overall",)), home=tmp_path)
+    assert built.written and not any(built.problems.values())
+    assert all(snap.counts.story_count == 0 for snap in built.result.timespans)
+    assert (built.folder / "overall" / "link_map.png").is_file()  # a picture saying there are no links
+    assert snapshot_paths(store, TOPIC, home=tmp_path)["snapshots_id"] == built.snapshots_id
 
 
 # ----------------------------------------------------------------------------------------------- checks

@@ -486,3 +486,17 @@ def test_click_story_window_is_fixed_once_due() -> None:
     assert first == click_window("30d", story.story_ts, NOW + timedelta(days=100))
     assert first == (at(date(2024, 1, 8), 15), at(date(2024, 2, 9), 15))
     assert click_window("3d", story.story_ts, at(JAN10, 20)) == (at(date(2024, 1, 8), 15), at(JAN10, 20))
+
+
+def test_demo_backfill_ranges_span_at_most_31_days() -> None:
+    from orchestration.social_demo import day_ranges
+
+    days = [date(2024, 1, 1) + timedelta(days=i) for i in range(0, 70, 3)] + [date(2024, 6, 1)]
+    ranges = day_ranges(days)
+    assert ranges == [
+        (date(2024, 1, 1), date(2024, 1, 31)),
+        (date(2024, 2, 3), date(2024, 3, 4)),
+        (date(2024, 3, 7), date(2024, 3, 10)),
+        (date(2024, 6, 1), date(2024, 6, 1)),
+    ]
+    assert all((last - first).days < 31 for first, last in ranges)

@@ -156,7 +156,9 @@ def test_normalize_url_host_specific_parameters() -> None:
     assert normalize_url("https://www.google.com/search?q=a&ei=xyz&gws_rd=ssl") == (
         "https://www.google.com/search?q=a"
     )
-    assert normalize_url("http://x.livejournal.com/1.html?thread=5&nojs=1") == "http://x.livejournal.com/1.html"
+    assert (
+        normalize_url("http://x.livejournal.com/1.html?thread=5&nojs=1") == "http://x.livejournal.com/1.html"
+    )
 
 
 def test_normalize_url_parameter_names_compare_case_insensitively() -> None:
@@ -262,7 +264,10 @@ def test_youtube_video_urls_share_one_key(raw: str) -> None:
 
 
 def test_youtube_channels_and_lookalikes() -> None:
-    assert normalize_url_lossy("https://www.youtube.com/channel/UCabc?view=1") == "http://youtube.com/channel/ucabc"
+    assert (
+        normalize_url_lossy("https://www.youtube.com/channel/UCabc?view=1")
+        == "http://youtube.com/channel/ucabc"
+    )
     assert normalize_url_lossy("https://www.youtube.com/user/someone") == "http://youtube.com/user/someone"
     # Media Cloud's `[^/]*youtube.com` also rewrote other sites.
     assert normalize_url_lossy("http://notyoutube.com/watch?v=1&x=2") == "http://notyoutube.com/watch?v=1&x=2"
@@ -274,7 +279,9 @@ def test_archive_is_links_match_their_target() -> None:
     )
 
 
-@pytest.mark.parametrize("bad", [None, "", "   ", "mailto:a@b.com", "javascript:void(0)", "http://exa mple.com"])
+@pytest.mark.parametrize(
+    "bad", [None, "", "   ", "mailto:a@b.com", "javascript:void(0)", "http://exa mple.com"]
+)
 def test_lossy_none_for_non_urls(bad: str | None) -> None:
     assert normalize_url_lossy(bad) is None
 
@@ -416,7 +423,9 @@ def test_url_variants_lists_every_form_once() -> None:
 
 def test_url_variants_drop_homepage_redirects() -> None:
     # A story that redirects to the front page is not that front page.
-    variants = url_variants("http://m.wired.com/threatlevel/2011/12/sopa/", redirect_url="http://www.wired.com/")
+    variants = url_variants(
+        "http://m.wired.com/threatlevel/2011/12/sopa/", redirect_url="http://www.wired.com/"
+    )
     assert "http://www.wired.com/" not in variants
     assert "http://wired.com/" not in variants
     assert "http://m.wired.com/threatlevel/2011/12/sopa/" in variants

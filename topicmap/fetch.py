@@ -43,7 +43,6 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -87,6 +86,7 @@ _SNIFF_HTML = re.compile(
     rb"^\s*(?:<!doctype\s+html|<html|<head|<body|<title|<meta|<!--|<script|<div|<p[\s>]|<h1|<a\s|<table|<br)",
     re.IGNORECASE,
 )
+_IP_LITERAL = re.compile(r"^(?:[\d.]+|.*:.*)$")  # IPv4 dotted digits, or IPv6 (urlsplit strips brackets)
 _META_TAG = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
 _ATTRIBUTE = re.compile(r"""([a-zA-Z_:][-\w:.]*)\s*=\s*("[^"]*"|'[^']*'|[^\s"'>]+)""")
 _REFRESH_CONTENT = re.compile(
@@ -314,17 +314,6 @@ def _release(response: requests.Response) -> None:
     response._content_consumed = True
 
 
-def _started_pool(max_workers: int) -> ThreadPoolExecutor:
-    """A thread pool whose threads all exist already: a thread started on the first submit would make the
-    first request of each worker late by the thread's start-up (milliseconds on a loaded machine)."""
-    executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="topicmap-fetch")
-    ready = threading.Barrier(max_workers + 1)
-    for _ in range(max_workers):
-        executor.submit(ready.wait, 10.0)
-    ready.wait(10.0)
-    return executor
-
-
 def _robots_refusal(url: str, rules: RobotsRules) -> str:
     where = f"{_origin(url)}/robots.txt"
     if rules.disallow_all and rules.note:
@@ -388,6 +377,7 @@ class WebFetcher:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         pool_maxsize: int = 32,
+        ca_bundle: str | None = None,
     ) -> None:
         for name, value in (
             ("connect_timeout", connect_timeout),
@@ -411,6 +401,8 @@ class WebFetcher:
         self.backoff_base = backoff_base
         self.max_retry_after = max_retry_after
         self.obey_robots = obey_robots
+        # TLS certificates are always verified; ca_bundle replaces the default (certifi) trust store.
+        self._verify: bool | str = ca_bundle or True
         base_policy = policy if policy is not None else AddressPolicy()
         self.policy = base_policy.with_overrides(host_overrides) if host_overrides else base_policy
         self.throttle: DomainThrottle = throttle if throttle is not None else MemoryThrottle(clock=wall_clock)
@@ -479,126 +471,38 @@ class WebFetcher:
     ) -> Iterator[FetchOutcome]:
         """Fetch ``urls`` with ``max_workers`` threads; yield each outcome as it completes (any order).
 
-        Scheduling: every domain with queued URLs holds at most one reserved slot; a heap orders those
-        slots, and a worker gets the URL whose slot comes first. The scheduler blocks on a queue of worker
-        events with a timeout equal to the next slot, so it neither spins nor sleeps past a due slot. The
-        next slot of a domain is reserved as soon as its previous request has *started*, which allows
-        overlapping requests to one domain when its interval is shorter than a fetch.
+        Scheduling (see :class:`_DomainScheduler`): every domain with queued URLs holds at most one reserved
+        slot; a heap orders those slots and each idle worker takes the URL whose slot comes first, or waits
+        on a condition variable until the earliest slot is due (no polling). The next slot of a domain is
+        reserved once its previous request has been sent, never earlier than ``interval`` after it.
         """
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers!r}")
-        queues: dict[str, deque[_FetchState]] = {}
-        slots: list[tuple[float, int, str, float]] = []  # (slot, seq, domain, interval)
-        delayed: list[tuple[float, int, _FetchState, str]] = []  # retries waiting for their backoff
-        holding: set[str] = set()  # domains with a reserved slot not yet started
-        needs_slot: set[str] = set()
-        events: queue.SimpleQueue = queue.SimpleQueue()
-        sequence = itertools.count()
-        intervals: dict[str, float] = {}
-        in_flight = 0
-        queued = 0  # URLs waiting in the per-domain queues
-
-        def interval_of(domain: str) -> float:
-            if domain not in intervals:
-                intervals[domain] = self.interval_for(domain, interval_overrides)
-            return intervals[domain]
-
-        def enqueue(state: _FetchState, domain: str, front: bool = False) -> None:
-            nonlocal queued
-            state.queued_at = self._wall()
-            bucket = queues.setdefault(domain, deque())
-            if front:  # a fetch already under way (redirect hop, retry) goes before new URLs
-                bucket.appendleft(state)
-            else:
-                bucket.append(state)
-            queued += 1
-            needs_slot.add(domain)
-
-        def dispatch_due() -> None:
-            """Hand every due slot to a free worker, earliest slot first."""
-            nonlocal in_flight, queued
-            now = self._wall()
-            while slots and slots[0][0] <= now and in_flight < max_workers:
-                slot, _, domain, interval = heapq.heappop(slots)
-                state = queues[domain].popleft()
-                queued -= 1
-                state.throttle_wait += max(0.0, slot - state.queued_at)
-                executor.submit(work, state, domain, slot, interval)
-                in_flight += 1
-
-        def work(state: _FetchState, domain: str, slot: float, interval: float) -> None:
-            started = threading.Event()
-
-            def on_start() -> None:
-                started.set()
-                events.put(("started", domain))
-
-            try:
-                result: FetchOutcome | _NeedSlot = self._run_slot(state, domain, slot, interval, on_start)
-            except Exception as error:  # noqa: BLE001 - a bug must not hang the scheduler
-                log.exception("fetch of %s crashed", state.url)
-                result = self._outcome(state, error=f"internal error: {type(error).__name__}: {error}")
-            if not started.is_set():
-                events.put(("started", domain))
-            events.put(("done", state, result))
-
+        scheduler = _DomainScheduler(self, interval_overrides)
         for url in urls:
             prepared = self._new_state(url)
             if isinstance(prepared, FetchOutcome):
                 yield prepared
             else:
-                enqueue(prepared, prepared.domain)
-
-        executor = _started_pool(max_workers)
+                scheduler.add(prepared)
+        if not scheduler.pending:
+            return
+        workers = [
+            threading.Thread(target=scheduler.work, name=f"topicmap-fetch-{n}", daemon=True)
+            for n in range(max_workers)
+        ]
+        for worker in workers:
+            worker.start()
         try:
-            while queued or slots or delayed or in_flight:
-                now = self._wall()
-                while delayed and delayed[0][0] <= now:
-                    _, _, state, domain = heapq.heappop(delayed)
-                    enqueue(state, domain, front=True)
-                # Due slots first: a reservation may be a database round trip, and a slot that waits
-                # behind it starts late (and late starts cost a second round trip).
-                dispatch_due()
-                for domain in needs_slot:
-                    if queues.get(domain) and domain not in holding:
-                        interval = interval_of(domain)
-                        slot = self._reserve(domain, interval)
-                        heapq.heappush(slots, (slot, next(sequence), domain, interval))
-                        holding.add(domain)
-                        dispatch_due()
-                needs_slot.clear()
-                now = self._wall()
-                timeout: float | None = None
-                if slots and in_flight < max_workers:
-                    timeout = max(0.0, slots[0][0] - now)
-                if delayed:
-                    until_retry = max(0.0, delayed[0][0] - now)
-                    timeout = until_retry if timeout is None else min(timeout, until_retry)
-                if timeout is None and not in_flight:
-                    raise RuntimeError("fetch_many scheduler has queued URLs but nothing to wait for")
-                try:
-                    event = events.get(timeout=timeout)
-                except queue.Empty:
-                    continue
-                while event is not None:
-                    if event[0] == "started":
-                        holding.discard(event[1])
-                        needs_slot.add(event[1])
-                    else:
-                        _, state, result = event
-                        in_flight -= 1
-                        if isinstance(result, FetchOutcome):
-                            yield result
-                        elif result.earliest > self._wall():
-                            heapq.heappush(delayed, (result.earliest, next(sequence), state, result.domain))
-                        else:
-                            enqueue(state, result.domain, front=True)
-                    try:
-                        event = events.get_nowait()
-                    except queue.Empty:
-                        event = None
+            while True:
+                outcome = scheduler.results.get()
+                if outcome is None:
+                    break
+                yield outcome
         finally:
-            executor.shutdown(wait=True, cancel_futures=True)
+            scheduler.stop()
+            for worker in workers:
+                worker.join()
 
     # ------------------------------------------------------------------ one fetch, hop by hop
 
@@ -650,10 +554,12 @@ class WebFetcher:
         port = port or (443 if parts.scheme.lower() == "https" else 80)
         target = self.policy.override_for(parts.hostname)
         ip = target[0] if target else parts.hostname
-        try:
-            reason = self.policy.check(ip, target[1] if target else port)
-        except ValueError:
-            reason = None  # a name: it is checked when it is resolved, at connection time
+        reason = None  # a name is checked when it is resolved, at connection time
+        if target or _IP_LITERAL.match(ip):
+            try:
+                reason = self.policy.check(ip, target[1] if target else port)
+            except ValueError:
+                reason = None
         if reason is not None:
             via = " (host override)" if target else ""
             return "refused_reason", f"ssrf: {parts.hostname}{via}: {reason}"
@@ -770,7 +676,7 @@ class WebFetcher:
         began = self._clock()
         sent_before = last_request_sent_at()
         try:
-            response = self._adapter.send(request, stream=True, timeout=timeout)
+            response = self._adapter.send(request, stream=True, timeout=timeout, verify=self._verify)
         except AddressRefused as refusal:
             raise _Refused(f"ssrf: {refusal.reason}") from None
         except requests.exceptions.ConnectTimeout as error:
@@ -997,3 +903,139 @@ class WebFetcher:
         except (urllib3.exceptions.HTTPError, OSError):
             pass
         return bytes(body[:limit])
+
+
+class _DomainScheduler:
+    """fetch_many's shared schedule; every worker thread runs :meth:`work` and schedules for itself.
+
+    There is no coordinator thread: with dozens of workers contending for the GIL, a coordinator that must
+    be scheduled between every two requests becomes the bottleneck. Workers take due slots from the heap,
+    run them, and (outside the lock) reserve the next slot of a domain whose previous request has been sent.
+    """
+
+    def __init__(self, fetcher: WebFetcher, interval_overrides: Mapping[str, float] | None) -> None:
+        self.fetcher = fetcher
+        self.interval_overrides = interval_overrides
+        self.condition = threading.Condition()
+        self.results: queue.SimpleQueue[FetchOutcome | None] = queue.SimpleQueue()
+        self.queues: dict[str, deque[_FetchState]] = {}
+        self.slots: list[tuple[float, int, str, float]] = []  # (slot, seq, domain, interval)
+        self.delayed: list[tuple[float, int, _FetchState, str]] = []  # retries waiting for their backoff
+        self.holding: set[str] = set()  # domains with a slot reserved (or being reserved) and not yet used
+        self.needs_slot: deque[str] = deque()
+        self.intervals: dict[str, float] = {}
+        self.sequence = itertools.count()
+        self.pending = 0  # fetches not finished
+        self.stopped = False
+
+    def interval_of(self, domain: str) -> float:
+        if domain not in self.intervals:
+            self.intervals[domain] = self.fetcher.interval_for(domain, self.interval_overrides)
+        return self.intervals[domain]
+
+    # All methods below whose name starts with "_" run with the condition's lock held.
+
+    def add(self, state: _FetchState) -> None:
+        with self.condition:
+            self.pending += 1
+            self._enqueue(state, state.domain)
+
+    def _enqueue(self, state: _FetchState, domain: str, front: bool = False) -> None:
+        state.queued_at = self.fetcher._wall()
+        bucket = self.queues.setdefault(domain, deque())
+        if front:  # a fetch already under way (redirect hop, retry) goes before new URLs
+            bucket.appendleft(state)
+        else:
+            bucket.append(state)
+        if domain not in self.holding:
+            self.needs_slot.append(domain)
+
+    def stop(self) -> None:
+        with self.condition:
+            self.stopped = True
+            self.condition.notify_all()
+
+    def _next_job(self) -> tuple[str, object] | None:
+        """("reserve", domain) or ("fetch", (state, domain, slot, interval)); None when finished. Waits."""
+        while not self.stopped and self.pending:
+            now = self.fetcher._wall()
+            while self.delayed and self.delayed[0][0] <= now:
+                _, _, state, domain = heapq.heappop(self.delayed)
+                self._enqueue(state, domain, front=True)
+            while self.needs_slot:
+                domain = self.needs_slot.popleft()
+                if self.queues.get(domain) and domain not in self.holding:
+                    self.holding.add(domain)
+                    return "reserve", domain
+            if self.slots and self.slots[0][0] <= now:
+                slot, _, domain, interval = heapq.heappop(self.slots)
+                state = self.queues[domain].popleft()
+                state.throttle_wait += max(0.0, slot - state.queued_at)
+                if self.slots or self.needs_slot:
+                    self.condition.notify()  # more may be due: wake another worker
+                return "fetch", (state, domain, slot, interval)
+            waits = [self.slots[0][0] - now] if self.slots else []
+            if self.delayed:
+                waits.append(self.delayed[0][0] - now)
+            self.condition.wait(max(0.0, min(waits)) if waits else None)
+        return None
+
+    def work(self) -> None:
+        while True:
+            with self.condition:
+                job = self._next_job()
+            if job is None:
+                return
+            kind, payload = job
+            if kind == "reserve":
+                self._reserve(payload)  # type: ignore[arg-type]
+            else:
+                self._fetch(*payload)  # type: ignore[misc]
+
+    def _reserve(self, domain: str) -> None:
+        interval = self.interval_of(domain)
+        try:
+            slot = self.fetcher._reserve(domain, interval)
+        except Exception as error:  # noqa: BLE001 - a broken throttle fails the URLs, not the run
+            log.exception("throttle reservation for %s failed", domain)
+            with self.condition:
+                self.holding.discard(domain)
+                for state in self.queues.pop(domain, deque()):
+                    self._finish(self.fetcher._outcome(state, error=f"internal error: throttle: {error}"))
+            return
+        with self.condition:
+            heapq.heappush(self.slots, (slot, next(self.sequence), domain, interval))
+            self.condition.notify()
+
+    def _fetch(self, state: _FetchState, domain: str, slot: float, interval: float) -> None:
+        def slot_used() -> None:
+            with self.condition:
+                self.holding.discard(domain)
+                if self.queues.get(domain):
+                    self.needs_slot.append(domain)
+                    self.condition.notify()
+
+        try:
+            result: FetchOutcome | _NeedSlot = self.fetcher._run_slot(
+                state, domain, slot, interval, slot_used
+            )
+        except Exception as error:  # noqa: BLE001 - a bug must not hang the other fetches
+            log.exception("fetch of %s crashed", state.url)
+            result = self.fetcher._outcome(state, error=f"internal error: {type(error).__name__}: {error}")
+            slot_used()
+        with self.condition:
+            if isinstance(result, FetchOutcome):
+                self._finish(result)
+            elif result.earliest > self.fetcher._wall():
+                heapq.heappush(self.delayed, (result.earliest, next(self.sequence), state, result.domain))
+                self.condition.notify()
+            else:
+                self._enqueue(state, result.domain, front=True)
+                self.condition.notify()
+
+    def _finish(self, outcome: FetchOutcome) -> None:
+        self.results.put(outcome)
+        self.pending -= 1
+        if not self.pending:
+            self.results.put(None)
+            self.condition.notify_all()

@@ -20,27 +20,35 @@ from topicmap.snapshot_store import snapshot_paths
 from topicmap.store import StoreError, TopicStore, topicmap_home
 
 
-def format_snapshot_paths(paths: dict[str, Any]) -> str:
-    """The report ``snapshot_cli`` prints (also printed at the end of ``make demo``)."""
+def format_snapshot_paths(paths: dict[str, Any], brief: bool = False) -> str:
+    """The report ``snapshot_cli`` prints (``make demo`` prints the ``brief`` one: weekly timespans summed up)."""
     date = paths["snapshot_date"]
+    folder = paths["folder"]
     lines = [
         f"snapshot {paths['snapshots_id']} of topic {paths['topic']}  (key {paths['snapshot_key'][:16]}, "
         f"iteration {paths['iteration']}, built {date:%Y-%m-%d %H:%M UTC})",
-        f"  folder:          {paths['folder']}",
+        f"  folder:          {folder}",
         f"  manifest:        {paths['manifest']}",
         f"  provenance:      {paths['provenance']}",
         f"  link map (PNG):  {paths['link_map_png'] or '-'}",
         f"  link map (GEXF): {paths['link_map_gexf'] or '-'}",
-        "  timespans (folder: Parquet + CSV tables, link_map.gexf, link_map.png where drawn):",
+        f"  timespans, each in {folder}/<timespan>/ (Parquet + CSV tables, link_map.gexf, link_map.png if drawn):",
     ]
-    width = max((len(t["key"]) for t in paths["timespans"]), default=0)
-    for ts in paths["timespans"]:
+    shown = [t for t in paths["timespans"] if not (brief and t["period"] == "weekly")]
+    width = max((len(t["key"]) for t in shown), default=0)
+    for ts in shown:
         counts = ts["counts"]
         maps = " + ".join(kind for kind in ("gexf", "png") if ts[kind]) or "no map"
         lines.append(
             f"    {ts['key']:<{width}}  {ts['start_date']}..{ts['last_date']}  "
-            f"{counts.get('story_count', 0):>6} stories {counts.get('story_link_count', 0):>6} links "
-            f"{counts.get('medium_count', 0):>5} media  [{maps}]  {ts['folder']}"
+            f"{counts.get('story_count', 0):>6} stories {counts.get('story_link_count', 0):>6} story links "
+            f"{counts.get('medium_count', 0):>5} media  [{maps}]"
+        )
+    weekly = [t for t in paths["timespans"] if t["period"] == "weekly"]
+    if brief and weekly:
+        lines.append(
+            f"    + {len(weekly)} weekly timespans ({weekly[0]['key']} .. {weekly[-1]['key']}): "
+            f"python -m topicmap.snapshot_cli {paths['topic']} --snapshot-id {paths['snapshots_id']} lists them"
         )
     return "\n".join(lines)
 

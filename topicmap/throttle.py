@@ -41,6 +41,7 @@ before the promised time comes.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -133,13 +134,17 @@ def throttle_domain(url: str) -> str:
 
     The port is not part of the key: two servers on one host share the host's budget.
     """
-    domain = distinctive_domain(url)
-    if domain:
-        return domain
     host = urlsplit(url).hostname
     if not host:
         raise ValueError(f"cannot throttle {url!r}: it has no host")
-    return host.lower()
+    return _host_domain(host)
+
+
+@functools.lru_cache(maxsize=65536)
+def _host_domain(host: str) -> str:
+    # The distinctive domain depends on the host alone; a spider asks for the same few thousand hosts
+    # over and over, and the full URL analysis costs more than the rest of the throttle bookkeeping.
+    return distinctive_domain(host) or host.lower()
 
 
 @runtime_checkable

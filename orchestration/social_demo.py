@@ -1,0 +1,124 @@
+"""`make demo` support for the social metrics: point the clients at the loopback STAND-IN of the Bit.ly and Facebook
+APIs (topicmap.standins — made-up figures, never the real services), then backfill click totals and fetch Facebook
+statistics for the demo's topic stories.
+
+Import order matters: the code location reads the base URLs when orchestration.definitions is imported, so
+
+    server = stack.enter_context(run_standin_server(StandinDataset()))   # empty; taught the stories later
+    os.environ.update(demo_social_config(server))
+    from orchestration.definitions import defs
+    ...spider...
+    run_social_demo(defs, instance, server, topic_names, say=_say)
+
+This module imports no asset or definitions module, so it can be imported before the environment is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date, timedelta
+
+import dagster as dg
+
+from orchestration.runs import materialize_selection
+from resources.social import (
+    BITLY_BASE_URL_ENV,
+    BITLY_TOKEN_ENV,
+    FACEBOOK_APP_ID_ENV,
+    FACEBOOK_APP_SECRET_ENV,
+    FACEBOOK_BASE_URL_ENV,
+)
+from topicmap import refetch
+from topicmap.social_store import topic_story_days, topic_story_timestamps
+from topicmap.standins import StandinDataset, StandinServer
+from topicmap.store import TopicStore
+
+
+def demo_social_config(server: StandinServer) -> dict[str, str]:
+    """Environment settings pointing both clients at the stand-in ``server`` (set them before importing
+    orchestration.definitions)."""
+    dataset = server.dataset
+    return {
+        BITLY_TOKEN_ENV: dataset.bitly_token,
+        BITLY_BASE_URL_ENV: server.base_url_bitly,
+        FACEBOOK_APP_ID_ENV: dataset.facebook_app_id,
+        FACEBOOK_APP_SECRET_ENV: dataset.facebook_app_secret,
+        FACEBOOK_BASE_URL_ENV: server.base_url_facebook,
+    }
+
+
+def day_ranges(days: list[date], max_days: int = 31) -> list[tuple[date, date]]:
+    """Sorted days grouped into ranges spanning at most ``max_days`` calendar days (like the backfill policy)."""
+    ranges: list[tuple[date, date]] = []
+    for day in sorted(set(days)):
+        if ranges and (day - ranges[-1][0]).days < max_days:
+            ranges[-1] = (ranges[-1][0], day)
+        else:
+            ranges.append((day, day))
+    return ranges
+
+
+def _check_wiring(defs: dg.Definitions, server: StandinServer) -> None:
+    """Refuse to run the demo against anything but the stand-in (e.g. definitions imported too early)."""
+    resources = defs.resources or {}
+    for key, expected in (("bitly", server.base_url_bitly), ("facebook", server.base_url_facebook)):
+        configured = getattr(resources.get(key), "base_url", None)
+        if not isinstance(configured, dg.EnvVar) and configured != expected:
+            raise SystemExit(
+                f"demo: the {key} client points at {configured!r}, not the stand-in {expected}: set "
+                "os.environ.update(demo_social_config(server)) before importing orchestration.definitions"
+            )
+
+
+def run_social_demo(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    server: StandinServer,
+    topics: list[str],
+    say: Callable[[str], None] = print,
+    seed: int = 11,
+) -> dict[str, int]:
+    """Teach the stand-in every topic story, backfill click_totals over the topic stories' publication days (stage
+    auto, one run per 31 days, as a UI backfill would), then story_statistics per topic. Prints and returns totals."""
+    _check_wiring(defs, server)
+    store = TopicStore.open()
+    now = refetch.current_time()
+    stamps = topic_story_timestamps(store, now)
+    server.dataset.stories.update(
+        StandinDataset.from_urls(list(stamps), seed=seed, publish_date=stamps).stories
+    )
+    say(f"  API stand-in (not the real Bit.ly / Facebook) on {server.base_url}: {len(stamps)} topic stories")
+    totals = {"click_runs": 0, "stories_with_clicks": 0, "bitlinks": 0, "clicks_3d": 0, "clicks_30d": 0}
+    last_partition = now.date() - timedelta(days=1)
+    for first, last in day_ranges([d for d in topic_story_days(store, now) if d <= last_partition]):
+        result = materialize_selection(
+            defs,
+            instance,
+            ["click_totals"],
+            tags={refetch.RANGE_START_TAG: first.isoformat(), refetch.RANGE_END_TAG: last.isoformat()},
+        )
+        meta = result.asset_materializations_for_node("click_totals")[0].metadata
+        totals["click_runs"] += 1
+        for key, name in (
+            ("stories_with_clicks", "dagster/row_count"),
+            ("bitlinks", "bitlinks_found"),
+            ("clicks_3d", "clicks_3d_total"),
+            ("clicks_30d", "clicks_30d_total"),
+        ):
+            totals[key] += meta[name].value
+        say(
+            f"  click_totals {first}..{last}: {meta['dagster/row_count'].value} stories, "
+            f"{meta['bitlinks_found'].value} bitlinks; clicks at 3 days {meta['clicks_3d_total'].value}, "
+            f"at 30 days {meta['clicks_30d_total'].value}; not yet due {meta['stories_not_yet_due'].value}"
+        )
+    for topic in topics:
+        result = materialize_selection(defs, instance, ["story_statistics"], partition_key=topic)
+        meta = result.asset_materializations_for_node("story_statistics")[0].metadata
+        totals[f"facebook_shares[{topic}]"] = meta["facebook_share_count_total"].value
+        say(
+            f"  story_statistics [{topic}]: {meta['dagster/row_count'].value} stories; shares "
+            f"{meta['facebook_share_count_total'].value}, comments {meta['facebook_comment_count_total'].value}, "
+            f"reactions {meta['facebook_reaction_count_total'].value}; soft failures "
+            f"{meta['stories_with_error'].value}"
+        )
+    return totals
