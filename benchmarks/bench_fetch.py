@@ -22,7 +22,9 @@ import argparse
 import json
 import multiprocessing
 import os
+import socket
 import statistics
+import struct
 import sys
 import tempfile
 import threading
@@ -46,7 +48,13 @@ from topicmap.throttle import MemoryThrottle, SqlThrottle, throttle_domain  # no
 PAGE_FILLER = "<p>" + "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 120 + "</p>"
 
 
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+
+
 class _BenchHandler(BaseHTTPRequestHandler):
+    """Stamps each request with the kernel receive time of its first packet (SO_TIMESTAMPNS, Linux), so the
+    per-domain gaps measure the requests, not this server's thread scheduling (same as tests/faultserver)."""
+
     protocol_version = "HTTP/1.1"
     # Without these, headers and body leave in two small writes and Nagle + delayed ACK stall every
     # response by ~40 ms.
@@ -54,6 +62,24 @@ class _BenchHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):
         return
+
+    def setup(self) -> None:
+        super().setup()
+        if _SO_TIMESTAMPNS is not None:
+            self.connection.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+
+    def handle_one_request(self) -> None:
+        self.arrived_at = time.time()
+        if _SO_TIMESTAMPNS is not None:
+            try:
+                data, ancillary, _, _ = self.connection.recvmsg(1, socket.CMSG_SPACE(16), socket.MSG_PEEK)
+                for level, kind, payload in ancillary:
+                    if data and level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+                        seconds, nanoseconds = struct.unpack("qq", payload[:16])
+                        self.arrived_at = seconds + nanoseconds / 1e9
+            except OSError:
+                pass
+        super().handle_one_request()
 
     def do_GET(self) -> None:
         host = (self.headers.get("Host") or "").split(":")[0]
@@ -63,7 +89,7 @@ class _BenchHandler(BaseHTTPRequestHandler):
                 self.server.records.clear()  # type: ignore[attr-defined]
             self._send(json.dumps(records).encode(), "application/json")
             return
-        self.server.records.append((time.time(), host, self.path))  # type: ignore[attr-defined]
+        self.server.records.append((self.arrived_at, host, self.path))  # type: ignore[attr-defined]
         if self.path == "/robots.txt":
             self._send(b"User-agent: *\nDisallow: /private/\n", "text/plain")
             return

@@ -10,8 +10,7 @@ import dagster as dg
 from assets.archive import archive_stories
 from assets.seeds import seeds
 from assets.spider import spider_iteration
-from orchestration import dedup, social
-from orchestration.snapshots import snapshot_defs
+from orchestration import dedup, snapshots, social
 from resources.archive import ArchiveDropsResource
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
@@ -50,6 +49,6 @@ defs = dg.Definitions.merge(
     ),
     dedup.dedup_defs,
     social.social_defs,
-    snapshot_defs,
+    snapshots.snapshot_defs,
     dg.Definitions(resources=build_resources()),
 )

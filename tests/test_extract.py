@@ -172,6 +172,18 @@ def test_title_falls_back_to_json_ld_headline_and_h1() -> None:
     assert story("", "").title is None
 
 
+def test_a_blog_name_in_h1_is_not_the_headline() -> None:
+    head = "<title>Lost in JIT: PyPy and the road towards SciPy</title>"
+    result = story(
+        head, "<h1>Lost in JIT</h1>", url="http://lostinjit.blogspot.fr/2011/10/pypy-and-scipy.html"
+    )
+    assert result.title == "Lost in JIT: PyPy and the road towards SciPy"
+
+
+def test_title_loses_stray_edge_separators() -> None:
+    assert story("<title>| Some Title</title>").title == "Some Title"
+
+
 def test_title_that_is_only_the_site_name_is_kept() -> None:
     head = '<title>Pradhvan</title><meta property="og:site_name" content="Pradhvan">'
     assert story(head).title == "Pradhvan"

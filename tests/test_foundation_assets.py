@@ -150,3 +150,26 @@ def test_topic_registry_adds_partitions_requests_seeds_and_reports_removed(proje
     assert [r.partition_key for r in changed.run_requests] == ["climate"]
     assert changed.run_requests[0].run_key != result.run_requests[0].run_key
     assert json.loads(changed.cursor).keys() == {"climate"}
+
+
+def test_dagster_cli_validates_the_code_location() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    binaries = Path(sys.executable).parent
+    validate = subprocess.run(
+        [str(binaries / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert validate.returncode == 0, validate.stderr[-3000:]
+    assert "All code locations passed validation" in validate.stderr + validate.stdout
+    check = subprocess.run(
+        [str(binaries / "dg"), "check", "defs"], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert check.returncode == 0, check.stderr[-3000:]
+    # our own code raises no deprecation warning (the CLI's own "superseded" notice is not ours)
+    assert "DeprecationWarning" not in validate.stderr + check.stderr

@@ -316,7 +316,9 @@ def _json_ld_field(objects: list[dict[str, Any]], *keys: str) -> Any:
 
 # Separators sites put between the headline and the site name or section ("X | CNN", "X - BBC News").
 _TITLE_SPLIT_RE = re.compile(r"\s+(?:[|\-–—»«·•~/:]{1,2}|::)\s+|\s*[|｜]\s*|\u3000+")
-_PREFIX_REMAINDER_RE = re.compile(r"^\s*(?:[|\-–—»«·•~/:｜：]|\u3000)")
+# What may follow a clean title inside a longer one. Not ':' — "Brexit: what happens next" is one headline.
+_PREFIX_REMAINDER_RE = re.compile(r"^\s*(?:[|\-–—»«·•~/｜]|\u3000)")
+_EDGE_SEPARATORS = " |-–—»«·•~/｜"
 _QUOTES = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"', "\u00a0": " "})
 
 
@@ -389,8 +391,11 @@ def _choose_title(
         if _title_key(h1) in metadata_keys:
             return h1[:MAX_TITLE_LENGTH]
 
-    # 2. a clean title that another title extends with a separator + site/section name
+    # 2. a clean title that another title extends with a separator + site/section name (a blog whose
+    # <h1> is its own name, "Lost in JIT" in "Lost in JIT: PyPy and …", is not a headline)
+    site_names = _site_names(meta, ld_objects, url)
     candidates = sorted({*h1s, og_title, twitter_title, ld_title} - {""}, key=len, reverse=True)
+    candidates = [candidate for candidate in candidates if not _is_site_name(candidate, site_names)]
     for longer in (tag_title, og_title, twitter_title, ld_title):
         if not longer:
             continue
@@ -404,10 +409,10 @@ def _choose_title(
                 return candidate[:MAX_TITLE_LENGTH]
 
     # 3. the page's own title, site name removed
-    site_names = _site_names(meta, ld_objects, url)
     for title in (tag_title, og_title, ld_title, twitter_title):
         if title:
-            return _strip_site_name(title, site_names)[:MAX_TITLE_LENGTH]
+            stripped = _strip_site_name(title, site_names).strip(_EDGE_SEPARATORS)
+            return (stripped or title)[:MAX_TITLE_LENGTH]
     return h1s[0][:MAX_TITLE_LENGTH] if h1s else None
 
 

@@ -84,14 +84,14 @@ class _Url:
     query: str | None  # None when there is no '?'
     fragment: str | None
 
-    def unsplit(self, *, fragment: bool = True, userinfo: bool = True) -> str:
+    def unsplit(self) -> str:
         netloc = self.host + (f":{self.port}" if self.port else "")
-        if userinfo and self.userinfo:
+        if self.userinfo:
             netloc = f"{self.userinfo}@{netloc}"
         url = f"{self.scheme}://{netloc}{self.path}"
         if self.query is not None:
             url += "?" + self.query
-        if fragment and self.fragment is not None:
+        if self.fragment is not None:
             url += "#" + self.fragment
         return url
 
@@ -230,7 +230,10 @@ def _with_scheme(url: str) -> str | None:
 def is_http_url(url: str | None) -> bool:
     """True for an absolute http(s) URL with a valid host (IDN hosts must be IDNA-encodable)."""
     url = _as_text(url)
-    return bool(url) and _parse(url) is not None
+    try:
+        return bool(url) and _parse(url) is not None
+    except Exception:  # noqa: BLE001 - total function by contract
+        return False
 
 
 # ------------------------------------------------------------------------------------------------
