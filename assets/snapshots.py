@@ -168,8 +168,8 @@ def _metadata(built: BuiltSnapshot) -> dict[str, object]:
     partitions_def=topics_partitions,
     group_name=SNAPSHOTS_GROUP,
     kinds={"python", "parquet"},
-    # deduped_stories and near_duplicates are the dedup stage's keys: until that stage is in the code location
-    # they show as external assets, and the lineage reads right once it lands.
+    # by key, so this stage imports no other stage's module (a key not in the code location would show as an
+    # external asset rather than fail to load)
     deps=[
         dg.AssetKey("relevant_stories"),
         dg.AssetKey("topic_links"),

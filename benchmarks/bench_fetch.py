@@ -202,7 +202,7 @@ def main() -> None:
     parser.add_argument("--domains", type=int, default=50)
     parser.add_argument("--throttled-pages", type=int, default=1000)
     parser.add_argument("--interval", type=float, default=0.5)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
 
     context = multiprocessing.get_context("spawn")
@@ -218,26 +218,37 @@ def main() -> None:
         run_fetcher(port, urls[:100], 0.0, MemoryThrottle(), 32)
         server_log(port)
 
-        anchor_times, ours_times = [], []
+        timings: dict[str, list[tuple[float, float]]] = {"anchor": [], "ours": []}  # (wall, client CPU)
         for _ in range(args.repeats):  # alternate, so background load hits both alike
-            seconds, ok = run_anchor(port, urls)
-            assert ok == len(urls), f"anchor fetched {ok}/{len(urls)}"
-            anchor_times.append(seconds)
-            seconds, ok = run_fetcher(port, urls, 0.0, MemoryThrottle(), 32)
-            assert ok == len(urls), f"fetcher fetched {ok}/{len(urls)}"
-            ours_times.append(seconds)
+            for name, run in (
+                ("anchor", lambda: run_anchor(port, urls)),
+                ("ours", lambda: run_fetcher(port, urls, 0.0, MemoryThrottle(), 32)),
+            ):
+                cpu = time.process_time()
+                seconds, ok = run()
+                timings[name].append((seconds, time.process_time() - cpu))
+                assert ok == len(urls), f"{name} fetched {ok}/{len(urls)}"
         server_log(port)
-        anchor_rate = len(urls) / statistics.median(anchor_times)
-        ours_rate = len(urls) / statistics.median(ours_times)
+        rates = {name: len(urls) / statistics.median(w for w, _ in runs) for name, runs in timings.items()}
+        cpu_ms = {
+            name: 1000 * statistics.median(c for _, c in runs) / len(urls) for name, runs in timings.items()
+        }
+        per_run = [a[0] / o[0] for a, o in zip(timings["anchor"], timings["ours"], strict=True)]
 
-        print(f"## (a) zero interval: {len(urls)} pages over {args.domains} domains, median of {args.repeats}\n")
-        print("| implementation | pages/s | vs anchor |")
-        print("|---|---:|---:|")
-        print(f"| anchor: requests.Session + 32-thread ThreadPoolExecutor | {anchor_rate:,.0f} | 1.00 |")
+        print(
+            f"## (a) zero interval: {len(urls)} pages over {args.domains} domains, median of {args.repeats}\n"
+        )
+        print("| implementation | pages/s | vs anchor | client CPU ms/page |")
+        print("|---|---:|---:|---:|")
+        print(
+            "| anchor: requests.Session + 32-thread ThreadPoolExecutor | "
+            f"{rates['anchor']:,.0f} | 1.00 | {cpu_ms['anchor']:.2f} |"
+        )
         print(
             "| WebFetcher.fetch_many, 32 workers (guard, robots, throttle bookkeeping) | "
-            f"{ours_rate:,.0f} | {ours_rate / anchor_rate:.2f} |"
+            f"{rates['ours']:,.0f} | {rates['ours'] / rates['anchor']:.2f} | {cpu_ms['ours']:.2f} |"
         )
+        print(f"\nPer-run ratios (ours / anchor, paired runs): {', '.join(f'{r:.2f}' for r in per_run)}")
 
         throttled = make_urls(args.throttled_pages, args.domains)
         ideal_rate = args.domains / args.interval
@@ -245,7 +256,9 @@ def main() -> None:
             f"\n## (b) {args.interval} s per domain: {len(throttled)} pages over {args.domains} domains "
             f"(ideal {ideal_rate:.0f} pages/s)\n"
         )
-        print("| throttle | seconds | pages/s | achieved / ideal | steady-state gap / interval | smallest gap (s) |")
+        print(
+            "| throttle | seconds | pages/s | achieved / ideal | steady-state gap / interval | smallest gap (s) |"
+        )
         print("|---|---:|---:|---:|---:|---:|")
         sql_throttle, sql_name, cleanup = store_throttle()
         try:

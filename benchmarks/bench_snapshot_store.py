@@ -8,7 +8,7 @@ stories were merged away (in ``topic_merged_stories_map``, no longer topic stori
 near-duplicate groups, Facebook and Bit.ly statistics, one spider metrics row. Links to stories outside the
 topic are left out (the store's foreign keys would refuse them).
 
-Each job runs in a fresh subprocess (peak RSS = its ru_maxrss):
+Each job runs in a fresh subprocess (peak RSS = its VmHWM):
 * read_snapshot_inputs: the deduplicated topic as DataFrames;
 * + snapshot_key: the sha256 over all inputs;
 * build_snapshot: read, key, compute, write Parquet/CSV, GEXF for every timespan, PNGs for overall/monthly/custom,
@@ -160,6 +160,18 @@ def build_store(db: Path, n_stories: int, n_links: int, seed: int = 7) -> dict[s
     return {"stories": len(keep), "links": len(links), "media": n_media, "duplicate_media": len(dup_of)}
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory. VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork + exec, so a
+    child would report at least its parent's peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def job(name: str, db: str, home: str) -> dict:
     from topicmap.snapshot_store import (
         SnapshotOptions,
@@ -207,7 +219,7 @@ def job(name: str, db: str, home: str) -> dict:
     return {
         "wall": time.perf_counter() - wall,
         "cpu": time.process_time() - cpu,
-        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_mb": peak_rss_mb(),
         **extra,
     }
 

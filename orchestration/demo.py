@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"  {len(web.media)} media, {len(web.pages)} pages, {len(web.archive_stories)} stories already archived"
     )
 
+    from orchestration.snapshots import run_snapshot_demo
     from orchestration.social_demo import demo_social_config, run_social_demo
     from topicmap.standins import StandinDataset, run_standin_server
 
@@ -158,6 +159,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         _say("\n== social metrics (click_totals by publication day, story_statistics per topic)")
         run_social_demo(defs, instance, standin, names, say=_say)
+
+        _say("\n== snapshots")
+        found = run_snapshot_demo(defs, instance, names)
+
+    for name, paths in found.items():
+        _say(f"\n{name}: link map {paths['link_map_png']}  (files: python -m topicmap.snapshot_cli {name})")
 
     _say(
         f"\ndone in {time.monotonic() - started:.0f} s. Open the UI with `make ui` (DAGSTER_HOME={os.environ['DAGSTER_HOME']})."

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import dagster as dg
 
 from assets.snapshots import snapshot_files_intact, snapshots
+from orchestration.runs import materialize_selection
 from topicmap.snapshot_cli import format_snapshot_paths
 from topicmap.snapshot_store import snapshot_paths
 from topicmap.store import TopicStore
@@ -30,19 +31,10 @@ def run_snapshot_demo(
     store = TopicStore.open()
     found: dict[str, dict] = {}
     for topic in topics:
-        result = dg.materialize(
-            assets=[*(defs.assets or []), *(defs.asset_checks or [])],
-            selection=["snapshots"],
-            instance=instance,
-            partition_key=topic,
-            resources=defs.resources,
-            raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-        )
+        result = materialize_selection(defs, instance, ["snapshots"], topic)
         failed_checks = [e.check_name for e in result.get_asset_check_evaluations() if not e.passed]
-        if not result.success or failed_checks:
-            failures = [event.message for event in result.all_events if event.is_failure]
-            raise SystemExit(f"demo: snapshots [{topic}] failed: checks {failed_checks}, {failures[-1:]}")
+        if failed_checks:
+            raise SystemExit(f"demo: snapshots [{topic}] failed its checks {failed_checks}")
         meta = result.asset_materializations_for_node("snapshots")[0].metadata
         say(
             f"  snapshot {meta['snapshot_id'].value} of {topic}: "

@@ -172,6 +172,15 @@ def test_title_falls_back_to_json_ld_headline_and_h1() -> None:
     assert story("", "").title is None
 
 
+def test_a_short_site_name_only_matches_at_the_edge_of_a_part() -> None:
+    assert story("<title>Brexit | Soft border</title>", url="https://www.ft.com/content/x").title == (
+        "Brexit | Soft border"
+    )
+    assert story(
+        "<title>Brexit deal agreed | FT Markets</title>", url="https://www.ft.com/content/x"
+    ).title == ("Brexit deal agreed")
+
+
 def test_a_blog_name_in_h1_is_not_the_headline() -> None:
     head = "<title>Lost in JIT: PyPy and the road towards SciPy</title>"
     result = story(

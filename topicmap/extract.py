@@ -342,7 +342,13 @@ def _is_site_name(part: str, site_names: set[str]) -> bool:
     key = re.sub(r"\W+", "", part.casefold())
     if not key:
         return True  # a bare separator or punctuation
-    return any(name in key or (key in name and len(key) >= 3) for name in site_names)
+    for name in site_names:
+        if key == name or (len(key) >= 3 and key in name):  # "Guardian" in "theguardian"
+            return True
+        # A short name must start or end the part ("CNN Politics"): "ft" is in "Soft border" too.
+        if name in key and (len(name) >= 4 or key.startswith(name) or key.endswith(name)):
+            return True
+    return False
 
 
 def _strip_site_name(title: str, site_names: set[str]) -> str:

@@ -177,6 +177,7 @@ class _FetchState:
     last_status: int | None = None
     last_failure: str | None = None
     on_sent: Callable[[], None] | None = None
+    robots_allowed_url: str | None = None
 
 
 class _InflateStage:
@@ -352,9 +353,13 @@ def _describe_exception(error: BaseException) -> str:
 class WebFetcher:
     """Polite, SSRF-guarded page fetcher. Thread-safe: one instance can serve a whole thread pool.
 
-    ``throttle`` None means a private :class:`MemoryThrottle` (polite by default); pass a
-    :class:`~topicmap.throttle.SqlThrottle` to share domain budgets with other processes, and
-    ``interval_overrides`` (e.g. {"*": 0.0}) to change the intervals (see ``domain_interval``).
+    ``policy`` None refuses every non-public address; the demo passes ``AddressPolicy(allow=["127.0.0.0/8"])``
+    and ``host_overrides={"*.test": "127.0.0.1:PORT"}``. ``throttle`` None means a private
+    :class:`MemoryThrottle` (polite by default); pass a :class:`~topicmap.throttle.SqlThrottle` to share
+    domain budgets with other processes and runs, and ``interval_overrides`` (e.g. {"*": 0.0}) to change
+    the intervals (see ``domain_interval``). ``sleep``, ``clock`` (monotonic, for elapsed times and
+    timeouts) and ``wall_clock`` (for throttle slots) can be replaced in tests. ``ca_bundle`` replaces the
+    trusted CA certificates (TLS is always verified).
     """
 
     def __init__(
@@ -440,7 +445,8 @@ class WebFetcher:
     # ------------------------------------------------------------------ public API
 
     def interval_for(self, domain: str, interval_overrides: Mapping[str, float] | None = None) -> float:
-        overrides = {**self.interval_overrides, **(interval_overrides or {})}
+        """Seconds between two requests to ``domain``: per-call overrides, then the fetcher's, then defaults."""
+        overrides = {**self.interval_overrides, **validate_interval_overrides(interval_overrides)}
         return domain_interval(domain, overrides)
 
     def fetch(self, url: str, interval_overrides: Mapping[str, float] | None = None) -> FetchOutcome:
@@ -531,14 +537,14 @@ class WebFetcher:
     def _new_state(self, url: str) -> _FetchState | FetchOutcome:
         now = self._clock()
         state = _FetchState(url=url, current_url=url, domain="", started=now, queued_at=self._wall())
-        problem = self._precheck(url)
+        problem = self._precheck(url, state)
         if problem is not None:
             kind, message = problem
             return self._outcome(state, **{kind: message})
         state.domain = throttle_domain(url)
         return state
 
-    def _precheck(self, url: str) -> tuple[str, str] | None:
+    def _precheck(self, url: str, state: _FetchState | None = None) -> tuple[str, str] | None:
         """Refusals that need no network: bad URL, scheme, literal/overridden address, cached robots."""
         if not isinstance(url, str):
             return "error", f"invalid URL: expected a string, got {type(url).__name__}"
@@ -565,8 +571,11 @@ class WebFetcher:
             return "refused_reason", f"ssrf: {parts.hostname}{via}: {reason}"
         if self.obey_robots:
             cached = self._robots.get(_origin(url))
-            if cached and cached[0] > self._clock() and not cached[1].allows(url, self.robots_token):
-                return "refused_reason", _robots_refusal(url, cached[1])
+            if cached and cached[0] > self._clock():
+                if not cached[1].allows(url, self.robots_token):
+                    return "refused_reason", _robots_refusal(url, cached[1])
+                if state is not None:
+                    state.robots_allowed_url = url  # the hop need not ask again
         return None
 
     def _outcome(self, state: _FetchState, **fields) -> FetchOutcome:
@@ -649,7 +658,7 @@ class WebFetcher:
                     f"last {state.redirects[-1].from_url} -> {next_url}",
                 )
             state.current_url = next_url
-            problem = self._precheck(next_url)
+            problem = self._precheck(next_url, state)
             if problem is not None:
                 kind, message = problem
                 return self._outcome(state, **{kind: message})
@@ -706,10 +715,11 @@ class WebFetcher:
         """Request ``state.current_url``: return the next URL of a redirect, or the final outcome."""
         url = state.current_url
         state.attempts += 1
-        if self.obey_robots:
+        if self.obey_robots and state.robots_allowed_url != url:
             rules = self._robots_rules(state, url)
             if not rules.allows(url, self.robots_token):
                 raise _Refused(_robots_refusal(url, rules))
+            state.robots_allowed_url = url
         response = self._send(state, url)
         began = self._clock()
         try:
@@ -971,8 +981,8 @@ class _DomainScheduler:
                 slot, _, domain, interval = heapq.heappop(self.slots)
                 state = self.queues[domain].popleft()
                 state.throttle_wait += max(0.0, slot - state.queued_at)
-                if self.slots or self.needs_slot:
-                    self.condition.notify()  # more may be due: wake another worker
+                if (self.slots and self.slots[0][0] <= now) or self.needs_slot:
+                    self.condition.notify()  # more is due: wake another worker
                 return "fetch", (state, domain, slot, interval)
             waits = [self.slots[0][0] - now] if self.slots else []
             if self.delayed:
@@ -1005,15 +1015,18 @@ class _DomainScheduler:
             return
         with self.condition:
             heapq.heappush(self.slots, (slot, next(self.sequence), domain, interval))
-            self.condition.notify()
+            if self.slots[0][2] == domain:
+                self.condition.notify()  # the earliest slot changed: a waiting worker must recompute
 
     def _fetch(self, state: _FetchState, domain: str, slot: float, interval: float) -> None:
         def slot_used() -> None:
+            # Reserve the domain's next slot right here (no hand-off to another thread): while workers
+            # keep finding due slots in the heap, none of them ever has to be woken up.
             with self.condition:
-                self.holding.discard(domain)
-                if self.queues.get(domain):
-                    self.needs_slot.append(domain)
-                    self.condition.notify()
+                if not self.queues.get(domain):
+                    self.holding.discard(domain)
+                    return
+            self._reserve(domain)
 
         try:
             result: FetchOutcome | _NeedSlot = self.fetcher._run_slot(
