@@ -3,6 +3,7 @@ and two topics spidering at once share each domain's politeness budget through t
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -208,3 +209,54 @@ def test_two_topics_spidering_at_once_never_break_a_domain_interval(pg_schema: t
     )
     # 5 ms tolerance for the server-side timestamp taken after accept, not at connect
     assert smallest >= interval - 0.005, f"smallest gap {smallest:.3f}s < {interval}s"
+
+
+def test_spidering_from_a_warc_replay_is_offline_and_reproducible(tmp_path: Path) -> None:
+    """A crawl recorded as WARC is re-spidered with no network: the same states, the same stories."""
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    from tests.linkweb import page_html
+    from topicmap.sources import WarcReplaySource
+
+    n, hosts = 12, 3
+    warc = tmp_path / "crawl.warc.gz"
+    with warc.open("wb") as handle:
+        writer = WARCWriter(handle, gzip=True)
+        for i in range(n):
+            body = page_html(i, n, hosts)
+            headers = StatusAndHeaders(
+                "200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1"
+            )
+            writer.write_record(
+                writer.create_warc_record(
+                    page_url(i, hosts), "response", payload=io.BytesIO(body), http_headers=headers
+                )
+            )
+        # a redirect captured in the crawl: the short URL leads to page 1
+        redirect = StatusAndHeaders(
+            "301 Moved Permanently", [("Location", page_url(1, hosts))], protocol="HTTP/1.1"
+        )
+        writer.write_record(
+            writer.create_warc_record(
+                "http://short.web.test/x", "response", payload=io.BytesIO(b""), http_headers=redirect
+            )
+        )
+
+    def spider_once(db_name: str) -> dict[str, tuple[str, int | None, str | None]]:
+        store = TopicStore.open(f"sqlite:///{tmp_path / db_name}")
+        topic = seed_topic(
+            store, "replay", [page_url(0, hosts), "http://short.web.test/x", "http://never.web.test/gone"]
+        )
+        spider = Spider(store, topic, WarcReplaySource([warc]), log=lambda _: None)
+        for _ in range(10):
+            if spider.run_iteration().done:
+                break
+        return fetch_states(store)
+
+    first = spider_once("a.sqlite3")
+    assert all(first[page_url(i, hosts)][0] in ("story added", "story match") for i in range(n))
+    assert first["http://never.web.test/gone"][0] == "request failed"
+    assert "not captured" in first["http://never.web.test/gone"][2]
+    assert first["http://short.web.test/x"][0] in ("story added", "story match")
+    assert spider_once("b.sqlite3") == first  # reproducible
