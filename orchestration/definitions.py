@@ -10,6 +10,7 @@ import dagster as dg
 from assets.archive import archive_stories
 from assets.seeds import seeds
 from assets.spider import spider_iteration
+from assets.warc_export import story_warc_archive
 from orchestration import dedup, snapshots, social
 from resources.archive import ArchiveDropsResource
 from resources.fetcher import PageSourceResource
@@ -45,7 +46,8 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
 # holds no other Definitions object, so tools that look for "the" Definitions find this one.
 defs = dg.Definitions.merge(
     dg.Definitions(
-        assets=[archive_stories, seeds, spider_iteration], sensors=[topic_registry, spider_iterations]
+        assets=[archive_stories, seeds, spider_iteration, story_warc_archive],
+        sensors=[topic_registry, spider_iterations],
     ),
     dedup.dedup_defs,
     social.social_defs,

@@ -14,7 +14,13 @@ from topicmap.spider_plan import ProgressMark, decide, read_spider_facts
 
 SPIDER_ASSETS = ["fetched_links", "relevant_stories", "topic_links"]
 #: what runs once a topic has no pending link left (dedup, social metrics, snapshot)
-POST_SPIDER_ASSETS: list[str] = ["deduped_media", "deduped_stories", "near_duplicates", "story_statistics"]
+POST_SPIDER_ASSETS: list[str] = [
+    "deduped_media",
+    "deduped_stories",
+    "near_duplicates",
+    "story_statistics",
+    "story_warc_archive",
+]
 IN_PROGRESS = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,

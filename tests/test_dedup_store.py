@@ -265,3 +265,42 @@ def test_near_dups_command_finds_the_copies_of_a_url_or_a_text(store: TopicStore
     assert near_dups(store, url=None, text="An unrelated sentence about football.") == []
     with pytest.raises(SystemExit, match="no story in the store is known by the url"):
         near_dups(store, url="https://unknown.test/x", text=None)
+
+
+def test_topic_stories_export_as_story_indexer_warc_and_read_back(store: TopicStore, tmp_path) -> None:  # noqa: ANN001
+    from topicmap.warc import read_story_archive
+    from topicmap.warc_export import export_topic_warc
+
+    topics_id, ids = build_topic(store)
+    page = (
+        b"<html><head><title>Council approves</title></head><body><p>The council approved.</p></body></html>"
+    )
+    store.add_stories(
+        [
+            NewStory(
+                "https://paged.test/2026/02/09/p",
+                "Council approves",
+                "The council approved.",
+                day(9),
+                html=page,
+            )
+        ],
+        source="test",
+    )
+    paged_id = store.add_stories(
+        [NewStory("https://paged.test/2026/02/09/p", None, None, None)], source="t"
+    ).stories_ids[0]
+    with store.engine.begin() as conn:
+        store.insert_ignore(
+            conn,
+            s.topic_stories,
+            [{"topics_id": topics_id, "stories_id": paged_id, "added_at": now_utc()}],
+            ["topics_id", "stories_id"],
+        )
+    export = export_topic_warc(store, "t", tmp_path)
+    assert export.stories_written == 1 and export.stories_without_page == len(ids)
+    (path,) = export.files
+    assert path.name.startswith("t-") and path.name.endswith(".warc.gz")
+    (record,) = list(read_story_archive(path))
+    assert record.url == "https://paged.test/2026/02/09/p" and record.html == page
+    assert record.metadata["content_metadata"]["article_title"] == "Council approves"

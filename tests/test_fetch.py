@@ -178,6 +178,16 @@ def test_a_name_resolving_to_loopback_is_refused_at_connection(
     assert fault.other_hits == []
 
 
+@pytest.mark.parametrize(
+    "host", ["2130706433", "0x7f.1", "127.1", "017700000001", "[::ffff:127.0.0.1]", "[::1]", "LocalHost"]
+)
+def test_obfuscated_loopback_hosts_are_refused(fetcher: WebFetcher, fault: FaultServer, host: str) -> None:
+    outcome = fetcher.fetch(f"http://{host}:{fault.other_port}/")
+    assert outcome.refused_reason is not None and outcome.refused_reason.startswith("ssrf: "), outcome
+    assert "loopback" in outcome.refused_reason
+    assert fault.other_hits == []
+
+
 def test_default_policy_refuses_loopback(fault: FaultServer) -> None:
     with WebFetcher(interval_overrides={"*": 0.0}) as strict:
         outcome = strict.fetch(fault.url("/page"))

@@ -24,14 +24,15 @@ sleeps until ``T`` and starts exactly then); and None when someone reserved afte
 would crowd that reservation: the caller must reserve again. So the gap between two real request starts,
 not merely between two reserved slots, stays at or above the interval.
 
-Guard band: a recorded start is not the moment the request reaches the server; thread wake-ups, the GIL
-and a loaded machine add a few milliseconds that differ from one request to the next. Every non-zero
-interval is therefore widened by ``guard_band`` (20 ms by default: 0.2% of the 10 s default, 4% of the
-0.5 s accelerated interval), so the gap the *server* sees stays at or above the configured interval; the
-largest such skew measured on a loaded 2-core machine was ~14 ms, for a request opening a new connection
-right before one reusing a kept-alive connection. A zero interval stays zero (no throttling). On the live
-web a new connection also costs DNS, TCP and TLS round trips before the request leaves: the interval is kept
-between request *starts* at the crawler, which is what a crawler can control.
+Send times and the guard band: a recorded start is not the moment the request leaves; thread wake-ups,
+the GIL and a loaded machine add milliseconds to tens of milliseconds that differ from one request to the
+next. Within one process, ``WebFetcher`` therefore also keeps each domain's next slot at least an interval
+after the moment its previous request was actually written to the socket. What one process cannot see is
+another process's late send, so every non-zero interval is also widened by ``guard_band`` (20 ms by
+default: 0.2% of the 10 s default, 4% of the 0.5 s accelerated interval); the largest start-to-send skew
+measured on a loaded 2-core machine was ~14 ms. A zero interval stays zero (no throttling). On the live web
+a new connection also costs DNS, TCP and TLS round trips before the request leaves: intervals are kept
+between requests *leaving* the crawler, which is what a crawler can control.
 
 Database latency: a reservation or confirmation is a committed write (milliseconds; tens of milliseconds
 with fsync on a loaded machine). ``SqlThrottle`` therefore hands out slots and start times at least one

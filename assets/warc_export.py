@@ -1,0 +1,42 @@
+"""A topic's stories archived as WARC files in Media Cloud's story-indexer layout."""
+
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from assets.partitions import topics_partitions
+from resources.store import TopicStoreResource
+from topicmap.store import topicmap_home
+from topicmap.warc_export import count_archived_stories, export_topic_warc
+
+
+@dg.asset(
+    group_name="archive",
+    kinds={"python", "warc"},
+    partitions_def=topics_partitions,
+    deps=[dg.AssetKey("deduped_stories")],
+    description=(
+        "The topic's stories (their stored pages plus story-indexer metadata) written as WARC files in Media "
+        "Cloud's story-indexer layout under TOPICMAP_HOME/exports/warc/<topic>/, one folder per export; "
+        "read back after writing."
+    ),
+)
+def story_warc_archive(context: dg.AssetExecutionContext, store: TopicStoreResource) -> dg.MaterializeResult:
+    now = datetime.now(UTC).replace(microsecond=0)
+    folder = topicmap_home() / "exports" / "warc" / context.partition_key / now.strftime("%Y%m%dT%H%M%SZ")
+    export = export_topic_warc(store.open(), context.partition_key, folder, now=now)
+    read_back = count_archived_stories(export.files)
+    if read_back != export.stories_written:
+        raise dg.Failure(
+            f"WARC export wrote {export.stories_written} stories but {read_back} read back from {folder}"
+        )
+    context.log.info(f"{export.stories_written} stories in {len(export.files)} WARC file(s) under {folder}")
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": export.stories_written,
+            "stories_without_page": export.stories_without_page,
+            "files": dg.MetadataValue.json([str(p) for p in export.files]),
+            "folder": dg.MetadataValue.path(str(folder)),
+            "bytes": sum(p.stat().st_size for p in export.files),
+        }
+    )
