@@ -66,7 +66,11 @@ def main() -> None:
         elapsed = time.perf_counter() - started
         f = s.topic_fetch_urls
         with store.engine.connect() as conn:
-            urls = conn.execute(select(f.c.url).where(f.c.iteration == report.iteration, f.c.code == 200)).scalars().all()
+            urls = (
+                conn.execute(select(f.c.url).where(f.c.iteration == report.iteration, f.c.code == 200))
+                .scalars()
+                .all()
+            )
     pages = [(u, web.lookup(u)) for u in urls]
     bodies = [(u, p.body) for u, p in pages if p is not None and p.status == 200]
     started = time.perf_counter()
@@ -78,8 +82,12 @@ def main() -> None:
     print(f"## Spider iteration throughput ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, 2 cores)\n")
     print("| what | pages | seconds | pages/s |")
     print("|---|---:|---:|---:|")
-    print(f"| whole iteration {report.iteration} ({args.workers} fetch threads, 1 process) | {report.fetched} | {elapsed:.1f} | {iteration_rate:.1f} |")
-    print(f"| anchor: extract_story alone, same 200 pages, 1 process | {len(bodies)} | {extract_elapsed:.1f} | {extract_rate:.1f} |")
+    print(
+        f"| whole iteration {report.iteration} ({args.workers} fetch threads, 1 process) | {report.fetched} | {elapsed:.1f} | {iteration_rate:.1f} |"
+    )
+    print(
+        f"| anchor: extract_story alone on the same fetched pages, 1 process | {len(bodies)} | {extract_elapsed:.1f} | {extract_rate:.1f} |"
+    )
     print(f"\nratio iteration / extractor: {iteration_rate / extract_rate:.2f} (target ≥ 0.8)")
     print(f"states: {dict(report.states)}")
 

@@ -580,9 +580,9 @@ def _url_day(url: str) -> date | None:
 
 
 # htmldate's "extensive search" (free-text date patterns, dateparser) finds more dates on pages that state
-# none in their markup, but on the evaluation set the extra ones were wrong (three "1 January" read from
-# copyright lines, a 2011 date on a story whose URL says 2010/08/13), and its first calls load dateparser's
-# locale tables (~2 s each): off. See docs/extraction.md.
+# none in their markup, but on the evaluation set the extra ones were wrong (three 1 January dates made
+# from a bare year, a 2011 date on a story whose URL says 2010/08/13), and its first calls load
+# dateparser's locale tables (~2 s each): off. See docs/extraction.md.
 EXTENSIVE_DATE_SEARCH = False
 
 
@@ -772,7 +772,7 @@ TRAFILATURA_OPTIONS: dict[str, Any] = {"include_comments": False, "favor_precisi
 
 # Elements the text extractor deletes anyway. Removing them up front (in place, keeping their tail text)
 # saves trafilatura work on script-heavy pages — its pruning passes measure text_content() of the whole
-# tree, inline JSON blobs included — ~5% overall, with identical output on the evaluation set. (Removing
+# tree, inline JSON blobs included — 2-5% overall, with identical output on the evaluation set. (Removing
 # <form> too is not safe: ASP.NET sites wrap the whole page, article included, in one.)
 _NEVER_ARTICLE_TEXT = (
     "head", "script", "style", "noscript", "template", "svg", "canvas", "iframe", "embed", "object",

@@ -321,10 +321,11 @@ class Spider:
     def _process_pending(self, iteration: int, report: IterationReport) -> None:
         rows = self._pending_rows(iteration)
         self.log(f"{self.topic.name}: iteration {iteration}: {len(rows)} pending URLs")
+        known = self._known_outcomes(rows)
         to_fetch: dict[str, dict] = {}
         for row in rows:
             try:
-                resolved = self._resolve_without_fetch(row)
+                resolved = self._resolve_without_fetch(row, known)
             except Exception as exc:  # noqa: BLE001 - one bad URL must not stop the iteration
                 self._finish(row, ERROR, message=_error_text(exc), report=report)
                 continue
@@ -354,35 +355,67 @@ class Spider:
                     f"{report.stories_added} stories added, {report.throttle_wait:.1f}s waiting on throttles"
                 )
 
-    def _resolve_without_fetch(self, row: dict) -> tuple[str, int | None, str | None, int | None] | None:
+    def _known_outcomes(self, rows: list[dict]) -> dict[str, dict]:
+        """For every URL variant of the pending rows: an earlier failure in this topic, or a known story.
+
+        Two indexed queries per 500 variants for the whole batch, instead of two per URL."""
+        variants = sorted(
+            {v[: s.MAX_URL_LENGTH] for row in rows for v in (url_variants(row["url"]) or [row["url"]])}
+        )
+        f, su, st, media = s.topic_fetch_urls, s.story_urls, s.stories, s.media
+        known: dict[str, dict] = {}
+        with self.store.engine.connect() as conn:
+            for start in range(0, len(variants), 500):
+                chunk = variants[start : start + 500]
+                for r in conn.execute(
+                    select(f.c.url, f.c.topic_fetch_urls_id, f.c.state, f.c.code, f.c.message).where(
+                        f.c.topics_id == self.topics_id,
+                        f.c.url.in_(chunk),
+                        f.c.state.in_((REQUEST_FAILED, CONTENT_MATCH_FAILED)),
+                    )
+                ):
+                    known.setdefault(r.url, {})["failure"] = (
+                        r.topic_fetch_urls_id,
+                        r.state,
+                        r.code,
+                        r.message,
+                    )
+                for r in conn.execute(
+                    select(su.c.url, su.c.stories_id, media.c.dup_media_id)
+                    .join(st, st.c.stories_id == su.c.stories_id)
+                    .join(media, media.c.media_id == st.c.media_id)
+                    .where(su.c.url.in_(chunk), media.c.foreign_rss_links.is_(False))
+                ):
+                    rank = (
+                        r.dup_media_id is not None,
+                        r.stories_id,
+                    )  # non-duplicate media first, then oldest
+                    entry = known.setdefault(r.url, {})
+                    if "story" not in entry or rank < entry["story"]:
+                        entry["story"] = rank
+        return known
+
+    def _resolve_without_fetch(
+        self, row: dict, known: dict[str, dict]
+    ) -> tuple[str, int | None, str | None, int | None] | None:
         """The steps before a fetch: (state, code, message, stories_id), or None when the URL must be fetched."""
         url = row["url"]
         if is_ignored_url(url) or is_ignored_url(normalize_url_lossy(url) or ""):
             return IGNORED, 403, "matches the ignore pattern", None
-        earlier = self._earlier_failure(url, row["topic_fetch_urls_id"])
-        if earlier is not None:
-            return earlier[0], earlier[1], f"same as earlier fetch: {earlier[2] or ''}".strip(), None
+        variants = [v[: s.MAX_URL_LENGTH] for v in (url_variants(url) or [url])]
+        failures = [
+            known[v]["failure"]
+            for v in variants
+            if "failure" in known.get(v, {}) and known[v]["failure"][0] != row["topic_fetch_urls_id"]
+        ]
+        if failures:
+            _, state, code, message = failures[0]
+            return state, code, f"same as earlier fetch: {message or ''}".strip(), None
         if row["state"] == PENDING:
-            stories_id = self.find_story_by_urls(url_variants(url))
-            if stories_id is not None:
-                return STORY_MATCH, 200, None, stories_id
+            stories = [known[v]["story"] for v in variants if "story" in known.get(v, {})]
+            if stories:
+                return STORY_MATCH, 200, None, min(stories)[1]
         return None
-
-    def _earlier_failure(self, url: str, own_id: int) -> tuple[str, int | None, str | None] | None:
-        f = s.topic_fetch_urls
-        variants = [v[: s.MAX_URL_LENGTH] for v in url_variants(url)] or [url]
-        with self.store.engine.connect() as conn:
-            row = conn.execute(
-                select(f.c.state, f.c.code, f.c.message)
-                .where(
-                    f.c.topics_id == self.topics_id,
-                    f.c.url.in_(variants),
-                    f.c.topic_fetch_urls_id != own_id,
-                    f.c.state.in_((REQUEST_FAILED, CONTENT_MATCH_FAILED)),
-                )
-                .limit(1)
-            ).first()
-        return (row.state, row.code, row.message) if row else None
 
     def find_story_by_urls(self, urls: Iterable[str]) -> int | None:
         """A story known by one of ``urls``; prefers media that are not duplicates, then the oldest story.

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
+from functools import lru_cache, wraps
 from urllib.parse import unquote
 
 import idna
@@ -48,12 +49,27 @@ _USERINFO_SAFE = frozenset(_UNRESERVED | set(_SUB_DELIMS) | {":"})
 # fixing and parsing
 
 
+
+def _cached_for_strings(function):  # noqa: ANN001, ANN202 - keeps the wrapped signature
+    """Memoize a pure URL judgement for str input (a crawl asks about the same URLs and hosts again and
+    again); other input goes straight through, so unhashable garbage still gets None/False, not an error."""
+    cached = lru_cache(maxsize=131072)(function)
+
+    @wraps(function)
+    def wrapper(url):  # noqa: ANN001, ANN202
+        return cached(url) if type(url) is str else function(url)
+
+    wrapper.cache_clear = cached.cache_clear
+    return wrapper
+
+
 def _as_text(url: object) -> str | None:
     if isinstance(url, bytes | bytearray):
         return bytes(url).decode("utf-8", "replace")
     return url if isinstance(url, str) else None
 
 
+@_cached_for_strings
 def fix_common_url_mistakes(url: str | None) -> str | None:
     """Repair the URL typos Media Cloud saw in the wild (fact sheet §4); None for None/blank input."""
     url = _as_text(url)
@@ -227,6 +243,7 @@ def _with_scheme(url: str) -> str | None:
     return "http://" + url.lstrip("/")
 
 
+@_cached_for_strings
 def is_http_url(url: str | None) -> bool:
     """True for an absolute http(s) URL with a valid host (IDN hosts must be IDNA-encodable)."""
     url = _as_text(url)
@@ -294,6 +311,7 @@ def _clean_query(query: str | None, host: str) -> str | None:
     return "&".join(kept) if kept else None
 
 
+@_cached_for_strings
 def normalize_url(url: str | None) -> str | None:
     """Strict normalization (fact sheet §4): common mistakes fixed; scheme and host lowercased; default
     port, fragment, tracking parameters and empty parameter values dropped. None if not an http(s) URL."""
@@ -363,12 +381,20 @@ def _is_ip(host: str) -> bool:
     return True
 
 
+@lru_cache(maxsize=65536)
 def _registrable_domain(host: str) -> str | None:
-    """eTLD+1 from the Public Suffix List (private section included: someone.github.io), or None."""
+    """eTLD+1 from the Public Suffix List (private section included: someone.github.io), or None.
+
+    A TLD the list does not know (the reserved .test, .example, .internal, a new gTLD) follows the PSL
+    algorithm's default rule "*": the last label is the public suffix, so herald.test is a site and
+    www.herald.test its www variant. (The tld package simply fails on such hosts.)"""
     try:
         result = get_tld("http://" + host, as_object=True, fail_silently=True, fix_protocol=False)
     except Exception:  # noqa: BLE001 - tld raises various errors on odd hosts
-        return None
+        result = None
+    if result is None:
+        labels = host.split(".")
+        return ".".join(labels[-2:]) if len(labels) >= 2 and all(labels[-2:]) else None
     fld, suffix = getattr(result, "fld", None), getattr(result, "tld", None)
     # tld reports a bare public suffix ("co.uk", "github.io") as its own fld: that is no site.
     return fld if fld and fld != suffix else None
@@ -389,6 +415,7 @@ def _strip_site_variant_label(host: str) -> str:
     return rest if registrable and (rest == registrable or rest.endswith("." + registrable)) else host
 
 
+@_cached_for_strings
 def normalize_url_lossy(url: str | None) -> str | None:
     """Matching key for "same story" (fact sheet §4): the strict form, lowercased, site-variant host
     prefix (www., m., news., …) dropped, YouTube and archive.is links unwrapped, fragment dropped, repeated
@@ -438,6 +465,7 @@ def _host_of(url: str | None) -> str | None:
     return parsed.host if parsed else None
 
 
+@_cached_for_strings
 def distinctive_domain(url: str | None) -> str | None:
     """The site a URL belongs to: nytimes.com, dailymail.co.uk, ox.ac.uk, someone.blogspot.com,
     abcnews.go.com. A bare host name is accepted too. None when there is no host."""
@@ -465,6 +493,7 @@ _SHORTENER_HOSTS = frozenset(
 _SHORT_FORM_RE = re.compile(r"^https?://[a-z]{1,4}\.[a-z]{2}/[a-z0-9]{3,12}/?$", re.I)
 
 
+@_cached_for_strings
 def is_shortened_url(url: str | None) -> bool:
     """True for a link through a URL shortener (bit.ly/abc, wapo.st/4FGH5Re3); never for a bare host."""
     try:
@@ -488,6 +517,7 @@ _HOMEPAGE_PATH_RES = (
 )
 
 
+@_cached_for_strings
 def is_homepage_url(url: str | None) -> bool:
     """True for a site's front or section page (http://www.wired.com/, /en/, /global/), judged after
     strict normalization; shortened URLs and URLs with a query never count."""
