@@ -13,11 +13,12 @@ return a value and never raise; work is bounded by truncating the input before p
 from __future__ import annotations
 
 import codecs
+import copy
 import html as html_lib
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
@@ -29,6 +30,7 @@ from charset_normalizer import from_bytes
 from dateutil import parser as dateutil_parser
 from lxml import etree
 from lxml.html import HtmlElement, HTMLParser, document_fromstring
+from trafilatura.xml import xmltotxt
 
 from topicmap.urls import distinctive_domain, is_http_url
 
@@ -780,18 +782,24 @@ _NEVER_ARTICLE_TEXT = (
 )  # fmt: skip
 
 
-def _article_text(tree: HtmlElement, url: str) -> str:
-    """Main text by trafilatura. Prunes `tree` in place."""
+def _article_document(tree: HtmlElement, url: str, include_links: bool = False) -> Any:
+    """trafilatura's article document (``.text``, ``.body``), or None. Prunes `tree` in place.
+
+    With ``include_links`` the body keeps the article's links as <ref target=...> elements, and no URL is
+    given to trafilatura: it would resolve relative links against the site root instead of the page."""
     etree.strip_elements(tree, *_NEVER_ARTICLE_TEXT, with_tail=False)
     try:
-        document = trafilatura.bare_extraction(
-            tree, url=url or None, with_metadata=False, include_tables=True, **TRAFILATURA_OPTIONS
+        return trafilatura.bare_extraction(
+            tree,
+            url=None if include_links else (url or None),
+            with_metadata=False,
+            include_tables=True,
+            include_links=include_links,
+            **TRAFILATURA_OPTIONS,
         )
     except Exception:  # noqa: BLE001 - third-party extractor on hostile input
         log.debug("trafilatura failed", exc_info=True)
-        document = None
-    text = getattr(document, "text", None) if document is not None else None
-    return text or ""
+        return None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -803,25 +811,47 @@ def extract_story(html: str | bytes, url: str) -> ExtractedStory:
 
     Never raises: binary or empty input gives an empty story; oversized input is truncated first.
     """
+    return extract_story_document(html, url).story
+
+
+@dataclass(frozen=True)
+class StoryDocument:
+    """One parse of a page: the story, trafilatura's article body (links as <ref>, when asked for), and
+    whatever ``before_pruning`` read from the full page tree (for link mining: <base>, embedded videos)."""
+
+    story: ExtractedStory
+    body: Any = None
+    before_pruning: Any = None
+
+
+def extract_story_document(
+    html: str | bytes,
+    url: str,
+    include_links: bool = False,
+    before_pruning: Callable[[HtmlElement], Any] | None = None,
+) -> StoryDocument:
+    """``extract_story`` that can also keep the article's links, so a crawler parses each page once."""
     try:
-        return _extract_story(html, url if isinstance(url, str) else "")
+        return _extract_story(html, url if isinstance(url, str) else "", include_links, before_pruning)
     except Exception:  # noqa: BLE001 - total function by contract
         log.warning("story extraction failed for %s", url, exc_info=True)
-        return EMPTY_STORY
+        return StoryDocument(EMPTY_STORY)
 
 
-def _extract_story(html: str | bytes, url: str) -> ExtractedStory:
+def _extract_story(
+    html: str | bytes, url: str, include_links: bool, before_pruning: Callable[[HtmlElement], Any] | None
+) -> StoryDocument:
     if not html or not isinstance(html, str | bytes | bytearray):
-        return EMPTY_STORY
+        return StoryDocument(EMPTY_STORY)
     if _looks_binary(html):
-        return EMPTY_STORY
+        return StoryDocument(EMPTY_STORY)
     text = decode_html(html) if isinstance(html, bytes | bytearray) else html[:MAX_HTML_CHARS]
     if "<" not in text[:PLAIN_TEXT_PROBE_CHARS]:
         plain = _XML_INVALID_RE.sub("", text[:MAX_PLAIN_TEXT_CHARS]).strip()
-        return ExtractedStory(None, plain, None, None, None, None)
+        return StoryDocument(ExtractedStory(None, plain, None, None, None, None))
     tree = _parse(text)
     if tree is None:
-        return EMPTY_STORY
+        return StoryDocument(EMPTY_STORY)
     meta = _meta_values(tree)
     ld_objects = _json_ld_objects(tree)
     title = _choose_title(tree, meta, ld_objects, url)
@@ -829,16 +859,29 @@ def _extract_story(html: str | bytes, url: str) -> ExtractedStory:
     language = _language(tree, meta, ld_objects)
     description = _description(meta, ld_objects)
     canonical_url = _canonical_url(tree, meta, url)
+    seen_before_pruning = before_pruning(tree) if before_pruning is not None else None
     # Last, because it prunes the tree the metadata was read from.
-    text = _article_text(tree, url)
+    document = _article_document(tree, url, include_links)
+    body = getattr(document, "body", None) if document is not None else None
+    if include_links and body is not None:
+        # trafilatura writes links into its text output; the text comes from the body without them
+        # (F1 0.971 vs 0.970 without links on the evaluation set; 0.928 with trafilatura's linked text).
+        plain_body = copy.deepcopy(body)
+        etree.strip_tags(plain_body, "ref")
+        text = xmltotxt(plain_body, False) or ""
+    else:
+        text = (getattr(document, "text", None) if document is not None else None) or ""
     language = language or guess_language(text)
-    return ExtractedStory(title, text, publish_date, language, description, canonical_url)
+    story = ExtractedStory(title, text, publish_date, language, description, canonical_url)
+    return StoryDocument(story, body, seen_before_pruning)
 
 
 __all__ = [
     "ExtractedStory",
     "decode_html",
     "extract_story",
+    "extract_story_document",
+    "StoryDocument",
     "guess_language",
     "page_title",
     "parse_html",

@@ -24,7 +24,13 @@ from urllib.parse import urljoin
 import trafilatura
 from lxml.html import HtmlElement
 
-from topicmap.extract import PLAIN_TEXT_PROBE_CHARS, decode_html, parse_html
+from topicmap.extract import (
+    PLAIN_TEXT_PROBE_CHARS,
+    ExtractedStory,
+    decode_html,
+    extract_story_document,
+    parse_html,
+)
 from topicmap.urls import (
     distinctive_domain,
     fix_common_url_mistakes,
@@ -198,6 +204,29 @@ def _extract_links(html: str | bytes | None, base_url: str | None) -> list[str]:
     candidates += _youtube_embeds(tree, base)
     self_key = normalize_url_lossy(base_url) if base_url else None
     return _clean(candidates, self_key)
+
+
+def extract_story_and_links(html: str | bytes | None, url: str) -> tuple[ExtractedStory, list[str]]:
+    """``extract_story`` and ``extract_links`` from ONE parse and ONE trafilatura pass (what a crawler wants:
+    each fetched page is both a story and a source of links). Never raises."""
+
+    def read_full_page(tree: HtmlElement) -> tuple[str | None, list[str]]:
+        base = _base_for(tree, url)
+        return base, _youtube_embeds(tree, base)
+
+    document = extract_story_document(html or b"", url, include_links=True, before_pruning=read_full_page)
+    story = document.story
+    self_key = normalize_url_lossy(url) if url else None
+    if document.before_pruning is None:  # not HTML: the only links are the URLs written in the text
+        return story, _clean(_text_urls(story.text[:MAX_PLAIN_TEXT_CHARS]), self_key)
+    base, embeds = document.before_pruning
+    hrefs: list[str] = []
+    content_text = ""
+    if document.body is not None:
+        hrefs = [ref.get("target") for ref in document.body.iter("ref") if ref.get("target")]
+        content_text = " ".join(document.body.itertext())
+    candidates = [_absolute(href, base) for href in hrefs] + _text_urls(content_text) + embeds
+    return story, _clean(candidates, self_key)
 
 
 def _clean(candidates: list[str | None], self_key: str | None) -> list[str]:

@@ -31,9 +31,14 @@ from typing import Protocol
 from sqlalchemy import Connection, and_, func, select, update
 
 from topicmap import schema as s
-from topicmap.extract import extract_story
 from topicmap.fetch import FetchOutcome
-from topicmap.links import extract_links, is_ignored_url, is_self_link, skip_self_link
+from topicmap.links import (
+    extract_links,
+    extract_story_and_links,
+    is_ignored_url,
+    is_self_link,
+    skip_self_link,
+)
 from topicmap.query import TopicQuery
 from topicmap.store import SPIDER_SOURCE, NewStory, TopicStore, now_utc, utc
 from topicmap.topics import TopicConfig
@@ -141,6 +146,8 @@ class Spider:
         self.progress_every = progress_every
         self.max_error_rate = max_error_rate
         self.topics_id = int(store.topic_row(topic.name)["topics_id"])
+        # links of the pages fetched in this run, by story, so link mining does not parse them again
+        self._page_links: dict[int, list[str]] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -479,7 +486,8 @@ class Spider:
                 report=report,
             )
             return
-        extracted = extract_story(outcome.content, final_url)
+        # one parse gives the story and its links; the links wait for this iteration's link mining
+        extracted, links = extract_story_and_links(outcome.content, final_url)
         added = self.store.add_stories(
             [
                 NewStory(
@@ -498,6 +506,7 @@ class Spider:
             source=SPIDER_SOURCE,
         )
         stories_id = added.stories_ids[0]
+        self._page_links[stories_id] = links
         if outcome.url != final_url:
             with self.store.engine.begin() as conn:
                 self.store.insert_ignore(
@@ -688,12 +697,12 @@ class Spider:
     def _mine_story(self, story) -> int:  # noqa: ANN001 - a SQLAlchemy row
         if not self._within_date_window(story.publish_date):
             return 0
-        with self.store.engine.connect() as conn:
-            html = self.store.story_html(conn, story.stories_id)
-        if html:
-            links = extract_links(html, base_url=story.url)
-        else:
-            links = extract_links(f"<html><body><p>{story.text or ''}</p></body></html>", base_url=story.url)
+        links = self._page_links.pop(story.stories_id, None)
+        if links is None:  # a story from the archive (or a re-run): its links come from the stored page
+            with self.store.engine.connect() as conn:
+                html = self.store.story_html(conn, story.stories_id)
+            page = html or f"<html><body><p>{story.text or ''}</p></body></html>"
+            links = extract_links(page, base_url=story.url)
         next_iteration = story.iteration + 1
         link_rows, fetch_rows = [], []
         with self.store.engine.begin() as conn:
