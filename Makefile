@@ -17,9 +17,11 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
+	mkdir -p $(DAGSTER_HOME)
 	$(BIN)/python -m orchestration.demo
 
 test: $(STAMP)
+	mkdir -p $(DAGSTER_HOME)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q
 

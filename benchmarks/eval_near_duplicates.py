@@ -45,8 +45,9 @@ from topicmap.simhash import (  # noqa: E402
     DEFAULT_MIN_JACCARD,
     fingerprints,
     jaccard,
-    near_duplicate_pairs_with_distances,
+    near_duplicate_pairs,
     shingle_set,
+    verified_near_duplicate_pairs,
 )
 
 EXPECTED = Path("/work/shared/data/news_html/expected.jsonl")
@@ -108,25 +109,129 @@ def make_edits(articles: list[str], repeats: int, seed: int) -> dict[str, list[t
     return edits
 
 
-def minhash_detector(all_texts: list[str]) -> Callable[[int, int], bool]:
-    """datasketch MinHash LSH on word-bigram shingles: pair detected iff LSH returns it as a candidate."""
+Pair = tuple[int, int]  # (i, j) indices into one text list, i < j
+
+
+def minhash_pairs(shingles: list[set[int]], threshold: float = 0.8, num_perm: int = 128) -> set[Pair]:
+    """datasketch MinHash LSH on word-bigram shingles: a pair is detected iff LSH returns it as a candidate."""
     from datasketch import MinHash, MinHashLSH
 
-    lsh = MinHashLSH(threshold=0.8, num_perm=128)
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
     signatures = []
-    for key, text in enumerate(all_texts):
-        minhash = MinHash(num_perm=128)
-        minhash.update_batch([h.to_bytes(8, "little") for h in shingle_set(text, 2)] or [b""])
+    for key, shingle_hashes in enumerate(shingles):
+        minhash = MinHash(num_perm=num_perm)
+        minhash.update_batch([h.to_bytes(8, "little") for h in shingle_hashes] or [b""])
         lsh.insert(key, minhash)
         signatures.append(minhash)
-    candidates: dict[int, set[int]] = {}
+    # LSH candidates are symmetric (a shared band bucket), so querying every key finds each pair.
+    return {
+        (min(key, other), max(key, other))
+        for key, minhash in enumerate(signatures)
+        for other in lsh.query(minhash)
+        if other != key
+    }
 
-    def detected(a: int, b: int) -> bool:
-        if a not in candidates:
-            candidates[a] = set(lsh.query(signatures[a]))
-        return b in candidates[a]
 
-    return detected
+def _pair_set(pairs: np.ndarray) -> set[Pair]:
+    return {(int(i), int(j)) for i, j in pairs.tolist()}
+
+
+def detect_pairs(
+    texts: list[str],
+    fps: np.ndarray | None = None,
+    *,
+    candidate_distances: tuple[int, ...] = (DEFAULT_CANDIDATE_DISTANCE, 8),
+    include_pypi: bool = True,
+) -> tuple[dict[str, set[Pair]], dict[str, set[Pair]]]:
+    """Every method's detected pairs among all ``texts``, and the two-stage methods' first-stage candidates.
+
+    The two-stage rows call topicmap.simhash.verified_near_duplicate_pairs itself, as the
+    ``near_duplicates`` asset does (topicmap.dedup_store.find_near_duplicates).
+    Labels of two-stage methods end in ")" so ``with_candidate_share`` can add the candidate share.
+    """
+    ours = fingerprints(texts) if fps is None else fps
+    detected: dict[str, set[Pair]] = {"simhash k=3 (ours)": _pair_set(near_duplicate_pairs(ours, 3))}
+    candidates: dict[str, set[Pair]] = {}
+    for candidate_distance in sorted(set(candidate_distances)):
+        label = f"simhash k={candidate_distance} + Jaccard>={DEFAULT_MIN_JACCARD} (ours, 2 stages)"
+        verified = verified_near_duplicate_pairs(texts, ours, candidate_distance=candidate_distance)
+        detected[label] = set(zip(verified["i"].tolist(), verified["j"].tolist(), strict=True))
+        candidates[label] = _pair_set(near_duplicate_pairs(ours, candidate_distance))
+    detected["MinHash LSH 0.8 (datasketch)"] = minhash_pairs([shingle_set(t, 2) for t in texts])
+    if include_pypi:
+        from simhash import Simhash
+
+        pypi = np.array([Simhash(t).value for t in texts], dtype=np.uint64)
+        detected["PyPI simhash k=3"] = _pair_set(near_duplicate_pairs(pypi, 3))
+    return detected, candidates
+
+
+def restrict(detected: dict[str, set[Pair]], n: int) -> dict[str, set[Pair]]:
+    """The pairs among the first n texts only (detection is pairwise, so this equals a run on those n)."""
+    return {label: {pair for pair in pairs if pair[1] < n} for label, pairs in detected.items()}
+
+
+def with_candidate_share(
+    detected: dict[str, set[Pair]],
+    candidates: dict[str, set[Pair]],
+    is_negative: Callable[[Pair], bool],
+    n_negatives: int,
+) -> dict[str, set[Pair]]:
+    """Two-stage labels extended with the share of unrelated pairs that reach the second stage."""
+    labelled = {}
+    for label, pairs in detected.items():
+        if label in candidates:
+            share = sum(map(is_negative, candidates[label])) / max(n_negatives, 1)
+            label = f"{label[:-1]}; {share:.2%} of unrelated pairs are candidates)"
+        labelled[label] = pairs
+    return labelled
+
+
+def recall_precision_lines(
+    methods: dict[str, set[Pair]],
+    positives: dict[str, list[Pair]],
+    is_negative: Callable[[Pair], bool],
+    n_negatives: int,
+) -> list[str]:
+    """Markdown table: recall / precision per positive class; precision counts every false positive.
+
+    Precision for a class = its detected positives / (those + every detected negative pair), i.e. at the
+    real base rate of unrelated pairs rather than on a balanced sample."""
+    names = list(positives)
+    lines = ["| method | " + " | ".join(names) + " | false positives |", "|" + "---|" * (len(names) + 2)]
+    for method, detected in methods.items():
+        false_positives = sum(map(is_negative, detected))
+        cells = []
+        for name in names:
+            hits = sum(pair in detected for pair in positives[name])
+            recall = hits / len(positives[name]) if positives[name] else 0.0
+            precision = hits / (hits + false_positives) if hits + false_positives else 0.0
+            cells.append(f"{recall:.3f} / {precision:.3f}")
+        lines.append(f"| {method} | " + " | ".join(cells) + f" | {false_positives} / {n_negatives} |")
+    return lines
+
+
+def hamming(values: np.ndarray, pairs: list[Pair]) -> np.ndarray:
+    """Hamming distance of each pair's fingerprints."""
+    index = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    return np.bitwise_count(values[index[:, 0]] ^ values[index[:, 1]]).astype(np.int64)
+
+
+def distance_lines(distances: dict[str, np.ndarray]) -> list[str]:
+    """Markdown table of Hamming-distance statistics per pair class."""
+    lines = [
+        "| pairs | n | mean | median | p90 | max | share <= 3 | share <= 8 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, arr in distances.items():
+        if not len(arr):
+            lines.append(f"| {name} | 0 | - | - | - | - | - | - |")
+            continue
+        lines.append(
+            f"| {name} | {len(arr)} | {arr.mean():.2f} | {np.median(arr):.0f} | {np.percentile(arr, 90):.0f} | "
+            f"{arr.max()} | {np.mean(arr <= 3):.3f} | {np.mean(arr <= 8):.3f} |"
+        )
+    return lines
 
 
 def main() -> int:
@@ -144,14 +249,14 @@ def main() -> int:
     edits = make_edits(articles, args.repeats, args.seed)
     # One text list: originals first, then every edited copy; pairs are indices into it.
     all_texts = list(articles)
-    positives: dict[str, list[tuple[int, int]]] = {}
+    positives: dict[str, list[Pair]] = {}
     for name, copies in edits.items():
         positives[name] = []
         for article, text in copies:
             positives[name].append((article, len(all_texts)))
             all_texts.append(text)
 
-    shingles = [shingle_set(t, 2) for t in all_texts]
+    shingles = [shingle_set(t, 2) for t in articles]
     n = len(articles)
     negatives, excluded = [], 0
     for i in range(n):
@@ -160,75 +265,25 @@ def main() -> int:
                 excluded += 1
             else:
                 negatives.append((i, j))
+    negative_set = set(negatives)
 
     ours = fingerprints(all_texts)
-    from simhash import Simhash
-
-    pypi = np.array([Simhash(t).value for t in all_texts], dtype=np.uint64)
-    # The two-stage method as a caller would run it: candidate pairs among all texts, Jaccard-verified.
-    verified: dict[int, set[tuple[int, int]]] = {}
-    candidate_share: dict[int, float] = {}
-    negative_set = set(negatives)
-    for candidate_distance in sorted({DEFAULT_CANDIDATE_DISTANCE, 8}):
-        candidate_pairs, _ = near_duplicate_pairs_with_distances(ours, candidate_distance)
-        candidates = {(int(i), int(j)) for i, j in candidate_pairs.tolist()}
-        candidate_share[candidate_distance] = len(candidates & negative_set) / len(negatives)
-        verified[candidate_distance] = {
-            pair
-            for pair in candidates
-            if jaccard(shingles[pair[0]], shingles[pair[1]]) >= DEFAULT_MIN_JACCARD
-        }
-    lsh_detected = minhash_detector(all_texts)
-
-    def distance(values: np.ndarray, a: int, b: int) -> int:
-        return int(np.bitwise_count(values[a] ^ values[b]))
-
-    def two_stage(candidate_distance: int) -> Callable[[int, int], bool]:
-        return lambda a, b: (min(a, b), max(a, b)) in verified[candidate_distance]
-
-    methods: dict[str, Callable[[int, int], bool]] = {
-        "simhash k=3 (ours)": lambda a, b: distance(ours, a, b) <= 3
-    }
-    for candidate_distance in verified:
-        label = (
-            f"simhash k={candidate_distance} + Jaccard>={DEFAULT_MIN_JACCARD} (ours, 2 stages; "
-            f"{candidate_share[candidate_distance]:.2%} of unrelated pairs are candidates)"
-        )
-        methods[label] = two_stage(candidate_distance)
-    methods["MinHash LSH 0.8 (datasketch)"] = lsh_detected
-    methods["PyPI simhash k=3"] = lambda a, b: distance(pypi, a, b) <= 3
+    detected, candidates = detect_pairs(all_texts, ours)
+    methods = with_candidate_share(detected, candidates, negative_set.__contains__, len(negatives))
 
     print(
         f"articles: {n} (>= {args.min_words} words), edited copies: {len(all_texts) - n}, "
         f"negative pairs: {len(negatives)} ({excluded} near-identical originals excluded)\n"
     )
     names = list(edits)
-    header = "| method | " + " | ".join(names) + " | false positives |"
     print("Recall / precision per edit type (precision counts every false positive among all negatives)\n")
-    print(header)
-    print("|" + "---|" * (len(names) + 2))
-    for method, detect in methods.items():
-        false_positives = sum(detect(a, b) for a, b in negatives)
-        cells = []
-        for name in names:
-            hits = sum(detect(a, b) for a, b in positives[name])
-            recall = hits / len(positives[name])
-            precision = hits / (hits + false_positives) if hits + false_positives else 0.0
-            cells.append(f"{recall:.3f} / {precision:.3f}")
-        print(f"| {method} | " + " | ".join(cells) + f" | {false_positives} / {len(negatives)} |")
+    print("\n".join(recall_precision_lines(methods, positives, negative_set.__contains__, len(negatives))))
 
     print("\nHamming distance of our fingerprints per edit type\n")
-    print("| pairs | n | mean | median | p90 | max | share <= 3 | share <= 8 |")
-    print("|---|---|---|---|---|---|---|---|")
-    distance_rows = {name: [distance(ours, a, b) for a, b in positives[name]] for name in names}
-    distance_rows["unrelated (negatives)"] = [distance(ours, a, b) for a, b in negatives]
-    for name, values in distance_rows.items():
-        arr = np.array(values)
-        print(
-            f"| {name} | {len(arr)} | {arr.mean():.2f} | {np.median(arr):.0f} | {np.percentile(arr, 90):.0f} | "
-            f"{arr.max()} | {np.mean(arr <= 3):.3f} | {np.mean(arr <= 8):.3f} |"
-        )
-    negative_distances = np.array(distance_rows["unrelated (negatives)"])
+    distance_rows = {name: hamming(ours, positives[name]) for name in names}
+    distance_rows["unrelated (negatives)"] = hamming(ours, negatives)
+    print("\n".join(distance_lines(distance_rows)))
+    negative_distances = distance_rows["unrelated (negatives)"]
     print(
         f"\nunrelated pairs: min distance {negative_distances.min()}, 1st percentile "
         f"{np.percentile(negative_distances, 1):.0f}"
@@ -243,7 +298,7 @@ def main() -> int:
         cells = []
         for lo, hi in buckets:
             pairs = [(a, b) for a, b in positives[name] if lo <= lengths[a] < hi]
-            hit = sum(distance(ours, a, b) <= 3 for a, b in pairs)
+            hit = int((hamming(ours, pairs) <= 3).sum()) if pairs else 0
             cells.append(f"{hit / len(pairs):.3f} (n={len(pairs)})" if pairs else "-")
         print(f"| {name} | " + " | ".join(cells) + " |")
     print(f"\ntotal time {time.perf_counter() - started:.1f} s")
