@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -49,6 +50,8 @@ def _print_metadata(result, node: str, keys: Sequence[str]) -> None:  # noqa: AN
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # click_totals' backfill policy is a Dagster beta parameter; its notice is not news to a demo reader
+    warnings.filterwarnings("ignore", message=r"Parameter `backfill_policy`")
     home = Path(os.environ.get("TOPICMAP_HOME") or ROOT / ".topicmap").resolve()
     _prepare_environment(home)
 

@@ -8,25 +8,18 @@ import dagster as dg
 
 from assets.social import ClickStageConfig, click_totals
 from resources.store import TopicStoreResource
-from sensors.settings import SENSOR_INTERVAL_SECONDS
+from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
 from topicmap import refetch
 from topicmap.clicks import STAGE_3D, STAGE_30D
 from topicmap.social_store import days_lacking_stage
 
 #: runs requested per tick at most (the rest on the next tick); module-level so tests can lower it
 MAX_DAYS_PER_TICK = refetch.MAX_DAYS_PER_TICK
-IN_PROGRESS = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-]
 
 
 def _click_runs_in_progress(instance: dg.DagsterInstance) -> list[dict[str, str]]:
     """Tags of the queued or running runs that materialize click_totals."""
-    records = instance.get_run_records(filters=dg.RunsFilter(statuses=IN_PROGRESS), limit=1000)
+    records = instance.get_run_records(filters=dg.RunsFilter(statuses=RUNS_IN_PROGRESS), limit=1000)
     return [
         dict(record.dagster_run.tags)
         for record in records

@@ -9,7 +9,7 @@ import dagster as dg
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from sensors.settings import SENSOR_INTERVAL_SECONDS
+from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
 from topicmap.spider_plan import ProgressMark, decide, read_spider_facts
 
 SPIDER_ASSETS = ["fetched_links", "relevant_stories", "topic_links"]
@@ -20,13 +20,6 @@ POST_SPIDER_ASSETS: list[str] = [
     "near_duplicates",
     "story_statistics",
     "story_warc_archive",
-]
-IN_PROGRESS = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
 ]
 
 
@@ -78,7 +71,7 @@ def spider_iterations(
         iteration = facts.pending_iteration if facts.pending_iteration is not None else facts.iterations_done
         facts = replace(
             facts,
-            runs_in_progress=_runs(context.instance, {"topicmap/topic": topic_name}, IN_PROGRESS),
+            runs_in_progress=_runs(context.instance, {"topicmap/topic": topic_name}, RUNS_IN_PROGRESS),
             failed_attempts=_runs(
                 context.instance, spider_tags(topic_name, iteration, "spider"), [dg.DagsterRunStatus.FAILURE]
             ),

@@ -15,13 +15,13 @@ from sqlalchemy import select
 
 from topicmap import schema as s
 from topicmap.dedup_store import SIMHASH_FEATURE_VERSION, simhashes_from_db
-from topicmap.simhash import NearDuplicateIndex, fingerprint, jaccard, shingle_set
+from topicmap.simhash import DEFAULT_MIN_JACCARD, NearDuplicateIndex, fingerprint, jaccard, shingle_set
 from topicmap.store import TopicStore
 from topicmap.urls import url_variants
 
 
 def near_dups(
-    store: TopicStore, url: str | None, text: str | None, max_distance: int = 6, min_jaccard: float = 0.5
+    store: TopicStore, url: str | None, text: str | None, max_distance: int = 6, min_jaccard: float = DEFAULT_MIN_JACCARD
 ) -> list[dict]:
     """Stored stories near-duplicate to the story at ``url`` (or to ``text``), nearest first.
 
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     source.add_argument("--url")
     source.add_argument("--text")
     near.add_argument("--max-distance", type=int, default=6, help="simhash candidate distance in bits")
-    near.add_argument("--min-jaccard", type=float, default=0.5, help="word-bigram overlap a candidate needs")
+    near.add_argument("--min-jaccard", type=float, default=DEFAULT_MIN_JACCARD, help="word-bigram overlap a candidate needs")
     near.add_argument(
         "--database-url", default=None, help="default: TOPICMAP_DATABASE_URL or the SQLite store"
     )

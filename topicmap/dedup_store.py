@@ -59,43 +59,51 @@ def simhashes_from_db(values: list[int]) -> np.ndarray:
 # --------------------------------------------------------------------------------------------- reads
 
 
-def topic_stories_frame(conn: Connection, topics_id: int) -> pd.DataFrame:
-    """The topic's live stories with their medium (as stored), title, url, date, text length, iteration."""
+STORY_FRAME_COLUMNS = [
+    "stories_id",
+    "media_id",
+    "url",
+    "guid",
+    "title",
+    "publish_date",
+    "text_length",
+    "medium_name",
+]
+
+
+def _story_frame(
+    conn: Connection, topics_id: int | None = None, media_ids: list[int] | None = None
+) -> pd.DataFrame:
+    """Stories as the dedup planners want them: the topic's live stories (with their iteration), or all
+    stories of some media (the candidates a duplicate medium's stories may merge into)."""
     ts, st, media = s.topic_stories, s.stories, s.media
-    rows = conn.execute(
-        select(
-            st.c.stories_id,
-            st.c.media_id,
-            st.c.url,
-            st.c.guid,
-            st.c.title,
-            st.c.publish_date,
-            func.length(st.c.text).label("text_length"),
-            media.c.name.label("medium_name"),
-            ts.c.iteration,
-        )
-        .join(ts, ts.c.stories_id == st.c.stories_id)
-        .join(media, media.c.media_id == st.c.media_id)
-        .where(ts.c.topics_id == topics_id)
-        .order_by(st.c.stories_id)
-    ).all()
-    frame = pd.DataFrame(
-        rows,
-        columns=[
-            "stories_id",
-            "media_id",
-            "url",
-            "guid",
-            "title",
-            "publish_date",
-            "text_length",
-            "medium_name",
-            "iteration",
-        ],
-    )
+    columns = [
+        st.c.stories_id,
+        st.c.media_id,
+        st.c.url,
+        st.c.guid,
+        st.c.title,
+        st.c.publish_date,
+        func.length(st.c.text).label("text_length"),
+        media.c.name.label("medium_name"),
+    ]
+    query = select(*columns).join(media, media.c.media_id == st.c.media_id)
+    names = list(STORY_FRAME_COLUMNS)
+    if topics_id is not None:
+        query = query.add_columns(ts.c.iteration).join(ts, ts.c.stories_id == st.c.stories_id)
+        query = query.where(ts.c.topics_id == topics_id)
+        names.append("iteration")
+    if media_ids is not None:
+        query = query.where(st.c.media_id.in_(media_ids))
+    frame = pd.DataFrame(conn.execute(query.order_by(st.c.stories_id)).all(), columns=names)
     frame["publish_date"] = pd.to_datetime(frame["publish_date"].map(utc), utc=True)
     frame["text_length"] = frame["text_length"].fillna(0).astype("int64")
     return frame
+
+
+def topic_stories_frame(conn: Connection, topics_id: int) -> pd.DataFrame:
+    """The topic's live stories with their medium (as stored), title, url, date, text length, iteration."""
+    return _story_frame(conn, topics_id=topics_id)
 
 
 def cross_media_link_count(conn: Connection, topics_id: int) -> int:
@@ -181,7 +189,7 @@ def merge_duplicate_media(store: TopicStore, topics_id: int) -> MergeReport:
             return report
         report.cross_media_links_before = cross_media_link_count(conn, topics_id)
         targets = sorted({final[m] for m in in_dup["media_id"]})
-        candidates = _stories_of_media(conn, targets)
+        candidates = _story_frame(conn, media_ids=targets)
         plan = plan_media_merges(
             pd.concat([in_dup, candidates], ignore_index=True).drop_duplicates("stories_id"), dup_of
         )
@@ -200,39 +208,6 @@ def merge_duplicate_media(store: TopicStore, topics_id: int) -> MergeReport:
             )
         report.cross_media_links_after = cross_media_link_count(conn, topics_id)
     return report
-
-
-def _stories_of_media(conn: Connection, media_ids: list[int]) -> pd.DataFrame:
-    st, media = s.stories, s.media
-    rows = conn.execute(
-        select(
-            st.c.stories_id,
-            st.c.media_id,
-            st.c.url,
-            st.c.guid,
-            st.c.title,
-            st.c.publish_date,
-            func.length(st.c.text).label("text_length"),
-            media.c.name.label("medium_name"),
-        )
-        .join(media, media.c.media_id == st.c.media_id)
-        .where(st.c.media_id.in_(media_ids))
-    ).all()
-    frame = pd.DataFrame(
-        rows,
-        columns=[
-            "stories_id",
-            "media_id",
-            "url",
-            "guid",
-            "title",
-            "publish_date",
-            "text_length",
-            "medium_name",
-        ],
-    )
-    frame["publish_date"] = pd.to_datetime(frame["publish_date"].map(utc), utc=True)
-    return frame
 
 
 def _move_story(conn: Connection, stories_id: int, media_id: int) -> None:
