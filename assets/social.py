@@ -10,7 +10,7 @@ from pydantic import Field
 
 from assets.metadata import counts_markdown, table
 from assets.partitions import topics_partitions
-from resources.social import BitlyResource, FacebookResource
+from resources.social import FACEBOOK_APP_ID_ENV, FACEBOOK_APP_SECRET_ENV, BitlyResource, FacebookResource
 from resources.store import TopicStoreResource
 from topicmap import refetch
 from topicmap.bitly import BitlyAuthError, BitlyError, BitlyRateLimitError
@@ -229,6 +229,12 @@ def story_statistics(
         topics_id = int(topic_store.topic_row(context.partition_key)["topics_id"])
     except StoreError as exc:
         raise dg.Failure(str(exc)) from exc
+    if not facebook.configured:
+        # An optional source: a topic without Facebook credentials still gets its snapshot (share counts null).
+        context.log.warning(
+            f"story_statistics skipped: Facebook is not configured ({FACEBOOK_APP_ID_ENV}, {FACEBOOK_APP_SECRET_ENV})"
+        )
+        return dg.MaterializeResult(metadata={"facebook_configured": False, "stories_measured_now": 0})
     now = refetch.current_time()
     todo = stories_needing_statistics(
         topic_store, topics_id, now - timedelta(days=config.retry_errors_after_days)

@@ -12,17 +12,13 @@ from assets.seeds import seeds
 from assets.spider import spider_iteration
 from assets.warc_export import story_warc_archive
 from orchestration import dedup, snapshots, social
+from orchestration.env import env_or
 from resources.archive import ArchiveDropsResource
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from sensors.spider import SpiderSensorConfig, spider_iterations
 from sensors.topics import topic_registry
-
-
-def env_or(name: str, default: str) -> str | dg.EnvVar:
-    """An EnvVar when the variable is set (so its value is read at run time and never shown), else a default."""
-    return dg.EnvVar(name) if os.environ.get(name) else default
 
 
 def page_source_from_env() -> PageSourceResource:

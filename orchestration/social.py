@@ -13,11 +13,10 @@ See docs/social.md; the demo's stand-in settings are in orchestration/social_dem
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
 from assets.social import click_totals, clicks_30d_not_below_3d, story_statistics
+from orchestration.env import env_or
 from resources.social import (
     BITLY_BASE_URL_ENV,
     BITLY_TOKEN_ENV,
@@ -32,23 +31,18 @@ from sensors.clicks import click_refetch_3d, click_refetch_30d
 from topicmap import bitly, facebook
 
 
-def _env_or(name: str, default: str) -> str | dg.EnvVar:
-    # Same rule as orchestration.definitions.env_or (not imported: definitions imports this module).
-    return dg.EnvVar(name) if os.environ.get(name) else default
-
-
 def social_resources() -> dict[str, dg.ConfigurableResource]:
     """The two API clients, configured from the environment."""
     return {
         "bitly": BitlyResource(
-            token=dg.EnvVar(BITLY_TOKEN_ENV),
-            base_url=_env_or(BITLY_BASE_URL_ENV, bitly.DEFAULT_BASE_URL),
-            raw_store_dir=_env_or(RAW_STORE_DIR_ENV, ""),
+            token=env_or(BITLY_TOKEN_ENV, ""),
+            base_url=env_or(BITLY_BASE_URL_ENV, bitly.DEFAULT_BASE_URL),
+            raw_store_dir=env_or(RAW_STORE_DIR_ENV, ""),
         ),
         "facebook": FacebookResource(
-            app_id=dg.EnvVar(FACEBOOK_APP_ID_ENV),
-            app_secret=dg.EnvVar(FACEBOOK_APP_SECRET_ENV),
-            base_url=_env_or(FACEBOOK_BASE_URL_ENV, facebook.DEFAULT_BASE_URL),
+            app_id=env_or(FACEBOOK_APP_ID_ENV, ""),
+            app_secret=env_or(FACEBOOK_APP_SECRET_ENV, ""),
+            base_url=env_or(FACEBOOK_BASE_URL_ENV, facebook.DEFAULT_BASE_URL),
         ),
     }
 

@@ -27,7 +27,8 @@ class BitlyResource(dg.ConfigurableResource):
     """Bit.ly v3 API client (lookup of bitlinks by URL, daily clicks) with a raw-answer store."""
 
     token: str = Field(
-        description="Bit.ly access token; pass dg.EnvVar('TOPICMAP_BITLY_TOKEN'), never a literal."
+        default="",
+        description="Bit.ly access token; pass dg.EnvVar('TOPICMAP_BITLY_TOKEN'), never a literal. Empty: not configured.",
     )
     base_url: str = Field(default=bitly.DEFAULT_BASE_URL, description="API root (the public API by default).")
     raw_store_dir: str = Field(
@@ -40,10 +41,16 @@ class BitlyResource(dg.ConfigurableResource):
         default=1.0, description="First wait when no Retry-After is given; doubles."
     )
 
+    @property
+    def configured(self) -> bool:
+        return bool(self.token.strip())
+
     def raw_store(self) -> RawResponseStore:
         return RawResponseStore(Path(self.raw_store_dir) if self.raw_store_dir else topicmap_home() / "raw")
 
     def client(self) -> bitly.BitlyClient:
+        if not self.configured:
+            raise dg.Failure(f"Bit.ly is not configured: set {BITLY_TOKEN_ENV} (see docs/social.md)")
         return bitly.BitlyClient(
             self.token,
             base_url=self.base_url,
@@ -57,9 +64,11 @@ class BitlyResource(dg.ConfigurableResource):
 class FacebookResource(dg.ConfigurableResource):
     """Facebook Graph API engagement client (share, comment and reaction counts per URL)."""
 
-    app_id: str = Field(description="Facebook app ID; pass dg.EnvVar('TOPICMAP_FACEBOOK_APP_ID').")
+    app_id: str = Field(
+        default="", description="Facebook app ID; pass dg.EnvVar('TOPICMAP_FACEBOOK_APP_ID')."
+    )
     app_secret: str = Field(
-        description="Facebook app secret; pass dg.EnvVar('TOPICMAP_FACEBOOK_APP_SECRET')."
+        default="", description="Facebook app secret; pass dg.EnvVar('TOPICMAP_FACEBOOK_APP_SECRET')."
     )
     base_url: str = Field(default=facebook.DEFAULT_BASE_URL, description="Graph API root with its version.")
     timeout_seconds: float = 60.0
@@ -68,7 +77,15 @@ class FacebookResource(dg.ConfigurableResource):
     )
     retry_wait_seconds: float = Field(default=60.0, description="Wait between attempts (Media Cloud: 60 s).")
 
+    @property
+    def configured(self) -> bool:
+        return bool(self.app_id.strip() and self.app_secret.strip())
+
     def client(self) -> facebook.FacebookClient:
+        if not self.configured:
+            raise dg.Failure(
+                f"Facebook is not configured: set {FACEBOOK_APP_ID_ENV} and {FACEBOOK_APP_SECRET_ENV} (see docs/social.md)"
+            )
         return facebook.FacebookClient(
             self.app_id,
             self.app_secret,
