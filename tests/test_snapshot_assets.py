@@ -637,6 +637,15 @@ def test_duplicate_chains_resolve_vectorized_and_cycles_are_named() -> None:
         resolve_chains(np.array([2, 2]), np.array([3, 4]), "duplicate-media")
 
 
+def test_ids_map_through_an_empty_chain_table_unchanged() -> None:
+    # a topic with no duplicate media and no merges (found by the daemon end-to-end run)
+    from topicmap.snapshot_store import _map_ids
+
+    ids = np.array([3, 1, 2])
+    empty = np.array([], dtype=np.int64)
+    assert _map_ids(ids, empty, empty).tolist() == [3, 1, 2]
+
+
 def test_options_and_names_are_validated() -> None:
     with pytest.raises(ValueError, match="picture_periods: unknown period"):
         SnapshotOptions(picture_periods=("daily",))

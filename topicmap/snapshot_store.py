@@ -198,6 +198,8 @@ def resolve_chains(sources: np.ndarray, targets: np.ndarray, what: str) -> tuple
 
 
 def _map_ids(ids: np.ndarray, sources: np.ndarray, finals: np.ndarray) -> np.ndarray:
+    if sources.size == 0:  # no duplicate media / no merges: every id is its own final id
+        return ids
     pos = _positions(sources, ids)
     return np.where(pos >= 0, finals[np.where(pos >= 0, pos, 0)], ids)
 
