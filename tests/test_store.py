@@ -47,6 +47,9 @@ def test_store_created_by_version_1_upgrades_in_place_keeping_its_data(store: To
         inspector = inspect(conn)
         assert "topic_fetch_urls" not in inspector.get_table_names()
         assert "normalized_title_hash" not in {c["name"] for c in inspector.get_columns("stories")}
+    store.upgrade(target=2)
+    with store.engine.connect() as conn:
+        assert "topic_links_url" not in {i["name"] for i in inspect(conn).get_indexes("topic_links")}
     added = store.add_stories([_story("https://www.example.com/2026/02/05/a")], source="test")
 
     assert store.upgrade() == s.SCHEMA_VERSION
@@ -55,6 +58,7 @@ def test_store_created_by_version_1_upgrades_in_place_keeping_its_data(store: To
         inspector = inspect(conn)
         assert "topic_fetch_urls" in inspector.get_table_names()
         assert "normalized_title_hash" in {c["name"] for c in inspector.get_columns("stories")}
+        assert "topic_links_url" in {i["name"] for i in inspector.get_indexes("topic_links")}
         kept = conn.execute(
             select(s.stories.c.url).where(s.stories.c.stories_id == added.stories_ids[0])
         ).scalar_one()

@@ -228,6 +228,8 @@ topic_links = Table(
     # ref is still unknown (NULL); keying on the URL keeps link mining idempotent.
     UniqueConstraint("topics_id", "stories_id", "url", name="topic_links_topic_story_url_key"),
     Index("topic_links_ref", "topics_id", "ref_stories_id"),
+    # resolving a fetched URL to its story updates every link to that URL (added in version 3)
+    Index("topic_links_url", "topics_id", "url", info=_since(3)),
     info=_since(2),
 )
 

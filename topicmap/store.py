@@ -102,8 +102,8 @@ def _table_at_version(table: Table, version: int, target: MetaData) -> Table:
     copy = Table(table.name, target, *columns, *extras, info=dict(table.info))
     for index in table.indexes:
         cols = [c.name for c in index.columns]
-        if set(cols) <= names:
-            Index(index.name, *[copy.c[c] for c in cols], unique=index.unique)
+        if set(cols) <= names and _since(index) <= version:
+            Index(index.name, *[copy.c[c] for c in cols], unique=index.unique, info=dict(index.info))
     return copy
 
 
@@ -222,6 +222,10 @@ class TopicStore:
                     if _since(column) == version and column.name not in existing:
                         ddl = CreateColumn(copies[table.name].c[column.name]).compile(dialect=conn.dialect)
                         conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN {ddl}'))
+                existing_indexes = {i["name"] for i in inspector.get_indexes(table.name)}
+                for index in copies[table.name].indexes:
+                    if _since(index) == version and index.name not in existing_indexes:
+                        index.create(conn)
         conn.execute(s.schema_version.insert().values(version=version, upgraded_at=now_utc()))
 
     # ------------------------------------------------------------------ idempotent writes
