@@ -20,6 +20,7 @@ POST_SPIDER_ASSETS: list[str] = [
     "near_duplicates",
     "story_statistics",
     "story_warc_archive",
+    "clusters",
     "snapshots",
 ]
 
