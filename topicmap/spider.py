@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Protocol
 
-from sqlalchemy import Connection, and_, func, select, update
+from sqlalchemy import Connection, and_, bindparam, func, select, update
 
 from topicmap import schema as s
 from topicmap.fetch import FetchOutcome
@@ -68,6 +68,7 @@ FETCH_STATES = (
 OPEN_STATES = (PENDING, REQUEUED)
 
 MAX_ERROR_RATE = 0.02
+STATE_BATCH = 100
 CONTENT_MATCH_BYTES = 1 << 20
 SENTENCE_SPLIT = re.compile(r"(?<=[.!?。！？])\s+")
 
@@ -148,6 +149,7 @@ class Spider:
         self.topics_id = int(store.topic_row(topic.name)["topics_id"])
         # links of the pages fetched in this run, by story, so link mining does not parse them again
         self._page_links: dict[int, list[str]] = {}
+        self._unwritten_states: list[dict] = []
 
     # ------------------------------------------------------------------ state
 
@@ -196,7 +198,10 @@ class Spider:
         report = IterationReport(topic=self.topic.name, iteration=iteration)
         self._check_max_stories()
         if pending_iteration is not None:
-            self._process_pending(pending_iteration, report)
+            try:
+                self._process_pending(pending_iteration, report)
+            finally:
+                self._flush_states()
         report.links_added = self.mine_topic_stories()
         report.frontier_left = self.frontier_size()
         report.topic_stories = self.topic_story_count()
@@ -629,10 +634,42 @@ class Spider:
         code: int | None = None,
         message: str | None = None,
     ) -> None:
-        with self.store.engine.begin() as conn:
-            self._write_state(conn, row, state, code, message, None, None)
+        """A URL that ends without a story. Its state is written with the next batch of such states (one
+        transaction per STATE_BATCH): a crash before the flush leaves those URLs pending, and they are
+        simply processed again."""
+        self._unwritten_states.append(
+            {
+                "b_id": row["topic_fetch_urls_id"],
+                "b_state": state,
+                "b_code": code,
+                "b_message": (message or None) and message[:4000],
+                "b_fetch_date": now_utc(),
+            }
+        )
+        if len(self._unwritten_states) >= STATE_BATCH:
+            self._flush_states()
         report.urls_processed += 1
         report.states[state] += 1
+
+    def _flush_states(self) -> None:
+        if not self._unwritten_states:
+            return
+        f = s.topic_fetch_urls
+        statement = (
+            update(f)
+            .where(f.c.topic_fetch_urls_id == bindparam("b_id"))
+            .values(
+                state=bindparam("b_state"),
+                code=bindparam("b_code"),
+                message=bindparam("b_message"),
+                stories_id=None,
+                redirect_url=None,
+                fetch_date=bindparam("b_fetch_date"),
+            )
+        )
+        with self.store.engine.begin() as conn:
+            conn.execute(statement, self._unwritten_states)
+        self._unwritten_states = []
 
     def _write_state(
         self,
