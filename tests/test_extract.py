@@ -417,3 +417,13 @@ def test_real_page_article_text_matches_the_human_annotation() -> None:
     row, html = _row("zyte_aeb/06e5123e4ef7")
     result = extract_story(html, row["url"])
     assert _f1(result.text, row["text"]) > 0.95
+
+
+def test_a_windows_1252_page_labelled_utf8_decodes_as_windows_1252() -> None:
+    # The commonest mislabel on the web; a charset detector alone picks cp1257 here ("crčme").
+    text = "<html><body><p>Le café coûte 2 € à Paris; la crème brûlée est « très » bonne. Déjà vu, naïve.</p></body></html>"
+    decoded = decode_html(text.encode("cp1252"), "utf-8")
+    assert "crème brûlée" in decoded and "2 €" in decoded and "\ufffd" not in decoded
+    # a Cyrillic page mislabelled UTF-8 keeps the detector's answer
+    russian = "<html><body><p>Правительство объявило новые меры по сокращению выбросов углерода в стране.</p></body></html>"
+    assert "Правительство" in decode_html(russian.encode("cp1251"), "utf-8")

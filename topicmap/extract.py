@@ -141,6 +141,13 @@ def _is_utf8_with_non_ascii(content: bytes) -> bool:
     return not content.isascii() and _decodes_strictly(content, "utf-8")
 
 
+#: Latin-script single-byte code pages that charset detection confuses with windows-1252
+_LATIN_SINGLE_BYTE = frozenset(
+    {"cp1250", "cp1252", "cp1254", "cp1257", "latin-1", "iso8859-1", "iso8859-2", "iso8859-4", "iso8859-9",
+     "iso8859-13", "iso8859-15", "mac-roman", "cp850", "cp437"}
+)  # fmt: skip
+
+
 def decode_html(content: bytes, declared_charset: str | None = None) -> str:
     """Decode a fetched page: BOM, then the declared (HTTP) charset, then the <meta> charset, then UTF-8,
     then charset-normalizer's guess. Never raises; undecodable bytes become U+FFFD."""
@@ -155,10 +162,12 @@ def decode_html(content: bytes, declared_charset: str | None = None) -> str:
                 return content[len(bom) :].decode(encoding, "replace")
         meta_match = _META_CHARSET_RE.search(content[:4096])
         labels = [declared_charset, meta_match.group(1) if meta_match else None]
+        mislabelled_utf8 = False
         for encoding in dict.fromkeys(filter(None, map(_codec_name, labels))):
             if encoding == "utf-8":
                 if _decodes_strictly(content, "utf-8"):
                     return content.decode("utf-8", "replace")
+                mislabelled_utf8 = True
                 continue  # declared UTF-8 but is not: look further
             if encoding in _SINGLE_BYTE_WESTERN and _is_utf8_with_non_ascii(content):
                 # Valid multi-byte UTF-8 is vanishingly unlikely in real cp1252 text: the label is wrong.
@@ -168,6 +177,12 @@ def decode_html(content: bytes, declared_charset: str | None = None) -> str:
             return content.decode("utf-8", "replace")
         best = from_bytes(content[:CHARSET_SAMPLE_BYTES]).best()
         if best is not None and best.encoding:
+            guess = _codec_name(best.encoding) or best.encoding
+            if mislabelled_utf8 and guess in _LATIN_SINGLE_BYTE:
+                # A page labelled UTF-8 that is not is almost always windows-1252 (what WHATWG decoders assume
+                # for Latin-1 labels); the detector's pick among Latin code pages (cp1257 for "crème") is a
+                # coin toss on short French or English text.
+                return content.decode("cp1252", "replace")
             return content.decode(best.encoding, "replace")
         return content.decode("utf-8", "replace")
     except Exception:  # noqa: BLE001 - total function by contract
