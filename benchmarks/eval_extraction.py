@@ -40,10 +40,11 @@ sys.path.insert(0, str(REPO))
 
 import trafilatura  # noqa: E402
 
+from tests.shared_data import NEWS_HTML  # noqa: E402
 from topicmap import extract as extract_module  # noqa: E402
 from topicmap.extract import extract_story  # noqa: E402
 
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "news_html"
+DEFAULT_DATA = NEWS_HTML
 TARGETS = {"text_f1": 0.96, "title": 0.85, "date": 0.92}
 
 

@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/eval_near_duplicates.py [--repeats 3] [--min-words 100]
 
-Articles: the ``text`` of /work/shared/data/news_html/expected.jsonl with at least --min-words words
+Articles: the ``text`` of ../shared/data/news_html/expected.jsonl with at least --min-words words
 (skipped cleanly when the file is absent). For each article we make edited copies:
 
 - exact copy;
@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.shared_data import NEWS_HTML  # noqa: E402
 from topicmap.simhash import (  # noqa: E402
     DEFAULT_CANDIDATE_DISTANCE,
     DEFAULT_MIN_JACCARD,
@@ -50,7 +51,7 @@ from topicmap.simhash import (  # noqa: E402
     verified_near_duplicate_pairs,
 )
 
-EXPECTED = Path("/work/shared/data/news_html/expected.jsonl")
+EXPECTED = NEWS_HTML / "expected.jsonl"
 FOOTER = (
     "This story was originally published by our partners and is republished here under a content "
     "sharing agreement. Copyright 2024 the publisher. All rights reserved. This material may not be "

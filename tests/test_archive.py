@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.shared_data import WARC_DIR
 from topicmap import schema as s
 from topicmap.archive import ArchiveFileError, parse_drop
 from topicmap.store import TopicStore
@@ -103,7 +104,7 @@ def test_warc_drops_load_story_indexer_archives_and_generic_crawls(store: TopicS
 
 
 def test_real_generic_warc_files_load_with_extracted_text_or_clear_errors(tmp_path: Path) -> None:
-    folder = Path(__file__).resolve().parents[2] / "shared" / "data" / "warc"
+    folder = WARC_DIR
     if not (folder / "example.warc.gz").exists():
         pytest.skip(f"real WARC files not found under {folder}")
     drop = parse_drop(folder / "example.warc.gz")

@@ -9,10 +9,10 @@ import re
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
+from tests.shared_data import NEWS_HTML
 from topicmap.extract import (
     MAX_HTML_BYTES,
     ExtractedStory,
@@ -22,8 +22,6 @@ from topicmap.extract import (
     page_title,
     parse_html,
 )
-
-NEWS_HTML = Path(__file__).resolve().parents[2] / "shared" / "data" / "news_html"
 
 PROSE = (
     "The city council met on Tuesday evening to debate the new transit plan, which would add three bus lines "

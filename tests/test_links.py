@@ -5,10 +5,10 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from pathlib import Path
 
 import pytest
 
+from tests.shared_data import NEWS_HTML
 from topicmap.links import (
     IGNORE_LINK_PATTERN,
     MAX_SELF_LINKS,
@@ -18,8 +18,6 @@ from topicmap.links import (
     skip_self_link,
 )
 from topicmap.urls import is_http_url, normalize_url_lossy
-
-NEWS_HTML = Path(__file__).resolve().parents[2] / "shared" / "data" / "news_html"
 
 PARAGRAPH = (
     "The city council met on Tuesday evening to debate the new transit plan, which would add three bus "

@@ -19,6 +19,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from tests.shared_data import WARC_DIR
 from topicmap.warc import (
     METADATA_CONTENT_TYPE,
     ArchiveStoryError,
@@ -32,7 +33,7 @@ from topicmap.warc import (
     stories_from_warc,
 )
 
-REAL_WARC_DIR = Path("/work/shared/data/warc")
+REAL_WARC_DIR = WARC_DIR
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
