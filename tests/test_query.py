@@ -429,3 +429,31 @@ def test_boolean_semantics_match_a_naive_evaluation(pair: tuple[str, str], docum
         text = " ".join(sorted(words)).upper()
         expected = eval(expression, {}, {"s": words})  # noqa: S307 - expression built above from fixed words
         assert query.matches(text) == expected, (query_text, text)
+
+
+@given(
+    expressions(),
+    st.lists(
+        st.sets(
+            st.sampled_from([*WORDS, "ＡＬＰＨＡ", "Straße", "strasse", "ÉTÉ", "ete", "İstanbul", "ﬁre"])
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_may_match_accepts_every_text_matches_accepts(
+    pair: tuple[str, str], documents: list[set[str]]
+) -> None:
+    # The spider's potential match on a raw page may be permissive, never stricter: a page it rejects is
+    # never extracted, so a story that would have matched would be lost.
+    query = parse(pair[0])
+    for words in documents:
+        text = " — ".join(sorted(words))
+        if query.matches(text):
+            assert query.may_match(text), (pair[0], text)
+
+
+def test_may_match_folds_unicode_when_lower_casing_finds_nothing() -> None:
+    assert parse("strasse").may_match("Die Straße ist gesperrt — sagte er.")
+    assert parse("alpha").may_match("ＡＬＰＨＡ team report")
+    assert not parse("climate").may_match("Le café est fermé — weather report")

@@ -231,3 +231,93 @@ def test_error_rate_above_two_percent_fails_with_top_messages(store: TopicStore)
     spider.run_iteration()
     with pytest.raises(SpiderError, match=r"error rate .* is above 2%: \d+× "):
         spider.run_iteration()
+
+
+def _seed_linking_to(store: TopicStore, links: list[str]) -> TopicConfig:
+    topic = TopicConfig(
+        name="copies",
+        query="climate",
+        start_date=date(2026, 1, 1),
+        end_date=date(2026, 3, 31),
+        max_iterations=1,
+    )
+    topics_id = store.upsert_topic(topic)
+    seed = store.add_stories(
+        [
+            NewStory(
+                url="https://hub.test/2026/02/01/climate-roundup",
+                title="Climate roundup",
+                text="Links to the week's climate reporting.",
+                publish_date=datetime(2026, 2, 1, tzinfo=UTC),
+                html=page("Climate roundup", "Links to the week's climate reporting.", links),
+            )
+        ],
+        source="test",
+    )
+    store.add_seed_urls(
+        topics_id,
+        [
+            {
+                "url": "https://hub.test/2026/02/01/climate-roundup",
+                "source": "archive query",
+                "stories_id": seed.stories_ids[0],
+            }
+        ],
+    )
+    return topic
+
+
+def test_copies_written_in_one_batch_keep_the_first_as_the_story_that_owns_the_sentences(
+    store: TopicStore,
+) -> None:
+    # Relevance by new sentences (fact sheet §2): a medium's copy of a story it already ran that week adds
+    # nothing new. The copies arrive in one write batch; the first fetched must own the sentences, as if
+    # written one by one, and a copy on another medium is still new there.
+    body = "Officials said the climate plan would cut coal use by half over ten years."
+    copies = [
+        "https://copies.test/2026/02/03/morning-report",
+        "https://copies.test/2026/02/03/evening-report",
+        "https://elsewhere.test/2026/02/03/report",
+    ]
+    web = {url: page("Morning report", body) for url in copies}
+    topic = _seed_linking_to(store, copies)
+    spider = Spider(store, topic, DictSource(web), log=lambda _: None)
+    spider.run_iteration()  # iteration 0: the seed and its links
+    report = spider.run_iteration()
+    assert report.iteration == 1
+    assert states(store)[copies[0]] == "story added"
+    assert states(store)[copies[1]] == "content match failed"
+    assert states(store)[copies[2]] == "story added"
+    assert report.stories_added == 2
+    f = s.topic_fetch_urls
+    with store.engine.connect() as conn:
+        message = conn.execute(select(f.c.message).where(f.c.url == copies[1])).scalar_one()
+    assert "does not match the query" in message
+
+
+def test_a_url_whose_story_cannot_be_stored_ends_in_error_and_the_rest_of_its_batch_is_kept(
+    store: TopicStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    urls = [f"https://site{n}.test/2026/02/03/climate-{n}" for n in range(4)]
+    web = {url: page(f"Climate story {n}", "The climate plan was announced.") for n, url in enumerate(urls)}
+    topic = _seed_linking_to(store, urls)
+    medium_for_url = store.medium_for_url
+
+    def failing_for_site2(conn, story_url, name=None):  # noqa: ANN001, ANN202
+        if "site2.test" in story_url:
+            raise RuntimeError("disk full while creating the medium of site2.test")
+        return medium_for_url(conn, story_url, name)
+
+    monkeypatch.setattr(store, "medium_for_url", failing_for_site2)
+    spider = Spider(store, topic, DictSource(web), log=lambda _: None, max_error_rate=1.0)
+    spider.run_iteration()
+    report = spider.run_iteration()
+    by_url = states(store)
+    assert [by_url[u] for u in urls] == ["story added", "story added", "python error", "story added"]
+    assert report.stories_added == 3
+    f, ts = s.topic_fetch_urls, s.topic_stories
+    with store.engine.connect() as conn:
+        message = conn.execute(select(f.c.message).where(f.c.url == urls[2])).scalar_one()
+        topic_stories = conn.execute(select(ts.c.stories_id)).scalars().all()
+    assert message.startswith("RuntimeError: disk full while creating the medium of site2.test")
+    assert len(topic_stories) == len(set(topic_stories)) == 4  # the seed and three stories, once each

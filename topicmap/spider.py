@@ -9,8 +9,10 @@ One call of ``Spider.run_iteration`` is one Dagster materialization:
 3. the links of every topic story not yet mined become ``topic_links`` rows and, while ``k + 1 <=
    max_iterations``, pending fetch URLs of iteration ``k + 1``.
 
-Every state change is committed per URL, and every insert is keyed, so a killed run is simply run again: the
-URLs still pending are processed, nothing is duplicated. Media Cloud passed ``max_iterations`` itself as the
+What became of each URL is written a batch at a time (up to ``WRITE_BATCH`` URLs, or what a few seconds
+gathered, in one transaction: new stories, relevance, topic stories, their links, URL states), and every
+insert is keyed, so a killed run is simply run again: the URLs of the unwritten batch are still pending and
+are processed again, nothing is duplicated. Media Cloud passed ``max_iterations`` itself as the
 iteration bound to every ``spider_new_links`` call, so its bound was never applied (fact sheet §10); here a
 link found by a story at iteration ``max_iterations`` is recorded but never queued.
 """
@@ -24,11 +26,12 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Protocol
 
-from sqlalchemy import Connection, and_, bindparam, func, select, update
+from sqlalchemy import Connection, and_, bindparam, func, select, tuple_, update
 
 from topicmap import schema as s
 from topicmap.fetch import FetchOutcome
@@ -40,7 +43,7 @@ from topicmap.links import (
     skip_self_link,
 )
 from topicmap.query import TopicQuery
-from topicmap.store import SPIDER_SOURCE, NewStory, TopicStore, now_utc, utc
+from topicmap.store import SPIDER_SOURCE, NewStory, TopicStore, compress_page, now_utc, utc
 from topicmap.topics import TopicConfig
 from topicmap.urls import distinctive_domain, normalize_url_lossy, url_variants
 
@@ -68,7 +71,12 @@ FETCH_STATES = (
 OPEN_STATES = (PENDING, REQUEUED)
 
 MAX_ERROR_RATE = 0.02
-STATE_BATCH = 100
+#: URLs whose outcome is written in one transaction, or fewer once the oldest has waited WRITE_BATCH_SECONDS
+#: (a throttled iteration still commits steadily). A crash loses at most one batch: those URLs stay pending.
+WRITE_BATCH = 50
+WRITE_BATCH_SECONDS = 5.0
+#: stored stories whose links are mined in one transaction
+MINE_BATCH = 100
 CONTENT_MATCH_BYTES = 1 << 20
 SENTENCE_SPLIT = re.compile(r"(?<=[.!?。！？])\s+")
 
@@ -127,6 +135,88 @@ def _sentence_md5(sentence: str) -> str:
     return hashlib.md5(" ".join(sentence.lower().split()).encode("utf-8")).hexdigest()
 
 
+@dataclass
+class _Resolution:
+    """What became of one pending URL, held until its batch is written."""
+
+    row: dict
+    state: str
+    code: int | None = None
+    message: str | None = None
+    stories_id: int | None = None  # an existing story the URL resolved to
+    new_story: NewStory | None = None  # or the story generated from the fetched page...
+    links: list[str] | None = None  # ... and that page's links
+    redirect_url: str | None = None
+    fetched_url: str | None = None  # the URL fetched, when it redirected: kept as one of the story's URLs
+
+
+@dataclass
+class _Tally:
+    """What a written batch adds to the iteration's report."""
+
+    urls: int = 0
+    states: Counter = field(default_factory=Counter)
+    stories_added: int = 0
+    links_added: int = 0
+
+    def merge(self, other: _Tally) -> None:
+        self.urls += other.urls
+        self.states.update(other.states)
+        self.stories_added += other.stories_added
+        self.links_added += other.links_added
+
+
+@dataclass
+class _StoryLinks:
+    """A topic story's links, ready to be mined (``links`` None: nothing to mine, e.g. out of the dates)."""
+
+    stories_id: int
+    url: str
+    iteration: int
+    publish_date: datetime | None
+    links: list[str] | None
+    error: str = ""
+
+
+@dataclass
+class _Progress:
+    """Logs the iteration's progress each time another ``every`` URLs are written."""
+
+    total: int
+    every: int
+    iteration: int
+    next_at: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.next_at = self.every
+
+    def show(self, report: IterationReport, topic: str, log: Callable[[str], None]) -> None:
+        if report.urls_processed < self.next_at:
+            return
+        self.next_at = (report.urls_processed // self.every + 1) * self.every
+        log(
+            f"{topic}: iteration {self.iteration}: {report.urls_processed}/{self.total} URLs, "
+            f"{report.stories_added} stories added, {report.links_added} links, "
+            f"{report.throttle_wait:.1f}s waiting on throttles"
+        )
+
+
+_FETCH_URLS = s.topic_fetch_urls
+#: one URL's state, written for a whole batch with executemany
+_STATE_UPDATE = (
+    update(_FETCH_URLS)
+    .where(_FETCH_URLS.c.topic_fetch_urls_id == bindparam("b_id"))
+    .values(
+        state=bindparam("b_state"),
+        code=bindparam("b_code"),
+        message=bindparam("b_message"),
+        stories_id=bindparam("b_stories_id"),
+        redirect_url=bindparam("b_redirect_url"),
+        fetch_date=bindparam("b_fetch_date"),
+    )
+)
+
+
 class Spider:
     """Grows one topic, one iteration per call, against a topic store and a page source."""
 
@@ -147,9 +237,12 @@ class Spider:
         self.progress_every = progress_every
         self.max_error_rate = max_error_rate
         self.topics_id = int(store.topic_row(topic.name)["topics_id"])
-        # links of the pages fetched in this run, by story, so link mining does not parse them again
-        self._page_links: dict[int, list[str]] = {}
-        self._unwritten_states: list[dict] = []
+        self._iteration = 0  # the iteration being processed
+        self._batch: list[_Resolution] = []
+        self._batch_started = 0.0
+        self._progress = _Progress(total=0, every=progress_every, iteration=0)
+        self._mined_links = False
+        self._compressor: ThreadPoolExecutor | None = None  # set while pages are being fetched
 
     # ------------------------------------------------------------------ state
 
@@ -201,8 +294,11 @@ class Spider:
             try:
                 self._process_pending(pending_iteration, report)
             finally:
-                self._flush_states()
-        report.links_added = self.mine_topic_stories()
+                self._write_batch(report)
+        report.links_added += self.mine_topic_stories()
+        if self._mined_links:
+            self._link_known_refs()
+            self._mined_links = False
         report.frontier_left = self.frontier_size()
         report.topic_stories = self.topic_story_count()
         report.elapsed = time.monotonic() - started
@@ -248,9 +344,9 @@ class Spider:
             if not rows:
                 return 0
             fetch_rows = []
+            self._join_topic(conn, {r["stories_id"]: None for r in rows if r["stories_id"] is not None}, 0)
             for row in rows:
                 if row["stories_id"] is not None:
-                    self._add_topic_story(conn, row["stories_id"], 0)
                     fetch_rows.append(
                         self._fetch_row(row["url"], 0, state=STORY_MATCH, stories_id=row["stories_id"])
                     )
@@ -284,37 +380,6 @@ class Spider:
             "topic_links_id": topic_links_id,
         }
 
-    def _add_topic_story(
-        self, conn: Connection, stories_id: int, iteration: int, redirect_url: str | None = None
-    ) -> bool:
-        """Add a story to the topic, or lower its iteration if it was found again closer to the seeds."""
-        ts = s.topic_stories
-        added = self.store.insert_ignore(
-            conn,
-            ts,
-            [
-                {
-                    "topics_id": self.topics_id,
-                    "stories_id": stories_id,
-                    "iteration": iteration,
-                    "redirect_url": redirect_url,
-                    "added_at": now_utc(),
-                }
-            ],
-            ["topics_id", "stories_id"],
-        )
-        if not added:
-            conn.execute(
-                update(ts)
-                .where(
-                    ts.c.topics_id == self.topics_id,
-                    ts.c.stories_id == stories_id,
-                    ts.c.iteration > iteration,
-                )
-                .values(iteration=iteration)
-            )
-        return bool(added)
-
     # ------------------------------------------------------------------ processing pending URLs
 
     def _pending_rows(self, iteration: int) -> list[dict]:
@@ -331,41 +396,35 @@ class Spider:
             return [dict(r) for r in conn.execute(query).mappings()]
 
     def _process_pending(self, iteration: int, report: IterationReport) -> None:
+        self._iteration = iteration
         rows = self._pending_rows(iteration)
         self.log(f"{self.topic.name}: iteration {iteration}: {len(rows)} pending URLs")
+        self._progress = _Progress(total=len(rows), every=self.progress_every, iteration=iteration)
         known = self._known_outcomes(rows)
         to_fetch: dict[str, dict] = {}
         for row in rows:
             try:
                 resolved = self._resolve_without_fetch(row, known)
             except Exception as exc:  # noqa: BLE001 - one bad URL must not stop the iteration
-                self._finish(row, ERROR, message=_error_text(exc), report=report)
-                continue
+                resolved = _Resolution(row, ERROR, message=_error_text(exc))
             if resolved is None:
                 to_fetch[row["url"]] = row
             else:
-                state, code, message, stories_id = resolved
-                if stories_id is not None:
-                    self._accept_story(row, stories_id, iteration, report, state=state)
-                else:
-                    self._finish(row, state, code=code, message=message, report=report)
+                self._queue(resolved, report)
         if not to_fetch:
             return
-        for outcome in self.source.fetch_many(list(to_fetch)):
-            row = to_fetch.get(outcome.url)
-            if row is None:
-                continue
-            report.fetched += 1
-            report.throttle_wait += float(getattr(outcome, "throttle_wait_seconds", 0.0) or 0.0)
-            try:
-                self._handle_outcome(row, outcome, iteration, report)
-            except Exception as exc:  # noqa: BLE001
-                self._finish(row, ERROR, code=outcome.status, message=_error_text(exc), report=report)
-            if report.urls_processed % self.progress_every == 0:
-                self.log(
-                    f"{self.topic.name}: iteration {iteration}: {report.urls_processed}/{len(rows)} URLs, "
-                    f"{report.stories_added} stories added, {report.throttle_wait:.1f}s waiting on throttles"
-                )
+        with ThreadPoolExecutor(1, thread_name_prefix="topicmap-page-gzip") as self._compressor:
+            for outcome in self.source.fetch_many(list(to_fetch)):
+                row = to_fetch.get(outcome.url)
+                if row is None:
+                    continue
+                report.fetched += 1
+                report.throttle_wait += float(getattr(outcome, "throttle_wait_seconds", 0.0) or 0.0)
+                try:
+                    resolution = self._judge_outcome(row, outcome)
+                except Exception as exc:  # noqa: BLE001
+                    resolution = _Resolution(row, ERROR, code=outcome.status, message=_error_text(exc))
+                self._queue(resolution, report)
 
     def _known_outcomes(self, rows: list[dict]) -> dict[str, dict]:
         """For every URL variant of the pending rows: an earlier failure in this topic, or a known story.
@@ -407,13 +466,11 @@ class Spider:
                         entry["story"] = rank
         return known
 
-    def _resolve_without_fetch(
-        self, row: dict, known: dict[str, dict]
-    ) -> tuple[str, int | None, str | None, int | None] | None:
-        """The steps before a fetch: (state, code, message, stories_id), or None when the URL must be fetched."""
+    def _resolve_without_fetch(self, row: dict, known: dict[str, dict]) -> _Resolution | None:
+        """The steps before a fetch, or None when the URL must be fetched."""
         url = row["url"]
         if is_ignored_url(url) or is_ignored_url(normalize_url_lossy(url) or ""):
-            return IGNORED, 403, "matches the ignore pattern", None
+            return _Resolution(row, IGNORED, code=403, message="matches the ignore pattern")
         variants = [v[: s.MAX_URL_LENGTH] for v in (url_variants(url) or [url])]
         failures = [
             known[v]["failure"]
@@ -422,11 +479,13 @@ class Spider:
         ]
         if failures:
             _, state, code, message = failures[0]
-            return state, code, f"same as earlier fetch: {message or ''}".strip(), None
+            return _Resolution(
+                row, state, code=code, message=f"same as earlier fetch: {message or ''}".strip()
+            )
         if row["state"] == PENDING:
             stories = [known[v]["story"] for v in variants if "story" in known.get(v, {})]
             if stories:
-                return STORY_MATCH, 200, None, min(stories)[1]
+                return _Resolution(row, STORY_MATCH, code=200, stories_id=min(stories)[1])
         return None
 
     def find_story_by_urls(self, urls: Iterable[str]) -> int | None:
@@ -449,15 +508,15 @@ class Spider:
             ).first()
         return int(row.stories_id) if row else None
 
-    def _handle_outcome(
-        self, row: dict, outcome: FetchOutcome, iteration: int, report: IterationReport
-    ) -> None:
+    def _judge_outcome(self, row: dict, outcome: FetchOutcome) -> _Resolution:
+        """What a fetched page means for its URL: a failure, a known story, or a new story with its links.
+
+        Nothing is written here: the resolution waits for its batch (``_write_batch``)."""
         refused = getattr(outcome, "refused_reason", None)
         if refused:
             # Policy refusals (SSRF guard, robots.txt, not a page) are "skipped"; a page too large to read failed.
             state = REQUEST_FAILED if refused.startswith("too-large") else SKIPPED
-            self._finish(row, state, code=outcome.status, message=f"refused: {refused}", report=report)
-            return
+            return _Resolution(row, state, code=outcome.status, message=f"refused: {refused}")
         if (
             outcome.error
             or outcome.status is None
@@ -465,264 +524,359 @@ class Spider:
             or outcome.content is None
         ):
             message = outcome.error or f"HTTP {outcome.status}"
-            self._finish(row, REQUEST_FAILED, code=outcome.status, message=message, report=report)
-            return
+            return _Resolution(row, REQUEST_FAILED, code=outcome.status, message=message)
         final_url = outcome.final_url or outcome.url
         redirect_url = final_url if final_url != outcome.url else None
         if redirect_url:
             if is_ignored_url(redirect_url):
-                self._finish(
-                    row, IGNORED, code=403, message=f"redirect to ignored {redirect_url}", report=report
-                )
-                return
+                return _Resolution(row, IGNORED, code=403, message=f"redirect to ignored {redirect_url}")
             stories_id = self.find_story_by_urls(url_variants(outcome.url, redirect_url=redirect_url))
             if stories_id is not None:
-                self._accept_story(
-                    row, stories_id, iteration, report, state=STORY_MATCH, redirect_url=redirect_url
+                return _Resolution(
+                    row, STORY_MATCH, code=200, stories_id=stories_id, redirect_url=redirect_url
                 )
-                return
         html_text = outcome.text or ""
-        if not row["assume_match"] and not self.query.matches(html_text[:CONTENT_MATCH_BYTES]):
-            self._finish(
-                row,
-                CONTENT_MATCH_FAILED,
-                code=outcome.status,
-                message="the page does not match the query",
-                report=report,
+        if not row["assume_match"] and not self.query.may_match(html_text[:CONTENT_MATCH_BYTES]):
+            return _Resolution(
+                row, CONTENT_MATCH_FAILED, code=outcome.status, message="the page does not match the query"
             )
-            return
-        # one parse gives the story and its links; the links wait for this iteration's link mining
-        extracted, links = extract_story_and_links(outcome.content, final_url)
-        added = self.store.add_stories(
-            [
-                NewStory(
-                    url=final_url,
-                    title=extracted.title,
-                    text=extracted.text,
-                    publish_date=extracted.publish_date,
-                    description=extracted.description,
-                    language=extracted.language,
-                    guid=final_url,
-                    html=outcome.content,
-                    encoding=getattr(outcome, "charset", None),
-                    http_status=outcome.status,
-                )
-            ],
-            source=SPIDER_SOURCE,
+        # zlib releases the GIL: the page is compressed for storage on another core while this thread extracts
+        page_gz = self._compressor.submit(compress_page, outcome.content)
+        # one parse gives the story and its links; the links are mined when the batch is written. The text the
+        # source decoded (with the charset the server declared) is extracted: no second decoding.
+        extracted, links = extract_story_and_links(outcome.text or outcome.content, final_url)
+        story = NewStory(
+            url=final_url,
+            title=extracted.title,
+            text=extracted.text,
+            publish_date=extracted.publish_date,
+            description=extracted.description,
+            language=extracted.language,
+            guid=final_url,
+            html=outcome.content,
+            html_gz=page_gz.result(),
+            encoding=getattr(outcome, "charset", None),
+            http_status=outcome.status,
         )
-        stories_id = added.stories_ids[0]
-        self._page_links[stories_id] = links
-        if outcome.url != final_url:
-            with self.store.engine.begin() as conn:
-                self.store.insert_ignore(
-                    conn,
-                    s.story_urls,
-                    [{"stories_id": stories_id, "url": outcome.url[: s.MAX_URL_LENGTH]}],
-                    ["stories_id", "url"],
-                )
-        self._accept_story(
+        return _Resolution(
             row,
-            stories_id,
-            iteration,
-            report,
-            state=STORY_ADDED,
-            redirect_url=redirect_url,
+            STORY_ADDED,
             code=outcome.status,
+            new_story=story,
+            links=links,
+            redirect_url=redirect_url,
+            fetched_url=outcome.url if redirect_url else None,
         )
 
-    def _accept_story(
-        self,
-        row: dict,
-        stories_id: int,
-        iteration: int,
-        report: IterationReport,
-        state: str,
-        redirect_url: str | None = None,
-        code: int | None = 200,
-    ) -> None:
-        """A URL resolved to a story: link it, and add the story to the topic if it is relevant."""
+    # ------------------------------------------------------------------ writing resolutions, a batch at a time
+
+    def _queue(self, resolution: _Resolution, report: IterationReport) -> None:
+        """Hold a resolution for the next write; write when the batch is full or has waited long enough."""
+        if not self._batch:
+            self._batch_started = time.monotonic()
+        self._batch.append(resolution)
+        if len(self._batch) >= WRITE_BATCH or time.monotonic() - self._batch_started >= WRITE_BATCH_SECONDS:
+            self._write_batch(report)
+
+    def _write_batch(self, report: IterationReport) -> None:
+        """Write the held resolutions in one transaction (a crash before the commit leaves those URLs
+        pending: they are simply processed again). If the batch fails, each URL is written on its own, so
+        the one that cannot be written is recorded as an error and the others are kept."""
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        try:
+            tally = self._commit(batch)
+        except Exception:  # noqa: BLE001 - find the URL at fault: write them one by one
+            tally = _Tally()
+            for resolution in batch:
+                tally.merge(self._commit_alone(resolution))
+        report.urls_processed += tally.urls
+        report.states.update(tally.states)
+        report.stories_added += tally.stories_added
+        report.links_added += tally.links_added
+        self._progress.show(report, self.topic.name, self.log)
+
+    def _commit(self, batch: list[_Resolution]) -> _Tally:
         with self.store.engine.begin() as conn:
-            in_topic = conn.execute(
-                select(s.topic_stories.c.topic_stories_id).where(
-                    s.topic_stories.c.topics_id == self.topics_id, s.topic_stories.c.stories_id == stories_id
-                )
-            ).first()
-            relevant = (
-                bool(in_topic)
-                or row["assume_match"]
-                or self.story_is_relevant(conn, stories_id, redirect_url)
+            return self._write_resolutions(conn, batch)
+
+    def _commit_alone(self, resolution: _Resolution) -> _Tally:
+        """One URL in its own transaction; if even that fails, the URL ends in error with the reason (and if
+        the error cannot be written either, the store itself is failing: that raises)."""
+        try:
+            return self._commit([resolution])
+        except Exception as exc:  # noqa: BLE001
+            return self._commit(
+                [_Resolution(resolution.row, ERROR, code=resolution.code, message=_error_text(exc))]
             )
-            added = False
-            if relevant:
-                added = self._add_topic_story(conn, stories_id, iteration, redirect_url)
+
+    def _write_resolutions(self, conn: Connection, batch: list[_Resolution]) -> _Tally:
+        """New stories, relevance, topic stories, link re-pointing, link mining and URL states of a batch."""
+        tally = _Tally(urls=len(batch))
+        story_of = {i: r.stories_id for i, r in enumerate(batch) if r.stories_id is not None}
+        new = [i for i, r in enumerate(batch) if r.new_story is not None]
+        if new:
+            added = self.store.insert_stories(conn, [batch[i].new_story for i in new], SPIDER_SOURCE)
+            story_of.update(zip(new, added.stories_ids, strict=True))
+            self.store.insert_ignore(
+                conn,
+                s.story_urls,
+                [
+                    {"stories_id": story_of[i], "url": batch[i].fetched_url[: s.MAX_URL_LENGTH]}
+                    for i in new
+                    if batch[i].fetched_url
+                ],
+                ["stories_id", "url"],
+            )
+        in_topic = self._in_topic(conn, set(story_of.values()))
+        relevant = self._relevance(conn, batch, story_of, in_topic)
+        first: dict[int, int] = {}  # relevant story -> index of the first resolution that found it
+        for i in sorted(story_of):
+            if relevant[i]:
+                first.setdefault(story_of[i], i)
+        tally.stories_added = self._join_topic(
+            conn, {sid: batch[i].redirect_url for sid, i in first.items()}, self._iteration
+        )
+        # the stories that just joined, with the links of their fetched page, are mined now
+        to_mine = [
+            _StoryLinks(
+                sid, batch[i].new_story.url, self._iteration, batch[i].new_story.publish_date, batch[i].links
+            )
+            for sid, i in first.items()
+            if sid not in in_topic and batch[i].links is not None
+        ]
+        tally.links_added = self._mine_batch(conn, to_mine)
+        self._point_links(conn, batch, story_of)
+        states = []
+        for i, r in enumerate(batch):
+            stories_id = story_of.get(i)
+            state, message = r.state, r.message
+            if stories_id is not None and not relevant[i]:
+                state = CONTENT_MATCH_FAILED
+                message = "the story does not match the query (title, url, description, new sentences)"
+            states.append(
+                {
+                    "b_id": r.row["topic_fetch_urls_id"],
+                    "b_state": state,
+                    "b_code": r.code,
+                    "b_message": (message or None) and message[:4000],
+                    "b_stories_id": stories_id,
+                    "b_redirect_url": r.redirect_url and r.redirect_url[: s.MAX_URL_LENGTH],
+                    "b_fetch_date": now_utc(),
+                }
+            )
+            tally.states[state] += 1
+        conn.execute(_STATE_UPDATE, states)
+        return tally
+
+    def _in_topic(self, conn: Connection, stories_ids: set[int]) -> set[int]:
+        ts = s.topic_stories
+        found: set[int] = set()
+        ordered = sorted(stories_ids)
+        for start in range(0, len(ordered), 500):
+            found.update(
+                conn.execute(
+                    select(ts.c.stories_id).where(
+                        ts.c.topics_id == self.topics_id, ts.c.stories_id.in_(ordered[start : start + 500])
+                    )
+                ).scalars()
+            )
+        return found
+
+    def _relevance(
+        self, conn: Connection, batch: list[_Resolution], story_of: dict[int, int], in_topic: set[int]
+    ) -> dict[int, bool]:
+        """Full relevance (fact sheet §2) of each resolution's story: already in the topic, assumed (URL-list
+        seeds), or matched by title, description, url, redirect url, then the story's sentences that are new
+        within its medium and calendar week. Sentences are claimed in batch order, as one by one would."""
+        to_judge = [
+            i for i in sorted(story_of) if story_of[i] not in in_topic and not batch[i].row["assume_match"]
+        ]
+        relevant = dict.fromkeys(story_of, True)
+        if not to_judge:
+            return relevant
+        st = s.stories
+        stories = {
+            r.stories_id: r
+            for r in conn.execute(
+                select(
+                    st.c.stories_id,
+                    st.c.title,
+                    st.c.description,
+                    st.c.url,
+                    st.c.text,
+                    st.c.media_id,
+                    st.c.publish_date,
+                    st.c.collect_date,
+                ).where(st.c.stories_id.in_(sorted({story_of[i] for i in to_judge})))
+            )
+        }
+        by_sentences: list[int] = []
+        for i in to_judge:
+            story = stories.get(story_of[i])
+            if story is None:
+                relevant[i] = False
+            elif not self._fields_match(story, batch[i].redirect_url):
+                by_sentences.append(i)
+        if by_sentences:
+            own = self._own_sentences(conn, [stories[story_of[i]] for i in by_sentences])
+            for i in by_sentences:
+                sentences_of_story = own.get(story_of[i], [])
+                relevant[i] = bool(sentences_of_story) and self.query.matches(" ".join(sentences_of_story))
+        return relevant
+
+    def _fields_match(self, story, redirect_url: str | None) -> bool:  # noqa: ANN001 - a SQLAlchemy row
+        for field_text in (story.title, story.description, story.url, redirect_url):
+            if field_text and self.query.matches(field_text):
+                return True
+        return self.query.matches_story(story.title, None, story.url, story.description)
+
+    def _own_sentences(self, conn: Connection, stories: list) -> dict[int, list[str]]:
+        """Each story's sentences not already claimed by another story of its medium in its calendar week."""
+        claims: list[dict] = []
+        sentence_of: dict[tuple[int, str], str] = {}
+        for story in stories:
+            when = utc(story.publish_date or story.collect_date) or datetime.now(UTC)
+            week = week_start(when.date())
+            for sentence in sentences(story.text or ""):
+                digest = _sentence_md5(sentence)
+                if (story.stories_id, digest) in sentence_of:
+                    continue
+                sentence_of[(story.stories_id, digest)] = sentence
+                claims.append(
+                    {
+                        "media_id": story.media_id,
+                        "week_start_date": week,
+                        "sentence_md5": digest,
+                        "stories_id": story.stories_id,
+                    }
+                )
+        if not claims:
+            return {}
+        ssh = s.story_sentence_hashes
+        keys = ["media_id", "week_start_date", "sentence_md5"]
+        # the sentences claimed now are this batch's; only those already claimed need a look at their owner
+        # (another story, or this one on a re-run after a crash)
+        owners = {
+            (r.stories_id, r.sentence_md5)
+            for r in self.store.insert_ignore_returning(
+                conn, ssh, claims, keys, ["stories_id", "sentence_md5"]
+            )
+        }
+        taken = sorted(
+            {tuple(c[k] for k in keys) for c in claims if (c["stories_id"], c["sentence_md5"]) not in owners}
+        )
+        for start in range(0, len(taken), 500):
+            owners.update(
+                (r.stories_id, r.sentence_md5)
+                for r in conn.execute(
+                    select(ssh.c.stories_id, ssh.c.sentence_md5).where(
+                        tuple_(ssh.c.media_id, ssh.c.week_start_date, ssh.c.sentence_md5).in_(
+                            taken[start : start + 500]
+                        )
+                    )
+                )
+            )
+        own: dict[int, list[str]] = {}
+        for (stories_id, digest), sentence in sentence_of.items():
+            if (stories_id, digest) in owners:
+                own.setdefault(stories_id, []).append(sentence)
+        return own
+
+    def _join_topic(self, conn: Connection, stories: dict[int, str | None], iteration: int) -> int:
+        """Stories (id -> the redirect URL they were found by) join the topic at ``iteration``; those already in
+        it move to ``iteration`` if it is lower (found again closer to the seeds). Returns the stories added."""
+        if not stories:
+            return 0
+        ts = s.topic_stories
+        added = self.store.insert_ignore(
+            conn,
+            ts,
+            [
+                {
+                    "topics_id": self.topics_id,
+                    "stories_id": stories_id,
+                    "iteration": iteration,
+                    "redirect_url": redirect_url,
+                    "added_at": now_utc(),
+                }
+                for stories_id, redirect_url in stories.items()
+            ],
+            ["topics_id", "stories_id"],
+        )
+        conn.execute(
+            update(ts)
+            .where(
+                ts.c.topics_id == self.topics_id,
+                ts.c.stories_id == bindparam("b_stories_id"),
+                ts.c.iteration > iteration,
+            )
+            .values(iteration=iteration),
+            [{"b_stories_id": stories_id} for stories_id in stories],
+        )
+        return added
+
+    def _point_links(self, conn: Connection, batch: list[_Resolution], story_of: dict[int, int]) -> None:
+        """Topic links to a URL that resolved to a story now point at it."""
+        pointed = [
+            {
+                "b_url": batch[i].row["url"],
+                "b_stories_id": stories_id,
+                "b_redirect_url": batch[i].redirect_url,
+            }
+            for i, stories_id in story_of.items()
+        ]
+        if pointed:
             tl = s.topic_links
             conn.execute(
                 update(tl)
                 .where(
-                    tl.c.topics_id == self.topics_id, tl.c.url == row["url"], tl.c.ref_stories_id.is_(None)
+                    tl.c.topics_id == self.topics_id,
+                    tl.c.url == bindparam("b_url"),
+                    tl.c.ref_stories_id.is_(None),
                 )
-                .values(ref_stories_id=stories_id, redirect_url=redirect_url)
+                .values(ref_stories_id=bindparam("b_stories_id"), redirect_url=bindparam("b_redirect_url")),
+                pointed,
             )
-            final_state = state if relevant else CONTENT_MATCH_FAILED
-            message = (
-                None
-                if relevant
-                else "the story does not match the query (title, url, description, new sentences)"
-            )
-            self._write_state(conn, row, final_state, code, message, stories_id, redirect_url)
-        report.urls_processed += 1
-        report.states[final_state] += 1
-        if added:
-            report.stories_added += 1
-
-    def story_is_relevant(self, conn: Connection, stories_id: int, redirect_url: str | None = None) -> bool:
-        """Full relevance (fact sheet §2): title, description, url, redirect url, then the story's sentences
-        that are new within its medium and calendar week."""
-        st = s.stories
-        story = conn.execute(
-            select(
-                st.c.title,
-                st.c.description,
-                st.c.url,
-                st.c.text,
-                st.c.media_id,
-                st.c.publish_date,
-                st.c.collect_date,
-            ).where(st.c.stories_id == stories_id)
-        ).first()
-        if story is None:
-            return False
-        for field_text in (story.title, story.description, story.url, redirect_url):
-            if field_text and self.query.matches(field_text):
-                return True
-        if self.query.matches_story(story.title, None, story.url, story.description):
-            return True
-        own = self._own_sentences(
-            conn, stories_id, story.media_id, utc(story.publish_date or story.collect_date), story.text or ""
-        )
-        return bool(own) and self.query.matches(" ".join(own))
-
-    def _own_sentences(
-        self, conn: Connection, stories_id: int, media_id: int, when: datetime | None, text: str
-    ) -> list[str]:
-        week = week_start((when or datetime.now(UTC)).date())
-        by_hash = {_sentence_md5(sentence): sentence for sentence in sentences(text)}
-        if not by_hash:
-            return []
-        rows = [
-            {"media_id": media_id, "week_start_date": week, "sentence_md5": digest, "stories_id": stories_id}
-            for digest in by_hash
-        ]
-        self.store.insert_ignore(
-            conn, s.story_sentence_hashes, rows, ["media_id", "week_start_date", "sentence_md5"]
-        )
-        ssh = s.story_sentence_hashes
-        owned = conn.execute(
-            select(ssh.c.sentence_md5).where(
-                ssh.c.media_id == media_id,
-                ssh.c.week_start_date == week,
-                ssh.c.stories_id == stories_id,
-            )
-        ).scalars()
-        return [by_hash[d] for d in owned if d in by_hash]
-
-    def _finish(
-        self,
-        row: dict,
-        state: str,
-        report: IterationReport,
-        code: int | None = None,
-        message: str | None = None,
-    ) -> None:
-        """A URL that ends without a story. Its state is written with the next batch of such states (one
-        transaction per STATE_BATCH): a crash before the flush leaves those URLs pending, and they are
-        simply processed again."""
-        self._unwritten_states.append(
-            {
-                "b_id": row["topic_fetch_urls_id"],
-                "b_state": state,
-                "b_code": code,
-                "b_message": (message or None) and message[:4000],
-                "b_fetch_date": now_utc(),
-            }
-        )
-        if len(self._unwritten_states) >= STATE_BATCH:
-            self._flush_states()
-        report.urls_processed += 1
-        report.states[state] += 1
-
-    def _flush_states(self) -> None:
-        if not self._unwritten_states:
-            return
-        f = s.topic_fetch_urls
-        statement = (
-            update(f)
-            .where(f.c.topic_fetch_urls_id == bindparam("b_id"))
-            .values(
-                state=bindparam("b_state"),
-                code=bindparam("b_code"),
-                message=bindparam("b_message"),
-                stories_id=None,
-                redirect_url=None,
-                fetch_date=bindparam("b_fetch_date"),
-            )
-        )
-        with self.store.engine.begin() as conn:
-            conn.execute(statement, self._unwritten_states)
-        self._unwritten_states = []
-
-    def _write_state(
-        self,
-        conn: Connection,
-        row: dict,
-        state: str,
-        code: int | None,
-        message: str | None,
-        stories_id: int | None,
-        redirect_url: str | None,
-    ) -> None:
-        f = s.topic_fetch_urls
-        conn.execute(
-            update(f)
-            .where(f.c.topic_fetch_urls_id == row["topic_fetch_urls_id"])
-            .values(
-                state=state,
-                code=code,
-                message=(message or None) and message[:4000],
-                stories_id=stories_id,
-                redirect_url=redirect_url and redirect_url[: s.MAX_URL_LENGTH],
-                fetch_date=now_utc(),
-            )
-        )
 
     # ------------------------------------------------------------------ link mining
 
     def mine_topic_stories(self) -> int:
-        """Extract the links of every topic story not yet mined; queue them for the next iteration."""
+        """Extract the links of every topic story not yet mined (archive seeds, stories matched by URL);
+        queue them for the next iteration. Stories the spider generated were mined when they were written."""
         ts, st = s.topic_stories, s.stories
         with self.store.engine.connect() as conn:
             todo = conn.execute(
-                select(ts.c.stories_id, ts.c.iteration, st.c.url, st.c.text, st.c.publish_date)
+                select(ts.c.stories_id, ts.c.iteration, st.c.url, st.c.publish_date)
                 .join(st, st.c.stories_id == ts.c.stories_id)
                 .where(ts.c.topics_id == self.topics_id, ts.c.link_mined.is_(False))
                 .order_by(ts.c.stories_id)
             ).all()
         links_added = 0
-        for story in todo:
-            try:
-                links_added += self._mine_story(story)
-                error = ""
-            except Exception as exc:  # noqa: BLE001 - recorded per story, counted in the error rate
-                error = _error_text(exc)
+        for start in range(0, len(todo), MINE_BATCH):
+            batch = [self._stored_links(story) for story in todo[start : start + MINE_BATCH]]
             with self.store.engine.begin() as conn:
-                conn.execute(
-                    update(ts)
-                    .where(ts.c.topics_id == self.topics_id, ts.c.stories_id == story.stories_id)
-                    .values(link_mined=True, link_mine_error=error)
-                )
-        if todo:
-            self._link_known_refs()
+                links_added += self._mine_batch(conn, batch)
         return links_added
+
+    def _stored_links(self, story) -> _StoryLinks:  # noqa: ANN001 - a SQLAlchemy row
+        """The links of a stored story, from its page (or its text when no page was kept)."""
+        mined = _StoryLinks(story.stories_id, story.url, story.iteration, story.publish_date, links=None)
+        if not self._within_date_window(story.publish_date):
+            return mined
+        try:
+            with self.store.engine.connect() as conn:
+                html = self.store.story_html(conn, story.stories_id)
+                if html is None:
+                    text = conn.execute(
+                        select(s.stories.c.text).where(s.stories.c.stories_id == story.stories_id)
+                    ).scalar_one_or_none()
+            page = html or f"<html><body><p>{text or ''}</p></body></html>"
+            mined.links = extract_links(page, base_url=story.url)
+        except Exception as exc:  # noqa: BLE001 - recorded per story, counted in the error rate
+            mined.error = _error_text(exc)
+        return mined
 
     def _within_date_window(self, publish_date: datetime | None) -> bool:
         """Media Cloud only mines stories with no date or dated within the topic dates ± 7 days."""
@@ -731,24 +885,32 @@ class Spider:
         day = utc(publish_date).date()
         return self.topic.start_date - timedelta(days=7) <= day <= self.topic.end_date + timedelta(days=7)
 
-    def _mine_story(self, story) -> int:  # noqa: ANN001 - a SQLAlchemy row
-        if not self._within_date_window(story.publish_date):
+    def _mine_batch(self, conn: Connection, stories: list[_StoryLinks]) -> int:
+        """Record the stories' links as topic links, queue them for the next iteration (within
+        max_iterations), count followed self links per site, and mark the stories mined. Returns links added."""
+        if not stories:
             return 0
-        links = self._page_links.pop(story.stories_id, None)
-        if links is None:  # a story from the archive (or a re-run): its links come from the stored page
-            with self.store.engine.connect() as conn:
-                html = self.store.story_html(conn, story.stories_id)
-            page = html or f"<html><body><p>{story.text or ''}</p></body></html>"
-            links = extract_links(page, base_url=story.url)
-        next_iteration = story.iteration + 1
+        td = s.topic_domains
+        domains = sorted({distinctive_domain(story.url) or "" for story in stories})
+        self_links = dict(
+            conn.execute(
+                select(td.c.domain, td.c.self_links).where(
+                    td.c.topics_id == self.topics_id, td.c.domain.in_(domains)
+                )
+            ).all()
+        )
+        followed: Counter = Counter()
         link_rows, fetch_rows = [], []
-        with self.store.engine.begin() as conn:
-            for link in links:
+        for story in stories:
+            if not story.links or not self._within_date_window(story.publish_date):
+                continue
+            domain = distinctive_domain(story.url) or ""
+            next_iteration = story.iteration + 1
+            for link in story.links:
                 if is_self_link(story.url, link):
-                    domain = distinctive_domain(story.url) or ""
-                    if skip_self_link(story.url, link, self._self_links(conn, domain)):
+                    if skip_self_link(story.url, link, self_links.get(domain, 0) + followed[domain]):
                         continue
-                    self._count_self_link(conn, domain)
+                    followed[domain] += 1
                 link_rows.append(
                     {
                         "topics_id": self.topics_id,
@@ -758,32 +920,30 @@ class Spider:
                 )
                 if next_iteration <= self.topic.max_iterations:
                     fetch_rows.append(self._fetch_row(link, next_iteration))
-            added = self.store.insert_ignore(
-                conn, s.topic_links, link_rows, ["topics_id", "stories_id", "url"]
+        added = self.store.insert_ignore(conn, s.topic_links, link_rows, ["topics_id", "stories_id", "url"])
+        self.store.insert_ignore(conn, s.topic_fetch_urls, fetch_rows, ["topics_id", "url"])
+        if followed:
+            self.store.insert_ignore(
+                conn,
+                td,
+                [{"topics_id": self.topics_id, "domain": d, "self_links": 0} for d in sorted(followed)],
+                ["topics_id", "domain"],
             )
-            self.store.insert_ignore(conn, s.topic_fetch_urls, fetch_rows, ["topics_id", "url"])
-        return added
-
-    def _self_links(self, conn: Connection, domain: str) -> int:
-        td = s.topic_domains
-        count = conn.execute(
-            select(td.c.self_links).where(td.c.topics_id == self.topics_id, td.c.domain == domain)
-        ).scalar_one_or_none()
-        return int(count or 0)
-
-    def _count_self_link(self, conn: Connection, domain: str) -> None:
-        td = s.topic_domains
-        self.store.insert_ignore(
-            conn,
-            td,
-            [{"topics_id": self.topics_id, "domain": domain, "self_links": 0}],
-            ["topics_id", "domain"],
-        )
+            conn.execute(
+                update(td)
+                .where(td.c.topics_id == self.topics_id, td.c.domain == bindparam("b_domain"))
+                .values(self_links=td.c.self_links + bindparam("b_followed")),
+                [{"b_domain": d, "b_followed": n} for d, n in sorted(followed.items())],
+            )
+        ts = s.topic_stories
         conn.execute(
-            update(td)
-            .where(td.c.topics_id == self.topics_id, td.c.domain == domain)
-            .values(self_links=td.c.self_links + 1)
+            update(ts)
+            .where(ts.c.topics_id == self.topics_id, ts.c.stories_id == bindparam("b_stories_id"))
+            .values(link_mined=True, link_mine_error=bindparam("b_error")),
+            [{"b_stories_id": story.stories_id, "b_error": story.error} for story in stories],
         )
+        self._mined_links = True
+        return added
 
     def _link_known_refs(self) -> None:
         """Links to URLs that were already resolved to a story point at that story."""

@@ -30,6 +30,7 @@ from sqlalchemy import (
     inspect,
     select,
     text,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -71,6 +72,11 @@ def default_database_url(home: Path | None = None) -> str:
     home = home or topicmap_home()
     home.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{home / 'topicmap.sqlite3'}"
+
+
+def compress_page(html: bytes) -> bytes:
+    """A raw page as kept in ``downloads.content_gz``."""
+    return gzip.compress(html, 6)
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -123,6 +129,8 @@ class NewStory:
     date_guess_method: str | None = None
     #: the raw page, kept (gzip) for link mining and WARC export
     html: bytes | None = None
+    #: ``compress_page(html)`` when the caller already has it (the spider compresses beside its extraction)
+    html_gz: bytes | None = None
     encoding: str | None = None
     http_status: int | None = None
 
@@ -244,6 +252,28 @@ class TopicStore:
             inserted += max(result.rowcount or 0, 0)
         return inserted
 
+    def insert_ignore_returning(
+        self,
+        conn: Connection,
+        table: Table,
+        rows: Sequence[dict],
+        keys: Sequence[str],
+        returning: Sequence[str],
+    ) -> list[Any]:
+        """``insert_ignore`` that hands back the ``returning`` columns of the rows it inserted (not of those
+        skipped), in one round of statements (INSERT ... ON CONFLICT DO NOTHING RETURNING)."""
+        if not rows:
+            return []
+        stmt = (
+            self._insert_for(table)
+            .on_conflict_do_nothing(index_elements=list(keys))
+            .returning(*(table.c[name] for name in returning))
+        )
+        inserted: list[Any] = []
+        for start in range(0, len(rows), CHUNK):
+            inserted += conn.execute(stmt, list(rows[start : start + CHUNK])).all()
+        return inserted
+
     def upsert(
         self,
         conn: Connection,
@@ -363,51 +393,60 @@ class TopicStore:
         return AddStoriesResult(ids, created, existing)
 
     def _add_story_batch(self, batch: list[NewStory], source: str) -> AddStoriesResult:
+        with self.engine.begin() as conn:
+            return self.insert_stories(conn, batch, source)
+
+    def insert_stories(self, conn: Connection, batch: Sequence[NewStory], source: str) -> AddStoriesResult:
+        """``add_stories`` inside the caller's transaction (the spider writes a batch of URLs at once)."""
         st = s.stories
         now = now_utc()
-        with self.engine.begin() as conn:
-            rows = []
-            for story in batch:
-                media_id = self.medium_for_url(conn, story.url, story.medium_name)
-                rows.append(
+        rows = []
+        for story in batch:
+            media_id = self.medium_for_url(conn, story.url, story.medium_name)
+            rows.append(
+                {
+                    "media_id": media_id,
+                    "url": story.url[: s.MAX_URL_LENGTH],
+                    "guid": (story.guid or story.url)[: s.MAX_URL_LENGTH],
+                    "title": (story.title or "").replace("\x00", "") or None,
+                    "description": story.description,
+                    "text": (story.text or "").replace("\x00", ""),
+                    "publish_date": utc(story.publish_date),
+                    "collect_date": utc(story.collect_date) or now,
+                    "language": story.language,
+                    "source": source[:256],
+                    "date_guess_method": story.date_guess_method,
+                }
+            )
+        created = self.insert_ignore(conn, st, rows, ["media_id", "guid"])
+        # one indexed lookup per CHUNK guids instead of one per story
+        ids_by_key: dict[tuple[int, str], int] = {}
+        keys = sorted({(row["media_id"], row["guid"]) for row in rows})
+        for start in range(0, len(keys), CHUNK):
+            wanted = tuple_(st.c.media_id, st.c.guid).in_(keys[start : start + CHUNK])
+            for found in conn.execute(select(st.c.stories_id, st.c.media_id, st.c.guid).where(wanted)):
+                ids_by_key[(found.media_id, found.guid)] = int(found.stories_id)
+        ids = []
+        url_rows = []
+        download_rows = []
+        for story, row in zip(batch, rows, strict=True):
+            stories_id = ids_by_key[(row["media_id"], row["guid"])]
+            ids.append(stories_id)
+            for url in {row["url"], row["guid"], normalize_url_lossy(row["url"]) or row["url"]}:
+                url_rows.append({"stories_id": stories_id, "url": url[: s.MAX_URL_LENGTH]})
+            if story.html:
+                download_rows.append(
                     {
-                        "media_id": media_id,
-                        "url": story.url[: s.MAX_URL_LENGTH],
-                        "guid": (story.guid or story.url)[: s.MAX_URL_LENGTH],
-                        "title": (story.title or "").replace("\x00", "") or None,
-                        "description": story.description,
-                        "text": (story.text or "").replace("\x00", ""),
-                        "publish_date": utc(story.publish_date),
-                        "collect_date": utc(story.collect_date) or now,
-                        "language": story.language,
-                        "source": source[:256],
-                        "date_guess_method": story.date_guess_method,
+                        "stories_id": stories_id,
+                        "url": row["url"],
+                        "http_status": story.http_status,
+                        "encoding": story.encoding,
+                        "content_gz": story.html_gz or compress_page(story.html),
+                        "download_date": row["collect_date"],
                     }
                 )
-            created = self.insert_ignore(conn, st, rows, ["media_id", "guid"])
-            ids = []
-            url_rows = []
-            download_rows = []
-            for story, row in zip(batch, rows, strict=True):
-                stories_id = conn.execute(
-                    select(st.c.stories_id).where(st.c.media_id == row["media_id"], st.c.guid == row["guid"])
-                ).scalar_one()
-                ids.append(int(stories_id))
-                for url in {row["url"], row["guid"], normalize_url_lossy(row["url"]) or row["url"]}:
-                    url_rows.append({"stories_id": stories_id, "url": url[: s.MAX_URL_LENGTH]})
-                if story.html:
-                    download_rows.append(
-                        {
-                            "stories_id": stories_id,
-                            "url": row["url"],
-                            "http_status": story.http_status,
-                            "encoding": story.encoding,
-                            "content_gz": gzip.compress(story.html, 6),
-                            "download_date": row["collect_date"],
-                        }
-                    )
-            self.insert_ignore(conn, s.story_urls, url_rows, ["stories_id", "url"])
-            self.insert_ignore(conn, s.downloads, download_rows, ["stories_id"])
+        self.insert_ignore(conn, s.story_urls, url_rows, ["stories_id", "url"])
+        self.insert_ignore(conn, s.downloads, download_rows, ["stories_id"])
         return AddStoriesResult(ids, created, len(batch) - created)
 
     def story_html(self, conn: Connection, stories_id: int) -> bytes | None:

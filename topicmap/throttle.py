@@ -30,7 +30,8 @@ next. Within one process, ``WebFetcher`` therefore also keeps each domain's next
 after the moment its previous request was actually written to the socket. What one process cannot see is
 another process's late send, so every non-zero interval is also widened by ``guard_band`` (20 ms by
 default: 0.2% of the 10 s default, 4% of the 0.5 s accelerated interval); the largest start-to-send skew
-measured on a loaded 2-core machine was ~14 ms. A zero interval stays zero (no throttling). On the live web
+measured on a loaded 2-core machine was ~14 ms. A zero interval stays zero (no throttling: ``SqlThrottle``
+does not even touch the store for it). On the live web
 a new connection also costs DNS, TCP and TLS round trips before the request leaves: intervals are kept
 between requests *leaving* the crawler, which is what a crawler can control.
 
@@ -286,6 +287,10 @@ class SqlThrottle(_Spacing):
 
     def reserve(self, domain: str, interval: float, earliest: float = 0.0) -> float:
         spacing = self._spacing(domain, interval)
+        if spacing == 0:
+            # A zero interval is no throttling: there is nothing to share, so no commit and no lead to wait
+            # out. (Such requests neither wait for nor delay the slots other callers hold for the domain.)
+            return max(self._clock(), earliest)
         start = max(self._clock() + self.lead(), earliest)
         table = self.table
         statement = (
@@ -302,7 +307,7 @@ class SqlThrottle(_Spacing):
     def confirm(self, domain: str, slot: float, interval: float) -> float | None:
         spacing = self._spacing(domain, interval)
         now = self._clock()
-        if now - slot <= self.late_tolerance:
+        if spacing == 0 or now - slot <= self.late_tolerance:
             return max(now, slot)
         expected = slot + spacing
         while True:
