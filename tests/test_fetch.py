@@ -472,3 +472,29 @@ def test_https_keeps_the_host_name_for_sni_and_verification(tls_server) -> None:
         wrong = web.fetch("https://other.test/page")
     assert good.final_url == "https://secure.test/page"
     assert wrong.error.startswith("tls error:") and "other.test" in wrong.error
+
+
+def test_fetch_many_fetches_no_further_ahead_than_the_caller_reads(fault: FaultServer) -> None:
+    # A caller slower than the web (a spider extracting each page) must not end up holding every page of
+    # an iteration in memory: at most max_ready pages wait for it, plus those in flight.
+    workers, max_ready, pages = 2, 3, 30
+    urls = [fault.url(f"/page?backpressure={n}") for n in range(pages)]
+
+    def fetched() -> int:
+        return sum(1 for hit in fault.hits if hit.path.startswith("/page?backpressure="))
+
+    with make_fetcher(fault) as web:
+        consumed, furthest_ahead = 0, 0
+        for outcome in web.fetch_many(urls, max_workers=workers, max_ready=max_ready):
+            assert outcome.status == 200
+            consumed += 1
+            time.sleep(0.03)  # the caller's own work
+            furthest_ahead = max(furthest_ahead, fetched() - consumed)
+    assert consumed == pages
+    assert fetched() == pages
+    assert furthest_ahead <= max_ready + workers
+
+
+def test_fetch_many_refuses_a_buffer_of_no_pages(fault: FaultServer) -> None:
+    with make_fetcher(fault) as web, pytest.raises(ValueError, match="max_ready must be >= 1"):
+        list(web.fetch_many([fault.url("/page")], max_ready=0))
