@@ -942,7 +942,8 @@ class _DomainScheduler:
         self.condition = threading.Condition()
         self.results: queue.SimpleQueue[FetchOutcome | None] = queue.SimpleQueue()
         self.queues: dict[str, deque[_FetchState]] = {}
-        self.slots: list[tuple[float, int, str, float]] = []  # (slot, seq, domain, interval)
+        # (slot, seq, domain, interval, reserved_at): a heap of the slot each domain holds
+        self.slots: list[tuple[float, int, str, float, float]] = []
         self.delayed: list[tuple[float, int, _FetchState, str]] = []  # retries waiting for their backoff
         self.holding: set[str] = set()  # domains with a slot reserved (or being reserved) and not yet used
         self.needs_slot: deque[str] = deque()
@@ -1001,9 +1002,12 @@ class _DomainScheduler:
                 if self.ready >= self.max_ready:
                     self.condition.wait()  # backpressure: woken by ``taken`` (or ``stop``)
                     continue
-                slot, _, domain, interval = heapq.heappop(self.slots)
+                slot, _, domain, interval, reserved_at = heapq.heappop(self.slots)
                 state = self.queues[domain].popleft()
-                state.throttle_wait += max(0.0, slot - state.queued_at)
+                # Waiting on the throttle is the part of the wait the slot imposed: from when the slot was
+                # reserved (or the URL queued, if later) to the slot. Time spent behind other URLs of the
+                # domain, or held back by a slow caller, is not the throttle's.
+                state.throttle_wait += max(0.0, slot - max(state.queued_at, reserved_at))
                 if (self.slots and self.slots[0][0] <= now) or self.needs_slot:
                     self.condition.notify()  # more is due: wake another worker
                 return "fetch", (state, domain, slot, interval)
@@ -1027,6 +1031,7 @@ class _DomainScheduler:
 
     def _reserve(self, domain: str) -> None:
         interval = self.interval_of(domain)
+        reserved_at = self.fetcher._wall()
         try:
             slot = self.fetcher._reserve(domain, interval)
         except Exception as error:  # noqa: BLE001 - a broken throttle fails the URLs, not the run
@@ -1037,7 +1042,7 @@ class _DomainScheduler:
                     self._finish(self.fetcher._outcome(state, error=f"internal error: throttle: {error}"))
             return
         with self.condition:
-            heapq.heappush(self.slots, (slot, next(self.sequence), domain, interval))
+            heapq.heappush(self.slots, (slot, next(self.sequence), domain, interval, reserved_at))
             if self.slots[0][2] == domain:
                 self.condition.notify()  # the earliest slot changed: a waiting worker must recompute
 
