@@ -43,7 +43,7 @@ from topicmap.links import (
     skip_self_link,
 )
 from topicmap.query import TopicQuery
-from topicmap.store import SPIDER_SOURCE, NewStory, TopicStore, compress_page, now_utc, utc
+from topicmap.store import SPIDER_SOURCE, NewStory, TopicStore, chunks, compress_page, now_utc, utc
 from topicmap.topics import TopicConfig
 from topicmap.urls import distinctive_domain, normalize_url_lossy, url_variants
 
@@ -241,7 +241,6 @@ class Spider:
         self._batch: list[_Resolution] = []
         self._batch_started = 0.0
         self._progress = _Progress(total=0, every=progress_every, iteration=0)
-        self._mined_links = False
         self._compressor: ThreadPoolExecutor | None = None  # set while pages are being fetched
 
     # ------------------------------------------------------------------ state
@@ -296,9 +295,9 @@ class Spider:
             finally:
                 self._write_batch(report)
         report.links_added += self.mine_topic_stories()
-        if self._mined_links:
+        if pending_iteration is not None or report.links_added:
+            # links written in this run (or in a killed one before it) may point at URLs resolved since
             self._link_known_refs()
-            self._mined_links = False
         report.frontier_left = self.frontier_size()
         report.topic_stories = self.topic_story_count()
         report.elapsed = time.monotonic() - started
@@ -436,8 +435,7 @@ class Spider:
         f, su, st, media = s.topic_fetch_urls, s.story_urls, s.stories, s.media
         known: dict[str, dict] = {}
         with self.store.engine.connect() as conn:
-            for start in range(0, len(variants), 500):
-                chunk = variants[start : start + 500]
+            for chunk in chunks(variants):
                 for r in conn.execute(
                     select(f.c.url, f.c.topic_fetch_urls_id, f.c.state, f.c.code, f.c.message).where(
                         f.c.topics_id == self.topics_id,
@@ -674,11 +672,11 @@ class Spider:
         ts = s.topic_stories
         found: set[int] = set()
         ordered = sorted(stories_ids)
-        for start in range(0, len(ordered), 500):
+        for chunk in chunks(ordered):
             found.update(
                 conn.execute(
                     select(ts.c.stories_id).where(
-                        ts.c.topics_id == self.topics_id, ts.c.stories_id.in_(ordered[start : start + 500])
+                        ts.c.topics_id == self.topics_id, ts.c.stories_id.in_(chunk)
                     )
                 ).scalars()
             )
@@ -767,14 +765,12 @@ class Spider:
         taken = sorted(
             {tuple(c[k] for k in keys) for c in claims if (c["stories_id"], c["sentence_md5"]) not in owners}
         )
-        for start in range(0, len(taken), 500):
+        for chunk in chunks(taken):
             owners.update(
                 (r.stories_id, r.sentence_md5)
                 for r in conn.execute(
                     select(ssh.c.stories_id, ssh.c.sentence_md5).where(
-                        tuple_(ssh.c.media_id, ssh.c.week_start_date, ssh.c.sentence_md5).in_(
-                            taken[start : start + 500]
-                        )
+                        tuple_(ssh.c.media_id, ssh.c.week_start_date, ssh.c.sentence_md5).in_(chunk)
                     )
                 )
             )
@@ -854,8 +850,8 @@ class Spider:
                 .order_by(ts.c.stories_id)
             ).all()
         links_added = 0
-        for start in range(0, len(todo), MINE_BATCH):
-            batch = [self._stored_links(story) for story in todo[start : start + MINE_BATCH]]
+        for chunk in chunks(todo, MINE_BATCH):
+            batch = [self._stored_links(story) for story in chunk]
             with self.store.engine.begin() as conn:
                 links_added += self._mine_batch(conn, batch)
         return links_added
@@ -942,7 +938,6 @@ class Spider:
             .values(link_mined=True, link_mine_error=bindparam("b_error")),
             [{"b_stories_id": story.stories_id, "b_error": story.error} for story in stories],
         )
-        self._mined_links = True
         return added
 
     def _link_known_refs(self) -> None:

@@ -74,6 +74,12 @@ def default_database_url(home: Path | None = None) -> str:
     return f"sqlite:///{home / 'topicmap.sqlite3'}"
 
 
+def chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[list[Any]]:
+    """``values`` in consecutive lists of at most ``size``: statements and IN lists stay bounded."""
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
+
+
 def compress_page(html: bytes) -> bytes:
     """A raw page as kept in ``downloads.content_gz``."""
     return gzip.compress(html, 6)
@@ -247,8 +253,8 @@ class TopicStore:
             return 0
         stmt = self._insert_for(table).on_conflict_do_nothing(index_elements=list(keys))
         inserted = 0
-        for start in range(0, len(rows), CHUNK):
-            result = conn.execute(stmt, list(rows[start : start + CHUNK]))
+        for chunk in chunks(rows):
+            result = conn.execute(stmt, chunk)
             inserted += max(result.rowcount or 0, 0)
         return inserted
 
@@ -270,8 +276,8 @@ class TopicStore:
             .returning(*(table.c[name] for name in returning))
         )
         inserted: list[Any] = []
-        for start in range(0, len(rows), CHUNK):
-            inserted += conn.execute(stmt, list(rows[start : start + CHUNK])).all()
+        for chunk in chunks(rows):
+            inserted += conn.execute(stmt, chunk).all()
         return inserted
 
     def upsert(
@@ -289,8 +295,8 @@ class TopicStore:
         stmt = stmt.on_conflict_do_update(
             index_elements=list(keys), set_={c: getattr(stmt.excluded, c) for c in update_columns}
         )
-        for start in range(0, len(rows), CHUNK):
-            conn.execute(stmt, list(rows[start : start + CHUNK]))
+        for chunk in chunks(rows):
+            conn.execute(stmt, chunk)
 
     # ------------------------------------------------------------------ media
 
@@ -422,8 +428,8 @@ class TopicStore:
         # one indexed lookup per CHUNK guids instead of one per story
         ids_by_key: dict[tuple[int, str], int] = {}
         keys = sorted({(row["media_id"], row["guid"]) for row in rows})
-        for start in range(0, len(keys), CHUNK):
-            wanted = tuple_(st.c.media_id, st.c.guid).in_(keys[start : start + CHUNK])
+        for chunk in chunks(keys):
+            wanted = tuple_(st.c.media_id, st.c.guid).in_(chunk)
             for found in conn.execute(select(st.c.stories_id, st.c.media_id, st.c.guid).where(wanted)):
                 ids_by_key[(found.media_id, found.guid)] = int(found.stories_id)
         ids = []
