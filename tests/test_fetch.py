@@ -501,3 +501,65 @@ def test_fetch_many_fetches_no_further_ahead_than_the_caller_reads(fault: FaultS
 def test_fetch_many_refuses_a_buffer_of_no_pages(fault: FaultServer) -> None:
     with make_fetcher(fault) as web, pytest.raises(ValueError, match="max_ready must be >= 1"):
         list(web.fetch_many([fault.url("/page")], max_ready=0))
+
+
+class _CountingHandler(BaseHTTPRequestHandler):
+    """Answers after 20 ms and records how many requests were being answered at once."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's signature
+        return
+
+    def do_GET(self) -> None:
+        server = self.server
+        with server.lock:  # type: ignore[attr-defined]
+            server.in_flight += 1  # type: ignore[attr-defined]
+            server.concurrency.append(server.in_flight)  # type: ignore[attr-defined]
+        time.sleep(0.02)
+        with server.lock:  # type: ignore[attr-defined]
+            server.in_flight -= 1  # type: ignore[attr-defined]
+        body = b"<html><body><p>a page</p></body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def counting_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
+    server.daemon_threads = True
+    server.lock, server.in_flight, server.concurrency = threading.Lock(), 0, []  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("caller_seconds_per_page", [0.0, 0.03])
+def test_fetch_many_runs_fewer_fetches_at_once_while_the_caller_is_the_bottleneck(
+    counting_server, caller_seconds_per_page: float
+) -> None:
+    # Each fetch thread at work takes the GIL from a caller that extracts pages: when the caller cannot keep
+    # up anyway, fewer fetches run at once; a caller that keeps up gets every worker.
+    port = counting_server.server_address[1]
+    web = WebFetcher(
+        policy=AddressPolicy(allow=[f"127.0.0.1:{port}"]),
+        host_overrides={"*.test": f"127.0.0.1:{port}"},
+        interval_overrides={"*": 0.0},
+        obey_robots=False,
+    )
+    urls = [f"http://www.site{n % 20:02d}.test/page/{n}" for n in range(80)]
+    with web:
+        outcomes = []
+        for outcome in web.fetch_many(urls, max_workers=4, max_ready=4):
+            outcomes.append(outcome)
+            time.sleep(caller_seconds_per_page)
+    assert [o.status for o in outcomes] == [200] * len(urls)
+    later = counting_server.concurrency[len(urls) // 2 :]
+    if caller_seconds_per_page:
+        assert max(later) <= 2, later
+    else:
+        assert max(counting_server.concurrency) == 4

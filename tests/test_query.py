@@ -457,3 +457,7 @@ def test_may_match_folds_unicode_when_lower_casing_finds_nothing() -> None:
     assert parse("strasse").may_match("Die Straße ist gesperrt — sagte er.")
     assert parse("alpha").may_match("ＡＬＰＨＡ team report")
     assert not parse("climate").may_match("Le café est fermé — weather report")
+    # the quick pass lower-cases ASCII letters only: capital accented letters are left to the full folding
+    assert parse("émile").may_match("Le CAFÉ d'ÉMILE — weather report")
+    assert parse("cafe").may_match("Le CAFÉ d'ÉMILE — weather report")
+    assert not parse("zola").may_match("Le CAFÉ d'ÉMILE — weather report")

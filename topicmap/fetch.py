@@ -88,6 +88,7 @@ _SNIFF_HTML = re.compile(
 )
 _IP_LITERAL = re.compile(r"^(?:[\d.]+|.*:.*)$")  # IPv4 dotted digits, or IPv6 (urlsplit strips brackets)
 _META_TAG = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
+_REFRESH_WORD = re.compile("refresh", re.IGNORECASE)
 _ATTRIBUTE = re.compile(r"""([a-zA-Z_:][-\w:.]*)\s*=\s*("[^"]*"|'[^']*'|[^\s"'>]+)""")
 _REFRESH_CONTENT = re.compile(
     r"^\s*(\d+(?:\.\d*)?)?\s*[;,]?\s*(?:url\s*=\s*)?(.*?)\s*$", re.IGNORECASE | re.DOTALL
@@ -286,7 +287,12 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 
 def meta_refresh_target(text: str, base_url: str) -> str | None:
     """The absolute URL an HTML meta refresh sends to (within MAX_META_REFRESH_DELAY), else None."""
-    for tag in _META_TAG.finditer(text[:META_REFRESH_SCAN_CHARS]):
+    scan = text[:META_REFRESH_SCAN_CHARS]
+    if _REFRESH_WORD.search(scan) is None:  # most pages: no tag to parse at all
+        return None
+    for tag in _META_TAG.finditer(scan):
+        if _REFRESH_WORD.search(tag.group(0)) is None:
+            continue
         attributes = {name.lower(): value.strip("\"'") for name, value in _ATTRIBUTE.findall(tag.group(0))}
         if attributes.get("http-equiv", "").strip().lower() != "refresh":
             continue
@@ -483,16 +489,19 @@ class WebFetcher:
         on a condition variable until the earliest slot is due (no polling). The next slot of a domain is
         reserved once its previous request has been sent, never earlier than ``interval`` after it.
 
-        Backpressure: at most ``max_ready`` fetched pages (default 4 per worker) wait for the caller; while
-        that many are waiting, no new fetch starts. Without it, a caller slower than the web (a spider
-        extracting 40 pages/s from sites that serve 600) would hold every page of an iteration in memory.
+        Backpressure: at most ``max_ready`` fetched pages (default 4 per worker) wait for the caller; once
+        that many are waiting, no new fetch starts until the caller has taken half of them. Without it, a
+        caller slower than the web (a spider extracting 40 pages/s from sites that serve 600) would hold
+        every page of an iteration in memory. Resuming at half, not at the first page taken, makes the
+        workers refill in bursts: each worker that wakes must take the GIL from the caller, and one wake-up
+        of all of them per page taken cost an extracting caller a tenth of its speed (benchmarks/RESULTS.md).
         """
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers!r}")
         max_ready = 4 * max_workers if max_ready is None else max_ready
         if max_ready < 1:
             raise ValueError(f"max_ready must be >= 1, got {max_ready!r}")
-        scheduler = _DomainScheduler(self, interval_overrides, max_ready)
+        scheduler = _DomainScheduler(self, interval_overrides, max_ready, max_workers)
         for url in urls:
             prepared = self._new_state(url)
             if isinstance(prepared, FetchOutcome):
@@ -509,7 +518,11 @@ class WebFetcher:
             worker.start()
         try:
             while True:
-                outcome = scheduler.results.get()
+                try:
+                    outcome = scheduler.results.get_nowait()
+                except queue.Empty:
+                    scheduler.starved()
+                    outcome = scheduler.results.get()
                 if outcome is None:
                     break
                 scheduler.taken()
@@ -933,12 +946,24 @@ class _DomainScheduler:
     """
 
     def __init__(
-        self, fetcher: WebFetcher, interval_overrides: Mapping[str, float] | None, max_ready: int
+        self,
+        fetcher: WebFetcher,
+        interval_overrides: Mapping[str, float] | None,
+        max_ready: int,
+        max_workers: int,
     ) -> None:
         self.fetcher = fetcher
         self.interval_overrides = interval_overrides
         self.max_ready = max_ready
         self.ready = 0  # outcomes put in ``results`` and not yet taken by the caller
+        self.resume_at = max_ready // 2  # a full buffer holds new fetches back until it has drained to this
+        self.held_back = False
+        # Fetches under way at once, at most ``active_limit``: halved each time the buffer fills (the caller is
+        # the bottleneck, and every extra fetch thread running takes the GIL from it), one more each time the
+        # caller finds the buffer empty. On the live web, where the caller waits, it stays at max_workers.
+        self.max_workers = max_workers
+        self.active_limit = max_workers
+        self.active = 0
         self.condition = threading.Condition()
         self.results: queue.SimpleQueue[FetchOutcome | None] = queue.SimpleQueue()
         self.queues: dict[str, deque[_FetchState]] = {}
@@ -979,11 +1004,21 @@ class _DomainScheduler:
             self.stopped = True
             self.condition.notify_all()
 
+    def starved(self) -> None:
+        """The caller found no outcome waiting: allow one more fetch at once (up to max_workers)."""
+        if self.active_limit >= self.max_workers:
+            return  # the usual case on the web, and no lock to take (an unlocked read is enough for a hint)
+        with self.condition:
+            if self.active_limit < self.max_workers:
+                self.active_limit += 1
+                self.condition.notify()
+
     def taken(self) -> None:
         """The caller took an outcome: if the buffer was full, the workers held back may fetch again."""
         with self.condition:
             self.ready -= 1
-            if self.ready == self.max_ready - 1:
+            if self.held_back and self.ready <= self.resume_at:
+                self.held_back = False
                 self.condition.notify_all()
 
     def _next_job(self) -> tuple[str, object] | None:
@@ -999,8 +1034,11 @@ class _DomainScheduler:
                     self.holding.add(domain)
                     return "reserve", domain
             if self.slots and self.slots[0][0] <= now:
-                if self.ready >= self.max_ready:
-                    self.condition.wait()  # backpressure: woken by ``taken`` (or ``stop``)
+                if self.ready >= self.max_ready and not self.held_back:
+                    self.held_back = True
+                    self.active_limit = max(1, self.active_limit // 2)
+                if self.held_back or self.active >= self.active_limit:
+                    self.condition.wait()  # backpressure: woken by ``taken``, ``starved``, a fetch's end, ``stop``
                     continue
                 slot, _, domain, interval, reserved_at = heapq.heappop(self.slots)
                 state = self.queues[domain].popleft()
@@ -1010,6 +1048,7 @@ class _DomainScheduler:
                 state.throttle_wait += max(0.0, slot - max(state.queued_at, reserved_at))
                 if (self.slots and self.slots[0][0] <= now) or self.needs_slot:
                     self.condition.notify()  # more is due: wake another worker
+                self.active += 1
                 return "fetch", (state, domain, slot, interval)
             waits = [self.slots[0][0] - now] if self.slots else []
             if self.delayed:
@@ -1065,6 +1104,9 @@ class _DomainScheduler:
             result = self.fetcher._outcome(state, error=f"internal error: {type(error).__name__}: {error}")
             slot_used()
         with self.condition:
+            self.active -= 1
+            if self.active == self.active_limit - 1:
+                self.condition.notify()  # a worker may be waiting for a fetch to end
             if isinstance(result, FetchOutcome):
                 self._finish(result)
             elif result.earliest > self.fetcher._wall():

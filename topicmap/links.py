@@ -220,12 +220,8 @@ def extract_story_and_links(html: str | bytes | None, url: str) -> tuple[Extract
     if document.before_pruning is None:  # not HTML: the only links are the URLs written in the text
         return story, _clean(_text_urls(story.text[:MAX_PLAIN_TEXT_CHARS]), self_key)
     base, embeds = document.before_pruning
-    hrefs: list[str] = []
-    content_text = ""
-    if document.body is not None:
-        hrefs = [ref.get("target") for ref in document.body.iter("ref") if ref.get("target")]
-        content_text = " ".join(document.body.itertext())
-    candidates = [_absolute(href, base) for href in hrefs] + _text_urls(content_text) + embeds
+    candidates = [_absolute(href, base) for href in document.link_targets]
+    candidates += _text_urls(document.linked_text) + embeds
     return story, _clean(candidates, self_key)
 
 

@@ -194,6 +194,13 @@ def _fold(text: str) -> str:
     return folded
 
 
+def _lower_ascii(text: str) -> str:
+    """``text`` with its ASCII letters lower-cased and every other character as it was. Three times faster
+    than ``str.lower`` on a page that is not pure ASCII (0.23 vs 0.63 ms for 180 KB: bytes.lower is a table
+    lookup per byte, str.lower a full Unicode case mapping per character)."""
+    return text.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
+
+
 _ACCENTED_UP_TO = 0x2000  # Latin, Greek, Cyrillic and their extended blocks all lie below U+2000
 _DROP = np.uint32(0xFFFFFFFF)
 #: the only code points the accent table changes (most pages in English have none: skip the table)
@@ -1060,16 +1067,17 @@ class TopicQuery:
     def may_match(self, text: str) -> bool:
         """A cheap, permissive test for a whole raw page (the spider's potential match before extraction).
 
-        The query is first tried on the page merely lower-cased, accents kept (words typed without accents
-        are looked up as they are); the full folding of ``matches`` (NFKC, case folding, accents: ~4 ms of a
-        180 KB page) runs only when that finds nothing. So every page ``matches`` accepts is accepted, and
-        rarely one more (``a AND NOT b`` with b written in full-width letters): such a page is extracted and
-        then judged on its story, where the query is fully folded.
+        The query is first tried on the page with only its ASCII letters lower-cased, accents kept (words
+        typed without accents are looked up as they are); the full folding of ``matches`` (NFKC, case
+        folding, accents: ~4 ms of a 180 KB page) runs only when that finds nothing. So every page
+        ``matches`` accepts is accepted, and rarely one more (``a AND NOT b`` with b written in capital
+        accented or full-width letters): such a page is extracted and then judged on its story, where the
+        query is fully folded.
         """
         value = _coerce_text(text)
         if value is None or value.isascii():
             return self.matches(text)  # on ASCII, folding is lower-casing: one pass is enough
-        lowered = value.lower()
+        lowered = _lower_ascii(value)
         return self._matches_text(_FieldText(lowered, plain=lowered)) or self.matches(value)
 
     def matches_story(

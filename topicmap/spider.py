@@ -733,51 +733,53 @@ class Spider:
     def _own_sentences(self, conn: Connection, stories: list) -> dict[int, list[str]]:
         """Each story's sentences not already claimed by another story of its medium in its calendar week."""
         claims: list[dict] = []
-        sentence_of: dict[tuple[int, str], str] = {}
+        sentence_of: dict[tuple[int, str], str] = {}  # (stories_id, md5) -> the sentence
         for story in stories:
             when = utc(story.publish_date or story.collect_date) or datetime.now(UTC)
             week = week_start(when.date())
+            stories_id, media_id = story.stories_id, story.media_id
             for sentence in sentences(story.text or ""):
                 digest = _sentence_md5(sentence)
-                if (story.stories_id, digest) in sentence_of:
-                    continue
-                sentence_of[(story.stories_id, digest)] = sentence
-                claims.append(
-                    {
-                        "media_id": story.media_id,
-                        "week_start_date": week,
-                        "sentence_md5": digest,
-                        "stories_id": story.stories_id,
-                    }
-                )
+                if (stories_id, digest) not in sentence_of:
+                    sentence_of[stories_id, digest] = sentence
+                    claims.append(
+                        {"media_id": media_id, "week_start_date": week, "sentence_md5": digest,
+                         "stories_id": stories_id}
+                    )  # fmt: skip
         if not claims:
             return {}
         ssh = s.story_sentence_hashes
         keys = ["media_id", "week_start_date", "sentence_md5"]
         # the sentences claimed now are this batch's; only those already claimed need a look at their owner
         # (another story, or this one on a re-run after a crash)
-        owners = {
-            (r.stories_id, r.sentence_md5)
-            for r in self.store.insert_ignore_returning(
-                conn, ssh, claims, keys, ["stories_id", "sentence_md5"]
+        owners = set(
+            map(
+                tuple,
+                self.store.insert_ignore_returning(conn, ssh, claims, keys, ["stories_id", "sentence_md5"]),
             )
-        }
+        )
         taken = sorted(
-            {tuple(c[k] for k in keys) for c in claims if (c["stories_id"], c["sentence_md5"]) not in owners}
+            {
+                (claim["media_id"], claim["week_start_date"], claim["sentence_md5"])
+                for claim in claims
+                if (claim["stories_id"], claim["sentence_md5"]) not in owners
+            }
         )
         for chunk in chunks(taken):
             owners.update(
-                (r.stories_id, r.sentence_md5)
-                for r in conn.execute(
-                    select(ssh.c.stories_id, ssh.c.sentence_md5).where(
-                        tuple_(ssh.c.media_id, ssh.c.week_start_date, ssh.c.sentence_md5).in_(chunk)
-                    )
+                map(
+                    tuple,
+                    conn.execute(
+                        select(ssh.c.stories_id, ssh.c.sentence_md5).where(
+                            tuple_(ssh.c.media_id, ssh.c.week_start_date, ssh.c.sentence_md5).in_(chunk)
+                        )
+                    ),
                 )
             )
         own: dict[int, list[str]] = {}
-        for (stories_id, digest), sentence in sentence_of.items():
-            if (stories_id, digest) in owners:
-                own.setdefault(stories_id, []).append(sentence)
+        for key, sentence in sentence_of.items():  # in story order: the query reads them joined
+            if key in owners:
+                own.setdefault(key[0], []).append(sentence)
         return own
 
     def _join_topic(self, conn: Connection, stories: dict[int, str | None], iteration: int) -> int:

@@ -155,6 +155,9 @@ class TopicStore:
         self.engine = engine
         self.dialect = engine.dialect.name
         self._medium_cache: dict[str, int] = {}
+        # INSERT ... ON CONFLICT statements by (kind, table, keys, columns): built once, so SQLAlchemy's
+        # compiled-statement cache is hit without recomputing the statement's cache key on every call.
+        self._statements: dict[tuple, Any] = {}
 
     # ------------------------------------------------------------------ opening and upgrading
 
@@ -244,14 +247,31 @@ class TopicStore:
 
     # ------------------------------------------------------------------ idempotent writes
 
-    def _insert_for(self, table: Table) -> Any:
-        return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
+    def _on_conflict(
+        self, table: Table, keys: Sequence[str], returning: Sequence[str] = (), update: Sequence[str] = ()
+    ) -> Any:
+        """INSERT into ``table`` that skips rows clashing on ``keys`` (or overwrites their ``update``
+        columns), handing back the ``returning`` columns of the rows it wrote."""
+        cache_key = (table.fullname, tuple(keys), tuple(returning), tuple(update))
+        stmt = self._statements.get(cache_key)
+        if stmt is None:
+            stmt = (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
+            if update:
+                stmt = stmt.on_conflict_do_update(
+                    index_elements=list(keys), set_={c: getattr(stmt.excluded, c) for c in update}
+                )
+            else:
+                stmt = stmt.on_conflict_do_nothing(index_elements=list(keys))
+            if returning:
+                stmt = stmt.returning(*(table.c[name] for name in returning))
+            self._statements[cache_key] = stmt
+        return stmt
 
     def insert_ignore(self, conn: Connection, table: Table, rows: Sequence[dict], keys: Sequence[str]) -> int:
         """Insert rows, skipping those whose unique ``keys`` already exist. Returns rows inserted."""
         if not rows:
             return 0
-        stmt = self._insert_for(table).on_conflict_do_nothing(index_elements=list(keys))
+        stmt = self._on_conflict(table, keys)
         inserted = 0
         for chunk in chunks(rows):
             result = conn.execute(stmt, chunk)
@@ -270,11 +290,7 @@ class TopicStore:
         skipped), in one round of statements (INSERT ... ON CONFLICT DO NOTHING RETURNING)."""
         if not rows:
             return []
-        stmt = (
-            self._insert_for(table)
-            .on_conflict_do_nothing(index_elements=list(keys))
-            .returning(*(table.c[name] for name in returning))
-        )
+        stmt = self._on_conflict(table, keys, returning=returning)
         inserted: list[Any] = []
         for chunk in chunks(rows):
             inserted += conn.execute(stmt, chunk).all()
@@ -291,10 +307,7 @@ class TopicStore:
         """Insert rows or, on a unique-key clash, overwrite ``update_columns`` with the new values."""
         if not rows:
             return
-        stmt = self._insert_for(table)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=list(keys), set_={c: getattr(stmt.excluded, c) for c in update_columns}
-        )
+        stmt = self._on_conflict(table, keys, update=update_columns)
         for chunk in chunks(rows):
             conn.execute(stmt, chunk)
 
