@@ -127,15 +127,6 @@ def _codec_name(label: str | bytes | None) -> str | None:
     return name.replace("-", "_") if name.startswith("iso8859") else name
 
 
-def _decodes_strictly(content: bytes, encoding: str) -> bool:
-    """True when `content` is valid in `encoding`, tolerating a multibyte character cut at the end."""
-    try:
-        codecs.getincrementaldecoder(encoding)("strict").decode(content, final=False)
-    except (UnicodeDecodeError, LookupError):
-        return False
-    return True
-
-
 def _decode_utf8(content: bytes) -> str | None:
     """``content`` as UTF-8, or None when it is not; a multibyte character cut at the end (a truncated page)
     is tolerated and becomes U+FFFD. One decoding pass for valid pages, not a check and then a decode."""
@@ -148,7 +139,7 @@ def _decode_utf8(content: bytes) -> str | None:
 
 
 def _is_utf8_with_non_ascii(content: bytes) -> bool:
-    return not content.isascii() and _decodes_strictly(content, "utf-8")
+    return not content.isascii() and _decode_utf8(content) is not None
 
 
 #: Latin-script single-byte code pages that charset detection confuses with windows-1252

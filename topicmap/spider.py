@@ -743,9 +743,13 @@ class Spider:
                 if (stories_id, digest) not in sentence_of:
                     sentence_of[stories_id, digest] = sentence
                     claims.append(
-                        {"media_id": media_id, "week_start_date": week, "sentence_md5": digest,
-                         "stories_id": stories_id}
-                    )  # fmt: skip
+                        {
+                            "media_id": media_id,
+                            "week_start_date": week,
+                            "sentence_md5": digest,
+                            "stories_id": stories_id,
+                        }
+                    )
         if not claims:
             return {}
         ssh = s.story_sentence_hashes

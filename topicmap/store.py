@@ -155,7 +155,7 @@ class TopicStore:
         self.engine = engine
         self.dialect = engine.dialect.name
         self._medium_cache: dict[str, int] = {}
-        # INSERT ... ON CONFLICT statements by (kind, table, keys, columns): built once, so SQLAlchemy's
+        # INSERT ... ON CONFLICT statements by (table, keys, returning, update): built once, so SQLAlchemy's
         # compiled-statement cache is hit without recomputing the statement's cache key on every call.
         self._statements: dict[tuple, Any] = {}
 
