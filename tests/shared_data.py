@@ -1,6 +1,7 @@
 """Where the third-party test data lives: ../shared/data beside the repository (as in CI's fresh clone), or
 TOPICMAP_SHARED_DATA. Tests skip cleanly when it is absent; the data is never copied into the project."""
 
+import gzip
 import os
 from pathlib import Path
 
@@ -9,3 +10,10 @@ SHARED_DATA = Path(
 )
 NEWS_HTML = SHARED_DATA / "news_html"
 WARC_DIR = SHARED_DATA / "warc"
+
+
+def news_pages() -> dict[str, bytes]:
+    """The real news pages of NEWS_HTML (each ``*.html.gz``, decompressed) by path under it, in path order;
+    empty when the corpus is absent."""
+    files = sorted(NEWS_HTML.glob("**/*.html.gz")) if NEWS_HTML.is_dir() else []
+    return {str(f.relative_to(NEWS_HTML)): gzip.decompress(f.read_bytes()) for f in files}

@@ -324,6 +324,11 @@ def test_meta_refresh_parsing() -> None:
     assert meta_refresh_target('<meta http-equiv="refresh" content="300">', base) is None  # reload
     assert meta_refresh_target('<meta http-equiv="refresh" content="600; url=/home">', base) is None
     assert meta_refresh_target('<meta http-equiv="refresh" content="0; url=javascript:x()">', base) is None
+    # text before the tag that is not ASCII, mixed case, spaces around "=": still found where it is
+    accented = "<title>Ürün fiyatları – ΕΛΛΆΔΑ</title>\n<meta Http-Equiv = ' ReFresh' content='1;URL=/ü'>"
+    assert meta_refresh_target(accented, base) == "http://example.com/ü"
+    # "refresh" in a script is not a refresh tag
+    assert meta_refresh_target("<script>refresh(); var httpEquiv='x'</script><p>Refresh</p>", base) is None
 
 
 # ---------------------------------------------------------------- fetch_many scheduling

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 from datetime import UTC, date, datetime
 
 import pytest
 from sqlalchemy import inspect, select, update
 
 from topicmap import schema as s
-from topicmap.store import NewStory, StoreError, TopicStore
+from topicmap.store import NewStory, StoreError, TopicStore, decompress_page
 from topicmap.topics import TopicConfig
 
 
@@ -79,6 +80,30 @@ def test_adding_the_same_stories_twice_creates_nothing_new(store: TopicStore) ->
     with store.engine.connect() as conn:
         urls = set(conn.execute(select(s.story_urls.c.url)).scalars())
     assert "http://example.com/2026/02/01/story-1/" in urls or "http://example.com/2026/02/01/story-1" in urls
+
+
+def test_raw_pages_are_kept_compressed_and_pages_kept_as_gzip_before_still_read(store: TopicStore) -> None:
+    page = ("<html><body><p>Ünïcode news, said the minister. " * 400 + "</p></body></html>").encode()
+    new, old = store.add_stories(
+        [
+            NewStory(url="https://news.example.com/new", title="New", text="t", publish_date=None, html=page),
+            NewStory(url="https://news.example.com/old", title="Old", text="t", publish_date=None, html=page),
+        ],
+        source="test",
+    ).stories_ids
+    with store.engine.begin() as conn:
+        kept = conn.execute(
+            select(s.downloads.c.content_gz).where(s.downloads.c.stories_id == new)
+        ).scalar_one()
+        assert len(kept) < len(page) / 10  # compressed, not stored as is
+        # a row written by a store before zstd: gzip, as Media Cloud kept it
+        conn.execute(
+            update(s.downloads).where(s.downloads.c.stories_id == old).values(content_gz=gzip.compress(page))
+        )
+        assert store.story_html(conn, new) == page
+        assert store.story_html(conn, old) == page
+    with pytest.raises(ValueError, match="content_gz holds neither zstd nor gzip"):
+        decompress_page(b"<html>not compressed</html>")
 
 
 def test_www_and_bare_host_share_one_medium(store: TopicStore) -> None:

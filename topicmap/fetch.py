@@ -89,6 +89,10 @@ _SNIFF_HTML = re.compile(
 _IP_LITERAL = re.compile(r"^(?:[\d.]+|.*:.*)$")  # IPv4 dotted digits, or IPv6 (urlsplit strips brackets)
 _META_TAG = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
 _REFRESH_WORD = re.compile("refresh", re.IGNORECASE)
+# On the ASCII-lower-cased bytes of the scanned text: a page without it has no refresh tag (0.19 ms per 180 KB
+# page, against 0.53 ms for a case-insensitive search of the text, which 1 page in 4 passes anyway: "refresh"
+# is a common word in scripts).
+_HTTP_EQUIV_REFRESH = re.compile(rb"""http-equiv\s*=\s*["']?\s*refresh""")
 _ATTRIBUTE = re.compile(r"""([a-zA-Z_:][-\w:.]*)\s*=\s*("[^"]*"|'[^']*'|[^\s"'>]+)""")
 _REFRESH_CONTENT = re.compile(
     r"^\s*(\d+(?:\.\d*)?)?\s*[;,]?\s*(?:url\s*=\s*)?(.*?)\s*$", re.IGNORECASE | re.DOTALL
@@ -288,8 +292,8 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 def meta_refresh_target(text: str, base_url: str) -> str | None:
     """The absolute URL an HTML meta refresh sends to (within MAX_META_REFRESH_DELAY), else None."""
     scan = text[:META_REFRESH_SCAN_CHARS]
-    if _REFRESH_WORD.search(scan) is None:  # most pages: no tag to parse at all
-        return None
+    if _HTTP_EQUIV_REFRESH.search(scan.encode("utf-8", "surrogatepass").lower()) is None:
+        return None  # most pages: no tag to parse at all
     for tag in _META_TAG.finditer(scan):
         if _REFRESH_WORD.search(tag.group(0)) is None:
             continue

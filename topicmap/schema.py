@@ -117,6 +117,7 @@ downloads = Table(
     _url(),
     Column("http_status", Integer, nullable=True),
     Column("encoding", String(64), nullable=True),
+    # Media Cloud's name; a zstd frame since 2026-11-26, gzip before (store.decompress_page reads both)
     Column("content_gz", LargeBinary, nullable=False),
     Column("download_date", DateTime(timezone=True), nullable=False),
     UniqueConstraint("stories_id", name="downloads_story_key"),

@@ -13,7 +13,6 @@ Facebook engagement goes to ``story_statistics`` (one row per story, upserted), 
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import tempfile
@@ -43,7 +42,7 @@ from topicmap.clicks import (
 )
 from topicmap.facebook import EngagementResult, never_works_reason
 from topicmap.refetch import DayCandidate, check_stage, day_start
-from topicmap.store import TopicStore, topicmap_home, utc
+from topicmap.store import TopicStore, decompress_page, topicmap_home, utc
 from topicmap.urls import fix_common_url_mistakes, is_homepage_url, is_http_url, normalize_url, url_variants
 
 CANONICAL_HTML_BYTES = 300_000
@@ -224,7 +223,7 @@ def click_stories(store: TopicStore, first_day: date, last_day: date, now: datet
             for sid, content in conn.execute(
                 select(dl.c.stories_id, dl.c.content_gz).where(dl.c.stories_id.in_(chunk))
             ):
-                pages[sid] = gzip.decompress(content)[:CANONICAL_HTML_BYTES]
+                pages[sid] = decompress_page(content)[:CANONICAL_HTML_BYTES]
         for row in rows:
             story_ts = story_timestamp(utc(row.publish_date), utc(row.collect_date), now)
             day = story_ts.date()

@@ -412,7 +412,7 @@ class Spider:
                 self._queue(resolved, report)
         if not to_fetch:
             return
-        with ThreadPoolExecutor(1, thread_name_prefix="topicmap-page-gzip") as self._compressor:
+        with ThreadPoolExecutor(1, thread_name_prefix="topicmap-page-compress") as self._compressor:
             for outcome in self.source.fetch_many(list(to_fetch)):
                 row = to_fetch.get(outcome.url)
                 if row is None:
@@ -538,7 +538,7 @@ class Spider:
             return _Resolution(
                 row, CONTENT_MATCH_FAILED, code=outcome.status, message="the page does not match the query"
             )
-        # zlib releases the GIL: the page is compressed for storage on another core while this thread extracts
+        # zstandard releases the GIL: the page is compressed for storage on another core while this thread extracts
         page_gz = self._compressor.submit(compress_page, outcome.content)
         # one parse gives the story and its links; the links are mined when the batch is written. The text the
         # source decoded (with the charset the server declared) is extracted: no second decoding.

@@ -8,7 +8,6 @@ counted and skipped: story-indexer's writer refuses them too (``no-html``).
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,7 +16,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from topicmap import schema as s
-from topicmap.store import TopicStore, utc
+from topicmap.store import TopicStore, decompress_page, utc
 from topicmap.urls import distinctive_domain, normalize_url
 from topicmap.warc import StoryArchiveWriter, StoryRecord, read_story_archive
 
@@ -61,7 +60,7 @@ def _topic_story_records(store: TopicStore, topics_id: int) -> Iterator[StoryRec
             published = utc(row.publish_date)
             yield StoryRecord(
                 url=row.url,
-                html=gzip.decompress(row.content_gz),
+                html=decompress_page(row.content_gz),
                 http_status=row.http_status or 200,
                 encoding=row.encoding,
                 fetch_date=utc(row.download_date),
