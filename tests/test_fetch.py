@@ -508,7 +508,7 @@ def test_fetch_many_refuses_a_buffer_of_no_pages(fault: FaultServer) -> None:
         list(web.fetch_many([fault.url("/page")], max_ready=0))
 
 
-class _CountingHandler(BaseHTTPRequestHandler):
+class _InFlightCountingHandler(BaseHTTPRequestHandler):
     """Answers after 20 ms and records how many requests were being answered at once."""
 
     protocol_version = "HTTP/1.1"
@@ -534,7 +534,7 @@ class _CountingHandler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def counting_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _InFlightCountingHandler)
     server.daemon_threads = True
     server.lock, server.in_flight, server.concurrency = threading.Lock(), 0, []  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
