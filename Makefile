@@ -23,6 +23,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	mkdir -p $(DAGSTER_HOME)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q
 
 ui: $(STAMP)
@@ -31,6 +32,7 @@ ui: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(VENV) $(TOPICMAP_HOME)

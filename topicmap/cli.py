@@ -21,7 +21,11 @@ from topicmap.urls import url_variants
 
 
 def near_dups(
-    store: TopicStore, url: str | None, text: str | None, max_distance: int = 6, min_jaccard: float = DEFAULT_MIN_JACCARD
+    store: TopicStore,
+    url: str | None,
+    text: str | None,
+    max_distance: int = 6,
+    min_jaccard: float = DEFAULT_MIN_JACCARD,
 ) -> list[dict]:
     """Stored stories near-duplicate to the story at ``url`` (or to ``text``), nearest first.
 
@@ -82,7 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     source.add_argument("--url")
     source.add_argument("--text")
     near.add_argument("--max-distance", type=int, default=6, help="simhash candidate distance in bits")
-    near.add_argument("--min-jaccard", type=float, default=DEFAULT_MIN_JACCARD, help="word-bigram overlap a candidate needs")
+    near.add_argument(
+        "--min-jaccard", type=float, default=DEFAULT_MIN_JACCARD, help="word-bigram overlap a candidate needs"
+    )
     near.add_argument(
         "--database-url", default=None, help="default: TOPICMAP_DATABASE_URL or the SQLite store"
     )

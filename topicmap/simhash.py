@@ -633,7 +633,8 @@ def jaccard(a: set[int], b: set[int]) -> float:
 
 
 DEFAULT_CANDIDATE_DISTANCE = 6  # k=8 finds a few more heavy edits but makes ~9x more candidates (RESULTS.md)
-DEFAULT_MIN_JACCARD = 0.7  # syndicated copies: >= 0.81 on the demo web; templated unrelated stories reach 0.64
+# syndicated copies: >= 0.81 on the demo web; templated unrelated stories reach 0.64
+DEFAULT_MIN_JACCARD = 0.7
 
 
 def verified_near_duplicate_pairs(

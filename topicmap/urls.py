@@ -49,7 +49,6 @@ _USERINFO_SAFE = frozenset(_UNRESERVED | set(_SUB_DELIMS) | {":"})
 # fixing and parsing
 
 
-
 def _cached_for_strings(function):  # noqa: ANN001, ANN202 - keeps the wrapped signature
     """Memoize a pure URL judgement for str input (a crawl asks about the same URLs and hosts again and
     again); other input goes straight through, so unhashable garbage still gets None/False, not an error."""
