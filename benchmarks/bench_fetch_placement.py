@@ -28,6 +28,7 @@ from bench_spider_iteration import (
     fresh_store,
     load_corpus,
     make_source,
+    news_fetcher,
     news_plan,
     news_server,
     news_topic,
@@ -38,20 +39,14 @@ from bench_spider_iteration import (
 )
 
 from topicmap.extract import extract_story
-from topicmap.fetch import FetchOutcome, WebFetcher
-from topicmap.netguard import AddressPolicy
+from topicmap.fetch import FetchOutcome
 from topicmap.spider import Spider
 
 PLACEMENTS = ("in fetch threads of the spider's process", "in a child process", "before the iteration")
 
 
 def _fetch_in_child(conn: Connection, port: int, urls: list[str], workers: int) -> None:
-    fetcher = WebFetcher(
-        policy=AddressPolicy(allow=[f"127.0.0.1:{port}"]),
-        host_overrides={"*.test": f"127.0.0.1:{port}"},
-        interval_overrides={"*": 0.0},
-    )
-    for outcome in fetcher.fetch_many(urls, max_workers=workers):
+    for outcome in news_fetcher(port).fetch_many(urls, max_workers=workers):
         conn.send(outcome)  # blocks while the spider is behind: the pipe is the backpressure
     conn.send(None)
     conn.close()
@@ -89,9 +84,7 @@ def iteration_ratio(placement: str, port: int, pages: list[tuple[str, bytes]], w
         elif placement == PLACEMENTS[1]:
             source = ChildProcessSource(port, workers)
         else:
-            fetcher = make_source(store, port, workers)
-            source = PrefetchedSource(fetcher, [url for url, _ in pages])
-            fetcher.close()
+            source = PrefetchedSource.fetched_now(store, port, workers, [url for url, _ in pages])
         try:
             iteration, report, stored = time_iteration(
                 Spider(store, topic, source, log=lambda _: None), store

@@ -37,9 +37,10 @@ extractor's own single-process throughput on the same pages (issue 4's benchmark
     Where the rest goes: each run also times the same iteration over pages fetched BEFORE it starts (same
     fetcher, outcomes held in memory, then handed to the spider one by one: ``PrefetchedSource``), in a
     second fresh store, between the live iteration and the second anchor. That row is the spider's own work
-    (extraction, relevance, store, link mining, page compression) without fetch threads running beside it;
-    the gap from it to the live iteration is what concurrent fetching costs the extracting thread (the GIL:
-    fetch threads hold it to parse HTTP, and every socket call they make hands it over).
+    (extraction, relevance, store, link mining, page compression) with nothing fetched while it runs; the gap
+    from it to the live iteration is what concurrent fetching costs the extracting thread. Only part of that
+    is the fetch threads' share of the GIL: most is the fetch work itself (client, kernel, this server) on the
+    machine's other core (bench_fetch_placement.py and RESULTS.md, session 6).
 
 (B) demo web, small synthetic pages (``python -m topicmap.demo_server``): the demo topic is seeded from
     its archive, iteration 0 mines the seeds' links, iteration 1 is timed; anchors on the pages it fetched.
@@ -227,6 +228,15 @@ class PrefetchedSource:
     def __init__(self, source: FetcherSource, urls: Sequence[str]):
         self.outcomes = {outcome.url: outcome for outcome in source.fetch_many(urls)}
 
+    @classmethod
+    def fetched_now(cls, store: TopicStore, port: int, workers: int, urls: Sequence[str]) -> PrefetchedSource:
+        """Fetch ``urls`` with the benchmark's own source (then closed) and hold the outcomes."""
+        fetcher = make_source(store, port, workers)
+        try:
+            return cls(fetcher, urls)
+        finally:
+            fetcher.close()
+
     def fetch_many(self, urls: Iterable[str]) -> Iterator[FetchOutcome]:
         for url in urls:
             yield self.outcomes.pop(url)
@@ -235,13 +245,18 @@ class PrefetchedSource:
         self.outcomes.clear()
 
 
-def make_source(store: TopicStore, port: int, workers: int) -> FetcherSource:
-    fetcher = WebFetcher(
+def news_fetcher(port: int, throttle: SqlThrottle | None = None) -> WebFetcher:
+    """The fetcher for the loopback news web: its *.test sites on ``port``, no throttle interval."""
+    return WebFetcher(
         policy=AddressPolicy(allow=[f"127.0.0.1:{port}"]),
         host_overrides={"*.test": f"127.0.0.1:{port}"},
-        throttle=SqlThrottle(store.engine, create_table=False),
+        throttle=throttle,
         interval_overrides={"*": 0.0},
     )
+
+
+def make_source(store: TopicStore, port: int, workers: int) -> FetcherSource:
+    fetcher = news_fetcher(port, SqlThrottle(store.engine, create_table=False))
     return FetcherSource(fetcher, workers, {"*": 0.0})
 
 
@@ -370,11 +385,7 @@ def run_news(
             source.close()
     with fresh_store(database_url) as store:
         seed_news_topic(store, topic, pages)
-        fetcher = make_source(store, port, workers)
-        try:
-            prefetched_source = PrefetchedSource(fetcher, [url for url, _ in pages])
-        finally:
-            fetcher.close()
+        prefetched_source = PrefetchedSource.fetched_now(store, port, workers, [url for url, _ in pages])
         spider = Spider(store, topic, prefetched_source, log=lambda _: None)
         prefetched, prefetched_report, _ = time_iteration(spider, store)
         if prefetched_report.fetched != report.fetched:
@@ -573,8 +584,8 @@ def print_run_details(runs: list[Run]) -> None:
         print(
             "Ratio of the same iteration over pages fetched beforehand: "
             + ", ".join(f"{ratio:.2f}" for ratio in prefetched)
-            + f"; median {statistics.median(prefetched):.2f} (the gap to the live iteration is what the fetch "
-            "threads running beside extraction cost it)."
+            + f"; median {statistics.median(prefetched):.2f} (the gap to the live iteration is what fetching while "
+            "extracting costs it)."
         )
     other = statistics.median(r.other_ms_per_page for r in runs)
     print(f"Spider cost outside extract_story_and_links: {other:.1f} ms/page (median).")
