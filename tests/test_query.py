@@ -461,3 +461,37 @@ def test_may_match_folds_unicode_when_lower_casing_finds_nothing() -> None:
     assert parse("émile").may_match("Le CAFÉ d'ÉMILE — weather report")
     assert parse("cafe").may_match("Le CAFÉ d'ÉMILE — weather report")
     assert not parse("zola").may_match("Le CAFÉ d'ÉMILE — weather report")
+
+
+def monotone_expressions() -> st.SearchStrategy[str]:
+    """Queries without NOT (AND and OR of the test words), the ones ``may_match`` tries on the page as written."""
+    return st.recursive(
+        st.sampled_from(WORDS),
+        lambda children: st.tuples(children, children, st.sampled_from(["AND", "OR"])).map(
+            lambda t: f"({t[0]} {t[2]} {t[1]})"
+        ),
+        max_leaves=6,
+    )
+
+
+@given(
+    monotone_expressions(),
+    st.lists(st.sampled_from([*WORDS, "ALPHA", "Beta", "GAMMA", "Straße", "ÉTÉ"]), min_size=1, max_size=8),
+)
+def test_may_match_without_not_ignores_ascii_capitals(query_text: str, words: list[str]) -> None:
+    # Trying the page as written first must not accept anything lower-casing it would not: a page's verdict
+    # is the same whatever the case of its ASCII letters.
+    query = parse(query_text)
+    page = " — ".join(words)
+    lowered = "".join(char.lower() if char.isascii() else char for char in page)
+    assert query.may_match(page) == query.may_match(lowered), (query_text, page)
+
+
+def test_may_match_keeps_excluded_words_written_in_capitals() -> None:
+    # A query without NOT may accept a page on its words as written; with NOT, the excluded word must still
+    # be found in capitals, or the page would be extracted and stored for nothing.
+    page = "Le président a dit — he said that OBAMA would visit"
+    assert parse("said").may_match(page)
+    assert not parse("said AND NOT obama").may_match(page)
+    assert not parse("said -obama").may_match(page)
+    assert parse("said AND NOT trump").may_match(page)
