@@ -1078,7 +1078,7 @@ class TopicQuery:
 
         A query without NOT is first tried on the page as written: running text has its words in lower
         case, so most relevant pages are accepted there without copying the page (lower-casing a 180 KB page
-        costs ~0.3 ms, the spider's main thread's largest cost outside extraction and storage). Then on the
+        costs ~0.23 ms, the spider's main thread's largest cost outside extraction and storage). Then on the
         page with only its ASCII letters lower-cased, accents kept (words typed without accents are looked up
         as they are); the full folding of ``matches`` (NFKC, case folding, accents: ~4 ms of a 180 KB page)
         runs only when that finds nothing. So every page ``matches`` accepts is accepted, and rarely one more
