@@ -5,7 +5,7 @@ import dagster as dg
 from assets.metadata import table
 from resources.archive import ArchiveDropsResource
 from resources.store import TopicStoreResource
-from topicmap.archive import ArchiveFileError, file_sha256, parse_drop
+from topicmap.archive.drops import ArchiveFileError, file_sha256, parse_drop
 
 
 @dg.asset(

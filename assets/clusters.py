@@ -4,7 +4,7 @@ import dagster as dg
 
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
-from topicmap.cluster_store import MIN_STORIES, build_topic_clusters
+from topicmap.clusters.store import MIN_STORIES, build_topic_clusters
 
 CLUSTERS_GROUP = "clusters"
 

@@ -8,8 +8,8 @@ from assets.metadata import counts_markdown, table
 from assets.partitions import topics_partitions
 from resources.dedup import MediaDupsResource
 from resources.store import TopicStoreResource
-from topicmap.dedup import MergeCycleError
-from topicmap.dedup_store import (
+from topicmap.dedup.rules import MergeCycleError
+from topicmap.dedup.store import (
     declare_duplicate_media,
     find_near_duplicates,
     merge_counts,

@@ -7,7 +7,7 @@ from assets.metadata import counts_markdown, table
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from topicmap.seeding import TooManySeedsError, select_seeds
+from topicmap.topics.seeding import TooManySeedsError, select_seeds
 
 
 @dg.asset(

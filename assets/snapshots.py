@@ -1,7 +1,7 @@
 """Snapshots: a topic's cross-media link network per timespan, written once per distinct input and recorded.
 
-The rules live in topicmap.snapshot (counting), topicmap.linkmap (GEXF and picture) and
-topicmap.snapshot_store (reading the deduplicated topic, keying, the immutable folder, the store rows).
+The rules live in topicmap.snapshots.compute (counting), topicmap.snapshots.linkmap (GEXF and picture) and
+topicmap.snapshots.store (reading the deduplicated topic, keying, the immutable folder, the store rows).
 """
 
 import base64
@@ -15,8 +15,8 @@ from assets.metadata import table
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from topicmap.snapshot import PERIODS
-from topicmap.snapshot_store import (
+from topicmap.snapshots.compute import PERIODS
+from topicmap.snapshots.store import (
     CHECK_DATES,
     CHECK_LINK_COUNTS,
     CHECK_TOPIC_STORIES,
@@ -29,7 +29,7 @@ from topicmap.snapshot_store import (
     timespan_rows,
     verify_snapshot_files,
 )
-from topicmap.store import StoreError, topicmap_home
+from topicmap.store.topic_store import StoreError, topicmap_home
 
 SNAPSHOTS_GROUP = "snapshots"
 #: A picture larger than this is embedded in the metadata as a smaller copy (the event log keeps it).

@@ -1,5 +1,5 @@
 """Social metrics: Bit.ly click totals per publication day (3 and 30 days after publication) and Facebook
-engagement per topic story. The rules live in topicmap.clicks / topicmap.refetch / topicmap.social_store."""
+engagement per topic story. The rules live in topicmap.social.clicks / topicmap.social.refetch / topicmap.social.store."""
 
 from collections import Counter
 from datetime import timedelta
@@ -12,11 +12,11 @@ from assets.metadata import counts_markdown, table
 from assets.partitions import topics_partitions
 from resources.social import FACEBOOK_APP_ID_ENV, FACEBOOK_APP_SECRET_ENV, BitlyResource, FacebookResource
 from resources.store import TopicStoreResource
-from topicmap import refetch
-from topicmap.bitly import BitlyAuthError, BitlyError, BitlyRateLimitError
-from topicmap.clicks import STAGE_3D, STAGE_30D
-from topicmap.facebook import EngagementResult, FacebookAuthError, FacebookError
-from topicmap.social_store import (
+from topicmap.social import refetch
+from topicmap.social.bitly import BitlyAuthError, BitlyError, BitlyRateLimitError
+from topicmap.social.clicks import STAGE_3D, STAGE_30D
+from topicmap.social.facebook import EngagementResult, FacebookAuthError, FacebookError
+from topicmap.social.store import (
     click_exports_dir,
     click_rows,
     click_stories,
@@ -31,7 +31,7 @@ from topicmap.social_store import (
     upsert_story_statistics,
     write_click_exports,
 )
-from topicmap.store import StoreError
+from topicmap.store.topic_store import StoreError
 
 SOCIAL_GROUP = "social"
 WRITE_EVERY = 50

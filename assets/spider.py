@@ -11,8 +11,8 @@ from assets.seeds import seeds
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from topicmap import schema as s
-from topicmap.spider import Spider, SpiderError
+from topicmap.spider.iteration import Spider, SpiderError
+from topicmap.store import schema as s
 
 SPIDER_GROUP = "spider"
 

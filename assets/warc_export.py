@@ -6,8 +6,8 @@ import dagster as dg
 
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
-from topicmap.store import topicmap_home
-from topicmap.warc_export import count_archived_stories, export_topic_warc
+from topicmap.archive.warc_export import count_archived_stories, export_topic_warc
+from topicmap.store.topic_store import topicmap_home
 
 
 @dg.asset(

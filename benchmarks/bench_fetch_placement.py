@@ -38,9 +38,9 @@ from bench_spider_iteration import (
     timed,
 )
 
-from topicmap.extract import extract_story
-from topicmap.fetch import FetchOutcome
-from topicmap.spider import Spider
+from topicmap.spider.iteration import Spider
+from topicmap.web.extract import extract_story
+from topicmap.web.fetch import FetchOutcome
 
 PLACEMENTS = ("in fetch threads of the spider's process", "in a child process", "before the iteration")
 

@@ -5,7 +5,7 @@ Run: .venv/bin/python benchmarks/bench_page_compression.py [--repeat 3]
 The pages are the REAL news pages of ../shared/data/news_html (about 170, mean ~180 KiB), as served. Each
 codec compresses every page ``--repeat`` times; the time is this process's CPU time (the spider compresses on
 its second core while the first extracts, so CPU, not wall, is what it takes from extraction), the best of
-the repeats. Size is compressed bytes / raw bytes over the corpus. ``topicmap.store.compress_page`` is timed
+the repeats. Size is compressed bytes / raw bytes over the corpus. ``topicmap.store.topic_store.compress_page`` is timed
 as the spider calls it; every zstd frame is checked to decompress to the page with ``decompress_page``.
 """
 
@@ -25,7 +25,7 @@ import zstandard
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.shared_data import NEWS_HTML, news_pages  # noqa: E402
-from topicmap.store import PAGE_ZSTD_LEVEL, compress_page, decompress_page  # noqa: E402
+from topicmap.store.topic_store import PAGE_ZSTD_LEVEL, compress_page, decompress_page  # noqa: E402
 
 
 def best_cpu_ms(compress: Callable[[bytes], bytes], pages: list[bytes], repeat: int) -> tuple[float, int]:

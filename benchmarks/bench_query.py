@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topicmap.query import parse
+from topicmap.topics.query import parse
 
 QUERY = '"climate change" AND emission* AND (treaty OR accord) AND NOT hoax'
 
@@ -199,7 +199,7 @@ def main() -> None:
     print("| engine | matched | agrees with planted truth (our semantics) | wall s | CPU s | stories/CPU s |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, timing in (
-        ("topicmap.query (tree over folded text)", ours),
+        ("topicmap.topics.query (tree over folded text)", ours),
         ("Media Cloud regex (anchor)", theirs),
     ):
         print(

@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.shared_data import NEWS_HTML, news_pages  # noqa: E402
-from topicmap.extract import extract_story  # noqa: E402
+from topicmap.web.extract import extract_story  # noqa: E402
 
 SPIDER_PY = Path(__file__).resolve().parents[1] / "topicmap" / "spider.py"
 LOADS: dict[str, list[str]] = {

@@ -2,13 +2,13 @@
 
 Run: .venv/bin/python benchmarks/bench_simhash.py [--n 1000000] [--texts 2000] [--queries 2000]
 
-1. Fingerprinting ~500-word texts: topicmap.simhash.fingerprints (batch) and fingerprint (one at a time)
+1. Fingerprinting ~500-word texts: topicmap.dedup.simhash.fingerprints (batch) and fingerprint (one at a time)
    against the PyPI ``simhash`` package's ``Simhash(text)``, in the same run. Texts are distinct 500-word
    windows over the real articles of ../shared/data/news_html/expected.jsonl (synthetic Zipf text if
    that file is absent).
 2. All pairs within Hamming distance 3 among --n random 64-bit fingerprints with planted near-duplicates
    (1-3 bits flipped) and exact copies:
-   - ours: topicmap.simhash.near_duplicate_pairs (block-permutation tables);
+   - ours: topicmap.dedup.simhash.near_duplicate_pairs (block-permutation tables);
      checked: every planted pair found, and for --queries random items the pairs agree exactly with brute
      force against all n (no pair missed, none extra);
    - PyPI ``simhash.SimhashIndex`` (k=3): built on all n, then --queries lookups timed; all-pairs time is
@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.shared_data import NEWS_HTML  # noqa: E402
-from topicmap.simhash import _TOKEN_HASH_CACHE, fingerprint, fingerprints, near_duplicate_pairs  # noqa: E402
+from topicmap.dedup.simhash import _TOKEN_HASH_CACHE, fingerprint, fingerprints, near_duplicate_pairs  # noqa: E402
 
 EXPECTED = NEWS_HTML / "expected.jsonl"
 

@@ -31,14 +31,14 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from topicmap.linkmap import render_link_map, write_gexf  # noqa: E402
-from topicmap.snapshot import (  # noqa: E402
+from topicmap.snapshots.compute import (  # noqa: E402
     SnapshotResult,
     Timespan,
     build_timespans,
     compute_snapshot,
     write_snapshot_files,
 )
+from topicmap.snapshots.linkmap import render_link_map, write_gexf  # noqa: E402
 
 TOPIC_START, TOPIC_END = date(2026, 1, 1), date(2026, 4, 30)
 CUSTOM = [("Primary season", "2026-02-01", "2026-03-15"), ("Debate week", "2026-03-02", "2026-03-08")]

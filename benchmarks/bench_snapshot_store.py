@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_snapshot import CUSTOM, TOPIC_END, TOPIC_START, synthetic_topic  # noqa: E402
 
-from topicmap.store import TopicStore  # noqa: E402
-from topicmap.topics import CustomTimespan, TopicConfig  # noqa: E402
+from topicmap.store.topic_store import TopicStore  # noqa: E402
+from topicmap.topics.declarations import CustomTimespan, TopicConfig  # noqa: E402
 
 TOPIC = "bench"
 
@@ -173,7 +173,7 @@ def peak_rss_mb() -> float:
 
 
 def job(name: str, db: str, home: str) -> dict:
-    from topicmap.snapshot_store import (
+    from topicmap.snapshots.store import (
         SnapshotOptions,
         build_snapshot,
         read_snapshot_inputs,

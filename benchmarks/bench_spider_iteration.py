@@ -26,8 +26,8 @@ extractor's own single-process throughput on the same pages (issue 4's benchmark
     varies from page to page, so that stage does real work and some pages end "content match failed".
     The run checks afterwards that the spider stored a story for every page it fetched.
 
-    Anchor, same run, same process, same bodies (the bytes as served): ``topicmap.extract.extract_story``
-    in a plain loop; also a row for ``topicmap.links.extract_story_and_links``, the call the spider makes.
+    Anchor, same run, same process, same bodies (the bytes as served): ``topicmap.web.extract.extract_story``
+    in a plain loop; also a row for ``topicmap.web.links.extract_story_and_links``, the call the spider makes.
     Ratio = iteration pages/s / extract_story pages/s (target >= 0.8, one process). The spider's cost
     outside extraction is (iteration seconds - extract_story_and_links seconds) / pages. Each of ``--runs``
     runs uses a fresh store (SQLite in a temp dir, or a fresh PostgreSQL schema dropped afterwards with
@@ -42,7 +42,7 @@ extractor's own single-process throughput on the same pages (issue 4's benchmark
     is the fetch threads' share of the GIL: most is the fetch work itself (client, kernel, this server) on the
     machine's other core (bench_fetch_placement.py and RESULTS.md, session 6).
 
-(B) demo web, small synthetic pages (``python -m topicmap.demo_server``): the demo topic is seeded from
+(B) demo web, small synthetic pages (``python -m topicmap.demo.server``): the demo topic is seeded from
     its archive, iteration 0 mines the seeds' links, iteration 1 is timed; anchors on the pages it fetched.
     Many of those pages fail the raw match and are never extracted, so this ratio flatters the spider.
 """
@@ -75,19 +75,19 @@ sys.path.insert(0, str(ROOT))
 from sqlalchemy import func, select, text  # noqa: E402
 
 from tests.shared_data import NEWS_HTML, news_pages  # noqa: E402
-from topicmap import schema as s  # noqa: E402
-from topicmap.archive import parse_drop  # noqa: E402
-from topicmap.demo_web import generate_demo_web  # noqa: E402
-from topicmap.extract import decode_html, extract_story  # noqa: E402
-from topicmap.fetch import FetchOutcome, WebFetcher  # noqa: E402
-from topicmap.links import extract_story_and_links  # noqa: E402
-from topicmap.netguard import AddressPolicy  # noqa: E402
-from topicmap.seeding import select_seeds  # noqa: E402
-from topicmap.sources import FetcherSource  # noqa: E402
-from topicmap.spider import CONTENT_MATCH_BYTES, CONTENT_MATCH_FAILED, IterationReport, Spider  # noqa: E402
-from topicmap.store import TopicStore  # noqa: E402
-from topicmap.throttle import SqlThrottle, throttle_domain  # noqa: E402
-from topicmap.topics import TopicConfig, load_topics  # noqa: E402
+from topicmap.archive.drops import parse_drop  # noqa: E402
+from topicmap.demo.web import generate_demo_web  # noqa: E402
+from topicmap.spider.iteration import CONTENT_MATCH_BYTES, CONTENT_MATCH_FAILED, IterationReport, Spider  # noqa: E402
+from topicmap.spider.sources import FetcherSource  # noqa: E402
+from topicmap.store import schema as s  # noqa: E402
+from topicmap.store.topic_store import TopicStore  # noqa: E402
+from topicmap.topics.declarations import TopicConfig, load_topics  # noqa: E402
+from topicmap.topics.seeding import select_seeds  # noqa: E402
+from topicmap.web.extract import decode_html, extract_story  # noqa: E402
+from topicmap.web.fetch import FetchOutcome, WebFetcher  # noqa: E402
+from topicmap.web.links import extract_story_and_links  # noqa: E402
+from topicmap.web.netguard import AddressPolicy  # noqa: E402
+from topicmap.web.throttle import SqlThrottle, throttle_domain  # noqa: E402
 
 DEFAULT_QUERY = "said"
 # Wide enough that neither the stories' own dates nor link mining is cut by the topic's date window.
@@ -179,7 +179,7 @@ def news_server(bodies: list[bytes], pages: int, domains: int) -> Iterator[int]:
 @contextmanager
 def demo_server(stories: int) -> Iterator[int]:
     server = subprocess.Popen(
-        [sys.executable, "-m", "topicmap.demo_server", "--stories", str(stories)],
+        [sys.executable, "-m", "topicmap.demo.server", "--stories", str(stories)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

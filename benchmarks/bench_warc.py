@@ -1,4 +1,4 @@
-"""Benchmark: writing, reading and replaying story archives with topicmap.warc.
+"""Benchmark: writing, reading and replaying story archives with topicmap.archive.warc.
 
 Anchor: story-indexer's own code path (fact sheet §15), rebuilt on warcio in this file: its write_story
 (response + metadata records, random ids, `_massage_metadata`) and its StoryArchiveReader state machine
@@ -31,7 +31,13 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from topicmap.warc import StoryArchiveWriter, StoryRecord, WarcReplay, read_story_archive, read_warc_pages
+from topicmap.archive.warc import (
+    StoryArchiveWriter,
+    StoryRecord,
+    WarcReplay,
+    read_story_archive,
+    read_warc_pages,
+)
 
 NOW = datetime(2024, 5, 1, tzinfo=UTC)
 

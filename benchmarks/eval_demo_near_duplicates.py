@@ -1,8 +1,8 @@
-"""Near-duplicate quality on the demo web's planted syndicated copies (topicmap.demo_web).
+"""Near-duplicate quality on the demo web's planted syndicated copies (topicmap.demo.web).
 
 Run: .venv/bin/python benchmarks/eval_demo_near_duplicates.py [--seed 7] [--stories 3000]
 
-Texts are what the spider stores: topicmap.extract.extract_story on each page's HTML. Items:
+Texts are what the spider stores: topicmap.web.extract.extract_story on each page's HTML. Items:
 
 - every story's canonical page (``DemoStory.url``, one item per story, all subjects);
 - every other URL that serves the same story as its own document: the ``m.`` mirror page, and the archive
@@ -27,7 +27,7 @@ What is planted (DemoTruth), and how pairs are labelled:
 - everything else is negative, including pairs of different stories drawn from the same sentence templates.
 
 Methods, all in this run on the same texts (shared code: benchmarks/eval_near_duplicates.py):
-simhash k=3; the two-stage topicmap.simhash.verified_near_duplicate_pairs at its defaults (k=6, Jaccard
+simhash k=3; the two-stage topicmap.dedup.simhash.verified_near_duplicate_pairs at its defaults (k=6, Jaccard
 >= 0.5, what the ``near_duplicates`` asset runs); datasketch MinHash LSH (threshold 0.8, 128 permutations,
 word-bigram shingles). Each method runs once per subject, as the asset runs once per topic and a demo topic
 is one subject's query (every planted pair lies within one subject; checked). Negatives are therefore the
@@ -59,15 +59,15 @@ from eval_near_duplicates import (  # noqa: E402
     with_candidate_share,
 )
 
-from topicmap.demo_web import DemoWeb, generate_demo_web  # noqa: E402
-from topicmap.extract import extract_story  # noqa: E402
-from topicmap.simhash import (  # noqa: E402
+from topicmap.dedup.simhash import (  # noqa: E402
     DEFAULT_CANDIDATE_DISTANCE,
     fingerprints,
     jaccard,
     near_duplicate_groups,
     shingle_set,
 )
+from topicmap.demo.web import DemoWeb, generate_demo_web  # noqa: E402
+from topicmap.web.extract import extract_story  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Score topicmap.extract on real news pages, next to plain trafilatura in the same run.
+"""Score topicmap.web.extract on real news pages, next to plain trafilatura in the same run.
 
     .venv/bin/python benchmarks/eval_extraction.py [--data DIR] [--repeats N] [--verbose] [--ablations]
 
@@ -41,8 +41,8 @@ sys.path.insert(0, str(REPO))
 import trafilatura  # noqa: E402
 
 from tests.shared_data import NEWS_HTML  # noqa: E402
-from topicmap import extract as extract_module  # noqa: E402
-from topicmap.extract import extract_story  # noqa: E402
+from topicmap.web import extract as extract_module  # noqa: E402
+from topicmap.web.extract import extract_story  # noqa: E402
 
 DEFAULT_DATA = NEWS_HTML
 TARGETS = {"text_f1": 0.96, "title": 0.85, "date": 0.92}
@@ -135,7 +135,7 @@ def trafilatura_system(fast: bool) -> Callable[[Page], Prediction]:
 
 
 def topicmap_variant(**settings: object) -> Callable[[Page], Prediction]:
-    """topicmap.extract with some of its tuned module settings changed (for --ablations)."""
+    """topicmap.web.extract with some of its tuned module settings changed (for --ablations)."""
 
     def run(page: Page) -> Prediction:
         saved = {name: getattr(extract_module, name) for name in settings}
@@ -151,7 +151,7 @@ def topicmap_variant(**settings: object) -> Callable[[Page], Prediction]:
 
 
 SYSTEMS: dict[str, Callable[[Page], Prediction]] = {
-    "topicmap.extract": topicmap_system,
+    "topicmap.web.extract": topicmap_system,
     "trafilatura (default)": trafilatura_system(fast=False),
     "trafilatura (fast)": trafilatura_system(fast=True),
 }

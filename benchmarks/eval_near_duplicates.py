@@ -18,9 +18,9 @@ Precision for an edit type = its detected positives / (those + false positives a
 it is measured at the real base rate (many more unrelated pairs than copies), not on a balanced sample.
 
 Methods, all in this run on the same pairs:
-- ``simhash k=3``: topicmap.simhash.fingerprint, Hamming distance <= 3;
+- ``simhash k=3``: topicmap.dedup.simhash.fingerprint, Hamming distance <= 3;
 - ``simhash k=6 (default) or k=8 + Jaccard>=0.5``: the two stages of
-  topicmap.simhash.verified_near_duplicate_pairs (candidates within k bits, word-bigram Jaccard check);
+  topicmap.dedup.simhash.verified_near_duplicate_pairs (candidates within k bits, word-bigram Jaccard check);
 - ``MinHash LSH 0.8``: datasketch MinHashLSH(threshold=0.8, num_perm=128) on the same word-bigram shingles;
 - ``PyPI simhash k=3``: the simhash package's Simhash (char 4-grams) at distance <= 3, for reference.
 """
@@ -41,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.shared_data import NEWS_HTML  # noqa: E402
-from topicmap.simhash import (  # noqa: E402
+from topicmap.dedup.simhash import (  # noqa: E402
     DEFAULT_CANDIDATE_DISTANCE,
     DEFAULT_MIN_JACCARD,
     fingerprints,
@@ -146,8 +146,8 @@ def detect_pairs(
 ) -> tuple[dict[str, set[Pair]], dict[str, set[Pair]]]:
     """Every method's detected pairs among all ``texts``, and the two-stage methods' first-stage candidates.
 
-    The two-stage rows call topicmap.simhash.verified_near_duplicate_pairs itself, as the
-    ``near_duplicates`` asset does (topicmap.dedup_store.find_near_duplicates).
+    The two-stage rows call topicmap.dedup.simhash.verified_near_duplicate_pairs itself, as the
+    ``near_duplicates`` asset does (topicmap.dedup.store.find_near_duplicates).
     Labels of two-stage methods end in ")" so ``with_candidate_share`` can add the candidate share.
     """
     ours = fingerprints(texts) if fps is None else fps

@@ -55,8 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     home = Path(os.environ.get("TOPICMAP_HOME") or ROOT / ".topicmap").resolve()
     _prepare_environment(home)
 
-    from topicmap.demo_server import serve_demo_web
-    from topicmap.demo_web import generate_demo_web
+    from topicmap.demo.server import serve_demo_web
+    from topicmap.demo.web import generate_demo_web
 
     started = time.monotonic()
     _say("topicmap demo: generating the demo news web ...")
@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from orchestration.snapshots import run_snapshot_demo
     from orchestration.social_demo import demo_social_config, run_social_demo
-    from topicmap.standins import StandinDataset, run_standin_server
+    from topicmap.demo.standins import StandinDataset, run_standin_server
 
     with ExitStack() as stack:
         server = stack.enter_context(serve_demo_web(web))
@@ -94,10 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from orchestration.definitions import defs
         from orchestration.runs import materialize_selection
-        from topicmap import schema
-        from topicmap.spider_plan import decide, read_spider_facts
-        from topicmap.store import TopicStore
-        from topicmap.topics import load_topics
+        from topicmap.spider.plan import decide, read_spider_facts
+        from topicmap.store import schema
+        from topicmap.store.topic_store import TopicStore
+        from topicmap.topics.declarations import load_topics
 
         instance = dg.DagsterInstance.get()
         topics = load_topics(os.environ["TOPICMAP_TOPICS_FILE"])
@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = run_snapshot_demo(defs, instance, names)
 
     for name, paths in found.items():
-        _say(f"\n{name}: link map {paths['link_map_png']}  (files: python -m topicmap.snapshot_cli {name})")
+        _say(f"\n{name}: link map {paths['link_map_png']}  (files: python -m topicmap.snapshots.cli {name})")
 
     _say(
         f"\ndone in {time.monotonic() - started:.0f} s. Open the UI with `make ui` (DAGSTER_HOME={os.environ['DAGSTER_HOME']})."

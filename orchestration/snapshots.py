@@ -11,9 +11,9 @@ import dagster as dg
 
 from assets.snapshots import snapshot_files_intact, snapshots
 from orchestration.runs import materialize_selection
-from topicmap.snapshot_cli import format_snapshot_paths
-from topicmap.snapshot_store import snapshot_paths
-from topicmap.store import TopicStore
+from topicmap.snapshots.cli import format_snapshot_paths
+from topicmap.snapshots.store import snapshot_paths
+from topicmap.store.topic_store import TopicStore
 
 snapshot_defs = dg.Definitions(assets=[snapshots], asset_checks=[snapshot_files_intact])
 

@@ -28,7 +28,7 @@ from resources.social import (
     FacebookResource,
 )
 from sensors.clicks import click_refetch_3d, click_refetch_30d
-from topicmap import bitly, facebook
+from topicmap.social import bitly, facebook
 
 
 def social_resources() -> dict[str, dg.ConfigurableResource]:

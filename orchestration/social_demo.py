@@ -1,5 +1,5 @@
 """`make demo` support for the social metrics: point the clients at the loopback STAND-IN of the Bit.ly and Facebook
-APIs (topicmap.standins — made-up figures, never the real services), then backfill click totals and fetch Facebook
+APIs (topicmap.demo.standins — made-up figures, never the real services), then backfill click totals and fetch Facebook
 statistics for the demo's topic stories.
 
 Import order matters: the code location reads the base URLs when orchestration.definitions is imported, so
@@ -28,10 +28,10 @@ from resources.social import (
     FACEBOOK_APP_SECRET_ENV,
     FACEBOOK_BASE_URL_ENV,
 )
-from topicmap import refetch
-from topicmap.social_store import topic_story_days, topic_story_timestamps
-from topicmap.standins import StandinDataset, StandinServer
-from topicmap.store import TopicStore
+from topicmap.demo.standins import StandinDataset, StandinServer
+from topicmap.social import refetch
+from topicmap.social.store import topic_story_days, topic_story_timestamps
+from topicmap.store.topic_store import TopicStore
 
 
 def demo_social_config(server: StandinServer) -> dict[str, str]:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from topicmap.store import topicmap_home
+from topicmap.store.topic_store import topicmap_home
 
 ARCHIVE_SUFFIXES = (".csv", ".parquet", ".pq", ".warc", ".warc.gz", ".arc", ".arc.gz")
 

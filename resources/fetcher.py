@@ -6,13 +6,13 @@ from typing import Literal
 
 import dagster as dg
 
-from topicmap.fetch import WebFetcher
-from topicmap.netguard import AddressPolicy
-from topicmap.sources import FetcherSource, WarcReplaySource
-from topicmap.spider import PageSource
-from topicmap.store import TopicStore
-from topicmap.throttle import SqlThrottle
-from topicmap.topics import TopicConfig
+from topicmap.spider.iteration import PageSource
+from topicmap.spider.sources import FetcherSource, WarcReplaySource
+from topicmap.store.topic_store import TopicStore
+from topicmap.topics.declarations import TopicConfig
+from topicmap.web.fetch import WebFetcher
+from topicmap.web.netguard import AddressPolicy
+from topicmap.web.throttle import SqlThrottle
 
 
 class PageSourceResource(dg.ConfigurableResource):

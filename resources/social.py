@@ -2,7 +2,7 @@
 
 Credentials come from ``dg.EnvVar`` (see orchestration/social.py), so Dagster shows the variable's name, never its
 value; the clients mask them in their own messages and in urllib3's debug log. ``base_url`` points a client at the
-real API (default) or at the loopback stand-in (topicmap.standins) in tests and the demo.
+real API (default) or at the loopback stand-in (topicmap.demo.standins) in tests and the demo.
 """
 
 from pathlib import Path
@@ -10,9 +10,9 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from topicmap import bitly, facebook
-from topicmap.rawstore import RawResponseStore
-from topicmap.store import topicmap_home
+from topicmap.social import bitly, facebook
+from topicmap.social.rawstore import RawResponseStore
+from topicmap.store.topic_store import topicmap_home
 
 # Environment variables read by orchestration/social.py (secrets as dg.EnvVar, resolved at run time).
 BITLY_TOKEN_ENV = "TOPICMAP_BITLY_TOKEN"

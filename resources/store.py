@@ -4,7 +4,7 @@ from functools import cache
 
 import dagster as dg
 
-from topicmap.store import TopicStore
+from topicmap.store.topic_store import TopicStore
 
 
 @cache

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from topicmap.topics import TopicConfig, TopicsFile, load_topics
+from topicmap.topics.declarations import TopicConfig, TopicsFile, load_topics
 
 
 class TopicsFileResource(dg.ConfigurableResource):

@@ -1,6 +1,6 @@
 """The click refetch sensors: one run per publication day when its 3-day, then its 30-day click stage is due.
 
-The decisions are in topicmap.refetch (see its docstring); a tick only reads the store's per-day counts and the
+The decisions are in topicmap.social.refetch (see its docstring); a tick only reads the store's per-day counts and the
 instance's in-progress runs, and requests runs with stable run keys, so replaying a tick requests nothing new.
 """
 
@@ -9,9 +9,9 @@ import dagster as dg
 from assets.social import ClickStageConfig, click_totals
 from resources.store import TopicStoreResource
 from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
-from topicmap import refetch
-from topicmap.clicks import STAGE_3D, STAGE_30D
-from topicmap.social_store import days_lacking_stage
+from topicmap.social import refetch
+from topicmap.social.clicks import STAGE_3D, STAGE_30D
+from topicmap.social.store import days_lacking_stage
 
 #: runs requested per tick at most (the rest on the next tick); module-level so tests can lower it
 MAX_DAYS_PER_TICK = refetch.MAX_DAYS_PER_TICK

@@ -10,7 +10,7 @@ from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
-from topicmap.spider_plan import ProgressMark, decide, read_spider_facts
+from topicmap.spider.plan import ProgressMark, decide, read_spider_facts
 
 SPIDER_ASSETS = ["fetched_links", "relevant_stories", "topic_links"]
 #: what runs once a topic has no pending link left (dedup, social metrics, snapshot)

@@ -8,7 +8,7 @@ from assets.partitions import topics_partitions
 from assets.seeds import seeds
 from resources.topics import TopicsFileResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
-from topicmap.topics import TopicConfigError, plan_topic_sync
+from topicmap.topics.declarations import TopicConfigError, plan_topic_sync
 
 
 @dg.sensor(

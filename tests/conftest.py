@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import create_engine, text
 
-from topicmap.store import TopicStore, normalize_database_url
+from topicmap.store.topic_store import TopicStore, normalize_database_url
 
 DEFAULT_TEST_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
 

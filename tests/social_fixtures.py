@@ -10,10 +10,10 @@ from sqlalchemy import select
 
 from resources.social import BitlyResource, FacebookResource
 from resources.store import TopicStoreResource
-from topicmap import schema as s
-from topicmap.standins import StandinDataset, StandinServer
-from topicmap.store import NewStory, TopicStore, now_utc
-from topicmap.topics import TopicConfig
+from topicmap.demo.standins import StandinDataset, StandinServer
+from topicmap.store import schema as s
+from topicmap.store.topic_store import NewStory, TopicStore, now_utc
+from topicmap.topics.declarations import TopicConfig
 
 TOPIC = TopicConfig(name="climate", query="climate", start_date=date(2024, 1, 1), end_date=date(2024, 3, 31))
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from topicmap.fetch import WebFetcher  # noqa: E402
-from topicmap.netguard import AddressPolicy  # noqa: E402
-from topicmap.sources import FetcherSource  # noqa: E402
-from topicmap.spider import Spider  # noqa: E402
-from topicmap.store import TopicStore  # noqa: E402
-from topicmap.throttle import SqlThrottle  # noqa: E402
-from topicmap.topics import TopicConfig  # noqa: E402
+from topicmap.spider.iteration import Spider  # noqa: E402
+from topicmap.spider.sources import FetcherSource  # noqa: E402
+from topicmap.store.topic_store import TopicStore  # noqa: E402
+from topicmap.topics.declarations import TopicConfig  # noqa: E402
+from topicmap.web.fetch import WebFetcher  # noqa: E402
+from topicmap.web.netguard import AddressPolicy  # noqa: E402
+from topicmap.web.throttle import SqlThrottle  # noqa: E402
 
 
 def main() -> None:

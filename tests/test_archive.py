@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from tests.shared_data import WARC_DIR
-from topicmap import schema as s
-from topicmap.archive import ArchiveFileError, parse_drop
-from topicmap.store import TopicStore
+from topicmap.archive.drops import ArchiveFileError, parse_drop
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore
 
 CSV = """url,title,text,publish_date,medium
 https://www.herald.test/2026/02/01/climate,Climate talks,Climate talks resumed.,2026-02-01T10:00:00Z,Daily Herald
@@ -75,7 +75,7 @@ def test_loading_a_drop_twice_adds_nothing(store: TopicStore, tmp_path: Path) ->
 def test_warc_drops_load_story_indexer_archives_and_generic_crawls(store: TopicStore, tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from topicmap.warc import StoryArchiveWriter, StoryRecord
+    from topicmap.archive.warc import StoryArchiveWriter, StoryRecord
 
     html = (
         b"<html><head><title>Climate summit opens - Herald</title></head><body><article><h1>Climate summit opens</h1>"

@@ -10,7 +10,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from topicmap.bitly import (
+from topicmap.demo.standins import StandinDataset, StandinFaults, StandinServer, run_standin_server
+from topicmap.social.bitly import (
     BitlyAuthError,
     BitlyClient,
     BitlyError,
@@ -18,9 +19,8 @@ from topicmap.bitly import (
     recompute_from_raw,
     request_key,
 )
-from topicmap.clicks import stats_window
-from topicmap.rawstore import RawResponseStore
-from topicmap.standins import StandinDataset, StandinFaults, StandinServer, run_standin_server
+from topicmap.social.clicks import stats_window
+from topicmap.social.rawstore import RawResponseStore
 
 SECRET = "s3cret-bitly-token-0123456789"
 URLS = [f"https://news.example.com/2024/01/story-{i}.html" for i in range(20)]

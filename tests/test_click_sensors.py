@@ -22,9 +22,9 @@ from tests.social_fixtures import (
     social_resources,
     week_of_stories,
 )
-from topicmap import refetch
-from topicmap.standins import StandinServer, run_standin_server
-from topicmap.store import NewStory, TopicStore
+from topicmap.demo.standins import StandinServer, run_standin_server
+from topicmap.social import refetch
+from topicmap.store.topic_store import NewStory, TopicStore
 
 JAN10 = date(2024, 1, 10)
 

@@ -1,4 +1,4 @@
-"""The click schedule, stats window and aggregation rules (topicmap.clicks)."""
+"""The click schedule, stats window and aggregation rules (topicmap.social.clicks)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from topicmap.clicks import (
+from topicmap.social.clicks import (
     aggregate_clicks,
     canonical_bitlink,
     clicks_until,

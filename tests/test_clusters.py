@@ -14,17 +14,17 @@ from sklearn.metrics import adjusted_rand_score
 
 from assets.clusters import clusters
 from resources.store import TopicStoreResource
-from topicmap import schema as s
-from topicmap.cluster_store import cluster_count, topic_story_texts
-from topicmap.clusters import (
+from topicmap.clusters.model import (
     _projection,
     cluster_stories,
     mutation_graph,
     render_cluster_timeline,
     stream_clusters,
 )
-from topicmap.store import NewStory, TopicStore, now_utc
-from topicmap.topics import TopicConfig
+from topicmap.clusters.store import cluster_count, topic_story_texts
+from topicmap.store import schema as s
+from topicmap.store.topic_store import NewStory, TopicStore, now_utc
+from topicmap.topics.declarations import TopicConfig
 
 VOCABULARIES = {
     "election": [

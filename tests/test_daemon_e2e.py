@@ -15,8 +15,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from topicmap import schema as s
-from topicmap.store import TopicStore
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.daemon

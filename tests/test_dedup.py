@@ -1,11 +1,11 @@
-"""topicmap.dedup: dup-media chains, title keys, story dedup groups, media merge plans, link remapping."""
+"""topicmap.dedup.rules: dup-media chains, title keys, story dedup groups, media merge plans, link remapping."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from topicmap.dedup import (
+from topicmap.dedup.rules import (
     REASON_TITLE,
     REASON_URL,
     DuplicateMediaCycleError,

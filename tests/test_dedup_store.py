@@ -7,17 +7,17 @@ from datetime import UTC, date, datetime
 import pytest
 from sqlalchemy import select, update
 
-from topicmap import schema as s
-from topicmap.dedup import MergeCycleError
-from topicmap.dedup_store import (
+from topicmap.dedup.rules import MergeCycleError
+from topicmap.dedup.store import (
     cross_media_link_count,
     declare_duplicate_media,
     find_near_duplicates,
     merge_duplicate_media,
     merge_duplicate_stories,
 )
-from topicmap.store import NewStory, TopicStore, now_utc
-from topicmap.topics import TopicConfig
+from topicmap.store import schema as s
+from topicmap.store.topic_store import NewStory, TopicStore, now_utc
+from topicmap.topics.declarations import TopicConfig
 
 ARTICLE = (
     "The regional council approved a new plan on Tuesday to cut carbon emissions from public buildings by "
@@ -268,8 +268,8 @@ def test_near_dups_command_finds_the_copies_of_a_url_or_a_text(store: TopicStore
 
 
 def test_topic_stories_export_as_story_indexer_warc_and_read_back(store: TopicStore, tmp_path) -> None:  # noqa: ANN001
-    from topicmap.warc import read_story_archive
-    from topicmap.warc_export import export_topic_warc
+    from topicmap.archive.warc import read_story_archive
+    from topicmap.archive.warc_export import export_topic_warc
 
     topics_id, ids = build_topic(store)
     page = (

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 import requests
 
-from topicmap.demo_server import serve_demo_web
-from topicmap.demo_web import DEMO_SUBJECT, DemoWeb, generate_demo_web
+from topicmap.demo.server import serve_demo_web
+from topicmap.demo.web import DEMO_SUBJECT, DemoWeb, generate_demo_web
 
 SMALL = {"seed": 11, "n_media": 14, "n_stories": 400, "months": 2}
 PARAGRAPH = re.compile(r"<p>(.*?)</p>", re.S)
@@ -89,7 +89,7 @@ def test_same_seed_gives_identical_web_and_other_seed_differs(small_web: DemoWeb
 
 def test_subprocess_with_other_hash_seed_gives_same_digest(small_web: DemoWeb) -> None:
     code = (
-        "from datetime import date\nfrom topicmap.demo_web import generate_demo_web\n"
+        "from datetime import date\nfrom topicmap.demo.web import generate_demo_web\n"
         f"print(generate_demo_web(**{SMALL!r}).digest())"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345")
@@ -290,7 +290,7 @@ def test_not_clause_is_needed_and_raw_pages_behave(web: DemoWeb) -> None:
 
 
 def test_topicmap_query_engine_agrees_when_available(web: DemoWeb) -> None:
-    query_module = pytest.importorskip("topicmap.query")
+    query_module = pytest.importorskip("topicmap.topics.query")
     for subject in web.subjects:
         parsed = query_module.parse(web.topic_query_for(subject))
         for row in web.archive_stories[::7]:
@@ -395,7 +395,7 @@ def test_archive_csv_and_parquet_round_trip(small_web: DemoWeb, tmp_path) -> Non
     assert pq.read_table(with_html).column("html").to_pylist() == [
         r["html"] for r in small_web.archive_stories
     ]
-    from topicmap.archive import parse_drop
+    from topicmap.archive.drops import parse_drop
 
     for path in (csv_path, parquet_path):
         drop = parse_drop(path)

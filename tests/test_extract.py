@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.shared_data import NEWS_HTML
-from topicmap.extract import (
+from topicmap.web.extract import (
     MAX_HTML_BYTES,
     ExtractedStory,
     decode_html,

@@ -8,14 +8,14 @@ from datetime import timedelta
 
 import pytest
 
-from topicmap.facebook import (
+from topicmap.demo.standins import StandinDataset, StandinFaults, StandinServer, run_standin_server
+from topicmap.social.facebook import (
     FacebookAuthError,
     FacebookClient,
     FacebookError,
     FacebookRateLimitError,
     never_works_reason,
 )
-from topicmap.standins import StandinDataset, StandinFaults, StandinServer, run_standin_server
 
 APP_ID = "1234567890"
 SECRET = "fb-app-secret-abcdef987654"

@@ -15,15 +15,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.faultserver import PDF_BYTES, FaultServer, gzip_bomb
-from topicmap.fetch import (
+from topicmap.web.fetch import (
     DEFAULT_USER_AGENT,
     FetchOutcome,
     WebFetcher,
     meta_refresh_target,
     retry_after_seconds,
 )
-from topicmap.netguard import AddressPolicy
-from topicmap.throttle import MemoryThrottle
+from topicmap.web.netguard import AddressPolicy
+from topicmap.web.throttle import MemoryThrottle
 
 MEMORY_BOUND = 25 * 1000 * 1000  # the cap is 10 MiB; 50 MB or 1 GiB must never be held
 

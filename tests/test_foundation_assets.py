@@ -15,8 +15,8 @@ from resources.archive import ArchiveDropsResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from sensors.topics import topic_registry
-from topicmap import schema as s
-from topicmap.store import TopicStore
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore
 
 DROP = """url,title,text,publish_date,medium
 https://www.herald.test/2026/01/10/a,Climate summit opens,Delegates discuss carbon emissions.,2026-01-10,Herald

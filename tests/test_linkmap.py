@@ -1,4 +1,4 @@
-"""The media link map: GEXF export and rendered picture (topicmap.linkmap)."""
+"""The media link map: GEXF export and rendered picture (topicmap.snapshots.linkmap)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from matplotlib import image as mpimg
 
-from topicmap.linkmap import link_map_graph, render_link_map, write_gexf
+from topicmap.snapshots.linkmap import link_map_graph, render_link_map, write_gexf
 
 
 def media_counts() -> pd.DataFrame:

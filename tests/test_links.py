@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.shared_data import NEWS_HTML
-from topicmap.links import (
+from topicmap.web.links import (
     IGNORE_LINK_PATTERN,
     IGNORE_LINK_PATTERNS,
     MAX_SELF_LINKS,
@@ -18,7 +18,7 @@ from topicmap.links import (
     is_self_link,
     skip_self_link,
 )
-from topicmap.urls import is_http_url, normalize_url_lossy
+from topicmap.web.urls import is_http_url, normalize_url_lossy
 
 PARAGRAPH = (
     "The city council met on Tuesday evening to debate the new transit plan, which would add three bus "

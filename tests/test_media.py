@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topicmap.media import medium_url_and_name
+from topicmap.web.media import medium_url_and_name
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
-from topicmap.netguard import AddressPolicy, AddressRefused, GuardedHTTPAdapter, check_address
+from topicmap.web.netguard import AddressPolicy, AddressRefused, GuardedHTTPAdapter, check_address
 
 
 @pytest.mark.parametrize(

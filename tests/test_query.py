@@ -1,4 +1,4 @@
-"""Tests for topicmap.query: the boolean topic query language and its matching semantics."""
+"""Tests for topicmap.topics.query: the boolean topic query language and its matching semantics."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topicmap.query import QuerySyntaxError, TopicQuery, parse
+from topicmap.topics.query import QuerySyntaxError, TopicQuery, parse
 
 
 def hits(query: str, *texts: str) -> list[bool]:

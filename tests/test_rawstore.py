@@ -1,4 +1,4 @@
-"""The raw-response store: gzip JSON files, atomic, idempotent, listable (topicmap.rawstore)."""
+"""The raw-response store: gzip JSON files, atomic, idempotent, listable (topicmap.social.rawstore)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from topicmap.rawstore import RawResponseStore
+from topicmap.social.rawstore import RawResponseStore
 
 
 def test_put_writes_gzip_json_under_kind_and_get_reads_it_back(tmp_path) -> None:

@@ -1,4 +1,4 @@
-"""When a publication day's click stage is due, and which runs a refetch sensor tick requests (topicmap.refetch)."""
+"""When a publication day's click stage is due, and which runs a refetch sensor tick requests (topicmap.social.refetch)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from topicmap import refetch
-from topicmap.refetch import (
+from topicmap.social import refetch
+from topicmap.social.refetch import (
     DayCandidate,
     busy_days,
     day_due_at,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topicmap.robots import RobotsRules, product_token
+from topicmap.web.robots import RobotsRules, product_token
 
 
 def test_longest_match_wins_regardless_of_order() -> None:

@@ -1,4 +1,4 @@
-"""topicmap.simhash: fingerprints, exact near-duplicate pairs, the stored index, the verifying stage."""
+"""topicmap.dedup.simhash: fingerprints, exact near-duplicate pairs, the stored index, the verifying stage."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from topicmap.simhash import (
+from topicmap.dedup.simhash import (
     FEATURE_VERSION,
     NearDuplicateIndex,
     fingerprint,
@@ -144,7 +144,7 @@ def test_fingerprint_golden_value_is_stable() -> None:
 
 def test_fingerprint_is_the_same_in_another_process() -> None:
     code = (
-        "from topicmap.simhash import fingerprint;"
+        "from topicmap.dedup.simhash import fingerprint;"
         f"print(fingerprint({GOLDEN_TEXT!r}), fingerprint('Ünïcödé tëxt — 東京 と 大阪', early_weight=0.5))"
     )
     env_seed = {"PYTHONHASHSEED": "12345"}  # a different str-hash salt must not matter

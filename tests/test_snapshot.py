@@ -1,4 +1,4 @@
-"""Snapshots against hand-computed answers (topicmap.snapshot).
+"""Snapshots against hand-computed answers (topicmap.snapshots.compute).
 
 The main fixture is a small topic, 2026-01-07 (a Wednesday) to 2026-02-10 (a Tuesday), whose every count is
 worked out by hand below. Media: A=1, B=2, C=3 (links to itself), D=4, E=5 (no links).
@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from topicmap.snapshot import (
+from topicmap.snapshots.compute import (
     MEDIA_CSV_COLUMNS,
     STORY_CSV_COLUMNS,
     Timespan,

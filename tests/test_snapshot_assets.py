@@ -1,4 +1,4 @@
-"""The snapshots asset, its checks, the store side (topicmap.snapshot_store) and the snapshot_cli command.
+"""The snapshots asset, its checks, the store side (topicmap.snapshots.store) and the snapshot_cli command.
 
 A small topic is built in the store by hand (SQLite and PostgreSQL), 2026-01-05 (Monday) to 2026-02-08
 (Sunday), with a custom timespan "launch" = 2026-01-12..2026-01-18. Every count below is worked out by hand.
@@ -56,12 +56,11 @@ from sqlalchemy import insert, select, text
 from assets.snapshots import EMBED_MAX_BYTES, png_markdown, snapshot_files_intact, snapshots
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from topicmap import schema as s
-from topicmap import snapshot_store
-from topicmap.snapshot import Timespan, compute_snapshot
-from topicmap.snapshot_cli import format_snapshot_paths
-from topicmap.snapshot_cli import main as snapshot_cli
-from topicmap.snapshot_store import (
+from topicmap.snapshots import store as snapshot_store
+from topicmap.snapshots.cli import format_snapshot_paths
+from topicmap.snapshots.cli import main as snapshot_cli
+from topicmap.snapshots.compute import Timespan, compute_snapshot
+from topicmap.snapshots.store import (
     CHECK_DATES,
     CHECK_LINK_COUNTS,
     CHECK_TOPIC_STORIES,
@@ -73,8 +72,9 @@ from topicmap.snapshot_store import (
     snapshot_key,
     snapshot_paths,
 )
-from topicmap.store import StoreError, TopicStore
-from topicmap.topics import load_topics
+from topicmap.store import schema as s
+from topicmap.store.topic_store import StoreError, TopicStore
+from topicmap.topics.declarations import load_topics
 
 TOPIC = "snaptest"
 TOPICS_YAML = f"""topics:
@@ -639,7 +639,7 @@ def test_duplicate_chains_resolve_vectorized_and_cycles_are_named() -> None:
 
 def test_ids_map_through_an_empty_chain_table_unchanged() -> None:
     # a topic with no duplicate media and no merges (found by the daemon end-to-end run)
-    from topicmap.snapshot_store import _map_ids
+    from topicmap.snapshots.store import _map_ids
 
     ids = np.array([3, 1, 2])
     empty = np.array([], dtype=np.int64)

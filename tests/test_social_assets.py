@@ -24,13 +24,13 @@ from tests.social_fixtures import (
     story_url,
     week_of_stories,
 )
-from topicmap import refetch
-from topicmap import schema as s
-from topicmap.bitly import recompute_from_raw
-from topicmap.clicks import clicks_until
-from topicmap.facebook import EngagementResult
-from topicmap.rawstore import RawResponseStore
-from topicmap.social_store import (
+from topicmap.demo.standins import StandinFaults, run_standin_server
+from topicmap.social import refetch
+from topicmap.social.bitly import recompute_from_raw
+from topicmap.social.clicks import clicks_until
+from topicmap.social.facebook import EngagementResult
+from topicmap.social.rawstore import RawResponseStore
+from topicmap.social.store import (
     ClickStory,
     canonical_link,
     click_rows,
@@ -45,8 +45,8 @@ from topicmap.social_store import (
     upsert_story_statistics,
     write_click_parquet,
 )
-from topicmap.standins import StandinFaults, run_standin_server
-from topicmap.store import NewStory, TopicStore
+from topicmap.store import schema as s
+from topicmap.store.topic_store import NewStory, TopicStore
 
 NOW = at(date(2024, 3, 1), 12)
 JAN10 = date(2024, 1, 10)

@@ -8,11 +8,11 @@ from datetime import UTC, date, datetime
 import pytest
 from sqlalchemy import select
 
-from topicmap import schema as s
-from topicmap.fetch import FetchOutcome
-from topicmap.spider import Spider, SpiderError
-from topicmap.store import NewStory, TopicStore
-from topicmap.topics import TopicConfig
+from topicmap.spider.iteration import Spider, SpiderError
+from topicmap.store import schema as s
+from topicmap.store.topic_store import NewStory, TopicStore
+from topicmap.topics.declarations import TopicConfig
+from topicmap.web.fetch import FetchOutcome
 
 
 def page(title: str, body: str, links: Iterable[str] = (), day: str = "2026-02-10") -> bytes:

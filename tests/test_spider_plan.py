@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from topicmap.spider_plan import ProgressMark, SpiderFacts, decide
+from topicmap.spider.plan import ProgressMark, SpiderFacts, decide
 
 BASE = SpiderFacts(
     topic="climate",

@@ -13,9 +13,9 @@ from sqlalchemy import update
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from sensors.spider import SpiderSensorConfig, spider_iterations
-from topicmap import schema as s
-from topicmap.store import TopicStore, now_utc
-from topicmap.topics import load_topics
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore, now_utc
+from topicmap.topics.declarations import load_topics
 
 TOPICS = """topics:
   - name: sensed

@@ -19,13 +19,13 @@ from sqlalchemy import func, select
 
 from tests.faultserver import FaultServer
 from tests.linkweb import LinkWeb, page_url
-from topicmap import schema as s
-from topicmap.fetch import WebFetcher
-from topicmap.netguard import AddressPolicy
-from topicmap.sources import FetcherSource
-from topicmap.spider import Spider
-from topicmap.store import NewStory, TopicStore
-from topicmap.topics import TopicConfig
+from topicmap.spider.iteration import Spider
+from topicmap.spider.sources import FetcherSource
+from topicmap.store import schema as s
+from topicmap.store.topic_store import NewStory, TopicStore
+from topicmap.topics.declarations import TopicConfig
+from topicmap.web.fetch import WebFetcher
+from topicmap.web.netguard import AddressPolicy
 
 WORKER = Path(__file__).resolve().parent / "spider_worker.py"
 
@@ -217,7 +217,7 @@ def test_spidering_from_a_warc_replay_is_offline_and_reproducible(tmp_path: Path
     from warcio.warcwriter import WARCWriter
 
     from tests.linkweb import page_html
-    from topicmap.sources import WarcReplaySource
+    from topicmap.spider.sources import WarcReplaySource
 
     n, hosts = 12, 3
     warc = tmp_path / "crawl.warc.gz"

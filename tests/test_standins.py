@@ -1,4 +1,4 @@
-"""The loopback stand-in of the Bit.ly v3 and Facebook Graph APIs (topicmap.standins), spoken to over real HTTP."""
+"""The loopback stand-in of the Bit.ly v3 and Facebook Graph APIs (topicmap.demo.standins), spoken to over real HTTP."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 import requests
 
-from topicmap.standins import (
+from topicmap.demo.standins import (
     CLICK_DAYS,
     StandinDataset,
     StandinFaults,

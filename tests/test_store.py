@@ -8,9 +8,9 @@ from datetime import UTC, date, datetime
 import pytest
 from sqlalchemy import inspect, select, update
 
-from topicmap import schema as s
-from topicmap.store import NewStory, StoreError, TopicStore, decompress_page
-from topicmap.topics import TopicConfig
+from topicmap.store import schema as s
+from topicmap.store.topic_store import NewStory, StoreError, TopicStore, decompress_page
+from topicmap.topics.declarations import TopicConfig
 
 
 def _story(url: str, title: str = "A title", day: int = 5, medium: str | None = None) -> NewStory:

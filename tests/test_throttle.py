@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
 from tests.faultserver import FaultServer
-from topicmap.throttle import (
+from topicmap.web.throttle import (
     DEFAULT_INTERVAL,
     MemoryThrottle,
     SqlThrottle,
@@ -200,8 +200,8 @@ def _spider_topic(
     results,
 ) -> None:
     """One "topic run": fetch ``urls`` through the store's throttle (or a private in-memory one)."""
-    from topicmap.fetch import WebFetcher
-    from topicmap.netguard import AddressPolicy
+    from topicmap.web.fetch import WebFetcher
+    from topicmap.web.netguard import AddressPolicy
 
     if database is None:
         throttle = MemoryThrottle()

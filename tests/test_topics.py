@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from topicmap.topics import TopicConfigError, load_topics, plan_topic_sync
+from topicmap.topics.declarations import TopicConfigError, load_topics, plan_topic_sync
 
 GOOD = """
 topics:

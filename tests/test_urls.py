@@ -1,10 +1,10 @@
-"""URL rules from the fact sheet (§4, §12), including the Media Cloud bugs fixed in topicmap.urls."""
+"""URL rules from the fact sheet (§4, §12), including the Media Cloud bugs fixed in topicmap.web.urls."""
 
 from __future__ import annotations
 
 import pytest
 
-from topicmap.urls import (
+from topicmap.web.urls import (
     MAX_URL_LENGTH,
     distinctive_domain,
     fix_common_url_mistakes,

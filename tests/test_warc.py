@@ -1,4 +1,4 @@
-"""Tests for topicmap.warc: story-indexer layout writer/reader, generic WARC/ARC reading, replay."""
+"""Tests for topicmap.archive.warc: story-indexer layout writer/reader, generic WARC/ARC reading, replay."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from tests.shared_data import WARC_DIR
-from topicmap.warc import (
+from topicmap.archive.warc import (
     METADATA_CONTENT_TYPE,
     ArchiveStoryError,
     StoryArchiveWriter,

@@ -8,8 +8,8 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from topicmap import extract, links, media, urls
-from topicmap.extract import ExtractedStory
+from topicmap.web import extract, links, media, urls
+from topicmap.web.extract import ExtractedStory
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

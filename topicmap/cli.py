@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 from sqlalchemy import select
 
-from topicmap import schema as s
-from topicmap.dedup_store import SIMHASH_FEATURE_VERSION, simhashes_from_db
-from topicmap.simhash import DEFAULT_MIN_JACCARD, NearDuplicateIndex, fingerprint, jaccard, shingle_set
-from topicmap.store import TopicStore
-from topicmap.urls import url_variants
+from topicmap.dedup.simhash import DEFAULT_MIN_JACCARD, NearDuplicateIndex, fingerprint, jaccard, shingle_set
+from topicmap.dedup.store import SIMHASH_FEATURE_VERSION, simhashes_from_db
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore
+from topicmap.web.urls import url_variants
 
 
 def near_dups(
@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{match['url']}  {match['title'] or ''}"
             )
         return 0
-    from topicmap.snapshot_cli import main as snapshot_main
+    from topicmap.snapshots.cli import main as snapshot_main
 
     return snapshot_main(
         [args.topic] + (["--snapshot-id", str(args.snapshot_id)] if args.snapshot_id else [])

@@ -1,0 +1,548 @@
+"""Duplicate media and duplicate stories: pure planning over plain records (no database).
+
+What is decided here, and what Media Cloud did (fact sheet §8, §9):
+
+- ``resolve_dup_media``: ``media.dup_media_id`` chains are followed to their end. Media Cloud's
+  ``_get_deduped_medium`` recursed with no cycle guard; here a cycle is an error naming its media.
+- ``normalized_title``: the dedup key of a title (§8a) with the title-part rules of §8b.
+- ``find_duplicate_stories``: stories of one medium that are the same story (same normalized title and
+  publish day, or same lossy URL), grouped transitively, each group merged into one survivor.
+- ``plan_media_merges``: where each story of a duplicate medium goes (merged into a matching story of
+  the final medium, or moved there).
+- ``resolve_merge_map``, ``remap_links``, ``merged_iteration``: apply a merge map to links and iterations.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from collections.abc import Hashable, Iterable, Mapping
+from urllib.parse import urlsplit
+
+import numpy as np
+import pandas as pd
+
+REASON_TITLE = "same title and day"
+REASON_URL = "same lossy url"
+REASON_MEDIUM = "duplicate medium"
+
+NO_TITLE = "(no title)"
+MAX_TITLE_CHARS = 1023
+MIN_LONGEST_PART_CHARS = 32  # §8a: a part shorter than this is too generic to stand for the title
+MIN_KEY_WORDS = 3  # a reduced key of 1-2 words ("home", "live updates") is too generic: keep the whole
+HOMEPAGE_MAX_TITLE_WORDS = 4  # §8b: a full title of < 5 words is treated as a likely home page
+TITLE_GROUP_MAX_STORIES = 26  # §8b: a title shared by >= 26 stories ...
+TITLE_GROUP_MAX_SPAN_DAYS = 7  # ... spanning >= 7 days is a recurring title, not one story
+URL_GROUP_MAX_STORIES = 5  # §8b: only lossy-URL groups of 2-5 stories count
+
+# §8b: one leading word of these, followed by a separator, is a section label, not part of the title.
+# ("op-ed" appears as "oped": keys are compared after punctuation is removed.)
+TITLE_PREFIX_WORDS = frozenset(
+    (  # noqa: SIM905 - the word list reads as in the fact sheet
+        "opinion analysis report perspective poll watch exclusive editorial reports breaking nyt subject "
+        "source wapo sources video study photos cartoon cnn today wsj review timeline revealed gallup ap "
+        "read experts oped commentary feature letters survey"
+    ).split()
+)
+
+_TAG_RE = re.compile(r"<[^>]*>")
+# Separators of title parts (§8a: "- ", ":" and "|"). Media Cloud knew only the ASCII hyphen; en and em
+# dashes followed by a space separate parts just as often ("Title – Site"), so they count too.
+_SEPARATOR_RE = re.compile(r"[-\u2013\u2014]\s|[:|]")
+_SEPARATOR = "\x00"
+_SPACE_RE = re.compile(r"\s+")
+
+
+class MergeCycleError(ValueError):
+    """A merge map (or dup_media_id map) points in a circle; ``ids`` lists the circle in order."""
+
+    kind = "merge map"
+
+    def __init__(self, ids: list[Hashable]) -> None:
+        self.ids = ids
+        chain = " -> ".join(str(i) for i in [*ids, ids[0]])
+        super().__init__(f"{self.kind} has a cycle: {chain}")
+
+
+class DuplicateMediaCycleError(MergeCycleError):
+    """dup_media_id chain that never ends; ``media_ids`` lists the media of the cycle in order."""
+
+    kind = "dup_media_id"
+
+    @property
+    def media_ids(self) -> list[Hashable]:
+        return self.ids
+
+
+def _resolve_chains(
+    pointers: Mapping[Hashable, Hashable | None], error: type[MergeCycleError]
+) -> dict[Hashable, Hashable]:
+    """Final target of every key (and every target), following pointers iteratively; a cycle raises."""
+    final: dict[Hashable, Hashable] = {}
+    nodes = list(pointers)
+    nodes += [t for t in pointers.values() if t is not None and not _is_missing(t) and t not in pointers]
+    for start in nodes:
+        path: list[Hashable] = []
+        on_path: set[Hashable] = set()
+        node = start
+        while node not in final:
+            if node in on_path:
+                cycle = path[path.index(node) :]
+                raise error(cycle)
+            path.append(node)
+            on_path.add(node)
+            target = pointers.get(node)
+            if target is None or _is_missing(target):
+                final[node] = node
+                break
+            node = target
+        end = final[node]
+        for visited in path:
+            final[visited] = end
+    return final
+
+
+def _is_missing(value: object) -> bool:
+    return (
+        value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA or value is pd.NaT
+    )
+
+
+def resolve_dup_media(dup_media_id: Mapping[int, int | None]) -> dict[int, int]:
+    """Final medium for every medium in ``dup_media_id`` (media_id -> dup_media_id or None).
+
+    A medium without a dup maps to itself; a target missing from the mapping is taken as final. A cycle
+    (including a medium pointing at itself) raises DuplicateMediaCycleError naming the media in it.
+    """
+    return _resolve_chains(dup_media_id, DuplicateMediaCycleError)  # type: ignore[return-value]
+
+
+def resolve_merge_map(merge_map: Mapping[int, int]) -> dict[int, int]:
+    """Follow merged-story chains (A -> B, B -> C gives A -> C); only merged ids are returned."""
+    final = _resolve_chains(merge_map, MergeCycleError)
+    return {source: final[source] for source in merge_map}  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Titles
+
+
+class _PunctuationTable(dict):
+    """str.translate table deleting Unicode punctuation and symbols (categories P* and S*), lazily filled.
+
+    Media Cloud's SQL used POSIX [[:punct:]] (ASCII punctuation and symbols). Its 2018 Python port wrote
+    the same class into a Python regex, where ``[[:punct:]]`` is just the characters ``[ : p u n c t``
+    followed by "]": it removed almost nothing (a bug its tests did not catch). The Unicode categories
+    are the real class, and also cover curly quotes, dashes and CJK punctuation.
+    """
+
+    def __missing__(self, codepoint: int) -> int | None:
+        value = None if unicodedata.category(chr(codepoint))[0] in "PS" else codepoint
+        self[codepoint] = value
+        return value
+
+
+_PUNCTUATION = _PunctuationTable()
+
+
+def _clean_parts(title: str) -> list[str]:
+    """Tags and entities stripped, casefolded, split into parts at separators, punctuation removed."""
+    # Tags first, then entities: unescaping first would turn "&lt;b&gt;" text into a fake tag. Media Cloud
+    # deleted "&[a-z0-9]*" instead of decoding it, which also ate the letter of "caf&eacute;".
+    text = html.unescape(_TAG_RE.sub(" ", title)).casefold()
+    text = _SEPARATOR_RE.sub(_SEPARATOR, text)
+    text = text[: MAX_TITLE_CHARS * 2]
+    parts = []
+    for raw_part in text.split(_SEPARATOR):
+        part = _SPACE_RE.sub(" ", raw_part.translate(_PUNCTUATION)).strip()
+        if part:
+            parts.append(part)
+    return parts
+
+
+def _site_name_variants(medium_name: str | None) -> set[str]:
+    """Normalized forms a medium's name takes in its titles: full, without "the", initials (NYT)."""
+    if not medium_name:
+        return set()
+    name = " ".join(_clean_parts(medium_name))
+    if not name:
+        return set()
+    variants = {name, name.replace(" ", "")}
+    words = name.split()
+    if words[0] == "the" and len(words) > 1:
+        words = words[1:]
+        variants.add(" ".join(words))
+    if len(words) >= 2:
+        variants.add("".join(w[0] for w in words))
+    # A domain-like name ("nytimes.com" lost its dot to punctuation): also its first label.
+    if medium_name and "." in medium_name:
+        variants.add(" ".join(_clean_parts(medium_name.split(".")[0])))
+    return {v for v in variants if v}
+
+
+def normalized_title(title: str, medium_name: str | None = None) -> str:
+    """Dedup key of a story title (fact sheet §8a with the title-part rules of §8b).
+
+    1. Tags stripped, entities decoded, casefolded; "- ", "–/— ", ":" and "|" separate title parts;
+       Unicode punctuation and symbols removed; whitespace collapsed; at most 1023 characters.
+    2. A leading section word ("Opinion |", "Analysis:", §8b list) and leading or trailing parts that are
+       the medium's name (full, without "The", initials: " - NYT", "Washington Post: ") are dropped,
+       unless nothing would remain.
+    3. If the longest remaining part has >= 32 characters and is not the medium's name, it is the key
+       (§8a); otherwise the remaining parts joined are.
+    4. A key of fewer than 3 words ("home", "live updates") is too generic: the whole title is the key.
+    """
+    if not isinstance(title, str):
+        raise TypeError(f"title must be str, got {type(title).__name__}")
+    parts = _clean_parts(title)
+    if not parts:
+        return ""
+    whole = " ".join(parts)[:MAX_TITLE_CHARS].strip()
+    sites = _site_name_variants(medium_name)
+    core = list(parts)
+    if len(core) > 1 and core[0] in TITLE_PREFIX_WORDS:
+        core = core[1:]
+    while len(core) > 1 and core[0] in sites:
+        core = core[1:]
+    while len(core) > 1 and core[-1] in sites:
+        core = core[:-1]
+    longest = max(core, key=len)
+    if len(core) > 1 and len(longest) >= MIN_LONGEST_PART_CHARS and longest not in sites:
+        key = longest
+    else:
+        key = " ".join(core)
+    if key in sites or len(key.split()) < MIN_KEY_WORDS:
+        return whole
+    return key[:MAX_TITLE_CHARS].strip()
+
+
+def _title_word_count(title: str) -> int:
+    return sum(len(part.split()) for part in _clean_parts(title))
+
+
+def _is_titled(title: object) -> bool:
+    return isinstance(title, str) and title.strip() != "" and title.strip().casefold() != NO_TITLE
+
+
+def _title_matchable(title: object, url: object) -> bool:
+    """May this story be matched by title? Not without a real title, nor when it looks like a home page
+    (§8b: a full title of < 5 words, or a URL with an empty or "/" path)."""
+    return (
+        _is_titled(title)
+        and _title_word_count(title) > HOMEPAGE_MAX_TITLE_WORDS  # type: ignore[arg-type]
+        and not _is_homepage(url)
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Story dedup
+
+
+def _lossy(url: object) -> str | None:
+    from topicmap.web.urls import normalize_url_lossy
+
+    if not isinstance(url, str) or not url.strip():
+        return None
+    return normalize_url_lossy(url)
+
+
+def _is_homepage(url: object) -> bool:
+    """§8b's home-page test: the URL path is empty or "/" (front pages change title and text daily)."""
+    if not isinstance(url, str) or not url.strip():
+        return False
+    try:
+        return urlsplit(url.strip()).path in ("", "/")
+    except ValueError:
+        return False
+
+
+class _UnionFind:
+    def __init__(self, n: int) -> None:
+        self.parent = np.arange(n)
+
+    def find(self, x: int) -> int:
+        root = x
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[x] != root:
+            self.parent[x], x = root, self.parent[x]
+        return int(root)
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+REQUIRED_STORY_COLUMNS = ("stories_id", "media_id", "url", "title", "publish_date")
+
+
+def _check_columns(frame: pd.DataFrame, required: Iterable[str], what: str) -> None:
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"{what} must be a pandas DataFrame, got {type(frame).__name__}")
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} is missing columns: {', '.join(missing)}")
+
+
+def _publish_dates(values: pd.Series) -> pd.Series:
+    """Publish dates as UTC timestamps (naive values are taken as UTC); unparseable -> NaT."""
+    return pd.to_datetime(values, errors="coerce", utc=True, format="mixed")
+
+
+def _text_amount(stories: pd.DataFrame) -> pd.Series:
+    """How much text a story has: sentence_count, else text_length, else length of `text`, else 0."""
+    for column in ("sentence_count", "text_length"):
+        if column in stories.columns:
+            return pd.to_numeric(stories[column], errors="coerce").fillna(0)
+    if "text" in stories.columns:
+        return stories["text"].map(lambda t: len(t) if isinstance(t, str) else 0)
+    return pd.Series(0, index=stories.index)
+
+
+def survivor_order(stories: pd.DataFrame) -> pd.DataFrame:
+    """``stories`` sorted best survivor first: most text, then earliest publish date, then lowest id.
+
+    Why: Media Cloud keeps the story with the most sentences (its text is the most complete); among
+    equals the earliest published is the original, and the lowest id the first one collected.
+    """
+    ranked = stories.assign(
+        _text=_text_amount(stories).to_numpy(),
+        _date=_publish_dates(stories["publish_date"]).to_numpy(),
+    )
+    ranked = ranked.sort_values(
+        ["_text", "_date", "stories_id"], ascending=[False, True, True], na_position="last"
+    )
+    return ranked.drop(columns=["_text", "_date"])
+
+
+def find_duplicate_stories(stories: pd.DataFrame) -> pd.DataFrame:
+    """Stories to merge within each medium: rows (stories_id, keep_stories_id, reason).
+
+    Input columns: stories_id, media_id, url, title, publish_date; optional guid, medium_name (for the
+    title's site-name rules), sentence_count or text_length (for the survivor). Two stories of the SAME
+    medium are one story if either
+
+    - their normalized titles are equal and they were published the same (UTC) day. Never for empty or
+      "(no title)" titles, undated stories, titles of < 5 words or URLs with an empty or "/" path (§8b:
+      likely a home page), nor for a title that the medium used for >= 26 stories over >= 7 days (a recurring title
+      like "Letters to the editor", §8b);
+    - or their lossy-normalized URL (or guid) is equal, in a group of at most 5 stories (§8b; a larger
+      group means the normalization collapsed different pages).
+
+    Groups are transitive (A~B by title, B~C by URL: one group). The survivor of a group is the story
+    with the most text, then the earliest publish date, then the lowest stories_id. Reason is "same lossy
+    url" when the merged story has a URL match in its group, else "same title and day".
+    """
+    _check_columns(stories, REQUIRED_STORY_COLUMNS, "stories")
+    empty = pd.DataFrame(
+        {
+            "stories_id": pd.Series(dtype="int64"),
+            "keep_stories_id": pd.Series(dtype="int64"),
+            "reason": pd.Series(dtype="object"),
+        }
+    )
+    if stories.empty:
+        return empty
+    if stories["stories_id"].duplicated().any():
+        dup = stories.loc[stories["stories_id"].duplicated(), "stories_id"].tolist()[:5]
+        raise ValueError(f"stories has repeated stories_id: {dup}")
+    frame = stories.reset_index(drop=True)
+    n = len(frame)
+    medium_names = frame["medium_name"] if "medium_name" in frame.columns else pd.Series([None] * n)
+    publish = _publish_dates(frame["publish_date"])
+    union = _UnionFind(n)
+    via_url = np.zeros(n, dtype=bool)
+
+    # Same lossy URL (or guid) within a medium.
+    url_keys: dict[tuple[Hashable, str], list[int]] = {}
+    url_columns = ["url", "guid"] if "guid" in frame.columns else ["url"]
+    for row, (media_id, *urls) in enumerate(frame[["media_id", *url_columns]].itertuples(index=False)):
+        for key in {k for k in (_lossy(u) for u in urls) if k}:
+            url_keys.setdefault((media_id, key), []).append(row)
+    for members in url_keys.values():
+        if 2 <= len(set(members)) <= URL_GROUP_MAX_STORIES:
+            for other in members[1:]:
+                union.union(members[0], other)
+            via_url[members] = True
+
+    # Same normalized title and publish day within a medium.
+    title_rows: dict[tuple[Hashable, str], list[int]] = {}
+    for row in range(n):
+        title = frame.at[row, "title"]
+        if pd.isna(publish.iloc[row]) or not _title_matchable(title, frame.at[row, "url"]):
+            continue
+        name = medium_names.iloc[row]
+        key = normalized_title(title, name if isinstance(name, str) else None)
+        if key:
+            title_rows.setdefault((frame.at[row, "media_id"], key), []).append(row)
+    for members in title_rows.values():
+        if len(members) < 2:
+            continue
+        days = publish.iloc[members].dt.floor("D")
+        span_days = (days.max() - days.min()).days
+        if len(members) >= TITLE_GROUP_MAX_STORIES and span_days >= TITLE_GROUP_MAX_SPAN_DAYS:
+            continue  # a recurring title: refused as too broad
+        by_day: dict[pd.Timestamp, list[int]] = {}
+        for row, day in zip(members, days, strict=True):
+            by_day.setdefault(day, []).append(row)
+        for same_day in by_day.values():
+            if len(same_day) > 1:
+                for other in same_day[1:]:
+                    union.union(same_day[0], other)
+
+    roots = np.array([union.find(i) for i in range(n)])
+    sizes = np.bincount(roots, minlength=n)
+    grouped = frame.assign(_root=roots)[sizes[roots] > 1]
+    if grouped.empty:
+        return empty
+    ranked = survivor_order(grouped)
+    keep = ranked.groupby("_root", sort=False)["stories_id"].first()
+    merged = ranked[~ranked["stories_id"].isin(keep.to_numpy())]
+    reasons = np.where(via_url[merged.index.to_numpy()], REASON_URL, REASON_TITLE)
+    result = pd.DataFrame(
+        {
+            "stories_id": merged["stories_id"].astype("int64").to_numpy(),
+            "keep_stories_id": keep.loc[merged["_root"]].astype("int64").to_numpy(),
+            "reason": reasons,
+        }
+    )
+    return result.sort_values(["keep_stories_id", "stories_id"], ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Media dedup
+
+
+def plan_media_merges(stories: pd.DataFrame, dup_media_id: Mapping[int, int | None]) -> pd.DataFrame:
+    """Where each story of a duplicate medium goes (fact sheet §9).
+
+    ``stories``: the topic's stories in duplicate media AND the candidate stories of their final media
+    (columns stories_id, media_id, url, title, publish_date; optional guid, medium_name, sentence_count /
+    text_length). Each story whose medium has a dup_media_id is matched, in its final medium, to a story
+    with the same URL or guid (either way round, also after lossy normalization) or else the same
+    normalized title and publish day (with the same title guards as ``find_duplicate_stories``: no
+    "(no title)", no likely home pages); the best match (survivor rule of
+    ``survivor_order``) is kept. Without a match the story is moved to the final medium.
+
+    Returns rows: stories_id, media_id, final_media_id, action ("merge" or "move"), keep_stories_id
+    (the matched story for "merge", else <NA>), match ("url", "title and day" or "").
+    """
+    _check_columns(stories, REQUIRED_STORY_COLUMNS, "stories")
+    final = resolve_dup_media(dup_media_id)
+    frame = stories.reset_index(drop=True)
+    media = frame["media_id"].tolist()
+    final_of = [final.get(m, m) for m in media]
+    in_dup = [f != m for m, f in zip(media, final_of, strict=True)]
+    url_columns = ["url", "guid"] if "guid" in frame.columns else ["url"]
+    names = frame["medium_name"] if "medium_name" in frame.columns else pd.Series([None] * len(frame))
+    publish = _publish_dates(frame["publish_date"])
+
+    def url_keys(row: int) -> set[str]:
+        keys: set[str] = set()
+        for column in url_columns:
+            value = frame.at[row, column]
+            if isinstance(value, str) and value.strip():
+                keys.add(value.strip())
+                lossy = _lossy(value)
+                if lossy:
+                    keys.add(lossy)
+        return keys
+
+    def title_key(row: int) -> tuple[str, pd.Timestamp] | None:
+        title = frame.at[row, "title"]
+        if pd.isna(publish.iloc[row]) or not _title_matchable(title, frame.at[row, "url"]):
+            return None
+        name = names.iloc[row]
+        return normalized_title(title, name if isinstance(name, str) else None), publish.iloc[row].floor("D")
+
+    # Index the stories that live in final media (not themselves in a duplicate medium).
+    by_url: dict[tuple[Hashable, str], list[int]] = {}
+    by_title: dict[tuple[Hashable, str, pd.Timestamp], list[int]] = {}
+    for row in range(len(frame)):
+        if in_dup[row]:
+            continue
+        for key in url_keys(row):
+            by_url.setdefault((media[row], key), []).append(row)
+        tkey = title_key(row)
+        if tkey and tkey[0]:
+            by_title.setdefault((media[row], *tkey), []).append(row)
+
+    rank = {row: position for position, row in enumerate(survivor_order(frame).index)}
+    records = []
+    for row in range(len(frame)):
+        if not in_dup[row]:
+            continue
+        target_medium = final_of[row]
+        matches = sorted(
+            {r for key in url_keys(row) for r in by_url.get((target_medium, key), [])}, key=rank.get
+        )
+        match = "url"
+        if not matches:
+            tkey = title_key(row)
+            matches = (
+                sorted(by_title.get((target_medium, *tkey), []), key=rank.get) if tkey and tkey[0] else []
+            )
+            match = "title and day"
+        records.append(
+            {
+                "stories_id": int(frame.at[row, "stories_id"]),
+                "media_id": media[row],
+                "final_media_id": target_medium,
+                "action": "merge" if matches else "move",
+                "keep_stories_id": int(frame.at[matches[0], "stories_id"]) if matches else pd.NA,
+                "match": match if matches else "",
+            }
+        )
+    columns = ["stories_id", "media_id", "final_media_id", "action", "keep_stories_id", "match"]
+    result = pd.DataFrame.from_records(records, columns=columns)
+    result["keep_stories_id"] = result["keep_stories_id"].astype("Int64")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------
+# Applying merges
+
+
+def remap_links(
+    links: pd.DataFrame, merge_map: Mapping[int, int], key_columns: Iterable[str] | None = None
+) -> pd.DataFrame:
+    """Topic links with merged story ids re-pointed to their survivors (fact sheet §8c).
+
+    Both ``stories_id`` (source) and ``ref_stories_id`` (target, may be missing for unresolved links) go
+    through the merge map (chains followed). Links that became self-loops only because of a merge (a story
+    linking to its own duplicate) are dropped, as are rows that became duplicates of another on
+    ``key_columns`` (default: stories_id and url when there is a url column, as in the topic_links unique
+    key; else stories_id and ref_stories_id). The first row of each duplicate set is kept, so every
+    distinct (source, target) link survives: nothing between different stories is lost.
+    """
+    _check_columns(links, ("stories_id", "ref_stories_id"), "links")
+    final = resolve_merge_map(merge_map)
+    out = links.copy()
+    source_before, ref_before = out["stories_id"], out["ref_stories_id"]
+    source_after = source_before.map(lambda s: final.get(s, s))
+    ref_after = ref_before.map(lambda r: r if _is_missing(r) else final.get(r, r))
+    was_loop = ref_before.notna() & (source_before == ref_before)
+    is_loop = ref_after.notna() & (source_after == ref_after)
+    out["stories_id"] = source_after.astype(links["stories_id"].dtype)
+    out["ref_stories_id"] = ref_after.astype(links["ref_stories_id"].dtype)
+    out = out[~(is_loop & ~was_loop)]
+    if key_columns is None:
+        key_columns = ["stories_id", "url"] if "url" in out.columns else ["stories_id", "ref_stories_id"]
+    out = out.drop_duplicates(subset=list(key_columns), keep="first")
+    return out.reset_index(drop=True)
+
+
+def merged_iteration(iterations: Mapping[int, int], merge_map: Mapping[int, int]) -> dict[int, int]:
+    """Iteration of every surviving story: the smallest among itself and the stories merged into it.
+
+    ``iterations`` maps topic stories_id -> iteration; merged stories are absent from the result, and a
+    survivor that was not yet a topic story gets the smallest iteration of the stories merged into it.
+    """
+    final = resolve_merge_map(merge_map)
+    result: dict[int, int] = {}
+    for story, iteration in iterations.items():
+        target = final.get(story, story)
+        result[target] = min(iteration, result.get(target, iteration))
+    return result

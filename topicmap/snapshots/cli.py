@@ -1,0 +1,82 @@
+"""Print where a topic's snapshot files, GEXF link maps and pictures are.
+
+    python -m topicmap.snapshots.cli TOPIC [--snapshot-id N] [--home DIR]
+
+Without ``--snapshot-id`` the newest snapshot of the topic is shown. ``--home`` is the TOPICMAP_HOME to use
+(default: the TOPICMAP_HOME environment variable, else ``.topicmap``); the store is the one
+TOPICMAP_DATABASE_URL names, else the SQLite file under that home.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from topicmap.snapshots.store import snapshot_paths
+from topicmap.store.topic_store import StoreError, TopicStore, topicmap_home
+
+
+def format_snapshot_paths(paths: dict[str, Any], brief: bool = False) -> str:
+    """The report ``snapshot_cli`` prints (``make demo`` prints the ``brief`` one: weekly timespans summed up)."""
+    date = paths["snapshot_date"]
+    folder = paths["folder"]
+    lines = [
+        f"snapshot {paths['snapshots_id']} of topic {paths['topic']}  (key {paths['snapshot_key'][:16]}, "
+        f"iteration {paths['iteration']}, built {date:%Y-%m-%d %H:%M UTC})",
+        f"  folder:          {folder}",
+        f"  manifest:        {paths['manifest']}",
+        f"  provenance:      {paths['provenance']}",
+        f"  link map (PNG):  {paths['link_map_png'] or '-'}",
+        f"  link map (GEXF): {paths['link_map_gexf'] or '-'}",
+        f"  timespans, each in {folder}/<timespan>/ (Parquet + CSV tables, link_map.gexf, link_map.png if drawn):",
+    ]
+    shown = [t for t in paths["timespans"] if not (brief and t["period"] == "weekly")]
+    width = max((len(t["key"]) for t in shown), default=0)
+    for ts in shown:
+        counts = ts["counts"]
+        maps = " + ".join(kind for kind in ("gexf", "png") if ts[kind]) or "no map"
+        lines.append(
+            f"    {ts['key']:<{width}}  {ts['start_date']}..{ts['last_date']}  "
+            f"{counts.get('story_count', 0):>6} stories {counts.get('story_link_count', 0):>6} story links "
+            f"{counts.get('medium_count', 0):>5} media  [{maps}]"
+        )
+    weekly = [t for t in paths["timespans"] if t["period"] == "weekly"]
+    if brief and weekly:
+        lines.append(
+            f"    + {len(weekly)} weekly timespans ({weekly[0]['key']} .. {weekly[-1]['key']}): "
+            f"python -m topicmap.snapshots.cli {paths['topic']} --snapshot-id {paths['snapshots_id']} lists them"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m topicmap.snapshots.cli", description="Print where a topic's snapshot files are."
+    )
+    parser.add_argument("topic", help="topic name (as in topics.yaml)")
+    parser.add_argument("--snapshot-id", type=int, default=None, help="a snapshot id (default: the newest)")
+    parser.add_argument("--home", type=Path, default=None, help="TOPICMAP_HOME (default: $TOPICMAP_HOME)")
+    args = parser.parse_args(argv)
+    if args.home is not None:
+        if not args.home.is_dir():
+            parser.error(f"--home {args.home}: no such folder")
+        os.environ["TOPICMAP_HOME"] = str(args.home.resolve())
+    home = topicmap_home()
+    store = TopicStore.open(home=home)
+    try:
+        paths = snapshot_paths(store, args.topic, args.snapshot_id, home=home)
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        store.dispose()
+    print(format_snapshot_paths(paths))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

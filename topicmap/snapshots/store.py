@@ -1,0 +1,870 @@
+"""Snapshots against the topic store: read the deduplicated topic, key it, write its folder once, record it.
+
+``topicmap.snapshots.compute`` computes a snapshot from DataFrames and ``topicmap.snapshots.linkmap`` draws it; this module is
+the part that knows the store and the file layout (no Dagster here):
+
+* ``read_snapshot_inputs`` reads a topic as dedup left it: topic stories (minus any story dedup merged away,
+  should one have been re-added since), each story's medium mapped through the ``media.dup_media_id`` chain
+  to its final medium (vectorized, so a duplicate medium never counts as a medium of its own), the topic's
+  resolved links (both ends mapped through ``topic_merged_stories_map``, for links mined after dedup ran),
+  Facebook and Bit.ly statistics, near-duplicate groups, the iteration the spider reached and the dedup state.
+* ``snapshot_key`` is a sha256 over a canonical serialization of all of that plus the options and the code
+  and library versions that shape the files: same inputs, same key.
+* ``build_snapshot`` writes ``TOPICMAP_HOME/exports/snapshots/<topic>/<key[:16]>/`` (tables per timespan,
+  GEXF link maps, PNG pictures, ``provenance.json`` and a ``manifest.json`` listing every file with its
+  sha256) into a staging folder and renames it into place, so a snapshot folder is either complete or absent.
+  An existing complete folder for the key is never rewritten; another key gets another folder, so an older
+  snapshot is never overwritten. Then one ``snapshots`` row (+ ``timespans`` rows) is recorded, idempotently
+  on ``(topics_id, snapshot_key)``.
+* ``snapshot_paths`` says where a recorded snapshot's files are (for ``python -m topicmap.snapshots.cli``).
+
+Media Cloud's snapshot ids were database sequence numbers and its dumps were regenerated in place; here the
+id is still the ``snapshots_id`` row, but the folder is named by content, which is what makes re-runs safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from sqlalchemy import Connection, func, select
+
+from topicmap.snapshots.compute import (
+    PERIODS,
+    SnapshotResult,
+    Timespan,
+    build_timespans,
+    compute_snapshot,
+    snapshot_problems,
+    write_snapshot_files,
+)
+from topicmap.snapshots.linkmap import render_link_map, write_gexf
+from topicmap.store import schema as s
+from topicmap.store.topic_store import StoreError, TopicStore, now_utc, topicmap_home, utc
+
+#: Bumped whenever this code would write different files from the same inputs: part of every snapshot key.
+SNAPSHOT_CODE_VERSION = 1
+#: Periods whose timespans get a rendered PNG by default. A weekly picture costs ~0.5-3 s each (a topic of
+#: four months has ~17 weeks); every timespan always gets its GEXF.
+DEFAULT_PICTURE_PERIODS: tuple[str, ...] = ("overall", "monthly", "custom")
+MANIFEST_NAME = "manifest.json"
+PROVENANCE_NAME = "provenance.json"
+GEXF_NAME = "link_map.gexf"
+PNG_NAME = "link_map.png"
+SNAPSHOT_STATE = "completed"
+#: state of a snapshot whose consistency checks failed: kept for inspection, rebuilt by the next run
+INCONSISTENT_STATE = "inconsistent"
+
+# The consistency checks (asset check names); snapshot_problems' messages are sorted into them.
+CHECK_LINK_COUNTS = "medium_link_counts_match_story_links"
+CHECK_TOPIC_STORIES = "counted_stories_are_topic_stories"
+CHECK_DATES = "timespans_within_topic_dates"
+CHECK_NAMES: tuple[str, ...] = (CHECK_LINK_COUNTS, CHECK_TOPIC_STORIES, CHECK_DATES)
+
+_SAFE_TOPIC = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
+_CHUNK = 500
+
+
+# ----------------------------------------------------------------------------------------------- options
+
+
+@dataclass(frozen=True)
+class SnapshotOptions:
+    """Choices that change a snapshot's files, hence part of its key."""
+
+    #: count links from the copies of one near-duplicate (syndicated) story to the same story once
+    count_syndicated_once: bool = False
+    #: periods whose timespans get a PNG link map (every timespan gets a GEXF)
+    picture_periods: tuple[str, ...] = DEFAULT_PICTURE_PERIODS
+    #: media named on each picture (the ones linked from the most other media)
+    top_labels: int = 15
+
+    def __post_init__(self) -> None:
+        periods = tuple(self.picture_periods)
+        unknown = [p for p in periods if p not in PERIODS]
+        if unknown:
+            raise ValueError(
+                f"picture_periods: unknown period(s) {unknown}; expected some of {list(PERIODS)}"
+            )
+        if isinstance(self.top_labels, bool) or not isinstance(self.top_labels, int) or self.top_labels < 0:
+            raise ValueError(f"top_labels must be a whole number >= 0, got {self.top_labels!r}")
+        # canonical order, so ("monthly", "overall") and ("overall", "monthly") give the same key
+        object.__setattr__(self, "picture_periods", tuple(p for p in PERIODS if p in periods))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "count_syndicated_once": bool(self.count_syndicated_once),
+            "picture_periods": list(self.picture_periods),
+            "top_labels": self.top_labels,
+        }
+
+
+def code_versions() -> dict[str, Any]:
+    """What shapes the bytes besides the data: Parquet files name the pyarrow version that wrote them, and
+    the pictures depend on matplotlib and networkx's layout. A new version means a new key, a new folder."""
+    return {
+        "snapshot_code": SNAPSHOT_CODE_VERSION,
+        "pyarrow": pa.__version__,
+        "matplotlib": matplotlib.__version__,
+        "networkx": nx.__version__,
+    }
+
+
+# ----------------------------------------------------------------------------------------------- reading
+
+
+@dataclass
+class SnapshotInputs:
+    """The deduplicated topic as ``compute_snapshot`` wants it, plus what the snapshot records about it."""
+
+    topic_name: str
+    topics_id: int
+    config_json: str
+    start_date: date  # inclusive
+    end_date: date  # inclusive
+    timespans: list[Timespan]
+    stories: pd.DataFrame  # stories_id, media_id (final medium), publish_date (UTC), url, title
+    media: pd.DataFrame  # media_id, name, url (final media only)
+    links: pd.DataFrame  # stories_id, ref_stories_id (merged stories mapped to their survivors)
+    story_stats: pd.DataFrame  # stories_id, facebook_share_count, bitly_clicks_3d, bitly_clicks_30d (Int64)
+    near_dup_groups: pd.DataFrame  # stories_id, group_id
+    iteration: int
+    dedup_state: dict[str, Any] = field(default_factory=dict)
+
+    def frames(self) -> Iterator[tuple[str, pd.DataFrame]]:
+        yield "stories", self.stories
+        yield "media", self.media
+        yield "links", self.links
+        yield "story_stats", self.story_stats
+        yield "near_dup_groups", self.near_dup_groups
+
+    def row_counts(self) -> dict[str, int]:
+        return {name: len(frame) for name, frame in self.frames()}
+
+
+def _positions(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Position of each id in ``sorted_ids``, -1 where absent."""
+    if len(sorted_ids) == 0:
+        return np.full(len(ids), -1, dtype=np.int64)
+    pos = np.searchsorted(sorted_ids, ids)
+    pos[pos >= len(sorted_ids)] = 0
+    return np.where(sorted_ids[pos] == ids, pos, -1).astype(np.int64)
+
+
+def resolve_chains(sources: np.ndarray, targets: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Follow ``source -> target`` chains to their ends, vectorized (pointer doubling: log2(longest chain)
+    rounds of array lookups instead of one query per medium as ``TopicStore.final_medium`` does).
+
+    Returns ``(sorted sources, final target of each)``. A target that is not itself a source is final. A
+    repeated source or a cycle raises ``StoreError`` naming the ids (``what`` says which map it is).
+    """
+    sources = np.asarray(sources, dtype=np.int64)
+    targets = np.asarray(targets, dtype=np.int64)
+    order = np.argsort(sources, kind="stable")
+    sources, final = sources[order], targets[order]
+    repeated = sources[1:][sources[1:] == sources[:-1]]
+    if repeated.size:
+        raise StoreError(f"{what}: id(s) {np.unique(repeated)[:10].tolist()} point at more than one target")
+    for _ in range(max(int(np.ceil(np.log2(max(len(sources), 2)))) + 2, 3)):
+        pos = _positions(sources, final)
+        moving = pos >= 0
+        if not moving.any():
+            return sources, final
+        final = np.where(moving, final[np.where(moving, pos, 0)], final)
+    # Still moving after enough doublings for the longest possible chain: some chain ends in a cycle.
+    start = int(sources[_positions(sources, final) >= 0][0])
+    step = dict(zip(sources.tolist(), targets[order].tolist(), strict=True))
+    seen: list[int] = []
+    node = start
+    while node not in seen:
+        seen.append(node)
+        node = step[node]
+    cycle = [*seen[seen.index(node) :], node]
+    raise StoreError(f"{what} cycle: {' -> '.join(str(i) for i in cycle)}")
+
+
+def _map_ids(ids: np.ndarray, sources: np.ndarray, finals: np.ndarray) -> np.ndarray:
+    if sources.size == 0:  # no duplicate media / no merges: every id is its own final id
+        return ids
+    pos = _positions(sources, ids)
+    return np.where(pos >= 0, finals[np.where(pos >= 0, pos, 0)], ids)
+
+
+def _utc_dates(values: list[Any]) -> pd.Series:
+    # SQLite hands back naive datetimes (UTC by the store's convention), PostgreSQL aware ones.
+    return pd.Series(
+        pd.to_datetime([utc(v) for v in values], utc=True), dtype="datetime64[ns, UTC]", name="publish_date"
+    )
+
+
+def _int64(values: list[Any]) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+def read_snapshot_inputs(store: TopicStore, topic_name: str) -> SnapshotInputs:
+    """Read the topic ``topic_name`` from the store, deduplicated, in one consistent read."""
+    row = store.topic_row(topic_name)
+    topics_id = int(row["topics_id"])
+    config = json.loads(row["config_json"])
+    start_date, end_date = row["start_date"], row["end_date"]
+    timespans = build_timespans(
+        start_date,
+        end_date,
+        periods=config.get("snapshot_periods") or PERIODS,
+        custom=config.get("timespans") or (),
+    )
+    options = {"isolation_level": "REPEATABLE READ"} if store.dialect == "postgresql" else {}
+    with store.engine.connect().execution_options(**options) as conn, conn.begin():
+        frames = _read_topic(conn, topics_id)
+    return SnapshotInputs(
+        topic_name=topic_name,
+        topics_id=topics_id,
+        config_json=row["config_json"],
+        start_date=start_date,
+        end_date=end_date,
+        timespans=timespans,
+        **frames,
+    )
+
+
+def _read_topic(conn: Connection, topics_id: int) -> dict[str, Any]:
+    ts, st, md = s.topic_stories, s.stories, s.media
+
+    merges = conn.execute(
+        select(
+            s.topic_merged_stories_map.c.source_stories_id,
+            s.topic_merged_stories_map.c.target_stories_id,
+            s.topic_merged_stories_map.c.reason,
+        ).where(s.topic_merged_stories_map.c.topics_id == topics_id)
+    ).all()
+    merge_sources, merge_finals = resolve_chains(
+        _int64([m[0] for m in merges]), _int64([m[1] for m in merges]), "merged-stories map"
+    )
+
+    story_rows = conn.execute(
+        select(st.c.stories_id, st.c.media_id, st.c.url, st.c.title, st.c.publish_date)
+        .join(ts, ts.c.stories_id == st.c.stories_id)
+        .where(ts.c.topics_id == topics_id)
+        .order_by(st.c.stories_id)
+    ).all()
+    story_ids = _int64([r[0] for r in story_rows])
+    # A story dedup merged away but found again by a later spider iteration is its survivor, not a second copy.
+    live = _positions(merge_sources, story_ids) < 0
+    story_rows = [r for r, keep in zip(story_rows, live.tolist(), strict=True) if keep]
+    story_ids = story_ids[live]
+    story_media = _int64([r[1] for r in story_rows])
+
+    dup_edges = conn.execute(
+        select(md.c.media_id, md.c.dup_media_id).where(md.c.dup_media_id.is_not(None))
+    ).all()
+    dup_sources, dup_finals = resolve_chains(
+        _int64([e[0] for e in dup_edges]), _int64([e[1] for e in dup_edges]), "duplicate-media"
+    )
+    final_media = _map_ids(story_media, dup_sources, dup_finals)
+    moved = final_media != story_media
+
+    media_ids = np.unique(final_media)
+    media_rows: list[Any] = []
+    for start in range(0, len(media_ids), _CHUNK):
+        chunk = media_ids[start : start + _CHUNK].tolist()
+        media_rows += conn.execute(
+            select(md.c.media_id, md.c.name, md.c.url).where(md.c.media_id.in_(chunk))
+        ).all()
+    media = pd.DataFrame(
+        {
+            "media_id": _int64([m[0] for m in media_rows]),
+            "name": [m[1] for m in media_rows],
+            "url": [m[2] for m in media_rows],
+        }
+    )
+    media = media.sort_values("media_id", kind="mergesort").reset_index(drop=True)
+    stories = pd.DataFrame(
+        {
+            "stories_id": story_ids,
+            "media_id": final_media,
+            "publish_date": _utc_dates([r[4] for r in story_rows]),
+            "url": [r[2] for r in story_rows],
+            "title": [r[3] for r in story_rows],
+        }
+    )
+
+    tl = s.topic_links
+    link_rows = conn.execute(
+        select(tl.c.stories_id, tl.c.ref_stories_id).where(
+            tl.c.topics_id == topics_id, tl.c.ref_stories_id.is_not(None)
+        )
+    ).all()
+    link_source = _int64([r[0] for r in link_rows])
+    link_ref = _int64([r[1] for r in link_rows])
+    mapped_source = _map_ids(link_source, merge_sources, merge_finals)
+    mapped_ref = _map_ids(link_ref, merge_sources, merge_finals)
+    links = pd.DataFrame({"stories_id": mapped_source, "ref_stories_id": mapped_ref})
+    links = links.sort_values(["stories_id", "ref_stories_id"], kind="mergesort").reset_index(drop=True)
+
+    story_stats = _read_statistics(conn, topics_id, story_ids)
+
+    nd = s.topic_near_dup_groups
+    group_rows = conn.execute(
+        select(nd.c.stories_id, nd.c.group_stories_id).where(nd.c.topics_id == topics_id)
+    ).all()
+    groups = pd.DataFrame(
+        {"stories_id": _int64([g[0] for g in group_rows]), "group_id": _int64([g[1] for g in group_rows])}
+    )
+    groups = groups[_positions(story_ids, groups["stories_id"].to_numpy()) >= 0]
+    groups = groups.sort_values("stories_id", kind="mergesort").reset_index(drop=True)
+
+    iteration = conn.execute(
+        select(func.max(s.topic_spider_metrics.c.iteration)).where(
+            s.topic_spider_metrics.c.topics_id == topics_id
+        )
+    ).scalar_one_or_none()
+    if iteration is None:  # spidered by hand or not yet: the deepest iteration a topic story came from
+        iteration = conn.execute(
+            select(func.max(ts.c.iteration)).where(ts.c.topics_id == topics_id)
+        ).scalar_one()
+
+    reasons: dict[str, int] = {}
+    for merge in merges:
+        reasons[merge[2]] = reasons.get(merge[2], 0) + 1
+    dedup_state = {
+        "merged_stories": len(merges),
+        "merged_stories_by_reason": dict(sorted(reasons.items())),
+        "merged_stories_still_listed": int((~live).sum()),
+        "duplicate_media_merged": int(len(np.unique(story_media[moved]))),
+        "stories_on_duplicate_media": int(moved.sum()),
+        "links_pointing_at_merged_stories": int(
+            ((mapped_source != link_source) | (mapped_ref != link_ref)).sum()
+        ),
+        "near_dup_groups": int(groups["group_id"].nunique()),
+        "stories_in_near_dup_groups": len(groups),
+    }
+    return {
+        "stories": stories,
+        "media": media,
+        "links": links,
+        "story_stats": story_stats,
+        "near_dup_groups": groups,
+        "iteration": int(iteration or 0),
+        "dedup_state": dedup_state,
+    }
+
+
+def _read_statistics(conn: Connection, topics_id: int, story_ids: np.ndarray) -> pd.DataFrame:
+    """Facebook shares and Bit.ly clicks of the topic stories; null where never measured."""
+    ts, ss, bc = s.topic_stories, s.story_statistics, s.bitly_clicks_total
+    facebook = conn.execute(
+        select(ss.c.stories_id, ss.c.facebook_share_count)
+        .join(ts, ts.c.stories_id == ss.c.stories_id)
+        .where(ts.c.topics_id == topics_id)
+    ).all()
+    clicks = conn.execute(
+        select(bc.c.stories_id, bc.c.clicks_3d, bc.c.clicks_30d)
+        .join(ts, ts.c.stories_id == bc.c.stories_id)
+        .where(ts.c.topics_id == topics_id)
+    ).all()
+    shares = pd.DataFrame(
+        {
+            "stories_id": _int64([r[0] for r in facebook]),
+            "facebook_share_count": pd.array([r[1] for r in facebook], dtype="Int64"),
+        }
+    )
+    totals = pd.DataFrame(
+        {
+            "stories_id": _int64([r[0] for r in clicks]),
+            "bitly_clicks_3d": pd.array([r[1] for r in clicks], dtype="Int64"),
+            "bitly_clicks_30d": pd.array([r[2] for r in clicks], dtype="Int64"),
+        }
+    )
+    stats = shares.merge(totals, on="stories_id", how="outer", sort=True)
+    stats = stats[_positions(story_ids, stats["stories_id"].to_numpy(dtype=np.int64)) >= 0]
+    stats["stories_id"] = stats["stories_id"].astype(np.int64)
+    for column in ("facebook_share_count", "bitly_clicks_3d", "bitly_clicks_30d"):
+        stats[column] = stats[column].astype("Int64")
+    return stats.reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------------------------- key
+
+
+def _column_bytes(series: pd.Series) -> bytes:
+    """Canonical bytes of a column: little-endian int64 (+ null mask) for numbers and dates, JSON for text."""
+    if isinstance(series.dtype, pd.DatetimeTZDtype):
+        series = series.dt.tz_convert(None)  # naive UTC
+    if pd.api.types.is_datetime64_dtype(series.dtype):
+        return series.to_numpy(dtype="datetime64[ns]").view(np.int64).astype("<i8").tobytes()
+    if pd.api.types.is_integer_dtype(series.dtype):
+        array = pd.array(series, dtype="Int64")
+        data = array.to_numpy(dtype=np.int64, na_value=0).astype("<i8").tobytes()
+        return data + np.asarray(array.isna(), dtype=np.uint8).tobytes()
+    values = [None if pd.isna(v) else str(v) for v in series.tolist()]
+    return json.dumps(values, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def snapshot_key(inputs: SnapshotInputs, options: SnapshotOptions) -> str:
+    """sha256 over everything a snapshot is built from: the topic's config, the iteration and dedup state,
+    the input frames (sorted by their ids), the options and the code versions. Same inputs, same key."""
+    digest = hashlib.sha256()
+
+    def part(label: str, payload: bytes) -> None:
+        # length-prefixed, so no two different sequences of parts can serialize to the same bytes
+        head = label.encode("utf-8")
+        digest.update(len(head).to_bytes(8, "little") + head + len(payload).to_bytes(8, "little"))
+        digest.update(payload)
+
+    def canonical(value: Any) -> bytes:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
+
+    part("format", b"topicmap-snapshot-key/1")
+    part("code", canonical(code_versions()))
+    part("topic", canonical({"name": inputs.topic_name, "config": json.loads(inputs.config_json)}))
+    part("options", canonical(options.as_dict()))
+    part("iteration", canonical(inputs.iteration))
+    part("dedup", canonical(inputs.dedup_state))
+    for name, frame in inputs.frames():
+        part(f"frame:{name}", canonical(list(frame.columns)))
+        for column in frame.columns:
+            part(f"{name}.{column}", _column_bytes(frame[column]))
+    return digest.hexdigest()
+
+
+def snapshot_provenance(inputs: SnapshotInputs, options: SnapshotOptions, key: str) -> dict[str, Any]:
+    """What the snapshot was built from. Everything here is part of the key, so the file is reproducible."""
+    return {
+        "format": "topicmap-snapshot-provenance/1",
+        "snapshot_key": key,
+        "topic": {
+            "name": inputs.topic_name,
+            "start_date": inputs.start_date.isoformat(),
+            "end_date": inputs.end_date.isoformat(),
+            "config": json.loads(inputs.config_json),
+        },
+        "iteration": inputs.iteration,
+        "dedup": dict(inputs.dedup_state),
+        "input_rows": inputs.row_counts(),
+        "options": options.as_dict(),
+        "code": code_versions(),
+    }
+
+
+# ----------------------------------------------------------------------------------------------- files
+
+
+def snapshots_dir(topic_name: str, home: Path | None = None) -> Path:
+    """``TOPICMAP_HOME/exports/snapshots/<topic>``: one sub-folder per snapshot key."""
+    if not _SAFE_TOPIC.match(topic_name):
+        raise ValueError(f"topic name {topic_name!r} cannot name a folder (expected [a-z0-9_-], 1-63 chars)")
+    return (home or topicmap_home()) / "exports" / "snapshots" / topic_name
+
+
+def snapshot_folder(topic_name: str, key: str, home: Path | None = None) -> Path:
+    if not re.fullmatch(r"[0-9a-f]{64}", key):
+        raise ValueError(f"snapshot key must be 64 hex digits, got {key!r}")
+    return snapshots_dir(topic_name, home) / key[:16]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The folder's manifest, or None when it is missing or unreadable."""
+    try:
+        return json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def folder_is_complete(folder: Path, key: str) -> bool:
+    """True when ``folder`` holds the snapshot ``key``: its manifest names the key, records no consistency
+    problem, and every listed file is there with its listed size (cheap; ``verify_snapshot_files`` also
+    compares the checksums)."""
+    manifest = read_manifest(folder)
+    if not manifest or manifest.get("snapshot_key") != key or not isinstance(manifest.get("files"), dict):
+        return False
+    if manifest.get("problems"):
+        return False  # written by code that got it wrong: the next run rebuilds it (the old one is set aside)
+    for name, entry in manifest["files"].items():
+        path = folder / name
+        if not path.is_file() or path.stat().st_size != entry.get("bytes"):
+            return False
+    return True
+
+
+def verify_snapshot_files(folder: Path) -> list[str]:
+    """Problems of a snapshot folder against its manifest (missing, resized or altered files); empty if intact."""
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return [f"{folder}: no readable {MANIFEST_NAME}"]
+    problems = []
+    for name, entry in sorted(manifest.get("files", {}).items()):
+        path = folder / name
+        if not path.is_file():
+            problems.append(f"{folder.name}/{name}: missing")
+        elif path.stat().st_size != entry.get("bytes") or _sha256(path) != entry.get("sha256"):
+            problems.append(f"{folder.name}/{name}: changed since the snapshot was written")
+    return problems
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _write_folder(
+    result: SnapshotResult,
+    inputs: SnapshotInputs,
+    options: SnapshotOptions,
+    key: str,
+    provenance: dict[str, Any],
+    problems: list[str],
+    staging: Path,
+    log: Callable[[str], None],
+) -> None:
+    """Everything of one snapshot into ``staging``; the manifest is written last and lists every file."""
+    write_snapshot_files(result, staging, csv=True)
+    extra: list[Path] = []
+    for snap in result.timespans:
+        ts = snap.timespan
+        folder = staging / ts.key
+        label = f"{inputs.topic_name} · {ts.name} ({ts.start_date.isoformat()} to {ts.last_date.isoformat()})"
+        extra.append(write_gexf(snap.medium_link_counts, snap.medium_links, folder / GEXF_NAME, label))
+        if ts.period in options.picture_periods:
+            extra.append(
+                render_link_map(
+                    snap.medium_link_counts,
+                    snap.medium_links,
+                    folder / PNG_NAME,
+                    title=f"Media link map · {label}",
+                    top_labels=options.top_labels,
+                )
+            )
+    log(f"wrote {len(result.timespans)} GEXF maps and {sum(p.suffix == '.png' for p in extra)} pictures")
+    _write_json(staging / PROVENANCE_NAME, provenance)
+    extra.append(staging / PROVENANCE_NAME)
+    manifest = read_manifest(staging)
+    if manifest is None:
+        raise StoreError(f"write_snapshot_files left no {MANIFEST_NAME} in {staging}")
+    for path in extra:
+        manifest["files"][path.relative_to(staging).as_posix()] = {
+            "bytes": path.stat().st_size,
+            "sha256": _sha256(path),
+        }
+    manifest["snapshot_key"] = key
+    manifest["topic"] = inputs.topic_name
+    manifest["provenance"] = PROVENANCE_NAME
+    manifest["problems"] = problems
+    tmp = staging / f".{MANIFEST_NAME}.tmp"
+    _write_json(tmp, manifest)
+    os.replace(tmp, staging / MANIFEST_NAME)
+
+
+def _set_aside(folder: Path) -> Path:
+    """Rename an incomplete or inconsistent folder out of the way (kept for inspection, never deleted)."""
+    n = 1
+    while (aside := folder.with_name(f"{folder.name}.set-aside-{n}")).exists():
+        n += 1
+    folder.rename(aside)
+    return aside
+
+
+def write_snapshot_folder(
+    result: SnapshotResult,
+    inputs: SnapshotInputs,
+    options: SnapshotOptions,
+    key: str,
+    folder: Path,
+    log: Callable[[str], None] = lambda _msg: None,
+    problems: list[str] | None = None,
+) -> bool:
+    """Write the snapshot ``key`` to ``folder`` unless it is already there, complete. Returns True if written.
+
+    ``problems`` (the consistency problems found) are recorded in the manifest; such a folder does not count
+    as complete, so once the code is fixed the next run sets it aside and writes the snapshot again.
+
+    The files go to a staging sibling first, which is renamed to ``folder`` at the end: a reader, a crash
+    or a concurrent run never sees half a snapshot. If another process finished the same key first, its
+    folder is kept (same key, same bytes) and ours is discarded.
+    """
+    if folder_is_complete(folder, key):
+        return False
+    if folder.exists():
+        log(f"{folder} is incomplete or inconsistent; moved to {_set_aside(folder)}")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = folder.with_name(f".{folder.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    staging.mkdir()
+    try:
+        provenance = snapshot_provenance(inputs, options, key)
+        _write_folder(result, inputs, options, key, provenance, list(problems or []), staging, log)
+        try:
+            staging.rename(folder)
+        except OSError:
+            if not folder_is_complete(folder, key):
+                raise
+            return False
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return True
+
+
+# ----------------------------------------------------------------------------------------------- recording
+
+
+def _stored_path(folder: Path, home: Path) -> str:
+    """Relative to TOPICMAP_HOME when inside it, so a moved home keeps its snapshots findable."""
+    try:
+        return folder.resolve().relative_to(home.resolve()).as_posix()
+    except ValueError:
+        return str(folder.resolve())
+
+
+def record_snapshot(
+    store: TopicStore,
+    inputs: SnapshotInputs,
+    result: SnapshotResult,
+    key: str,
+    folder: Path,
+    provenance: dict[str, Any],
+    home: Path | None = None,
+    consistent: bool = True,
+) -> int:
+    """Insert the ``snapshots`` row and its ``timespans`` rows (idempotent on their unique keys); returns
+    ``snapshots_id``. A re-run keeps the first row (its date and provenance) and only refreshes the path
+    and the state (``completed``, or ``inconsistent`` when the consistency checks failed).
+
+    ``timespans.end_date`` is exclusive (the day after the last day), as Media Cloud's was.
+    """
+    home = home or topicmap_home()
+    row = {
+        "topics_id": inputs.topics_id,
+        "snapshot_key": key,
+        "snapshot_date": now_utc(),
+        "state": SNAPSHOT_STATE if consistent else INCONSISTENT_STATE,
+        "iteration": inputs.iteration,
+        "provenance_json": json.dumps(provenance, sort_keys=True),
+        "path": _stored_path(folder, home),
+    }
+    with store.engine.begin() as conn:
+        store.upsert(conn, s.snapshots, [row], ["topics_id", "snapshot_key"], ["path", "state"])
+        snapshots_id = int(
+            conn.execute(
+                select(s.snapshots.c.snapshots_id).where(
+                    s.snapshots.c.topics_id == inputs.topics_id, s.snapshots.c.snapshot_key == key
+                )
+            ).scalar_one()
+        )
+        rows = [
+            {
+                "snapshots_id": snapshots_id,
+                "period": snap.timespan.period,
+                "start_date": snap.timespan.start_date,
+                "end_date": snap.timespan.end_date,
+                "story_count": snap.counts.story_count,
+                "story_link_count": snap.counts.story_link_count,
+                "medium_count": snap.counts.medium_count,
+                "medium_link_count": snap.counts.medium_link_count,
+            }
+            for snap in result.timespans
+        ]
+        store.insert_ignore(conn, s.timespans, rows, ["snapshots_id", "period", "start_date", "end_date"])
+    return snapshots_id
+
+
+# ----------------------------------------------------------------------------------------------- checks
+
+
+def check_problems(result: SnapshotResult, topic_start: Any, topic_end: Any) -> dict[str, list[str]]:
+    """``snapshot_problems`` sorted into the three asset checks (empty lists when consistent).
+
+    A problem of an unforeseen kind goes to the link-count check rather than being lost.
+    """
+    sorted_problems: dict[str, list[str]] = {name: [] for name in CHECK_NAMES}
+    for problem in snapshot_problems(result, topic_start, topic_end):
+        if "outside the topic's dates" in problem:
+            sorted_problems[CHECK_DATES].append(problem)
+        elif "not topic stories" in problem:
+            sorted_problems[CHECK_TOPIC_STORIES].append(problem)
+        else:
+            sorted_problems[CHECK_LINK_COUNTS].append(problem)
+    return sorted_problems
+
+
+# ----------------------------------------------------------------------------------------------- building
+
+
+@dataclass
+class BuiltSnapshot:
+    """One materialization's outcome: the recorded snapshot, its result in memory and its checks."""
+
+    snapshots_id: int
+    snapshot_key: str
+    folder: Path
+    written: bool  # False: the folder for this key already existed, complete, and was left alone
+    inputs: SnapshotInputs
+    result: SnapshotResult
+    provenance: dict[str, Any]
+    problems: dict[str, list[str]]
+
+    def gexf(self, timespan_key: str) -> Path:
+        return self.folder / timespan_key / GEXF_NAME
+
+    def picture(self, timespan_key: str) -> Path | None:
+        path = self.folder / timespan_key / PNG_NAME
+        return path if path.is_file() else None
+
+
+def build_snapshot(
+    store: TopicStore,
+    topic_name: str,
+    options: SnapshotOptions | None = None,
+    home: Path | None = None,
+    log: Callable[[str], None] = lambda _msg: None,
+) -> BuiltSnapshot:
+    """Read, key, compute, write (once) and record the snapshot of ``topic_name``."""
+    options = options or SnapshotOptions()
+    home = home or topicmap_home()
+    inputs = read_snapshot_inputs(store, topic_name)
+    key = snapshot_key(inputs, options)
+    log(
+        f"{topic_name}: {len(inputs.stories)} stories, {len(inputs.media)} media, {len(inputs.links)} links, "
+        f"{len(inputs.timespans)} timespans; snapshot key {key[:16]}"
+    )
+    result = compute_snapshot(
+        inputs.stories,
+        inputs.media,
+        inputs.links,
+        inputs.timespans,
+        story_stats=inputs.story_stats,
+        near_dup_groups=inputs.near_dup_groups,
+        count_syndicated_once=options.count_syndicated_once,
+    )
+    problems = check_problems(result, inputs.start_date, inputs.end_date)
+    flat = [problem for found in problems.values() for problem in found]
+    folder = snapshot_folder(topic_name, key, home)
+    written = write_snapshot_folder(result, inputs, options, key, folder, log, flat)
+    if not written:
+        log(f"{folder} already holds this snapshot: left as it is")
+    provenance = snapshot_provenance(inputs, options, key)
+    snapshots_id = record_snapshot(store, inputs, result, key, folder, provenance, home, consistent=not flat)
+    return BuiltSnapshot(
+        snapshots_id=snapshots_id,
+        snapshot_key=key,
+        folder=folder,
+        written=written,
+        inputs=inputs,
+        result=result,
+        provenance=provenance,
+        problems=problems,
+    )
+
+
+# ----------------------------------------------------------------------------------------------- finding
+
+
+def _snapshot_row(store: TopicStore, topics_id: int, snapshot_id: int | None) -> dict[str, Any] | None:
+    sn = s.snapshots
+    query = select(sn).where(sn.c.topics_id == topics_id)
+    query = query.where(sn.c.snapshots_id == snapshot_id) if snapshot_id is not None else query
+    with store.engine.connect() as conn:
+        row = conn.execute(query.order_by(sn.c.snapshots_id.desc()).limit(1)).mappings().first()
+    return dict(row) if row else None
+
+
+def latest_snapshot_ids(store: TopicStore) -> dict[str, int]:
+    """The newest snapshot id of every topic that has one."""
+    sn, tp = s.snapshots, s.topics
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(tp.c.name, func.max(sn.c.snapshots_id))
+            .join(sn, sn.c.topics_id == tp.c.topics_id)
+            .group_by(tp.c.name)
+            .order_by(tp.c.name)
+        ).all()
+    return {name: int(snapshots_id) for name, snapshots_id in rows}
+
+
+def snapshot_paths(
+    store: TopicStore, topic: str, snapshot_id: int | None = None, home: Path | None = None
+) -> dict[str, Any]:
+    """Where a snapshot's files are: the newest snapshot of ``topic``, or ``snapshot_id`` (of that topic).
+
+    Returns ``snapshots_id``, ``snapshot_key``, ``snapshot_date``, ``iteration``, ``folder``, ``manifest``,
+    ``provenance``, ``link_map_png`` / ``link_map_gexf`` (of the overall timespan, None if absent) and
+    ``timespans``: one dict per timespan (key, period, name, start_date, last_date, counts, folder, files,
+    gexf, png). Raises ``StoreError`` for an unknown topic, a missing snapshot or a vanished folder.
+    """
+    home = home or topicmap_home()
+    topics_id = int(store.topic_row(topic)["topics_id"])
+    row = _snapshot_row(store, topics_id, snapshot_id)
+    if row is None:
+        which = f"no snapshot {snapshot_id}" if snapshot_id is not None else "no snapshot yet"
+        raise StoreError(f"topic {topic!r} has {which}: materialize the snapshots asset for it")
+    folder = Path(row["path"])
+    folder = folder if folder.is_absolute() else home / folder
+    manifest = read_manifest(folder)
+    if manifest is None:
+        raise StoreError(
+            f"snapshot {row['snapshots_id']} of {topic!r}: {folder} has no readable {MANIFEST_NAME}"
+        )
+    files = sorted(manifest.get("files", {}))
+    timespans = []
+    for entry in manifest.get("timespans", []):
+        ts_key = entry["key"]
+        own = [folder / name for name in files if name.startswith(f"{ts_key}/")]
+        gexf, png = folder / ts_key / GEXF_NAME, folder / ts_key / PNG_NAME
+        timespans.append(
+            {
+                **{k: entry[k] for k in ("key", "period", "name", "start_date", "last_date")},
+                "counts": entry.get("counts", {}),
+                "folder": folder / ts_key,
+                "files": own,
+                "gexf": gexf if gexf in own else None,
+                "png": png if png in own else None,
+            }
+        )
+    overall = next((t for t in timespans if t["period"] == "overall"), None)
+    return {
+        "topic": topic,
+        "snapshots_id": int(row["snapshots_id"]),
+        "snapshot_key": row["snapshot_key"],
+        "snapshot_date": utc(row["snapshot_date"]),
+        "iteration": int(row["iteration"]),
+        "folder": folder,
+        "manifest": folder / MANIFEST_NAME,
+        "provenance": folder / PROVENANCE_NAME,
+        "link_map_png": overall["png"] if overall else None,
+        "link_map_gexf": overall["gexf"] if overall else None,
+        "timespans": timespans,
+    }
+
+
+def timespan_rows(result: SnapshotResult) -> list[dict[str, Any]]:
+    """One plain dict per timespan (for metadata and reports): key, period, dates, counts."""
+    return [
+        {
+            "key": snap.timespan.key,
+            "period": snap.timespan.period,
+            "name": snap.timespan.name,
+            "start_date": snap.timespan.start_date.isoformat(),
+            "last_date": snap.timespan.last_date.isoformat(),
+            **asdict(snap.counts),
+        }
+        for snap in result.timespans
+    ]

@@ -1,0 +1,510 @@
+"""Topic-store reads and writes for the social metrics: Bit.ly click totals and Facebook statistics.
+
+Click totals are kept per story in ``bitly_clicks_total`` and partitioned by *publication day*: the UTC day of
+:func:`topicmap.social.clicks.story_timestamp` (the publish date, or the collect date when the publish date is missing,
+before 2008 or in the future). Only topic stories (in ``topic_stories`` for at least one topic) are measured.
+The same timestamp rule is written once in Python (:func:`topicmap.social.clicks.story_timestamp`) and once in SQL
+(:func:`story_timestamp_sql`) so the sensors can group a whole table by day without loading it; the Python rule
+re-checks every row the SQL selects.
+
+Facebook engagement goes to ``story_statistics`` (one row per story, upserted), soft failures in
+``facebook_api_error``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from sqlalchemy import Date, and_, case, cast, func, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.elements import ColumnElement
+
+from topicmap.social.bitly import StoryClicks
+from topicmap.social.clicks import (
+    EARLIEST_VALID_PUBLISH_DATE,
+    STAGE_3D,
+    STAGE_30D,
+    STAGE_DELAYS,
+    as_utc,
+    clicks_until,
+    story_timestamp,
+)
+from topicmap.social.facebook import EngagementResult, never_works_reason
+from topicmap.social.refetch import DayCandidate, check_stage, day_start
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore, decompress_page, topicmap_home, utc
+from topicmap.web.urls import (
+    fix_common_url_mistakes,
+    is_homepage_url,
+    is_http_url,
+    normalize_url,
+    url_variants,
+)
+
+CANONICAL_HTML_BYTES = 300_000
+"""Only the start of a page is searched for ``<link rel=canonical>`` (it belongs in ``<head>``)."""
+
+
+# ---------------------------------------------------------------------------------------------- story timestamps
+def story_timestamp_sql(now: datetime) -> ColumnElement[Any]:
+    """SQL twin of :func:`topicmap.social.clicks.story_timestamp` for ``stories`` rows."""
+    published = s.stories.c.publish_date
+    rejected = or_(
+        published.is_(None),
+        published < EARLIEST_VALID_PUBLISH_DATE,
+        published > as_utc(now, "now"),
+    )
+    return case((rejected, s.stories.c.collect_date), else_=published)
+
+
+def _day_sql(dialect: str, timestamp: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The UTC day of a stored timestamp. PostgreSQL's ``date(timestamptz)`` would use the session time zone."""
+    if dialect == "postgresql":
+        return cast(func.timezone("UTC", timestamp), Date)
+    return func.date(timestamp)  # SQLite stores UTC as 'YYYY-MM-DD HH:MM:SS.ffffff'
+
+
+def _as_date(value: Any) -> date:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    return date.fromisoformat(str(value)[:10])
+
+
+def _topic_story_ids() -> Any:
+    return select(s.topic_stories.c.stories_id).distinct()
+
+
+def _in_days(timestamp: ColumnElement[Any], first_day: date, last_day: date) -> ColumnElement[bool]:
+    if first_day > last_day:
+        raise ValueError(f"day range is empty: {first_day} is after {last_day}")
+    return and_(timestamp >= day_start(first_day), timestamp < day_start(last_day + timedelta(days=1)))
+
+
+def _lacking(stage: str) -> ColumnElement[bool]:
+    fetched = (
+        s.bitly_clicks_total.c.fetched_3d_at
+        if check_stage(stage) == STAGE_3D
+        else (s.bitly_clicks_total.c.fetched_30d_at)
+    )
+    return or_(s.bitly_clicks_total.c.stories_id.is_(None), fetched.is_(None))
+
+
+def days_lacking_stage(
+    store: TopicStore, stage: str, first_day: date, last_day: date, now: datetime, limit: int
+) -> list[DayCandidate]:
+    """Publication days in ``[first_day, last_day]`` with topic stories still lacking ``stage``, oldest first."""
+    st, b = s.stories, s.bitly_clicks_total
+    timestamp = story_timestamp_sql(now)
+    day = _day_sql(store.dialect, timestamp).label("day")
+    query = (
+        select(day, func.count().label("stories"), func.max(st.c.stories_id).label("max_id"))
+        .select_from(st.outerjoin(b, b.c.stories_id == st.c.stories_id))
+        .where(
+            st.c.stories_id.in_(_topic_story_ids()), _in_days(timestamp, first_day, last_day), _lacking(stage)
+        )
+        .group_by(day)
+        .order_by(day)
+        .limit(limit)
+    )
+    with store.engine.connect() as conn:
+        rows = conn.execute(query).all()
+    return [DayCandidate(_as_date(r.day), int(r.stories), int(r.max_id)) for r in rows]
+
+
+def topic_story_days(store: TopicStore, now: datetime) -> list[date]:
+    """Every publication day that has topic stories, oldest first (what a full backfill would cover)."""
+    timestamp = story_timestamp_sql(now)
+    day = _day_sql(store.dialect, timestamp).label("day")
+    query = select(day).where(s.stories.c.stories_id.in_(_topic_story_ids())).group_by(day).order_by(day)
+    with store.engine.connect() as conn:
+        return [_as_date(value) for value in conn.execute(query).scalars()]
+
+
+def topic_story_timestamps(store: TopicStore, now: datetime) -> dict[str, datetime]:
+    """Story URL → story timestamp for every topic story (the demo seeds its API stand-in with these)."""
+    st = s.stories
+    query = select(st.c.url, st.c.publish_date, st.c.collect_date).where(
+        st.c.stories_id.in_(_topic_story_ids())
+    )
+    with store.engine.connect() as conn:
+        return {
+            row.url: story_timestamp(utc(row.publish_date), utc(row.collect_date), now)
+            for row in conn.execute(query.order_by(st.c.stories_id))
+        }
+
+
+# ---------------------------------------------------------------------------------------------- stories to measure
+@dataclass(frozen=True)
+class ClickStory:
+    """A topic story to fetch clicks for."""
+
+    stories_id: int
+    url: str
+    story_ts: datetime
+    day: date
+    url_variants: tuple[str, ...]
+
+
+def canonical_link(html: bytes | str | None, page_url: str) -> str | None:
+    """The page's ``<link rel="canonical" href>`` as an absolute http(s) URL, or None."""
+    if not html:
+        return None
+    from lxml import html as lxml_html  # lxml is heavy to import; only needed when pages are stored
+    from lxml.etree import ParserError
+
+    chunk = html[:CANONICAL_HTML_BYTES]
+    try:
+        document = lxml_html.document_fromstring(chunk)
+    except (ParserError, ValueError):
+        return None
+    for link in document.iter("link"):
+        rel = (link.get("rel") or "").lower().split()
+        href = (link.get("href") or "").strip()
+        if "canonical" in rel and href:
+            absolute = urljoin(page_url, href)
+            return absolute if is_http_url(absolute) else None
+    return None
+
+
+def story_url_variants(
+    url: str, redirect_urls: Sequence[str], canonical_url: str | None, known_urls: Sequence[str]
+) -> list[str]:
+    """Every URL a story is known by, for Bit.ly lookups (fact sheet §12 ``all_url_variants``): the story URL, each
+    redirect target and the canonical link with their normalized forms (:func:`topicmap.web.urls.url_variants`), plus
+    the story's ``story_urls`` rows (alternative URLs of merged stories). Homepages are dropped unless the story URL
+    itself is one; order is first seen first."""
+    redirects = [r for r in dict.fromkeys(redirect_urls) if r and r != url]
+    variants = url_variants(url, redirects[0] if redirects else None, canonical_url)
+    for other in redirects[1:]:
+        variants.extend(url_variants(other))
+    keep_homepages = is_homepage_url(url)
+    variants.extend(
+        u for u in known_urls if u and is_http_url(u) and (keep_homepages or not is_homepage_url(u))
+    )
+    return list(dict.fromkeys(variants))
+
+
+def click_stories(store: TopicStore, first_day: date, last_day: date, now: datetime) -> list[ClickStory]:
+    """Topic stories whose publication day is in ``[first_day, last_day]``, with their URL variants, by id."""
+    st, ts, su, dl = s.stories, s.topic_stories, s.story_urls, s.downloads
+    timestamp = story_timestamp_sql(now)
+    query = (
+        select(st.c.stories_id, st.c.url, st.c.publish_date, st.c.collect_date)
+        .where(st.c.stories_id.in_(_topic_story_ids()), _in_days(timestamp, first_day, last_day))
+        .order_by(st.c.stories_id)
+    )
+    stories: list[ClickStory] = []
+    with store.engine.connect() as conn:
+        rows = conn.execute(query).all()
+        ids = [row.stories_id for row in rows]
+        redirects: dict[int, list[str]] = {}
+        known: dict[int, list[str]] = {}
+        pages: dict[int, bytes] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            for sid, redirect in conn.execute(
+                select(ts.c.stories_id, ts.c.redirect_url)
+                .where(ts.c.stories_id.in_(chunk), ts.c.redirect_url.is_not(None))
+                .order_by(ts.c.topic_stories_id)
+            ):
+                redirects.setdefault(sid, []).append(redirect)
+            for sid, known_url in conn.execute(
+                select(su.c.stories_id, su.c.url)
+                .where(su.c.stories_id.in_(chunk))
+                .order_by(su.c.story_urls_id)
+            ):
+                known.setdefault(sid, []).append(known_url)
+            for sid, content in conn.execute(
+                select(dl.c.stories_id, dl.c.content_gz).where(dl.c.stories_id.in_(chunk))
+            ):
+                pages[sid] = decompress_page(content)[:CANONICAL_HTML_BYTES]
+        for row in rows:
+            story_ts = story_timestamp(utc(row.publish_date), utc(row.collect_date), now)
+            day = story_ts.date()
+            if not first_day <= day <= last_day:
+                continue  # cannot happen unless the SQL and Python rules disagree; Python wins
+            variants = story_url_variants(
+                row.url,
+                redirects.get(row.stories_id, []),
+                canonical_link(pages.get(row.stories_id), row.url),
+                known.get(row.stories_id, []),
+            )
+            stories.append(ClickStory(row.stories_id, row.url, story_ts, day, tuple(variants)))
+    return stories
+
+
+def click_window(stage: str, story_ts: datetime, now: datetime) -> tuple[datetime, datetime]:
+    """The days to fetch for a stage: from 2 days before the story (Media Cloud's window start) to the stage's
+    cutoff, clipped to ``now``. A due stage is never clipped, so the request (and its raw-store key) is the same
+    whenever it runs, and a re-run can be recomputed from the stored answers."""
+    start = as_utc(story_ts, "story_ts") - timedelta(days=2)
+    end = min(as_utc(story_ts) + STAGE_DELAYS[check_stage(stage)], as_utc(now, "now"))
+    return start, max(start, end)
+
+
+# ---------------------------------------------------------------------------------------------- click totals
+def click_total_row(stage: str, story: ClickStory, clicks: StoryClicks) -> dict[str, Any]:
+    """The ``bitly_clicks_total`` values one fetch yields. A 30-day fetch carries the 3-day figure too (computed
+    from the same daily clicks); :func:`upsert_click_totals` stores it only where none is stored yet."""
+    fetched_at = as_utc(clicks.fetched_at, "fetched_at")
+    row: dict[str, Any] = {
+        "stories_id": story.stories_id,
+        "publish_day": story.day,
+        "bitlinks_found": len(clicks.bitlinks),
+        "clicks_3d": clicks_until(clicks.daily, story.story_ts + STAGE_DELAYS[STAGE_3D]),
+        "fetched_3d_at": fetched_at,
+        "clicks_30d": None,
+        "fetched_30d_at": None,
+    }
+    if check_stage(stage) == STAGE_30D:
+        row["clicks_30d"] = clicks_until(clicks.daily, story.story_ts + STAGE_DELAYS[STAGE_30D])
+        row["fetched_30d_at"] = fetched_at
+    return row
+
+
+def upsert_click_totals(store: TopicStore, stage: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Write one stage's totals.
+
+    3d: sets clicks_3d / fetched_3d_at, keeps clicks_30d. 30d: sets clicks_30d / fetched_30d_at and fills
+    clicks_3d / fetched_3d_at only where they are null, so the figure taken at 3 days survives the 30-day refetch.
+    """
+    if not rows:
+        return
+    table = s.bitly_clicks_total
+    insert = (postgresql.insert if store.dialect == "postgresql" else sqlite.insert)(table)
+    new = insert.excluded
+    updates: dict[str, Any] = {"publish_day": new.publish_day, "bitlinks_found": new.bitlinks_found}
+    if check_stage(stage) == STAGE_3D:
+        updates |= {"clicks_3d": new.clicks_3d, "fetched_3d_at": new.fetched_3d_at}
+    else:
+        keep_3d = table.c.clicks_3d.is_not(None)
+        updates |= {
+            "clicks_30d": new.clicks_30d,
+            "fetched_30d_at": new.fetched_30d_at,
+            "clicks_3d": case((keep_3d, table.c.clicks_3d), else_=new.clicks_3d),
+            "fetched_3d_at": case((keep_3d, table.c.fetched_3d_at), else_=new.fetched_3d_at),
+        }
+    statement = insert.on_conflict_do_update(index_elements=["stories_id"], set_=updates)
+    with store.engine.begin() as conn:
+        for start in range(0, len(rows), 500):
+            conn.execute(statement, list(rows[start : start + 500]))
+
+
+CLICK_COLUMNS = (
+    "publish_day",
+    "stories_id",
+    "url",
+    "bitlinks_found",
+    "clicks_3d",
+    "clicks_30d",
+    "fetched_3d_at",
+    "fetched_30d_at",
+)
+
+
+def click_rows(store: TopicStore, first_day: date, last_day: date) -> list[dict[str, Any]]:
+    """The stored click totals of ``[first_day, last_day]`` with each story's URL, by day then story."""
+    b, st = s.bitly_clicks_total, s.stories
+    query = (
+        select(*(b.c[c] for c in CLICK_COLUMNS if c != "url"), st.c.url)
+        .join(st, st.c.stories_id == b.c.stories_id)
+        .where(b.c.publish_day >= first_day, b.c.publish_day <= last_day)
+        .order_by(b.c.publish_day, b.c.stories_id)
+    )
+    with store.engine.connect() as conn:
+        rows = [dict(r) for r in conn.execute(query).mappings()]
+    for row in rows:
+        row["publish_day"] = _as_date(row["publish_day"])
+        row["fetched_3d_at"] = utc(row["fetched_3d_at"])
+        row["fetched_30d_at"] = utc(row["fetched_30d_at"])
+    return [{c: row[c] for c in CLICK_COLUMNS} for row in rows]
+
+
+CLICK_PARQUET_SCHEMA = pa.schema(
+    [
+        pa.field("publish_day", pa.date32(), nullable=False),
+        pa.field("stories_id", pa.int64(), nullable=False),
+        pa.field("url", pa.string(), nullable=False),
+        pa.field("bitlinks_found", pa.int32()),
+        pa.field("clicks_3d", pa.int64()),
+        pa.field("clicks_30d", pa.int64()),
+        pa.field("fetched_3d_at", pa.timestamp("us", tz="UTC")),
+        pa.field("fetched_30d_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+def write_click_parquet(rows: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Write click rows to ``path`` atomically (temp file in the same folder, then rename); the same rows give the
+    same bytes, so a re-run that changes nothing rewrites an identical file."""
+    ordered = sorted(rows, key=lambda r: (r["publish_day"], r["stories_id"]))
+    table = pa.Table.from_pylist(
+        [{c: r[c] for c in CLICK_PARQUET_SCHEMA.names} for r in ordered], CLICK_PARQUET_SCHEMA
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp_name, compression="zstd")
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def click_exports_dir(home: Path | None = None) -> Path:
+    """``TOPICMAP_HOME/exports/click_totals``: one Parquet file per publication day."""
+    return (home or topicmap_home()) / "exports" / "click_totals"
+
+
+def write_click_exports(
+    store: TopicStore, first_day: date, last_day: date, folder: Path | None = None
+) -> dict[date, Path]:
+    """One ``<day>.parquet`` per day of the range that has stored totals (days without stories get no file)."""
+    folder = folder or click_exports_dir()
+    by_day: dict[date, list[dict[str, Any]]] = {}
+    for row in click_rows(store, first_day, last_day):
+        by_day.setdefault(row["publish_day"], []).append(row)
+    return {
+        day: write_click_parquet(rows, folder / f"{day.isoformat()}.parquet") for day, rows in by_day.items()
+    }
+
+
+def clicks_30d_below_3d(store: TopicStore, limit: int = 50) -> tuple[int, list[dict[str, Any]]]:
+    """Stories whose 30-day total is below their 3-day total: (how many, the first ``limit`` of them)."""
+    b, st = s.bitly_clicks_total, s.stories
+    condition = and_(b.c.clicks_30d.is_not(None), b.c.clicks_3d.is_not(None), b.c.clicks_30d < b.c.clicks_3d)
+    with store.engine.connect() as conn:
+        count = int(conn.execute(select(func.count()).select_from(b).where(condition)).scalar_one())
+        rows = conn.execute(
+            select(b.c.stories_id, b.c.publish_day, st.c.url, b.c.clicks_3d, b.c.clicks_30d)
+            .join(st, st.c.stories_id == b.c.stories_id)
+            .where(condition)
+            .order_by(b.c.publish_day, b.c.stories_id)
+            .limit(limit)
+        ).mappings()
+        return count, [dict(r) for r in rows]
+
+
+# ---------------------------------------------------------------------------------------------- Facebook
+def facebook_url_never_works(url: str | None) -> bool:
+    """True when the Graph API can never measure ``url`` (not http, not canonical, or a known never-working kind);
+    the same checks :class:`topicmap.social.facebook.FacebookClient` makes before any request, so retrying is pointless."""
+    fixed = fix_common_url_mistakes(url)
+    if not fixed or not is_http_url(fixed):
+        return True
+    canonical = normalize_url(fixed)
+    return not canonical or not is_http_url(canonical) or never_works_reason(canonical) is not None
+
+
+def stories_needing_statistics(
+    store: TopicStore, topics_id: int, retry_errors_before: datetime
+) -> list[dict[str, Any]]:
+    """The topic's stories to ask Facebook about: those without statistics, and those whose last attempt was a
+    soft failure collected before ``retry_errors_before`` (a URL nobody had shared may be shared since) — unless
+    the URL can never work. Rows ``{"stories_id", "url"}`` by id."""
+    st, ts, ss = s.stories, s.topic_stories, s.story_statistics
+    retry = and_(
+        ss.c.facebook_api_error.is_not(None),
+        or_(ss.c.facebook_api_collect_date.is_(None), ss.c.facebook_api_collect_date < retry_errors_before),
+    )
+    query = (
+        select(st.c.stories_id, st.c.url, ss.c.stories_id.label("has_row"))
+        .select_from(st.outerjoin(ss, ss.c.stories_id == st.c.stories_id))
+        .where(
+            st.c.stories_id.in_(select(ts.c.stories_id).where(ts.c.topics_id == topics_id)),
+            or_(ss.c.stories_id.is_(None), retry),
+        )
+        .order_by(st.c.stories_id)
+    )
+    with store.engine.connect() as conn:
+        rows = conn.execute(query).all()
+    return [
+        {"stories_id": r.stories_id, "url": r.url}
+        for r in rows
+        if r.has_row is None or not facebook_url_never_works(r.url)
+    ]
+
+
+def upsert_story_statistics(store: TopicStore, results: Iterable[tuple[int, EngagementResult]]) -> int:
+    """Upsert one ``story_statistics`` row per (stories_id, result); a soft failure clears the counts and records
+    the error, a success clears the error. Returns rows written."""
+    rows = [
+        {
+            "stories_id": stories_id,
+            "facebook_share_count": result.share_count,
+            "facebook_comment_count": result.comment_count,
+            "facebook_reaction_count": result.reaction_count,
+            "facebook_api_collect_date": as_utc(result.collected_at, "collected_at"),
+            "facebook_api_error": result.error,
+        }
+        for stories_id, result in results
+    ]
+    if rows:
+        with store.engine.begin() as conn:
+            store.upsert(
+                conn, s.story_statistics, rows, ["stories_id"], [k for k in rows[0] if k != "stories_id"]
+            )
+    return len(rows)
+
+
+def statistics_summary(store: TopicStore, topics_id: int) -> dict[str, int]:
+    """Counts and totals of the topic's Facebook statistics."""
+    ts, ss = s.topic_stories, s.story_statistics
+    in_topic = ss.c.stories_id.in_(select(ts.c.stories_id).where(ts.c.topics_id == topics_id))
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            select(
+                func.count().label("stories_with_row"),
+                func.count(ss.c.facebook_api_error).label("stories_with_error"),
+                func.coalesce(func.sum(ss.c.facebook_share_count), 0).label("share_count"),
+                func.coalesce(func.sum(ss.c.facebook_comment_count), 0).label("comment_count"),
+                func.coalesce(func.sum(ss.c.facebook_reaction_count), 0).label("reaction_count"),
+            ).where(in_topic)
+        ).one()
+        topic_stories = conn.execute(
+            select(func.count(func.distinct(ts.c.stories_id))).where(ts.c.topics_id == topics_id)
+        ).scalar_one()
+    summary = {key: int(value) for key, value in row._mapping.items()}
+    summary["topic_stories"] = int(topic_stories)
+    return summary
+
+
+def statistics_rows(store: TopicStore, topics_id: int, limit: int = 20) -> list[dict[str, Any]]:
+    """The topic's statistics with story URLs, most shared first (a preview)."""
+    ts, ss, st = s.topic_stories, s.story_statistics, s.stories
+    query = (
+        select(
+            ss.c.stories_id,
+            st.c.url,
+            ss.c.facebook_share_count,
+            ss.c.facebook_comment_count,
+            ss.c.facebook_reaction_count,
+            ss.c.facebook_api_error,
+        )
+        .join(st, st.c.stories_id == ss.c.stories_id)
+        .where(ss.c.stories_id.in_(select(ts.c.stories_id).where(ts.c.topics_id == topics_id)))
+        .order_by(ss.c.facebook_share_count.desc().nulls_last(), ss.c.stories_id)
+        .limit(limit)
+    )
+    with store.engine.connect() as conn:
+        return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def error_kind(error: str) -> str:
+    """A soft-failure message without its URL or details in parentheses, for counting errors by kind."""
+    kind = re.sub(r":\s*'.*'$|\s*\([^)]*\)", "", error).strip()
+    return kind[:120] or "unknown"

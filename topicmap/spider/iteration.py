@@ -1,0 +1,1050 @@
+"""The spider: one iteration of growing a topic (fact sheet §2, §5, §10), resumable and idempotent.
+
+One call of ``Spider.run_iteration`` is one Dagster materialization:
+
+1. seeds not yet imported become topic stories (archive matches, iteration 0) or pending fetch URLs (URL lists);
+2. the pending URLs of the lowest pending iteration ``k`` are processed, each through: ignore list → reuse of an
+   earlier failure for the same URL → match to an existing story by URL variants → fetch → potential match of
+   the query on the raw page → story generated → full relevance → added to the topic with iteration ``k``;
+3. the links of every topic story not yet mined become ``topic_links`` rows and, while ``k + 1 <=
+   max_iterations``, pending fetch URLs of iteration ``k + 1``.
+
+What became of each URL is written a batch at a time (up to ``WRITE_BATCH`` URLs, or what a few seconds
+gathered, in one transaction: new stories, relevance, topic stories, their links, URL states), and every
+insert is keyed, so a killed run is simply run again: the URLs of the unwritten batch are still pending and
+are processed again, nothing is duplicated. Media Cloud passed ``max_iterations`` itself as the
+iteration bound to every ``spider_new_links`` call, so its bound was never applied (fact sheet §10); here a
+link found by a story at iteration ``max_iterations`` is recorded but never queued.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Protocol
+
+from sqlalchemy import Connection, and_, bindparam, func, select, tuple_, update
+
+from topicmap.store import schema as s
+from topicmap.store.topic_store import (
+    SPIDER_SOURCE,
+    NewStory,
+    TopicStore,
+    chunks,
+    compress_page,
+    now_utc,
+    utc,
+)
+from topicmap.topics.declarations import TopicConfig
+from topicmap.topics.query import TopicQuery
+from topicmap.web.fetch import FetchOutcome
+from topicmap.web.links import (
+    extract_links,
+    extract_story_and_links,
+    is_ignored_url,
+    is_self_link,
+    skip_self_link,
+)
+from topicmap.web.urls import distinctive_domain, normalize_url_lossy, url_variants
+
+# Fetch states, as Media Cloud names them (fact sheet §5); "python error" is Media Cloud's name for a bug.
+PENDING = "pending"
+REQUEUED = "requeued"
+REQUEST_FAILED = "request failed"
+CONTENT_MATCH_FAILED = "content match failed"
+STORY_MATCH = "story match"
+STORY_ADDED = "story added"
+IGNORED = "ignored"
+SKIPPED = "skipped"
+ERROR = "python error"
+FETCH_STATES = (
+    PENDING,
+    REQUEUED,
+    REQUEST_FAILED,
+    CONTENT_MATCH_FAILED,
+    STORY_MATCH,
+    STORY_ADDED,
+    IGNORED,
+    SKIPPED,
+    ERROR,
+)
+OPEN_STATES = (PENDING, REQUEUED)
+
+MAX_ERROR_RATE = 0.02
+#: URLs whose outcome is written in one transaction, or fewer once the oldest has waited WRITE_BATCH_SECONDS
+#: (a throttled iteration still commits steadily). A crash loses at most one batch: those URLs stay pending.
+WRITE_BATCH = 50
+WRITE_BATCH_SECONDS = 5.0
+#: stored stories whose links are mined in one transaction
+MINE_BATCH = 100
+CONTENT_MATCH_BYTES = 1 << 20
+SENTENCE_SPLIT = re.compile(r"(?<=[.!?。！？])\s+")
+
+
+class SpiderError(RuntimeError):
+    """The topic cannot go on (too many stories, too many errors); the message says why."""
+
+
+class PageSource(Protocol):
+    """Where pages come from: the live web, the demo web on loopback, or a WARC replay."""
+
+    def fetch_many(self, urls: Iterable[str]) -> Iterator[FetchOutcome]: ...
+
+
+@dataclass
+class IterationReport:
+    topic: str
+    iteration: int
+    states: Counter = field(default_factory=Counter)
+    urls_processed: int = 0
+    stories_added: int = 0
+    links_added: int = 0
+    frontier_left: int = 0
+    elapsed: float = 0.0
+    throttle_wait: float = 0.0
+    fetched: int = 0
+    topic_stories: int = 0
+    error_rate: float = 0.0
+    top_errors: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def fetch_rate(self) -> float:
+        return self.fetched / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def done(self) -> bool:
+        return self.frontier_left == 0
+
+
+def week_start(day: date) -> date:
+    return day - timedelta(days=day.weekday())
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences of a story text: split on end punctuation and lines; unique within the story, in order."""
+    seen: dict[str, None] = {}
+    for block in (text or "").splitlines():
+        for sentence in SENTENCE_SPLIT.split(block):
+            sentence = sentence.strip()
+            if len(sentence) >= 8:
+                seen.setdefault(sentence, None)
+    return list(seen)
+
+
+def _sentence_md5(sentence: str) -> str:
+    return hashlib.md5(" ".join(sentence.lower().split()).encode("utf-8")).hexdigest()
+
+
+@dataclass
+class _Resolution:
+    """What became of one pending URL, held until its batch is written."""
+
+    row: dict
+    state: str
+    code: int | None = None
+    message: str | None = None
+    stories_id: int | None = None  # an existing story the URL resolved to
+    new_story: NewStory | None = None  # or the story generated from the fetched page...
+    links: list[str] | None = None  # ... and that page's links
+    redirect_url: str | None = None
+    fetched_url: str | None = None  # the URL fetched, when it redirected: kept as one of the story's URLs
+
+
+@dataclass
+class _Tally:
+    """What a written batch adds to the iteration's report."""
+
+    urls: int = 0
+    states: Counter = field(default_factory=Counter)
+    stories_added: int = 0
+    links_added: int = 0
+
+    def merge(self, other: _Tally) -> None:
+        self.urls += other.urls
+        self.states.update(other.states)
+        self.stories_added += other.stories_added
+        self.links_added += other.links_added
+
+
+@dataclass
+class _StoryLinks:
+    """A topic story's links, ready to be mined (``links`` None: nothing to mine, e.g. out of the dates)."""
+
+    stories_id: int
+    url: str
+    iteration: int
+    publish_date: datetime | None
+    links: list[str] | None
+    error: str = ""
+
+
+@dataclass
+class _Progress:
+    """Logs the iteration's progress each time another ``every`` URLs are written."""
+
+    total: int
+    every: int
+    iteration: int
+    next_at: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.next_at = self.every
+
+    def show(self, report: IterationReport, topic: str, log: Callable[[str], None]) -> None:
+        if report.urls_processed < self.next_at:
+            return
+        self.next_at = (report.urls_processed // self.every + 1) * self.every
+        log(
+            f"{topic}: iteration {self.iteration}: {report.urls_processed}/{self.total} URLs, "
+            f"{report.stories_added} stories added, {report.links_added} links, "
+            f"{report.throttle_wait:.1f}s waiting on throttles"
+        )
+
+
+_FETCH_URLS = s.topic_fetch_urls
+#: one URL's state, written for a whole batch with executemany
+_STATE_UPDATE = (
+    update(_FETCH_URLS)
+    .where(_FETCH_URLS.c.topic_fetch_urls_id == bindparam("b_id"))
+    .values(
+        state=bindparam("b_state"),
+        code=bindparam("b_code"),
+        message=bindparam("b_message"),
+        stories_id=bindparam("b_stories_id"),
+        redirect_url=bindparam("b_redirect_url"),
+        fetch_date=bindparam("b_fetch_date"),
+    )
+)
+
+
+class Spider:
+    """Grows one topic, one iteration per call, against a topic store and a page source."""
+
+    def __init__(
+        self,
+        store: TopicStore,
+        topic: TopicConfig,
+        source: PageSource,
+        log: Callable[[str], None] = print,
+        progress_every: int = 200,
+        max_error_rate: float = MAX_ERROR_RATE,
+    ) -> None:
+        self.store = store
+        self.topic = topic
+        self.query: TopicQuery = topic.parsed_query
+        self.source = source
+        self.log = log
+        self.progress_every = progress_every
+        self.max_error_rate = max_error_rate
+        self.topics_id = int(store.topic_row(topic.name)["topics_id"])
+        self._iteration = 0  # the iteration being processed
+        self._batch: list[_Resolution] = []
+        self._batch_started = 0.0
+        self._progress = _Progress(total=0, every=progress_every, iteration=0)
+        self._compressor: ThreadPoolExecutor | None = None  # set while pages are being fetched
+
+    # ------------------------------------------------------------------ state
+
+    def lowest_pending_iteration(self) -> int | None:
+        f = s.topic_fetch_urls
+        with self.store.engine.connect() as conn:
+            return conn.execute(
+                select(func.min(f.c.iteration)).where(
+                    f.c.topics_id == self.topics_id,
+                    f.c.state.in_(OPEN_STATES),
+                    f.c.iteration <= self.topic.max_iterations,
+                )
+            ).scalar_one_or_none()
+
+    def iterations_done(self) -> int:
+        m = s.topic_spider_metrics
+        with self.store.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).where(m.c.topics_id == self.topics_id)).scalar_one())
+
+    def frontier_size(self) -> int:
+        f = s.topic_fetch_urls
+        with self.store.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    select(func.count()).where(
+                        f.c.topics_id == self.topics_id,
+                        f.c.state.in_(OPEN_STATES),
+                        f.c.iteration <= self.topic.max_iterations,
+                    )
+                ).scalar_one()
+            )
+
+    def topic_story_count(self) -> int:
+        return self.store.table_count(s.topic_stories, topics_id=self.topics_id)
+
+    # ------------------------------------------------------------------ one iteration
+
+    def run_iteration(self) -> IterationReport:
+        started = time.monotonic()
+        self.import_seeds()
+        pending_iteration = self.lowest_pending_iteration()
+        if pending_iteration is None and self.iterations_done() > 0:
+            iteration = self._last_iteration()
+        else:
+            iteration = pending_iteration if pending_iteration is not None else 0
+        report = IterationReport(topic=self.topic.name, iteration=iteration)
+        self._check_max_stories()
+        if pending_iteration is not None:
+            try:
+                self._process_pending(pending_iteration, report)
+            finally:
+                self._write_batch(report)
+        report.links_added += self.mine_topic_stories()
+        if pending_iteration is not None or report.links_added:
+            # links written in this run (or in a killed one before it) may point at URLs resolved since
+            self._link_known_refs()
+        report.frontier_left = self.frontier_size()
+        report.topic_stories = self.topic_story_count()
+        report.elapsed = time.monotonic() - started
+        self._record_metrics(report)
+        self._check_error_rate(report)
+        self.log(
+            f"{self.topic.name}: iteration {iteration} done: {report.urls_processed} URLs processed "
+            f"({dict(report.states)}), {report.stories_added} stories added, {report.links_added} new links, "
+            f"{report.frontier_left} pending, {report.topic_stories} topic stories"
+        )
+        return report
+
+    def _last_iteration(self) -> int:
+        m = s.topic_spider_metrics
+        with self.store.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    select(func.max(m.c.iteration)).where(m.c.topics_id == self.topics_id)
+                ).scalar_one()
+            )
+
+    def _check_max_stories(self) -> None:
+        count = self.topic_story_count()
+        if count > self.topic.max_stories:
+            raise SpiderError(
+                f"topic {self.topic.name!r} has {count} stories, more than max_stories={self.topic.max_stories}: "
+                "narrow the query or raise max_stories"
+            )
+
+    # ------------------------------------------------------------------ seeds
+
+    def import_seeds(self) -> int:
+        """Seeds not yet processed: archive matches join the topic at iteration 0, URLs become pending fetches."""
+        seeds = s.topic_seed_urls
+        with self.store.engine.begin() as conn:
+            rows = (
+                conn.execute(
+                    select(seeds).where(seeds.c.topics_id == self.topics_id, seeds.c.processed.is_(False))
+                )
+                .mappings()
+                .all()
+            )
+            if not rows:
+                return 0
+            fetch_rows = []
+            self._join_topic(conn, {r["stories_id"]: None for r in rows if r["stories_id"] is not None}, 0)
+            for row in rows:
+                if row["stories_id"] is not None:
+                    fetch_rows.append(
+                        self._fetch_row(row["url"], 0, state=STORY_MATCH, stories_id=row["stories_id"])
+                    )
+                else:
+                    fetch_rows.append(self._fetch_row(row["url"], 0, assume_match=row["assume_match"]))
+            self.store.insert_ignore(conn, s.topic_fetch_urls, fetch_rows, ["topics_id", "url"])
+            conn.execute(
+                update(seeds)
+                .where(seeds.c.topic_seed_urls_id.in_([r["topic_seed_urls_id"] for r in rows]))
+                .values(processed=True)
+            )
+        self.log(f"{self.topic.name}: imported {len(rows)} seeds")
+        return len(rows)
+
+    def _fetch_row(
+        self,
+        url: str,
+        iteration: int,
+        state: str = PENDING,
+        stories_id: int | None = None,
+        assume_match: bool = False,
+        topic_links_id: int | None = None,
+    ) -> dict:
+        return {
+            "topics_id": self.topics_id,
+            "url": url[: s.MAX_URL_LENGTH],
+            "iteration": iteration,
+            "state": state,
+            "stories_id": stories_id,
+            "assume_match": assume_match,
+            "topic_links_id": topic_links_id,
+        }
+
+    # ------------------------------------------------------------------ processing pending URLs
+
+    def _pending_rows(self, iteration: int) -> list[dict]:
+        f = s.topic_fetch_urls
+        limit = self.topic.fetch.max_fetches_per_iteration
+        query = (
+            select(f.c.topic_fetch_urls_id, f.c.url, f.c.state, f.c.assume_match)
+            .where(f.c.topics_id == self.topics_id, f.c.iteration == iteration, f.c.state.in_(OPEN_STATES))
+            .order_by(f.c.topic_fetch_urls_id)
+        )
+        if limit:
+            query = query.limit(limit)
+        with self.store.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(query).mappings()]
+
+    def _process_pending(self, iteration: int, report: IterationReport) -> None:
+        self._iteration = iteration
+        rows = self._pending_rows(iteration)
+        self.log(f"{self.topic.name}: iteration {iteration}: {len(rows)} pending URLs")
+        self._progress = _Progress(total=len(rows), every=self.progress_every, iteration=iteration)
+        known = self._known_outcomes(rows)
+        to_fetch: dict[str, dict] = {}
+        for row in rows:
+            try:
+                resolved = self._resolve_without_fetch(row, known)
+            except Exception as exc:  # noqa: BLE001 - one bad URL must not stop the iteration
+                resolved = _Resolution(row, ERROR, message=_error_text(exc))
+            if resolved is None:
+                to_fetch[row["url"]] = row
+            else:
+                self._queue(resolved, report)
+        if not to_fetch:
+            return
+        with ThreadPoolExecutor(1, thread_name_prefix="topicmap-page-compress") as self._compressor:
+            for outcome in self.source.fetch_many(list(to_fetch)):
+                row = to_fetch.get(outcome.url)
+                if row is None:
+                    continue
+                report.fetched += 1
+                report.throttle_wait += float(getattr(outcome, "throttle_wait_seconds", 0.0) or 0.0)
+                try:
+                    resolution = self._judge_outcome(row, outcome)
+                except Exception as exc:  # noqa: BLE001
+                    resolution = _Resolution(row, ERROR, code=outcome.status, message=_error_text(exc))
+                self._queue(resolution, report)
+
+    def _known_outcomes(self, rows: list[dict]) -> dict[str, dict]:
+        """For every URL variant of the pending rows: an earlier failure in this topic, or a known story.
+
+        Two indexed queries per 500 variants for the whole batch, instead of two per URL."""
+        variants = sorted(
+            {v[: s.MAX_URL_LENGTH] for row in rows for v in (url_variants(row["url"]) or [row["url"]])}
+        )
+        f, su, st, media = s.topic_fetch_urls, s.story_urls, s.stories, s.media
+        known: dict[str, dict] = {}
+        with self.store.engine.connect() as conn:
+            for chunk in chunks(variants):
+                for r in conn.execute(
+                    select(f.c.url, f.c.topic_fetch_urls_id, f.c.state, f.c.code, f.c.message).where(
+                        f.c.topics_id == self.topics_id,
+                        f.c.url.in_(chunk),
+                        f.c.state.in_((REQUEST_FAILED, CONTENT_MATCH_FAILED)),
+                    )
+                ):
+                    known.setdefault(r.url, {})["failure"] = (
+                        r.topic_fetch_urls_id,
+                        r.state,
+                        r.code,
+                        r.message,
+                    )
+                for r in conn.execute(
+                    select(su.c.url, su.c.stories_id, media.c.dup_media_id)
+                    .join(st, st.c.stories_id == su.c.stories_id)
+                    .join(media, media.c.media_id == st.c.media_id)
+                    .where(su.c.url.in_(chunk), media.c.foreign_rss_links.is_(False))
+                ):
+                    rank = (
+                        r.dup_media_id is not None,
+                        r.stories_id,
+                    )  # non-duplicate media first, then oldest
+                    entry = known.setdefault(r.url, {})
+                    if "story" not in entry or rank < entry["story"]:
+                        entry["story"] = rank
+        return known
+
+    def _resolve_without_fetch(self, row: dict, known: dict[str, dict]) -> _Resolution | None:
+        """The steps before a fetch, or None when the URL must be fetched."""
+        url = row["url"]
+        if is_ignored_url(url) or is_ignored_url(normalize_url_lossy(url) or ""):
+            return _Resolution(row, IGNORED, code=403, message="matches the ignore pattern")
+        variants = [v[: s.MAX_URL_LENGTH] for v in (url_variants(url) or [url])]
+        failures = [
+            known[v]["failure"]
+            for v in variants
+            if "failure" in known.get(v, {}) and known[v]["failure"][0] != row["topic_fetch_urls_id"]
+        ]
+        if failures:
+            _, state, code, message = failures[0]
+            return _Resolution(
+                row, state, code=code, message=f"same as earlier fetch: {message or ''}".strip()
+            )
+        if row["state"] == PENDING:
+            stories = [known[v]["story"] for v in variants if "story" in known.get(v, {})]
+            if stories:
+                return _Resolution(row, STORY_MATCH, code=200, stories_id=min(stories)[1])
+        return None
+
+    def find_story_by_urls(self, urls: Iterable[str]) -> int | None:
+        """A story known by one of ``urls``; prefers media that are not duplicates, then the oldest story.
+
+        Every story's url, guid and their lossy forms are recorded in story_urls when it is added, so one
+        indexed lookup there covers Media Cloud's three (stories.url, stories.guid, story_urls.url)."""
+        candidates = sorted({u[: s.MAX_URL_LENGTH] for u in urls if u})
+        if not candidates:
+            return None
+        st, su, media = s.stories, s.story_urls, s.media
+        with self.store.engine.connect() as conn:
+            row = conn.execute(
+                select(su.c.stories_id)
+                .join(st, st.c.stories_id == su.c.stories_id)
+                .join(media, media.c.media_id == st.c.media_id)
+                .where(su.c.url.in_(candidates), media.c.foreign_rss_links.is_(False))
+                .order_by(media.c.dup_media_id.is_(None).desc(), su.c.stories_id)
+                .limit(1)
+            ).first()
+        return int(row.stories_id) if row else None
+
+    def _judge_outcome(self, row: dict, outcome: FetchOutcome) -> _Resolution:
+        """What a fetched page means for its URL: a failure, a known story, or a new story with its links.
+
+        Nothing is written here: the resolution waits for its batch (``_write_batch``)."""
+        refused = getattr(outcome, "refused_reason", None)
+        if refused:
+            # Policy refusals (SSRF guard, robots.txt, not a page) are "skipped"; a page too large to read failed.
+            state = REQUEST_FAILED if refused.startswith("too-large") else SKIPPED
+            return _Resolution(row, state, code=outcome.status, message=f"refused: {refused}")
+        if (
+            outcome.error
+            or outcome.status is None
+            or not (200 <= outcome.status < 300)
+            or outcome.content is None
+        ):
+            message = outcome.error or f"HTTP {outcome.status}"
+            return _Resolution(row, REQUEST_FAILED, code=outcome.status, message=message)
+        final_url = outcome.final_url or outcome.url
+        redirect_url = final_url if final_url != outcome.url else None
+        if redirect_url:
+            if is_ignored_url(redirect_url):
+                return _Resolution(row, IGNORED, code=403, message=f"redirect to ignored {redirect_url}")
+            stories_id = self.find_story_by_urls(url_variants(outcome.url, redirect_url=redirect_url))
+            if stories_id is not None:
+                return _Resolution(
+                    row, STORY_MATCH, code=200, stories_id=stories_id, redirect_url=redirect_url
+                )
+        html_text = outcome.text or ""
+        if not row["assume_match"] and not self.query.may_match(html_text[:CONTENT_MATCH_BYTES]):
+            return _Resolution(
+                row, CONTENT_MATCH_FAILED, code=outcome.status, message="the page does not match the query"
+            )
+        # zstandard releases the GIL: the page is compressed for storage on another core while this thread extracts
+        page_gz = self._compressor.submit(compress_page, outcome.content)
+        # one parse gives the story and its links; the links are mined when the batch is written. The text the
+        # source decoded (with the charset the server declared) is extracted: no second decoding.
+        extracted, links = extract_story_and_links(outcome.text or outcome.content, final_url)
+        story = NewStory(
+            url=final_url,
+            title=extracted.title,
+            text=extracted.text,
+            publish_date=extracted.publish_date,
+            description=extracted.description,
+            language=extracted.language,
+            guid=final_url,
+            html=outcome.content,
+            html_gz=page_gz.result(),
+            encoding=getattr(outcome, "charset", None),
+            http_status=outcome.status,
+        )
+        return _Resolution(
+            row,
+            STORY_ADDED,
+            code=outcome.status,
+            new_story=story,
+            links=links,
+            redirect_url=redirect_url,
+            fetched_url=outcome.url if redirect_url else None,
+        )
+
+    # ------------------------------------------------------------------ writing resolutions, a batch at a time
+
+    def _queue(self, resolution: _Resolution, report: IterationReport) -> None:
+        """Hold a resolution for the next write; write when the batch is full or has waited long enough."""
+        if not self._batch:
+            self._batch_started = time.monotonic()
+        self._batch.append(resolution)
+        if len(self._batch) >= WRITE_BATCH or time.monotonic() - self._batch_started >= WRITE_BATCH_SECONDS:
+            self._write_batch(report)
+
+    def _write_batch(self, report: IterationReport) -> None:
+        """Write the held resolutions in one transaction (a crash before the commit leaves those URLs
+        pending: they are simply processed again). If the batch fails, each URL is written on its own, so
+        the one that cannot be written is recorded as an error and the others are kept."""
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        try:
+            tally = self._commit(batch)
+        except Exception:  # noqa: BLE001 - find the URL at fault: write them one by one
+            tally = _Tally()
+            for resolution in batch:
+                tally.merge(self._commit_alone(resolution))
+        report.urls_processed += tally.urls
+        report.states.update(tally.states)
+        report.stories_added += tally.stories_added
+        report.links_added += tally.links_added
+        self._progress.show(report, self.topic.name, self.log)
+
+    def _commit(self, batch: list[_Resolution]) -> _Tally:
+        with self.store.engine.begin() as conn:
+            return self._write_resolutions(conn, batch)
+
+    def _commit_alone(self, resolution: _Resolution) -> _Tally:
+        """One URL in its own transaction; if even that fails, the URL ends in error with the reason (and if
+        the error cannot be written either, the store itself is failing: that raises)."""
+        try:
+            return self._commit([resolution])
+        except Exception as exc:  # noqa: BLE001
+            return self._commit(
+                [_Resolution(resolution.row, ERROR, code=resolution.code, message=_error_text(exc))]
+            )
+
+    def _write_resolutions(self, conn: Connection, batch: list[_Resolution]) -> _Tally:
+        """New stories, relevance, topic stories, link re-pointing, link mining and URL states of a batch."""
+        tally = _Tally(urls=len(batch))
+        story_of = {i: r.stories_id for i, r in enumerate(batch) if r.stories_id is not None}
+        new = [i for i, r in enumerate(batch) if r.new_story is not None]
+        if new:
+            added = self.store.insert_stories(conn, [batch[i].new_story for i in new], SPIDER_SOURCE)
+            story_of.update(zip(new, added.stories_ids, strict=True))
+            self.store.insert_ignore(
+                conn,
+                s.story_urls,
+                [
+                    {"stories_id": story_of[i], "url": batch[i].fetched_url[: s.MAX_URL_LENGTH]}
+                    for i in new
+                    if batch[i].fetched_url
+                ],
+                ["stories_id", "url"],
+            )
+        in_topic = self._in_topic(conn, set(story_of.values()))
+        relevant = self._relevance(conn, batch, story_of, in_topic)
+        first: dict[int, int] = {}  # relevant story -> index of the first resolution that found it
+        for i in sorted(story_of):
+            if relevant[i]:
+                first.setdefault(story_of[i], i)
+        tally.stories_added = self._join_topic(
+            conn, {sid: batch[i].redirect_url for sid, i in first.items()}, self._iteration
+        )
+        # the stories that just joined, with the links of their fetched page, are mined now
+        to_mine = [
+            _StoryLinks(
+                sid, batch[i].new_story.url, self._iteration, batch[i].new_story.publish_date, batch[i].links
+            )
+            for sid, i in first.items()
+            if sid not in in_topic and batch[i].links is not None
+        ]
+        tally.links_added = self._mine_batch(conn, to_mine)
+        self._point_links(conn, batch, story_of)
+        states = []
+        for i, r in enumerate(batch):
+            stories_id = story_of.get(i)
+            state, message = r.state, r.message
+            if stories_id is not None and not relevant[i]:
+                state = CONTENT_MATCH_FAILED
+                message = "the story does not match the query (title, url, description, new sentences)"
+            states.append(
+                {
+                    "b_id": r.row["topic_fetch_urls_id"],
+                    "b_state": state,
+                    "b_code": r.code,
+                    "b_message": (message or None) and message[:4000],
+                    "b_stories_id": stories_id,
+                    "b_redirect_url": r.redirect_url and r.redirect_url[: s.MAX_URL_LENGTH],
+                    "b_fetch_date": now_utc(),
+                }
+            )
+            tally.states[state] += 1
+        conn.execute(_STATE_UPDATE, states)
+        return tally
+
+    def _in_topic(self, conn: Connection, stories_ids: set[int]) -> set[int]:
+        ts = s.topic_stories
+        found: set[int] = set()
+        ordered = sorted(stories_ids)
+        for chunk in chunks(ordered):
+            found.update(
+                conn.execute(
+                    select(ts.c.stories_id).where(
+                        ts.c.topics_id == self.topics_id, ts.c.stories_id.in_(chunk)
+                    )
+                ).scalars()
+            )
+        return found
+
+    def _relevance(
+        self, conn: Connection, batch: list[_Resolution], story_of: dict[int, int], in_topic: set[int]
+    ) -> dict[int, bool]:
+        """Full relevance (fact sheet §2) of each resolution's story: already in the topic, assumed (URL-list
+        seeds), or matched by title, description, url, redirect url, then the story's sentences that are new
+        within its medium and calendar week. Sentences are claimed in batch order, as one by one would."""
+        to_judge = [
+            i for i in sorted(story_of) if story_of[i] not in in_topic and not batch[i].row["assume_match"]
+        ]
+        relevant = dict.fromkeys(story_of, True)
+        if not to_judge:
+            return relevant
+        st = s.stories
+        stories = {
+            r.stories_id: r
+            for r in conn.execute(
+                select(
+                    st.c.stories_id,
+                    st.c.title,
+                    st.c.description,
+                    st.c.url,
+                    st.c.text,
+                    st.c.media_id,
+                    st.c.publish_date,
+                    st.c.collect_date,
+                ).where(st.c.stories_id.in_(sorted({story_of[i] for i in to_judge})))
+            )
+        }
+        by_sentences: list[int] = []
+        for i in to_judge:
+            story = stories.get(story_of[i])
+            if story is None:
+                relevant[i] = False
+            elif not self._fields_match(story, batch[i].redirect_url):
+                by_sentences.append(i)
+        if by_sentences:
+            own = self._own_sentences(conn, [stories[story_of[i]] for i in by_sentences])
+            for i in by_sentences:
+                sentences_of_story = own.get(story_of[i], [])
+                relevant[i] = bool(sentences_of_story) and self.query.matches(" ".join(sentences_of_story))
+        return relevant
+
+    def _fields_match(self, story, redirect_url: str | None) -> bool:  # noqa: ANN001 - a SQLAlchemy row
+        for field_text in (story.title, story.description, story.url, redirect_url):
+            if field_text and self.query.matches(field_text):
+                return True
+        return self.query.matches_story(story.title, None, story.url, story.description)
+
+    def _own_sentences(self, conn: Connection, stories: list) -> dict[int, list[str]]:
+        """Each story's sentences not already claimed by another story of its medium in its calendar week."""
+        claims: list[dict] = []
+        sentence_of: dict[tuple[int, str], str] = {}  # (stories_id, md5) -> the sentence
+        for story in stories:
+            when = utc(story.publish_date or story.collect_date) or datetime.now(UTC)
+            week = week_start(when.date())
+            stories_id, media_id = story.stories_id, story.media_id
+            for sentence in sentences(story.text or ""):
+                digest = _sentence_md5(sentence)
+                if (stories_id, digest) not in sentence_of:
+                    sentence_of[stories_id, digest] = sentence
+                    claims.append(
+                        {
+                            "media_id": media_id,
+                            "week_start_date": week,
+                            "sentence_md5": digest,
+                            "stories_id": stories_id,
+                        }
+                    )
+        if not claims:
+            return {}
+        ssh = s.story_sentence_hashes
+        keys = ["media_id", "week_start_date", "sentence_md5"]
+        # the sentences claimed now are this batch's; only those already claimed need a look at their owner
+        # (another story, or this one on a re-run after a crash)
+        owners = set(
+            map(
+                tuple,
+                self.store.insert_ignore_returning(conn, ssh, claims, keys, ["stories_id", "sentence_md5"]),
+            )
+        )
+        taken = sorted(
+            {
+                (claim["media_id"], claim["week_start_date"], claim["sentence_md5"])
+                for claim in claims
+                if (claim["stories_id"], claim["sentence_md5"]) not in owners
+            }
+        )
+        for chunk in chunks(taken):
+            owners.update(
+                map(
+                    tuple,
+                    conn.execute(
+                        select(ssh.c.stories_id, ssh.c.sentence_md5).where(
+                            tuple_(ssh.c.media_id, ssh.c.week_start_date, ssh.c.sentence_md5).in_(chunk)
+                        )
+                    ),
+                )
+            )
+        own: dict[int, list[str]] = {}
+        for key, sentence in sentence_of.items():  # in story order: the query reads them joined
+            if key in owners:
+                own.setdefault(key[0], []).append(sentence)
+        return own
+
+    def _join_topic(self, conn: Connection, stories: dict[int, str | None], iteration: int) -> int:
+        """Stories (id -> the redirect URL they were found by) join the topic at ``iteration``; those already in
+        it move to ``iteration`` if it is lower (found again closer to the seeds). Returns the stories added."""
+        if not stories:
+            return 0
+        ts = s.topic_stories
+        added = self.store.insert_ignore(
+            conn,
+            ts,
+            [
+                {
+                    "topics_id": self.topics_id,
+                    "stories_id": stories_id,
+                    "iteration": iteration,
+                    "redirect_url": redirect_url,
+                    "added_at": now_utc(),
+                }
+                for stories_id, redirect_url in stories.items()
+            ],
+            ["topics_id", "stories_id"],
+        )
+        conn.execute(
+            update(ts)
+            .where(
+                ts.c.topics_id == self.topics_id,
+                ts.c.stories_id == bindparam("b_stories_id"),
+                ts.c.iteration > iteration,
+            )
+            .values(iteration=iteration),
+            [{"b_stories_id": stories_id} for stories_id in stories],
+        )
+        return added
+
+    def _point_links(self, conn: Connection, batch: list[_Resolution], story_of: dict[int, int]) -> None:
+        """Topic links to a URL that resolved to a story now point at it."""
+        pointed = [
+            {
+                "b_url": batch[i].row["url"],
+                "b_stories_id": stories_id,
+                "b_redirect_url": batch[i].redirect_url,
+            }
+            for i, stories_id in story_of.items()
+        ]
+        if pointed:
+            tl = s.topic_links
+            conn.execute(
+                update(tl)
+                .where(
+                    tl.c.topics_id == self.topics_id,
+                    tl.c.url == bindparam("b_url"),
+                    tl.c.ref_stories_id.is_(None),
+                )
+                .values(ref_stories_id=bindparam("b_stories_id"), redirect_url=bindparam("b_redirect_url")),
+                pointed,
+            )
+
+    # ------------------------------------------------------------------ link mining
+
+    def mine_topic_stories(self) -> int:
+        """Extract the links of every topic story not yet mined (archive seeds, stories matched by URL);
+        queue them for the next iteration. Stories the spider generated were mined when they were written."""
+        ts, st = s.topic_stories, s.stories
+        with self.store.engine.connect() as conn:
+            todo = conn.execute(
+                select(ts.c.stories_id, ts.c.iteration, st.c.url, st.c.publish_date)
+                .join(st, st.c.stories_id == ts.c.stories_id)
+                .where(ts.c.topics_id == self.topics_id, ts.c.link_mined.is_(False))
+                .order_by(ts.c.stories_id)
+            ).all()
+        links_added = 0
+        for chunk in chunks(todo, MINE_BATCH):
+            batch = [self._stored_links(story) for story in chunk]
+            with self.store.engine.begin() as conn:
+                links_added += self._mine_batch(conn, batch)
+        return links_added
+
+    def _stored_links(self, story) -> _StoryLinks:  # noqa: ANN001 - a SQLAlchemy row
+        """The links of a stored story, from its page (or its text when no page was kept)."""
+        mined = _StoryLinks(story.stories_id, story.url, story.iteration, story.publish_date, links=None)
+        if not self._within_date_window(story.publish_date):
+            return mined
+        try:
+            with self.store.engine.connect() as conn:
+                html = self.store.story_html(conn, story.stories_id)
+                if html is None:
+                    text = conn.execute(
+                        select(s.stories.c.text).where(s.stories.c.stories_id == story.stories_id)
+                    ).scalar_one_or_none()
+            page = html or f"<html><body><p>{text or ''}</p></body></html>"
+            mined.links = extract_links(page, base_url=story.url)
+        except Exception as exc:  # noqa: BLE001 - recorded per story, counted in the error rate
+            mined.error = _error_text(exc)
+        return mined
+
+    def _within_date_window(self, publish_date: datetime | None) -> bool:
+        """Media Cloud only mines stories with no date or dated within the topic dates ± 7 days."""
+        if publish_date is None:
+            return True
+        day = utc(publish_date).date()
+        return self.topic.start_date - timedelta(days=7) <= day <= self.topic.end_date + timedelta(days=7)
+
+    def _mine_batch(self, conn: Connection, stories: list[_StoryLinks]) -> int:
+        """Record the stories' links as topic links, queue them for the next iteration (within
+        max_iterations), count followed self links per site, and mark the stories mined. Returns links added."""
+        if not stories:
+            return 0
+        td = s.topic_domains
+        domains = sorted({distinctive_domain(story.url) or "" for story in stories})
+        self_links = dict(
+            conn.execute(
+                select(td.c.domain, td.c.self_links).where(
+                    td.c.topics_id == self.topics_id, td.c.domain.in_(domains)
+                )
+            ).all()
+        )
+        followed: Counter = Counter()
+        link_rows, fetch_rows = [], []
+        for story in stories:
+            if not story.links or not self._within_date_window(story.publish_date):
+                continue
+            domain = distinctive_domain(story.url) or ""
+            next_iteration = story.iteration + 1
+            for link in story.links:
+                if is_self_link(story.url, link):
+                    if skip_self_link(story.url, link, self_links.get(domain, 0) + followed[domain]):
+                        continue
+                    followed[domain] += 1
+                link_rows.append(
+                    {
+                        "topics_id": self.topics_id,
+                        "stories_id": story.stories_id,
+                        "url": link[: s.MAX_URL_LENGTH],
+                    }
+                )
+                if next_iteration <= self.topic.max_iterations:
+                    fetch_rows.append(self._fetch_row(link, next_iteration))
+        added = self.store.insert_ignore(conn, s.topic_links, link_rows, ["topics_id", "stories_id", "url"])
+        self.store.insert_ignore(conn, s.topic_fetch_urls, fetch_rows, ["topics_id", "url"])
+        if followed:
+            self.store.insert_ignore(
+                conn,
+                td,
+                [{"topics_id": self.topics_id, "domain": d, "self_links": 0} for d in sorted(followed)],
+                ["topics_id", "domain"],
+            )
+            conn.execute(
+                update(td)
+                .where(td.c.topics_id == self.topics_id, td.c.domain == bindparam("b_domain"))
+                .values(self_links=td.c.self_links + bindparam("b_followed")),
+                [{"b_domain": d, "b_followed": n} for d, n in sorted(followed.items())],
+            )
+        ts = s.topic_stories
+        conn.execute(
+            update(ts)
+            .where(ts.c.topics_id == self.topics_id, ts.c.stories_id == bindparam("b_stories_id"))
+            .values(link_mined=True, link_mine_error=bindparam("b_error")),
+            [{"b_stories_id": story.stories_id, "b_error": story.error} for story in stories],
+        )
+        return added
+
+    def _link_known_refs(self) -> None:
+        """Links to URLs that were already resolved to a story point at that story."""
+        tl, f = s.topic_links, s.topic_fetch_urls
+        resolved = (
+            select(f.c.stories_id)
+            .where(and_(f.c.topics_id == tl.c.topics_id, f.c.url == tl.c.url, f.c.stories_id.is_not(None)))
+            .limit(1)
+            .scalar_subquery()
+        )
+        with self.store.engine.begin() as conn:
+            conn.execute(
+                update(tl)
+                .where(tl.c.topics_id == self.topics_id, tl.c.ref_stories_id.is_(None))
+                .values(ref_stories_id=resolved)
+            )
+
+    # ------------------------------------------------------------------ metrics and health
+
+    def _record_metrics(self, report: IterationReport) -> None:
+        f = s.topic_fetch_urls
+        with self.store.engine.begin() as conn:
+            by_state = dict(
+                conn.execute(
+                    select(f.c.state, func.count())
+                    .where(f.c.topics_id == self.topics_id, f.c.iteration == report.iteration)
+                    .group_by(f.c.state)
+                ).all()
+            )
+            row = {
+                "topics_id": self.topics_id,
+                "iteration": report.iteration,
+                "links_processed": sum(v for k, v in by_state.items() if k not in OPEN_STATES),
+                "stories_added": report.stories_added,
+                "links_added": report.links_added,
+                "frontier_left": report.frontier_left,
+                "elapsed_time": report.elapsed,
+                "throttle_wait_time": report.throttle_wait,
+                "states_json": json.dumps(dict(sorted(by_state.items()))),
+                "processed_date": now_utc(),
+            }
+            self.store.upsert(
+                conn,
+                s.topic_spider_metrics,
+                [row],
+                ["topics_id", "iteration"],
+                [k for k in row if k not in ("topics_id", "iteration")],
+            )
+
+    def error_summary(self) -> tuple[float, list[tuple[str, int]]]:
+        """(errors / processed, top error messages) over fetches and link mining, as Media Cloud's check."""
+        f, ts = s.topic_fetch_urls, s.topic_stories
+        with self.store.engine.connect() as conn:
+            processed = conn.execute(
+                select(func.count()).where(f.c.topics_id == self.topics_id, f.c.state.not_in(OPEN_STATES))
+            ).scalar_one()
+            errors = conn.execute(
+                select(f.c.message, func.count())
+                .where(f.c.topics_id == self.topics_id, f.c.state == ERROR)
+                .group_by(f.c.message)
+            ).all()
+            mine_errors = conn.execute(
+                select(ts.c.link_mine_error, func.count())
+                .where(
+                    ts.c.topics_id == self.topics_id,
+                    ts.c.link_mine_error.is_not(None),
+                    ts.c.link_mine_error != "",
+                )
+                .group_by(ts.c.link_mine_error)
+            ).all()
+            mined = conn.execute(select(func.count()).where(ts.c.topics_id == self.topics_id)).scalar_one()
+        messages: Counter = Counter()
+        for message, count in [*errors, *mine_errors]:
+            first_line = (
+                (message or "").strip().splitlines()[0] if (message or "").strip() else "unknown error"
+            )
+            messages[first_line[:200]] += count
+        total_errors = sum(messages.values())
+        rate = total_errors / max(processed + mined, 1)
+        return rate, messages.most_common(5)
+
+    def _check_error_rate(self, report: IterationReport) -> None:
+        rate, top = self.error_summary()
+        report.error_rate, report.top_errors = rate, top
+        if rate > self.max_error_rate:
+            listing = "; ".join(f"{count}× {message}" for message, count in top)
+            raise SpiderError(
+                f"topic {self.topic.name!r}: error rate {rate:.1%} is above {self.max_error_rate:.0%}: {listing}"
+            )
+
+
+def _error_text(exc: BaseException) -> str:
+    """The exception on the first line (what error summaries group by), then the traceback's tail."""
+    head = "".join(traceback.format_exception_only(type(exc), exc)).strip().replace("\n", " ")[:500]
+    return f"{head}\n{traceback.format_exc()[-1500:]}"

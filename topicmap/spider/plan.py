@@ -1,0 +1,158 @@
+"""What the spider sensor should do next for a topic: a pure decision over facts the sensor gathers.
+
+Keeping the decision here (not in the sensor) makes every branch testable without Dagster, and keeps the
+sensor a thin translation of facts into run requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy import func, select
+
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore
+
+Action = Literal["run_iteration", "post_spider", "fail", "wait", "nothing"]
+FAILED_STATES = ("error", "failed")
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_NO_PROGRESS_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class SpiderFacts:
+    """The state of one topic's spidering, read from the topic store and the Dagster instance."""
+
+    topic: str
+    known: bool  # the topic is in the store (its seeds have been materialized)
+    state: str
+    pending_iteration: int | None  # lowest iteration with pending URLs (within max_iterations)
+    iterations_done: int  # iterations with recorded metrics
+    processed_in_pending_iteration: int
+    runs_in_progress: int
+    failed_attempts: int  # failed runs for the pending iteration
+    unmined_stories: int = 0  # topic stories whose links are not mined yet, plus seeds not yet imported
+
+
+@dataclass(frozen=True)
+class ProgressMark:
+    """Last seen progress of a topic (kept in the sensor cursor)."""
+
+    token: str
+    since: float
+
+
+@dataclass(frozen=True)
+class SpiderDecision:
+    action: Action
+    reason: str
+    iteration: int | None = None
+    run_key: str | None = None
+    progress: ProgressMark | None = None
+
+
+def progress_token(facts: SpiderFacts) -> str:
+    return f"{facts.pending_iteration}:{facts.processed_in_pending_iteration}:{facts.iterations_done}"
+
+
+def decide(
+    facts: SpiderFacts,
+    last_progress: ProgressMark | None,
+    now: float,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    no_progress_seconds: float = DEFAULT_NO_PROGRESS_SECONDS,
+) -> SpiderDecision:
+    """The next step for one topic.
+
+    - run the next iteration (run_key = topic + iteration + progress + attempt: a new key only when
+      something changed, so a tick never launches the same work twice);
+    - or the post-spider stages once no pending URL is left;
+    - or fail the topic when an iteration failed ``max_attempts`` times or made no progress for
+      ``no_progress_seconds``; the reason is returned so the sensor can record it.
+    """
+    if not facts.known:
+        return SpiderDecision("nothing", f"topic {facts.topic!r} has no seeds yet")
+    if facts.state in FAILED_STATES:
+        return SpiderDecision("nothing", f"topic {facts.topic!r} is {facts.state}")
+    token = progress_token(facts)
+    mark = last_progress if last_progress and last_progress.token == token else ProgressMark(token, now)
+    spidering = facts.pending_iteration is not None or facts.iterations_done == 0 or facts.unmined_stories > 0
+    if spidering and now - mark.since > no_progress_seconds:
+        return SpiderDecision(
+            "fail",
+            f"no progress for {int(now - mark.since)} s at iteration {facts.pending_iteration} "
+            f"(limit {int(no_progress_seconds)} s)",
+            iteration=facts.pending_iteration,
+            progress=mark,
+        )
+    if facts.runs_in_progress:
+        return SpiderDecision("wait", f"{facts.runs_in_progress} run(s) in progress", progress=mark)
+    if spidering:
+        iteration = facts.pending_iteration if facts.pending_iteration is not None else facts.iterations_done
+        if facts.failed_attempts >= max_attempts:
+            return SpiderDecision(
+                "fail",
+                f"iteration {iteration} failed {facts.failed_attempts} times (limit {max_attempts})",
+                iteration=iteration,
+                progress=mark,
+            )
+        run_key = (
+            f"spider:{facts.topic}:iteration-{iteration}:processed-{facts.processed_in_pending_iteration}"
+            f":done-{facts.iterations_done}:attempt-{facts.failed_attempts}"
+        )
+        return SpiderDecision(
+            "run_iteration", f"iteration {iteration} has pending URLs", iteration, run_key, mark
+        )
+    run_key = f"post-spider:{facts.topic}:iterations-{facts.iterations_done}"
+    return SpiderDecision(
+        "post_spider", "no pending URL left: spidering is done", facts.iterations_done, run_key, mark
+    )
+
+
+def read_spider_facts(
+    store: TopicStore, topic: str, max_iterations: int, runs_in_progress: int = 0, failed_attempts: int = 0
+) -> SpiderFacts:
+    """The store's half of the facts (the sensor adds the run counts from the Dagster instance)."""
+    t, f, m, ts = s.topics, s.topic_fetch_urls, s.topic_spider_metrics, s.topic_stories
+    with store.engine.connect() as conn:
+        row = conn.execute(select(t.c.topics_id, t.c.state).where(t.c.name == topic)).first()
+        if row is None:
+            return SpiderFacts(topic, False, "unknown", None, 0, 0, runs_in_progress, failed_attempts)
+        topics_id = row.topics_id
+        pending_iteration = conn.execute(
+            select(func.min(f.c.iteration)).where(
+                f.c.topics_id == topics_id,
+                f.c.state.in_(("pending", "requeued")),
+                f.c.iteration <= max_iterations,
+            )
+        ).scalar_one_or_none()
+        processed = 0
+        if pending_iteration is not None:
+            processed = conn.execute(
+                select(func.count()).where(
+                    f.c.topics_id == topics_id,
+                    f.c.iteration == pending_iteration,
+                    f.c.state.not_in(("pending", "requeued")),
+                )
+            ).scalar_one()
+        iterations_done = conn.execute(select(func.count()).where(m.c.topics_id == topics_id)).scalar_one()
+        unmined = conn.execute(
+            select(func.count()).where(ts.c.topics_id == topics_id, ts.c.link_mined.is_(False))
+        ).scalar_one()
+        unmined += conn.execute(
+            select(func.count()).where(
+                s.topic_seed_urls.c.topics_id == topics_id, s.topic_seed_urls.c.processed.is_(False)
+            )
+        ).scalar_one()
+    return SpiderFacts(
+        topic=topic,
+        known=True,
+        state=row.state,
+        pending_iteration=pending_iteration,
+        iterations_done=int(iterations_done),
+        processed_in_pending_iteration=int(processed),
+        runs_in_progress=runs_in_progress,
+        failed_attempts=failed_attempts,
+        unmined_stories=int(unmined),
+    )

@@ -1,0 +1,381 @@
+"""The topic store schema: Media Cloud's table and column names, versioned with an in-place upgrade path.
+
+Every table and every column carries the schema version that introduced it (``info={"since": N}``). A
+store at version ``v`` is upgraded to ``v + 1`` by creating the tables introduced in ``v + 1`` (with only the
+columns that existed then) and adding the columns introduced in ``v + 1`` to tables that already exist. So a
+store created by an older release upgrades in place, and the migration of every version is derived from
+one declaration instead of being written twice (once as a table, once as a migration).
+
+Unique keys are what make every write idempotent: writers insert with ``ON CONFLICT DO NOTHING`` (or an
+upsert) against these keys, so a re-run or a killed run never duplicates rows.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Date,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    false,
+)
+
+metadata = MetaData()
+
+#: The newest schema version; ``schema_version`` holds the version a store is at.
+SCHEMA_VERSION = 3
+
+MAX_URL_LENGTH = 1024
+
+
+def _since(version: int) -> dict[str, int]:
+    return {"since": version}
+
+
+def _url(name: str = "url", nullable: bool = False, since: int = 1) -> Column:
+    return Column(name, String(MAX_URL_LENGTH), nullable=nullable, info=_since(since))
+
+
+schema_version = Table(
+    "schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("upgraded_at", DateTime(timezone=True), nullable=False),
+    info=_since(1),
+)
+
+# ---------------------------------------------------------------- version 1: the archive, topics, seeds
+
+media = Table(
+    "media",
+    metadata,
+    Column("media_id", Integer, primary_key=True, autoincrement=True),
+    _url(),
+    Column("name", String(256), nullable=False),
+    # lossy-normalized medium URL: how a story URL finds its medium (fact sheet §6)
+    _url("normalized_url"),
+    Column("dup_media_id", Integer, ForeignKey("media.media_id"), nullable=True),
+    Column("foreign_rss_links", Boolean, nullable=False, server_default=false()),
+    Column("is_spidered", Boolean, nullable=False, server_default=false()),
+    UniqueConstraint("url", name="media_url_key"),
+    UniqueConstraint("name", name="media_name_key"),
+    Index("media_normalized_url", "normalized_url"),
+    info=_since(1),
+)
+
+stories = Table(
+    "stories",
+    metadata,
+    Column("stories_id", Integer, primary_key=True, autoincrement=True),
+    Column("media_id", Integer, ForeignKey("media.media_id"), nullable=False),
+    _url(),
+    _url("guid"),
+    Column("title", Text, nullable=True),
+    Column("description", Text, nullable=True),
+    Column("text", Text, nullable=True),
+    Column("publish_date", DateTime(timezone=True), nullable=True),
+    Column("collect_date", DateTime(timezone=True), nullable=False),
+    Column("language", String(16), nullable=True),
+    # where the story came from: archive:<file>, demo archive, spider, warc:<file>
+    Column("source", String(256), nullable=False),
+    Column("date_guess_method", String(64), nullable=True),
+    Column("normalized_title_hash", String(32), nullable=True, info=_since(3)),
+    UniqueConstraint("media_id", "guid", name="stories_media_guid_key"),
+    Index("stories_publish_date", "publish_date"),
+    Index("stories_url", "url"),
+    info=_since(1),
+)
+
+story_urls = Table(
+    "story_urls",
+    metadata,
+    Column("story_urls_id", Integer, primary_key=True, autoincrement=True),
+    Column("stories_id", Integer, ForeignKey("stories.stories_id"), nullable=False),
+    _url(),
+    UniqueConstraint("stories_id", "url", name="story_urls_story_url_key"),
+    Index("story_urls_url", "url"),
+    info=_since(1),
+)
+
+# The raw page a story was made from (gzip), for link mining and WARC export (Media Cloud: downloads + content).
+downloads = Table(
+    "downloads",
+    metadata,
+    Column("downloads_id", Integer, primary_key=True, autoincrement=True),
+    Column("stories_id", Integer, ForeignKey("stories.stories_id"), nullable=False),
+    _url(),
+    Column("http_status", Integer, nullable=True),
+    Column("encoding", String(64), nullable=True),
+    # Media Cloud's name; a zstd frame since 2026-11-26, gzip before (store.decompress_page reads both)
+    Column("content_gz", LargeBinary, nullable=False),
+    Column("download_date", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("stories_id", name="downloads_story_key"),
+    info=_since(1),
+)
+
+archive_files = Table(
+    "archive_files",
+    metadata,
+    Column("archive_files_id", Integer, primary_key=True, autoincrement=True),
+    Column("path", String(2048), nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("rows_loaded", Integer, nullable=False),
+    Column("rows_rejected", Integer, nullable=False),
+    Column("loaded_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("sha256", name="archive_files_sha256_key"),
+    info=_since(1),
+)
+
+topics = Table(
+    "topics",
+    metadata,
+    Column("topics_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(256), nullable=False),
+    Column("solr_seed_query", Text, nullable=False),
+    Column("start_date", Date, nullable=False),
+    Column("end_date", Date, nullable=False),
+    Column("max_iterations", Integer, nullable=False, server_default="15"),
+    Column("max_stories", Integer, nullable=False),
+    Column("state", String(64), nullable=False, server_default="created but not queued"),
+    Column("message", Text, nullable=True),
+    Column("is_logogram", Boolean, nullable=False, server_default=false()),
+    # the full topic declaration as JSON (fetch settings, seed files, timespans): what a snapshot records
+    Column("config_json", Text, nullable=False),
+    Column("removed_from_config", Boolean, nullable=False, server_default=false()),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("name", name="topics_name_key"),
+    info=_since(1),
+)
+
+topic_seed_urls = Table(
+    "topic_seed_urls",
+    metadata,
+    Column("topic_seed_urls_id", Integer, primary_key=True, autoincrement=True),
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), nullable=False),
+    _url(),
+    # "archive query" for stories found by the topic query, "csv:<file>" for imported URL lists
+    Column("source", String(512), nullable=False),
+    Column("stories_id", Integer, ForeignKey("stories.stories_id"), nullable=True),
+    Column("processed", Boolean, nullable=False, server_default=false()),
+    Column("assume_match", Boolean, nullable=False, server_default=false()),
+    Column("publish_date", DateTime(timezone=True), nullable=True),
+    Column("title", Text, nullable=True),
+    UniqueConstraint("topics_id", "url", name="topic_seed_urls_topic_url_key"),
+    info=_since(1),
+)
+
+# ---------------------------------------------------------------- version 2: the spider
+
+topic_fetch_urls = Table(
+    "topic_fetch_urls",
+    metadata,
+    Column("topic_fetch_urls_id", Integer, primary_key=True, autoincrement=True),
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), nullable=False),
+    _url(since=2),
+    # the iteration a story found here would get: linking story's iteration + 1 (seeds: 0)
+    Column("iteration", Integer, nullable=False),
+    Column("state", String(32), nullable=False, server_default="pending"),
+    Column("code", Integer, nullable=True),
+    Column("message", Text, nullable=True),
+    Column("fetch_date", DateTime(timezone=True), nullable=True),
+    Column("stories_id", Integer, ForeignKey("stories.stories_id"), nullable=True),
+    Column("assume_match", Boolean, nullable=False, server_default=false()),
+    Column("topic_links_id", Integer, nullable=True),
+    _url("redirect_url", nullable=True, since=2),
+    # Media Cloud has no unique key here; one makes "every URL is processed once per topic" a database fact
+    UniqueConstraint("topics_id", "url", name="topic_fetch_urls_topic_url_key"),
+    Index("topic_fetch_urls_pending", "topics_id", "state"),
+    info=_since(2),
+)
+
+topic_stories = Table(
+    "topic_stories",
+    metadata,
+    Column("topic_stories_id", Integer, primary_key=True, autoincrement=True),
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), nullable=False),
+    Column("stories_id", Integer, ForeignKey("stories.stories_id"), nullable=False),
+    Column("iteration", Integer, nullable=False, server_default="0"),
+    Column("link_mined", Boolean, nullable=False, server_default=false()),
+    _url("redirect_url", nullable=True, since=2),
+    Column("valid_foreign_rss_story", Boolean, nullable=False, server_default=false()),
+    Column("link_mine_error", Text, nullable=True),
+    Column("added_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("topics_id", "stories_id", name="topic_stories_topic_story_key"),
+    info=_since(2),
+)
+
+topic_links = Table(
+    "topic_links",
+    metadata,
+    Column("topic_links_id", Integer, primary_key=True, autoincrement=True),
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), nullable=False),
+    Column("stories_id", Integer, ForeignKey("stories.stories_id"), nullable=False),
+    _url(since=2),
+    _url("redirect_url", nullable=True, since=2),
+    Column("ref_stories_id", Integer, ForeignKey("stories.stories_id"), nullable=True),
+    Column("link_spidered", Boolean, nullable=False, server_default=false()),
+    # Media Cloud keys on (stories_id, topics_id, ref_stories_id), which does not constrain the rows whose
+    # ref is still unknown (NULL); keying on the URL keeps link mining idempotent.
+    UniqueConstraint("topics_id", "stories_id", "url", name="topic_links_topic_story_url_key"),
+    Index("topic_links_ref", "topics_id", "ref_stories_id"),
+    # resolving a fetched URL to its story updates every link to that URL (added in version 3)
+    Index("topic_links_url", "topics_id", "url", info=_since(3)),
+    info=_since(2),
+)
+
+topic_domains = Table(
+    "topic_domains",
+    metadata,
+    Column("topic_domains_id", Integer, primary_key=True, autoincrement=True),
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), nullable=False),
+    Column("domain", String(256), nullable=False),
+    Column("self_links", Integer, nullable=False, server_default="0"),
+    UniqueConstraint("topics_id", "domain", name="topic_domains_topic_domain_key"),
+    info=_since(2),
+)
+
+topic_spider_metrics = Table(
+    "topic_spider_metrics",
+    metadata,
+    Column("topic_spider_metrics_id", Integer, primary_key=True, autoincrement=True),
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), nullable=False),
+    Column("iteration", Integer, nullable=False),
+    Column("links_processed", Integer, nullable=False),
+    Column("stories_added", Integer, nullable=False),
+    Column("links_added", Integer, nullable=False),
+    Column("frontier_left", Integer, nullable=False),
+    Column("elapsed_time", Float, nullable=False),
+    Column("throttle_wait_time", Float, nullable=False),
+    Column("states_json", Text, nullable=False),
+    Column("processed_date", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("topics_id", "iteration", name="topic_spider_metrics_topic_iteration_key"),
+    info=_since(2),
+)
+
+# Which story first published a sentence in a medium and calendar week. Media Cloud's relevance test only
+# looks at a story's sentences that are not duplicates within its medium and week (fact sheet §2): the first
+# story to claim a sentence hash owns it.
+story_sentence_hashes = Table(
+    "story_sentence_hashes",
+    metadata,
+    Column("media_id", Integer, ForeignKey("media.media_id"), primary_key=True),
+    Column("week_start_date", Date, primary_key=True),
+    Column("sentence_md5", String(32), primary_key=True),
+    Column("stories_id", Integer, ForeignKey("stories.stories_id"), nullable=False),
+    info=_since(2),
+)
+
+# Per distinctive domain, the earliest wall-clock time the next request may start. Shared by every process
+# and run that spiders against this store, so two topics spidering at once share each domain's budget.
+domain_web_requests = Table(
+    "domain_web_requests",
+    metadata,
+    Column("domain", String(256), primary_key=True),
+    Column("next_request_at", Float, nullable=False),
+    info=_since(2),
+)
+
+# ---------------------------------------------------------------- version 3: dedup, social metrics, snapshots
+
+topic_merged_stories_map = Table(
+    "topic_merged_stories_map",
+    metadata,
+    Column("topic_merged_stories_map_id", Integer, primary_key=True, autoincrement=True),
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), nullable=False),
+    Column("source_stories_id", Integer, ForeignKey("stories.stories_id"), nullable=False),
+    Column("target_stories_id", Integer, ForeignKey("stories.stories_id"), nullable=False),
+    # "duplicate medium", "same title and day", "same lossy url"
+    Column("reason", String(64), nullable=False),
+    Column("merged_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("topics_id", "source_stories_id", name="topic_merged_stories_map_source_key"),
+    info=_since(3),
+)
+
+story_simhashes = Table(
+    "story_simhashes",
+    metadata,
+    Column("stories_id", Integer, ForeignKey("stories.stories_id"), primary_key=True),
+    # unsigned 64-bit fingerprint stored as signed BIGINT (two's complement); see topicmap.store.topic_store
+    Column("simhash", BigInteger, nullable=False),
+    Column("feature_version", Integer, nullable=False),
+    info=_since(3),
+)
+
+topic_near_dup_groups = Table(
+    "topic_near_dup_groups",
+    metadata,
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), primary_key=True),
+    Column("stories_id", Integer, ForeignKey("stories.stories_id"), primary_key=True),
+    Column("group_stories_id", Integer, nullable=False),
+    Column("group_size", Integer, nullable=False),
+    info=_since(3),
+)
+
+story_statistics = Table(
+    "story_statistics",
+    metadata,
+    Column("stories_id", Integer, ForeignKey("stories.stories_id"), primary_key=True),
+    Column("facebook_share_count", BigInteger, nullable=True),
+    Column("facebook_comment_count", BigInteger, nullable=True),
+    Column("facebook_reaction_count", BigInteger, nullable=True),
+    Column("facebook_api_collect_date", DateTime(timezone=True), nullable=True),
+    Column("facebook_api_error", Text, nullable=True),
+    info=_since(3),
+)
+
+bitly_clicks_total = Table(
+    "bitly_clicks_total",
+    metadata,
+    Column("stories_id", Integer, ForeignKey("stories.stories_id"), primary_key=True),
+    Column("publish_day", Date, nullable=False),
+    Column("bitlinks_found", Integer, nullable=True),
+    Column("clicks_3d", BigInteger, nullable=True),
+    Column("clicks_30d", BigInteger, nullable=True),
+    Column("fetched_3d_at", DateTime(timezone=True), nullable=True),
+    Column("fetched_30d_at", DateTime(timezone=True), nullable=True),
+    Index("bitly_clicks_total_publish_day", "publish_day"),
+    info=_since(3),
+)
+
+snapshots = Table(
+    "snapshots",
+    metadata,
+    Column("snapshots_id", Integer, primary_key=True, autoincrement=True),
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), nullable=False),
+    # content hash of everything the snapshot was built from: same inputs, same key, same files
+    Column("snapshot_key", String(64), nullable=False),
+    Column("snapshot_date", DateTime(timezone=True), nullable=False),
+    Column("state", String(32), nullable=False),
+    Column("iteration", Integer, nullable=False),
+    Column("provenance_json", Text, nullable=False),
+    Column("path", String(2048), nullable=False),
+    UniqueConstraint("topics_id", "snapshot_key", name="snapshots_topic_key"),
+    info=_since(3),
+)
+
+timespans = Table(
+    "timespans",
+    metadata,
+    Column("timespans_id", Integer, primary_key=True, autoincrement=True),
+    Column("snapshots_id", Integer, ForeignKey("snapshots.snapshots_id"), nullable=False),
+    Column("period", String(16), nullable=False),
+    Column("start_date", Date, nullable=False),
+    Column("end_date", Date, nullable=False),
+    Column("story_count", Integer, nullable=False),
+    Column("story_link_count", Integer, nullable=False),
+    Column("medium_count", Integer, nullable=False),
+    Column("medium_link_count", Integer, nullable=False),
+    UniqueConstraint("snapshots_id", "period", "start_date", "end_date", name="timespans_key"),
+    info=_since(3),
+)

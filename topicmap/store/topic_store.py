@@ -1,0 +1,659 @@
+"""The topic store: SQLAlchemy Core over SQLite (embedded default) or PostgreSQL (production).
+
+One class, ``TopicStore``, owns the engine, the schema upgrade and the writes every stage shares (media,
+stories, topics, seeds). Stage-specific reads and writes live next to their stage (``topicmap.spider.iteration``,
+``topicmap.dedup.store`` ...) and use the helpers here (``insert_ignore``, ``upsert``), so there is one way
+to write idempotently.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import zstandard
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Index,
+    MetaData,
+    Table,
+    UniqueConstraint,
+    create_engine,
+    event,
+    func,
+    inspect,
+    select,
+    text,
+    tuple_,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.schema import CreateColumn
+
+from topicmap.store import schema as s
+from topicmap.topics.declarations import TopicConfig
+from topicmap.web.media import medium_url_and_name
+from topicmap.web.urls import normalize_url_lossy
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOME = ".topicmap"
+#: stories.source of the stories the spider generated (everything else came from an archive drop)
+SPIDER_SOURCE = "spider"
+CHUNK = 500
+
+
+class StoreError(RuntimeError):
+    """The store cannot do what was asked (bad data, a duplicate-media cycle, an unknown topic)."""
+
+
+def topicmap_home() -> Path:
+    return Path(os.environ.get("TOPICMAP_HOME") or DEFAULT_HOME).resolve()
+
+
+def normalize_database_url(url: str) -> str:
+    """SQLAlchemy 2.1 maps a bare ``postgresql://`` to psycopg 3, which is not installed: pin psycopg2."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg2://" + url[len(prefix) :]
+    return url
+
+
+def default_database_url(home: Path | None = None) -> str:
+    url = os.environ.get("TOPICMAP_DATABASE_URL")
+    if url:
+        return normalize_database_url(url)
+    home = home or topicmap_home()
+    home.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{home / 'topicmap.sqlite3'}"
+
+
+def chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[list[Any]]:
+    """``values`` in consecutive lists of at most ``size``: statements and IN lists stay bounded."""
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
+
+
+#: zstd level for stored pages: 0.54 ms of CPU per news page for 0.215 of its size, where gzip -6 took 3.18 ms
+#: for 0.217 (benchmarks/bench_page_compression.py). The spider compresses every page it keeps beside its
+#: extraction, and on a two-core machine that CPU is not free.
+PAGE_ZSTD_LEVEL = 3
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_GZIP_MAGIC = b"\x1f\x8b"
+_zstd = threading.local()  # a zstd context serves one thread at a time: one per thread, made once
+
+
+def compress_page(html: bytes) -> bytes:
+    """A raw page as kept in ``downloads.content_gz``: a zstd frame that records its size (Media Cloud's
+    column name is kept; ``decompress_page`` also reads the gzip that stores wrote before)."""
+    compressor = getattr(_zstd, "compressor", None)
+    if compressor is None:
+        compressor = _zstd.compressor = zstandard.ZstdCompressor(level=PAGE_ZSTD_LEVEL)
+    return compressor.compress(html)
+
+
+def decompress_page(blob: bytes) -> bytes:
+    """The raw page of a ``downloads.content_gz`` value, zstd or gzip (told apart by their magic numbers)."""
+    if blob[:4] == _ZSTD_MAGIC:
+        decompressor = getattr(_zstd, "decompressor", None)
+        if decompressor is None:
+            decompressor = _zstd.decompressor = zstandard.ZstdDecompressor()
+        return decompressor.decompress(blob)
+    if blob[:2] == _GZIP_MAGIC:
+        return gzip.decompress(blob)
+    raise ValueError(f"downloads.content_gz holds neither zstd nor gzip (starts with {bytes(blob[:4])!r})")
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; everything in the store is UTC."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def _since(obj: Any) -> int:
+    return int(obj.info.get("since", 1))
+
+
+def _table_at_version(table: Table, version: int, target: MetaData) -> Table:
+    """A copy of ``table`` with only the columns, keys and indexes that existed at ``version``."""
+    columns = [c._copy() for c in table.columns if _since(c) <= version]
+    names = {c.name for c in columns}
+    extras: list[Any] = []
+    for constraint in list(table.constraints):
+        cols = [c.name for c in constraint.columns]
+        if isinstance(constraint, UniqueConstraint) and set(cols) <= names:
+            extras.append(UniqueConstraint(*cols, name=constraint.name))
+    copy = Table(table.name, target, *columns, *extras, info=dict(table.info))
+    for index in table.indexes:
+        cols = [c.name for c in index.columns]
+        if set(cols) <= names and _since(index) <= version:
+            Index(index.name, *[copy.c[c] for c in cols], unique=index.unique, info=dict(index.info))
+    return copy
+
+
+@dataclass(frozen=True)
+class NewStory:
+    """A story to add to the archive (or found by the spider)."""
+
+    url: str
+    title: str | None
+    text: str | None
+    publish_date: datetime | None
+    medium_name: str | None = None
+    description: str | None = None
+    language: str | None = None
+    guid: str | None = None
+    collect_date: datetime | None = None
+    date_guess_method: str | None = None
+    #: the raw page, kept (zstd, ``compress_page``) for link mining and WARC export
+    html: bytes | None = None
+    #: ``compress_page(html)`` when the caller already has it (the spider compresses beside its extraction)
+    html_gz: bytes | None = None
+    encoding: str | None = None
+    http_status: int | None = None
+
+
+@dataclass
+class AddStoriesResult:
+    stories_ids: list[int]
+    created: int
+    existing: int
+
+
+class TopicStore:
+    """The relational topic store. Create with ``TopicStore.open()``; it upgrades the schema in place."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self._medium_cache: dict[str, int] = {}
+        # INSERT ... ON CONFLICT statements by (table, keys, returning, update): built once, so SQLAlchemy's
+        # compiled-statement cache is hit without recomputing the statement's cache key on every call.
+        self._statements: dict[tuple, Any] = {}
+
+    # ------------------------------------------------------------------ opening and upgrading
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        schema: str | None = None,
+        upgrade: bool = True,
+        home: Path | None = None,
+    ) -> TopicStore:
+        """Open (and by default upgrade) the store at ``url`` (default: TOPICMAP_DATABASE_URL or SQLite).
+
+        ``schema`` puts every table in one PostgreSQL schema (created if missing): tests give each run its
+        own, so repeated and concurrent runs never collide.
+        """
+        url = normalize_database_url(url) if url else default_database_url(home)
+        kwargs: dict[str, Any] = {"future": True}
+        if url.startswith("postgresql"):
+            kwargs["pool_pre_ping"] = True
+            if schema:
+                kwargs["connect_args"] = {"options": f"-csearch_path={schema}"}
+        engine = create_engine(url, **kwargs)
+        if engine.dialect.name == "sqlite":
+            event.listen(engine, "connect", _sqlite_pragmas)
+        elif schema:
+            with engine.begin() as conn:
+                conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+        store = cls(engine)
+        if upgrade:
+            store.upgrade()
+        return store
+
+    def version(self) -> int:
+        with self.engine.connect() as conn:
+            return self._version(conn)
+
+    def _version(self, conn: Connection) -> int:
+        if not inspect(conn).has_table("schema_version"):
+            return 0
+        return int(conn.execute(select(func.coalesce(func.max(s.schema_version.c.version), 0))).scalar_one())
+
+    def upgrade(self, target: int = s.SCHEMA_VERSION) -> int:
+        """Bring the schema to ``target``, one version at a time, each in its own transaction."""
+        if target > s.SCHEMA_VERSION:
+            raise StoreError(f"schema version {target} is newer than this code knows ({s.SCHEMA_VERSION})")
+        with self.engine.begin() as conn:
+            self._lock_for_upgrade(conn)
+            current = self._version(conn)
+            if current > s.SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store is at schema version {current}, newer than this code ({s.SCHEMA_VERSION}): "
+                    "upgrade topicmap"
+                )
+            for version in range(current + 1, target + 1):
+                self._apply_version(conn, version)
+                log.info("topic store upgraded to schema version %d", version)
+        return max(current, target)
+
+    def _lock_for_upgrade(self, conn: Connection) -> None:
+        if self.dialect == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(424242)"))
+
+    def _apply_version(self, conn: Connection, version: int) -> None:
+        tables_then = MetaData()
+        copies = {
+            t.name: _table_at_version(t, version, tables_then)
+            for t in s.metadata.sorted_tables
+            if _since(t) <= version
+        }
+        inspector = inspect(conn)
+        for table in s.metadata.sorted_tables:
+            if _since(table) == version:
+                copies[table.name].create(conn, checkfirst=True)
+            elif _since(table) < version:
+                existing = {c["name"] for c in inspector.get_columns(table.name)}
+                for column in table.columns:
+                    if _since(column) == version and column.name not in existing:
+                        ddl = CreateColumn(copies[table.name].c[column.name]).compile(dialect=conn.dialect)
+                        conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN {ddl}'))
+                existing_indexes = {i["name"] for i in inspector.get_indexes(table.name)}
+                for index in copies[table.name].indexes:
+                    if _since(index) == version and index.name not in existing_indexes:
+                        index.create(conn)
+        conn.execute(s.schema_version.insert().values(version=version, upgraded_at=now_utc()))
+
+    # ------------------------------------------------------------------ idempotent writes
+
+    def _on_conflict(
+        self, table: Table, keys: Sequence[str], returning: Sequence[str] = (), update: Sequence[str] = ()
+    ) -> Any:
+        """INSERT into ``table`` that skips rows clashing on ``keys`` (or overwrites their ``update``
+        columns), handing back the ``returning`` columns of the rows it wrote."""
+        cache_key = (table.fullname, tuple(keys), tuple(returning), tuple(update))
+        stmt = self._statements.get(cache_key)
+        if stmt is None:
+            stmt = (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
+            if update:
+                stmt = stmt.on_conflict_do_update(
+                    index_elements=list(keys), set_={c: getattr(stmt.excluded, c) for c in update}
+                )
+            else:
+                stmt = stmt.on_conflict_do_nothing(index_elements=list(keys))
+            if returning:
+                stmt = stmt.returning(*(table.c[name] for name in returning))
+            self._statements[cache_key] = stmt
+        return stmt
+
+    def insert_ignore(self, conn: Connection, table: Table, rows: Sequence[dict], keys: Sequence[str]) -> int:
+        """Insert rows, skipping those whose unique ``keys`` already exist. Returns rows inserted."""
+        if not rows:
+            return 0
+        stmt = self._on_conflict(table, keys)
+        inserted = 0
+        for chunk in chunks(rows):
+            result = conn.execute(stmt, chunk)
+            inserted += max(result.rowcount or 0, 0)
+        return inserted
+
+    def insert_ignore_returning(
+        self,
+        conn: Connection,
+        table: Table,
+        rows: Sequence[dict],
+        keys: Sequence[str],
+        returning: Sequence[str],
+    ) -> list[Any]:
+        """``insert_ignore`` that hands back the ``returning`` columns of the rows it inserted (not of those
+        skipped), in one round of statements (INSERT ... ON CONFLICT DO NOTHING RETURNING)."""
+        if not rows:
+            return []
+        stmt = self._on_conflict(table, keys, returning=returning)
+        inserted: list[Any] = []
+        for chunk in chunks(rows):
+            inserted += conn.execute(stmt, chunk).all()
+        return inserted
+
+    def upsert(
+        self,
+        conn: Connection,
+        table: Table,
+        rows: Sequence[dict],
+        keys: Sequence[str],
+        update_columns: Sequence[str],
+    ) -> None:
+        """Insert rows or, on a unique-key clash, overwrite ``update_columns`` with the new values."""
+        if not rows:
+            return
+        stmt = self._on_conflict(table, keys, update=update_columns)
+        for chunk in chunks(rows):
+            conn.execute(stmt, chunk)
+
+    # ------------------------------------------------------------------ media
+
+    def medium_for_url(self, conn: Connection, story_url: str, name: str | None = None) -> int:
+        """The medium of a story URL (fact sheet §6): found by lossy medium URL or name, else created.
+
+        The dup_media_id chain is followed to its end; a cycle raises StoreError naming the media.
+        """
+        guessed = medium_url_and_name(story_url)
+        if guessed is None:
+            raise StoreError(f"cannot derive a medium from url {story_url!r}")
+        medium_url, host = guessed
+        normalized = normalize_url_lossy(medium_url) or medium_url
+        cached = self._medium_cache.get(normalized)
+        if cached is not None:
+            return cached
+        media = s.media
+        row = conn.execute(
+            select(media.c.media_id)
+            .where(media.c.normalized_url == normalized, media.c.foreign_rss_links.is_(False))
+            .order_by(media.c.dup_media_id.is_(None).desc(), media.c.media_id)
+            .limit(1)
+        ).first()
+        if row is None and name:
+            row = conn.execute(
+                select(media.c.media_id).where(func.lower(media.c.name) == name.lower()).limit(1)
+            ).first()
+        if row is None:
+            media_id = self._create_medium(conn, medium_url, normalized, name or host, host)
+        else:
+            media_id = self.final_medium(conn, row.media_id)
+        self._medium_cache[normalized] = media_id
+        return media_id
+
+    def _create_medium(self, conn: Connection, medium_url: str, normalized: str, name: str, host: str) -> int:
+        media = s.media
+        taken_names = {
+            r.lower()
+            for r in conn.execute(
+                select(media.c.name).where(
+                    func.lower(media.c.name).in_([name.lower(), host.lower(), normalized.lower()])
+                )
+            ).scalars()
+        }
+        chosen_name = next((n for n in (name, host, normalized) if n.lower() not in taken_names), None)
+        taken_urls = set(
+            conn.execute(
+                select(media.c.url).where(media.c.url.in_([medium_url, medium_url + "#spider"]))
+            ).scalars()
+        )
+        chosen_url = next((u for u in (medium_url, medium_url + "#spider") if u not in taken_urls), None)
+        if chosen_name is None or chosen_url is None:
+            raise StoreError(f"cannot create a medium for {medium_url!r}: its name and url are taken")
+        inserted = self.insert_ignore(
+            conn,
+            media,
+            [{"url": chosen_url, "name": chosen_name[:256], "normalized_url": normalized}],
+            ["url"],
+        )
+        row = conn.execute(select(media.c.media_id).where(media.c.url == chosen_url)).scalar_one()
+        if inserted:
+            log.debug("created medium %s (%s)", chosen_name, chosen_url)
+        return int(row)
+
+    def final_medium(self, conn: Connection, media_id: int) -> int:
+        seen = [media_id]
+        current = media_id
+        while True:
+            dup = conn.execute(
+                select(s.media.c.dup_media_id).where(s.media.c.media_id == current)
+            ).scalar_one_or_none()
+            if dup is None:
+                return current
+            if dup in seen:
+                cycle = " -> ".join(str(m) for m in [*seen[seen.index(dup) :], dup])
+                raise StoreError(f"duplicate-media cycle: media {cycle}")
+            seen.append(dup)
+            current = dup
+
+    # ------------------------------------------------------------------ stories
+
+    def add_stories(self, stories: Iterable[NewStory], source: str) -> AddStoriesResult:
+        """Add stories idempotently: a story is known by (medium, guid); its URL forms go to story_urls."""
+        ids: list[int] = []
+        created = existing = 0
+        batch: list[NewStory] = []
+        for story in stories:
+            batch.append(story)
+            if len(batch) >= CHUNK:
+                r = self._add_story_batch(batch, source)
+                ids += r.stories_ids
+                created += r.created
+                existing += r.existing
+                batch = []
+        if batch:
+            r = self._add_story_batch(batch, source)
+            ids += r.stories_ids
+            created += r.created
+            existing += r.existing
+        return AddStoriesResult(ids, created, existing)
+
+    def _add_story_batch(self, batch: list[NewStory], source: str) -> AddStoriesResult:
+        with self.engine.begin() as conn:
+            return self.insert_stories(conn, batch, source)
+
+    def insert_stories(self, conn: Connection, batch: Sequence[NewStory], source: str) -> AddStoriesResult:
+        """``add_stories`` inside the caller's transaction (the spider writes a batch of URLs at once)."""
+        st = s.stories
+        now = now_utc()
+        rows = []
+        for story in batch:
+            media_id = self.medium_for_url(conn, story.url, story.medium_name)
+            rows.append(
+                {
+                    "media_id": media_id,
+                    "url": story.url[: s.MAX_URL_LENGTH],
+                    "guid": (story.guid or story.url)[: s.MAX_URL_LENGTH],
+                    "title": (story.title or "").replace("\x00", "") or None,
+                    "description": story.description,
+                    "text": (story.text or "").replace("\x00", ""),
+                    "publish_date": utc(story.publish_date),
+                    "collect_date": utc(story.collect_date) or now,
+                    "language": story.language,
+                    "source": source[:256],
+                    "date_guess_method": story.date_guess_method,
+                }
+            )
+        created = self.insert_ignore(conn, st, rows, ["media_id", "guid"])
+        # one indexed lookup per CHUNK guids instead of one per story
+        ids_by_key: dict[tuple[int, str], int] = {}
+        keys = sorted({(row["media_id"], row["guid"]) for row in rows})
+        for chunk in chunks(keys):
+            wanted = tuple_(st.c.media_id, st.c.guid).in_(chunk)
+            for found in conn.execute(select(st.c.stories_id, st.c.media_id, st.c.guid).where(wanted)):
+                ids_by_key[(found.media_id, found.guid)] = int(found.stories_id)
+        ids = []
+        url_rows = []
+        download_rows = []
+        for story, row in zip(batch, rows, strict=True):
+            stories_id = ids_by_key[(row["media_id"], row["guid"])]
+            ids.append(stories_id)
+            for url in {row["url"], row["guid"], normalize_url_lossy(row["url"]) or row["url"]}:
+                url_rows.append({"stories_id": stories_id, "url": url[: s.MAX_URL_LENGTH]})
+            if story.html:
+                download_rows.append(
+                    {
+                        "stories_id": stories_id,
+                        "url": row["url"],
+                        "http_status": story.http_status,
+                        "encoding": story.encoding,
+                        "content_gz": story.html_gz or compress_page(story.html),
+                        "download_date": row["collect_date"],
+                    }
+                )
+        self.insert_ignore(conn, s.story_urls, url_rows, ["stories_id", "url"])
+        self.insert_ignore(conn, s.downloads, download_rows, ["stories_id"])
+        return AddStoriesResult(ids, created, len(batch) - created)
+
+    def story_html(self, conn: Connection, stories_id: int) -> bytes | None:
+        content = conn.execute(
+            select(s.downloads.c.content_gz).where(s.downloads.c.stories_id == stories_id)
+        ).scalar_one_or_none()
+        return decompress_page(content) if content is not None else None
+
+    def story_count(self, archive_only: bool = False) -> int:
+        """All stories, or only the archive's (not those the spider found)."""
+        query = select(func.count()).select_from(s.stories)
+        if archive_only:
+            query = query.where(s.stories.c.source != SPIDER_SOURCE)
+        with self.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def iter_stories_published_between(self, start: date, end: date, chunk: int = 2000) -> Iterator[dict]:
+        """Archive stories whose publish date falls in [start, end] (whole days, UTC), in stories_id order.
+
+        Stories the spider found are not part of the archive: seeding a topic again must not pick up what
+        spidering (this or another topic's) added, or seeds would depend on the order topics ran in."""
+        st = s.stories
+        lo = datetime(start.year, start.month, start.day, tzinfo=UTC)
+        hi = datetime(end.year, end.month, end.day, tzinfo=UTC)
+        hi = hi + timedelta(days=1)
+        last = 0
+        while True:
+            with self.engine.connect() as conn:
+                rows = (
+                    conn.execute(
+                        select(
+                            st.c.stories_id,
+                            st.c.url,
+                            st.c.title,
+                            st.c.text,
+                            st.c.description,
+                            st.c.publish_date,
+                        )
+                        .where(
+                            st.c.publish_date >= lo,
+                            st.c.publish_date < hi,
+                            st.c.stories_id > last,
+                            st.c.source != SPIDER_SOURCE,
+                        )
+                        .order_by(st.c.stories_id)
+                        .limit(chunk)
+                    )
+                    .mappings()
+                    .all()
+                )
+            if not rows:
+                return
+            for row in rows:
+                out = dict(row)
+                out["publish_date"] = utc(out["publish_date"])
+                yield out
+            last = rows[-1]["stories_id"]
+
+    def archive_file_loaded(self, sha256: str) -> bool:
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                select(s.archive_files.c.archive_files_id).where(s.archive_files.c.sha256 == sha256)
+            )
+            return found.first() is not None
+
+    def record_archive_file(self, path: str, sha256: str, rows_loaded: int, rows_rejected: int) -> None:
+        row = {
+            "path": path[:2048],
+            "sha256": sha256,
+            "rows_loaded": rows_loaded,
+            "rows_rejected": rows_rejected,
+            "loaded_at": now_utc(),
+        }
+        with self.engine.begin() as conn:
+            self.insert_ignore(conn, s.archive_files, [row], ["sha256"])
+
+    # ------------------------------------------------------------------ topics
+
+    def upsert_topic(self, topic: TopicConfig) -> int:
+        """Register or update a topic from its declaration; returns topics_id."""
+        row = {
+            "name": topic.name,
+            "solr_seed_query": topic.query,
+            "start_date": topic.start_date,
+            "end_date": topic.end_date,
+            "max_iterations": topic.max_iterations,
+            "max_stories": topic.max_stories,
+            "config_json": topic.to_json(),
+            "removed_from_config": False,
+            "updated_at": now_utc(),
+        }
+        with self.engine.begin() as conn:
+            self.upsert(conn, s.topics, [row], ["name"], [k for k in row if k != "name"])
+            return int(
+                conn.execute(select(s.topics.c.topics_id).where(s.topics.c.name == topic.name)).scalar_one()
+            )
+
+    def topic_row(self, name: str) -> dict:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(s.topics).where(s.topics.c.name == name)).mappings().first()
+        if row is None:
+            raise StoreError(f"unknown topic {name!r}: materialize its seeds first")
+        return dict(row)
+
+    def set_topic_state(self, topics_id: int, state: str, message: str | None = None) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(s.topics).where(s.topics.c.topics_id == topics_id).values(state=state, message=message)
+            )
+
+    def mark_topics_removed(self, names: Iterable[str]) -> None:
+        names = list(names)
+        if not names:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(update(s.topics).where(s.topics.c.name.in_(names)).values(removed_from_config=True))
+
+    # ------------------------------------------------------------------ seeds
+
+    def add_seed_urls(self, topics_id: int, rows: Sequence[dict]) -> int:
+        """Insert seed URLs (keys: url, source, optional stories_id/publish_date/title); returns new rows."""
+        clean = [
+            {
+                "topics_id": topics_id,
+                "url": r["url"][: s.MAX_URL_LENGTH],
+                "source": r["source"][:512],
+                "stories_id": r.get("stories_id"),
+                "publish_date": utc(r.get("publish_date")),
+                "title": r.get("title"),
+                "assume_match": bool(r.get("assume_match", False)),
+            }
+            for r in rows
+        ]
+        with self.engine.begin() as conn:
+            return self.insert_ignore(conn, s.topic_seed_urls, clean, ["topics_id", "url"])
+
+    def seed_rows(self, topics_id: int) -> list[dict]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(s.topic_seed_urls)
+                .where(s.topic_seed_urls.c.topics_id == topics_id)
+                .order_by(s.topic_seed_urls.c.topic_seed_urls_id)
+            ).mappings()
+            return [dict(r) for r in rows]
+
+    def table_count(self, table: Table, **where: Any) -> int:
+        query = select(func.count()).select_from(table)
+        for column, value in where.items():
+            query = query.where(table.c[column] == value)
+        with self.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # WAL lets readers run beside the one writer; the busy timeout makes concurrent processes wait, not fail.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
