@@ -41,9 +41,10 @@ import requests  # noqa: E402
 from requests.adapters import HTTPAdapter  # noqa: E402
 from sqlalchemy import create_engine, text  # noqa: E402
 
+from topicmap.store.throttle import SqlThrottle  # noqa: E402
 from topicmap.web.fetch import WebFetcher  # noqa: E402
 from topicmap.web.netguard import AddressPolicy  # noqa: E402
-from topicmap.web.throttle import MemoryThrottle, SqlThrottle, throttle_domain  # noqa: E402
+from topicmap.web.throttle import MemoryThrottle, throttle_domain  # noqa: E402
 
 PAGE_FILLER = "<p>" + "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 120 + "</p>"
 

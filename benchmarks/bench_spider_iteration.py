@@ -80,6 +80,7 @@ from topicmap.demo.web import generate_demo_web  # noqa: E402
 from topicmap.spider.iteration import CONTENT_MATCH_BYTES, CONTENT_MATCH_FAILED, IterationReport, Spider  # noqa: E402
 from topicmap.spider.sources import FetcherSource  # noqa: E402
 from topicmap.store import schema as s  # noqa: E402
+from topicmap.store.throttle import SqlThrottle  # noqa: E402
 from topicmap.store.topic_store import TopicStore  # noqa: E402
 from topicmap.topics.declarations import TopicConfig, load_topics  # noqa: E402
 from topicmap.topics.seeding import select_seeds  # noqa: E402
@@ -87,7 +88,7 @@ from topicmap.web.extract import decode_html, extract_story  # noqa: E402
 from topicmap.web.fetch import FetchOutcome, WebFetcher  # noqa: E402
 from topicmap.web.links import extract_story_and_links  # noqa: E402
 from topicmap.web.netguard import AddressPolicy  # noqa: E402
-from topicmap.web.throttle import SqlThrottle, throttle_domain  # noqa: E402
+from topicmap.web.throttle import throttle_domain  # noqa: E402
 
 DEFAULT_QUERY = "said"
 # Wide enough that neither the stories' own dates nor link mining is cut by the topic's date window.

@@ -8,11 +8,11 @@ import dagster as dg
 
 from topicmap.spider.iteration import PageSource
 from topicmap.spider.sources import FetcherSource, WarcReplaySource
+from topicmap.store.throttle import SqlThrottle
 from topicmap.store.topic_store import TopicStore
 from topicmap.topics.declarations import TopicConfig
 from topicmap.web.fetch import WebFetcher
 from topicmap.web.netguard import AddressPolicy
-from topicmap.web.throttle import SqlThrottle
 
 
 class PageSourceResource(dg.ConfigurableResource):

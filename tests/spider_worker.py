@@ -12,11 +12,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from topicmap.spider.iteration import Spider  # noqa: E402
 from topicmap.spider.sources import FetcherSource  # noqa: E402
+from topicmap.store.throttle import SqlThrottle  # noqa: E402
 from topicmap.store.topic_store import TopicStore  # noqa: E402
 from topicmap.topics.declarations import TopicConfig  # noqa: E402
 from topicmap.web.fetch import WebFetcher  # noqa: E402
 from topicmap.web.netguard import AddressPolicy  # noqa: E402
-from topicmap.web.throttle import SqlThrottle  # noqa: E402
 
 
 def main() -> None:

@@ -15,10 +15,10 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
 from tests.faultserver import FaultServer
+from topicmap.store.throttle import SqlThrottle
 from topicmap.web.throttle import (
     DEFAULT_INTERVAL,
     MemoryThrottle,
-    SqlThrottle,
     domain_interval,
     throttle_domain,
     validate_interval_overrides,

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zstandard
 from sqlalchemy import (
@@ -39,9 +39,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.schema import CreateColumn
 
 from topicmap.store import schema as s
-from topicmap.topics.declarations import TopicConfig
 from topicmap.web.media import medium_url_and_name
 from topicmap.web.urls import normalize_url_lossy
+
+if TYPE_CHECKING:  # the store sits below the stages: a topic is only a parameter type here
+    from topicmap.topics.declarations import TopicConfig
 
 log = logging.getLogger(__name__)
 

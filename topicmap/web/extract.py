@@ -900,6 +900,7 @@ def _extract_story(
 
 
 __all__ = [
+    "EMPTY_STORY",
     "ExtractedStory",
     "decode_html",
     "extract_story",

@@ -296,6 +296,7 @@ __all__ = [
     "IGNORE_LINK_PATTERNS",
     "MAX_SELF_LINKS",
     "extract_links",
+    "extract_story_and_links",
     "is_ignored_url",
     "is_self_link",
     "skip_self_link",

@@ -47,16 +47,10 @@ import functools
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-from sqlalchemy import Table, and_, func, inspect, literal, update
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError, ProgrammingError
-
-from topicmap.store.schema import domain_web_requests
 from topicmap.web.shorteners import URL_SHORTENER_HOSTNAMES
 from topicmap.web.urls import distinctive_domain
 
@@ -89,7 +83,7 @@ SPECIAL_INTERVALS: Mapping[str, float] = {"youtube.com": 2.0, "trib.al": 0.1}
 #: URL shorteners answer with a redirect only, so they are cheap to hit.
 SHORTENER_INTERVAL = 1.0
 #: Two floats written by the same computation compare within this (seconds since the epoch have ~0.2 us ulp).
-_SAME_SLOT_EPSILON = 1e-6
+SAME_SLOT_EPSILON = 1e-6
 DEFAULT_GUARD_BAND = 0.02
 MAX_DOMAIN_LENGTH = 256
 
@@ -172,11 +166,13 @@ def _validate_domain(domain: str) -> str:
     return domain
 
 
-def _same_slot(stored: float | None, expected: float) -> bool:
-    return stored is not None and abs(stored - expected) <= _SAME_SLOT_EPSILON
+def same_slot(stored: float | None, expected: float) -> bool:
+    return stored is not None and abs(stored - expected) <= SAME_SLOT_EPSILON
 
 
-class _Spacing:
+class SlotSpacing:
+    """The spacing rule every throttle shares (in memory here, in the store in ``topicmap.store.throttle``)."""
+
     guard_band: float
 
     def _spacing(self, domain: str, interval: float) -> float:
@@ -186,7 +182,7 @@ class _Spacing:
         return interval + self.guard_band if interval > 0 else 0.0
 
 
-class MemoryThrottle(_Spacing):
+class MemoryThrottle(SlotSpacing):
     """In-process throttle for threads sharing one fetcher (not shared across processes)."""
 
     def __init__(
@@ -214,122 +210,8 @@ class MemoryThrottle(_Spacing):
         if now - slot <= self.late_tolerance:
             return max(now, slot)
         with self._lock:
-            if _same_slot(self._next_request_at.get(domain), slot + spacing):
+            if same_slot(self._next_request_at.get(domain), slot + spacing):
                 now = self._clock()
                 self._next_request_at[domain] = now + spacing
                 return now
             return None
-
-
-class SqlThrottle(_Spacing):
-    """Throttle shared by every process using one topic store (PostgreSQL or SQLite).
-
-    Each reservation is ONE upsert statement (``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``), which both
-    databases execute atomically: PostgreSQL locks the conflicting row for the update, and SQLite takes its
-    write lock when the statement starts, before it reads the existing row. So no explicit
-    ``SELECT ... FOR UPDATE`` or SQLite ``BEGIN IMMEDIATE`` is needed: those are for read-then-write
-    sequences, and there is no separate read here. A late start is one conditional UPDATE (compare-and-set
-    on the value this caller wrote).
-    """
-
-    MIN_LEAD = 0.005
-    MAX_LEAD = 0.25
-
-    def __init__(
-        self,
-        engine: Engine,
-        clock: Callable[[], float] = time.time,
-        late_tolerance: float = 0.002,
-        create_table: bool = True,
-        guard_band: float = DEFAULT_GUARD_BAND,
-    ) -> None:
-        if engine.dialect.name not in ("postgresql", "sqlite"):
-            raise ValueError(f"SqlThrottle supports PostgreSQL and SQLite, not {engine.dialect.name!r}")
-        self.engine = engine
-        self._clock = clock
-        # A start this close to its slot needs no database round trip.
-        self.late_tolerance = late_tolerance
-        self.guard_band = guard_band
-        self.table: Table = domain_web_requests
-        if engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        self._insert = insert
-        self._greatest = func.greatest if engine.dialect.name == "postgresql" else func.max
-        self._latencies: deque[float] = deque(maxlen=16)
-        self._latency_lock = threading.Lock()
-        if create_table:
-            self._create_table()
-
-    def _create_table(self) -> None:
-        try:
-            self.table.create(self.engine, checkfirst=True)
-        except (OperationalError, ProgrammingError):
-            # Another process created it between the check and the CREATE: fine if it exists now.
-            if not inspect(self.engine).has_table(self.table.name):
-                raise
-
-    def lead(self) -> float:
-        """How far ahead of "now" promised times are set: twice the slowest recent commit, bounded."""
-        with self._latency_lock:
-            slowest = max(self._latencies, default=0.0)
-        return min(self.MAX_LEAD, max(self.MIN_LEAD, 2 * slowest))
-
-    def _execute(self, statement):
-        began = time.perf_counter()
-        with self.engine.begin() as conn:
-            result = conn.execute(statement)
-            value = result.scalar_one() if statement.is_insert else result.rowcount
-        with self._latency_lock:
-            self._latencies.append(time.perf_counter() - began)
-        return value
-
-    def reserve(self, domain: str, interval: float, earliest: float = 0.0) -> float:
-        spacing = self._spacing(domain, interval)
-        if spacing == 0:
-            # A zero interval is no throttling: there is nothing to share, so no commit and no lead to wait
-            # out. (Such requests neither wait for nor delay the slots other callers hold for the domain.)
-            return max(self._clock(), earliest)
-        start = max(self._clock() + self.lead(), earliest)
-        table = self.table
-        statement = (
-            self._insert(table)
-            .values(domain=domain, next_request_at=start + spacing)
-            .on_conflict_do_update(
-                index_elements=[table.c.domain],
-                set_={"next_request_at": self._greatest(literal(start), table.c.next_request_at) + spacing},
-            )
-            .returning(table.c.next_request_at)
-        )
-        return float(self._execute(statement)) - spacing
-
-    def confirm(self, domain: str, slot: float, interval: float) -> float | None:
-        spacing = self._spacing(domain, interval)
-        now = self._clock()
-        if spacing == 0 or now - slot <= self.late_tolerance:
-            return max(now, slot)
-        expected = slot + spacing
-        while True:
-            promised = self._clock() + self.lead()
-            if not self._compare_and_set(domain, expected, promised + spacing):
-                return None
-            if self._clock() <= promised:
-                return promised
-            expected = promised + spacing  # the commit outlasted the lead: promise again
-
-    def _compare_and_set(self, domain: str, expected: float, new_value: float) -> bool:
-        table = self.table
-        statement = (
-            update(table)
-            .where(
-                and_(
-                    table.c.domain == domain,
-                    table.c.next_request_at.between(
-                        expected - 4 * _SAME_SLOT_EPSILON, expected + 4 * _SAME_SLOT_EPSILON
-                    ),
-                )
-            )
-            .values(next_request_at=new_value)
-        )
-        return self._execute(statement) == 1
