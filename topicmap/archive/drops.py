@@ -177,12 +177,15 @@ def story_from_row(row: dict, now: datetime | None = None) -> NewStory:
     )
 
 
-def _check_columns(path: Path, columns: Sequence[str], required: Sequence[str]) -> None:
+def _check_columns(
+    path: Path,
+    columns: Sequence[str],
+    required: Sequence[str],
+    expected: Sequence[str] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS,
+) -> None:
     missing = [c for c in required if c not in columns]
     if missing:
-        raise ArchiveFileError(
-            f"{path}: missing column(s) {missing}; expected {list(REQUIRED_COLUMNS + OPTIONAL_COLUMNS)}"
-        )
+        raise ArchiveFileError(f"{path}: missing column(s) {missing}; expected {list(expected)}")
 
 
 # ---------------------------------------------------------------------------------------------- CSV
@@ -202,7 +205,11 @@ def _allow_fields_up_to(size: int) -> None:
         csv.field_size_limit(limit)
 
 
-def read_csv_rows(path: Path, required: Sequence[str] = REQUIRED_COLUMNS) -> Iterator[SourceRow | RowError]:
+def read_csv_rows(
+    path: Path,
+    required: Sequence[str] = REQUIRED_COLUMNS,
+    expected: Sequence[str] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS,
+) -> Iterator[SourceRow | RowError]:
     """Rows of a UTF-8 CSV (a BOM is allowed) as SourceRows with their physical lines, or RowErrors.
 
     Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` (the csv module's own rule). Raises ArchiveFileError for a
@@ -220,7 +227,7 @@ def read_csv_rows(path: Path, required: Sequence[str] = REQUIRED_COLUMNS) -> Ite
         header = [name.strip() for name in header]
         if any(_invalid_bytes(name) for name in header):
             raise ArchiveFileError(f"{path}:1: the header line has invalid UTF-8; save the file as UTF-8")
-        _check_columns(path, header, required)
+        _check_columns(path, header, required, expected)
         while True:
             start = reader.line_num + 1
             try:
@@ -303,10 +310,15 @@ def _warc_rows(path: Path, limits: ReadLimits) -> Iterator[SourceRow | RowError]
             }
         yield SourceRow(record["offset"], record["offset"], record, unit="offset")
     for error in errors:
+        if error.file_level:  # cut short, or over the file's decompression cap: the file fails
+            continue
         where = " of the decompressed stream" if error.decompressed else ""
         yield RowError(
             str(path), error.offset, f"unreadable WARC record{where}: {error.reason}", unit="offset"
         )
+    fatal = next((error for error in errors if error.file_level), None)
+    if fatal is not None:
+        raise ArchiveFileError(f"{fatal}; the records before it were read")
 
 
 # ---------------------------------------------------------------------------------------------- reading

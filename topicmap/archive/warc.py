@@ -574,9 +574,19 @@ def _iter_items(
         failure = scan.failure
         if failure is None:
             tail = _tail_problem(path, is_gzip, scan)
-            if tail is not None:
+            if tail is None:
+                return
+            # warcio can also end quietly at a corrupt gzip member in the middle: resume after it if a
+            # record follows; if none does, the damage is the end of the file
+            next_start = _next_record_start(path, tail.offset, is_gzip)
+            if next_start is None or next_start <= start:
                 _report(tail, errors)
-            return
+                return
+            if tail.offset != scan.problem_offset:  # one report per damaged record
+                _report(WarcReadError(path, tail.offset, tail.reason), errors)
+            logger.info("%s: resuming at offset %d after %s", path, next_start, tail.reason)
+            start = next_start
+            continue
         if start == 0 and is_gzip and scan.repairable:
             logger.info("%s: %s; re-reading as one continuous gzip stream", path, failure.reason)
             with gzip.open(path, "rb") as stream:
@@ -594,10 +604,17 @@ def _iter_items(
                 # decompressed stream, where there is no resynchronising on the file
                 _report(again.failure, errors)
                 return
+        next_start = None if failure.file_level else _next_record_start(path, failure.offset, is_gzip)
+        if scan.short_record and next_start is None:  # the file ends inside this record: cut short
+            failure = WarcReadError(
+                path,
+                failure.offset,
+                f"{failure.reason}; the file ends inside it (cut short)",
+                file_level=True,
+            )
         _report(failure, errors)  # raises unless the caller collects errors
-        if failure.file_level:  # over the file's cap: reading on would be what the cap forbids
+        if failure.file_level:  # cut short, or over the file's cap: nothing readable follows
             return
-        next_start = _next_record_start(path, failure.offset, is_gzip)
         if next_start is None or next_start <= start:  # never loop over the same bytes
             return
         logger.info("%s: resuming at offset %d after %s", path, next_start, failure.reason)
@@ -682,8 +699,7 @@ def _tail_problem(path: Path, is_gzip: bool, scan: _ScanResult) -> WarcReadError
                 return WarcReadError(
                     path,
                     position,
-                    f"{size - position} byte(s) after the last record are no gzip member ({exc}); the file "
-                    "is damaged at its end",
+                    f"the gzip member here is corrupt ({exc}); its record is lost",
                     file_level=True,
                 )
             if not inflater.eof:
@@ -801,6 +817,8 @@ class _ScanResult:
     # format errors and short records, which misplaced gzip member boundaries cause; no for corrupt
     # compressed data, which a second pass would only hit again
     repairable: bool = False
+    short_record: bool = False  # the failure is a record shorter than its declared length
+    problem_offset: int | None = None  # the offset of the last record reported as unusable
     last_start: int | None = None  # offset of the last record read
     end: int = 0  # where the last record read ends (its gzip member, or its block in a plain file)
 
@@ -864,11 +882,12 @@ def _scan(
         if missing and item is None:
             reason = f"{record.rec_type} record truncated: {missing} of {record.length} bytes missing"
             result.failure = WarcReadError(path, offset, reason, decompressed=decompressed)
-            result.repairable = True
+            result.repairable = result.short_record = True
             return result
         result.consumed += 1
         result.last_start = offset
         if problem is not None:
+            result.problem_offset = offset
             _report(WarcReadError(path, offset, problem, decompressed=decompressed), errors)
         elif item is not None:
             yield item
