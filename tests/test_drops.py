@@ -361,7 +361,9 @@ def test_decompression_bombs_are_skipped_and_named_in_bounded_memory(
     ((offset, reason),) = report["errors"]
     assert offset == bomb_offset  # the offending record's own offset
     if kind == "header":
-        assert "record headers longer than max_header_bytes" in reason
+        assert (
+            "HTTP headers of https://bomb.test/header: record headers longer than max_header_bytes" in reason
+        )
     else:
         assert (
             f"payload of https://bomb.test/{'content-encoding' if kind == 'content' else 'block'}" in reason

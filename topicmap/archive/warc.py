@@ -794,7 +794,12 @@ class _BoundedLoader(ArcWarcRecordLoader):
         )
 
     def load_http_headers(self, rec_type: str, uri: str, stream: Any, length: Any) -> Any:
-        return super().load_http_headers(rec_type, uri, _HeaderBudget(stream, self.max_header_bytes), length)
+        try:
+            return super().load_http_headers(
+                rec_type, uri, _HeaderBudget(stream, self.max_header_bytes), length
+            )
+        except _OversizedHeaders as exc:
+            raise _OversizedHeaders(f"HTTP headers of {uri}: {exc}") from exc
 
 
 def _archive_iterator(
