@@ -567,10 +567,14 @@ def _iter_items(
     with path.open("rb") as handle:
         is_gzip = handle.read(2) == b"\x1f\x8b"
     start = 0
+    inflated = 0  # across the scans of this file (one more after each resync), for max_file_bytes
     while True:
         with path.open("rb") as handle:
             handle.seek(start)
-            scan = yield from _scan(handle, path, 0, errors, check_digests, limits, decompressed=False)
+            scan = yield from _scan(
+                handle, path, 0, errors, check_digests, limits, decompressed=False, inflated=inflated
+            )
+        inflated = scan.inflated
         failure = scan.failure
         if failure is None:
             tail = _tail_problem(path, is_gzip, scan)
@@ -593,6 +597,7 @@ def _iter_items(
                 again = yield from _scan(
                     stream, path, scan.consumed, errors, check_digests, limits, decompressed=True
                 )
+            inflated = max(inflated, again.inflated)
             if again.failure is None and again.consumed >= scan.consumed:
                 # warcio takes a gzip stream that ends early (EOFError) for the end of the records
                 tail = _tail_problem(path, True, _ScanResult())
@@ -741,12 +746,14 @@ class _OverFileLimit(Exception):
 
 class _BoundedReader(DecompressingBufferedReader):
     """warcio's file reader with two bounds: a line (warcio reads header lines with no length) is at most
-    `max_line` bytes, and the bytes inflated from the file are counted against `max_total`."""
+    `max_line` bytes, and the bytes inflated from the file (`num_read`, after `already` inflated by earlier
+    scans of the same file) may not exceed `max_total`."""
 
-    def __init__(self, stream: BinaryIO, *, max_line: int, max_total: int) -> None:
+    def __init__(self, stream: BinaryIO, *, max_line: int, max_total: int, already: int = 0) -> None:
         super().__init__(stream, block_size=BUFF_SIZE)
         self.max_line = max_line
         self.max_total = max_total
+        self.num_read = already
 
     def readline(self, length: int | None = None) -> bytes:
         return super().readline(self.max_line if length is None else min(length, self.max_line))
@@ -803,13 +810,13 @@ class _BoundedLoader(ArcWarcRecordLoader):
 
 
 def _archive_iterator(
-    stream: BinaryIO, check_digests: bool, limits: ReadLimits = DEFAULT_READ_LIMITS
+    stream: BinaryIO, check_digests: bool, limits: ReadLimits = DEFAULT_READ_LIMITS, inflated: int = 0
 ) -> ArchiveIterator:
     iterator = ArchiveIterator(stream, arc2warc=True, check_digests=check_digests)
     # records are only read once iteration starts, so the bounded parts can still replace warcio's own
     iterator.loader = _BoundedLoader(limits.max_header_bytes)
     iterator.reader = _BoundedReader(
-        iterator.fh, max_line=limits.max_header_bytes, max_total=limits.max_file_bytes
+        iterator.fh, max_line=limits.max_header_bytes, max_total=limits.max_file_bytes, already=inflated
     )
     return iterator
 
@@ -826,6 +833,7 @@ class _ScanResult:
     problem_offset: int | None = None  # the offset of the last record reported as unusable
     last_start: int | None = None  # offset of the last record read
     end: int = 0  # where the last record read ends (its gzip member, or its block in a plain file)
+    inflated: int = 0  # bytes inflated from the file so far, this scan and those before it
 
 
 def _scan(
@@ -837,9 +845,24 @@ def _scan(
     limits: ReadLimits,
     *,
     decompressed: bool,
+    inflated: int = 0,
 ) -> Generator[_Item, None, _ScanResult]:
-    """Read records from `stream`, skipping the first `skip`."""
-    iterator = _archive_iterator(stream, check_digests, limits)
+    """Read records from `stream`, skipping the first `skip`; `inflated` bytes were read by earlier scans."""
+    iterator = _archive_iterator(stream, check_digests, limits, inflated)
+    reader = iterator.reader  # warcio drops its reference when iteration ends
+    result = yield from _scan_records(iterator, path, skip, errors, limits, decompressed)
+    result.inflated = reader.num_read
+    return result
+
+
+def _scan_records(
+    iterator: ArchiveIterator,
+    path: Path,
+    skip: int,
+    errors: list[WarcReadError] | None,
+    limits: ReadLimits,
+    decompressed: bool,
+) -> Generator[_Item, None, _ScanResult]:
     result = _ScanResult(end=max(iterator.offset, 0))  # where this scan started
     file_family: str | None = None
 
