@@ -136,6 +136,10 @@ def test_a_csv_syntax_error_fails_the_file_at_its_line_keeping_the_rows_before(
         record is not None and record.state == "failed" and "quote.csv:3: CSV syntax error" in record.reason
     )
 
+    again = load_drop(store, path)  # unchanged: not read again, its reason kept
+    assert again.state == "failed before" and again.reason == record.reason
+    assert load_drop(store, path, retry_failed=True).state == "failed"  # asked to: read again
+
     # an unclosed quote in the last row would otherwise swallow the rest of the file without a word
     path.write_text(
         HEADER
