@@ -188,3 +188,30 @@ def test_the_default_rotation_is_5000_stories_per_file(
     export = export_topic_warc(OneTopic(), "gen", tmp_path)  # type: ignore[arg-type]
     urls = [[story.url for story in read_story_archive(path)] for path in export.files]
     assert [len(u) for u in urls] == [5000, 1] and urls[1] == ["https://gen.test/5000"]
+
+
+def test_the_asset_exports_and_checks_the_read_back(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import dagster as dg
+
+    from assets.warc_export import story_warc_archive
+    from resources.store import TopicStoreResource
+
+    monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
+    db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    store = TopicStore.open(db)
+    build_topic(store)
+    store.dispose()
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("topics", ["export"])
+    result = dg.materialize(
+        [story_warc_archive],
+        partition_key="export",
+        instance=instance,
+        resources={"store": TopicStoreResource(database_url=db)},
+    )
+    meta = result.asset_materializations_for_node("story_warc_archive")[0].metadata
+    assert meta["dagster/row_count"].value == 7 and meta["stories_without_page"].value == 1
+    assert meta["stories_per_file"].value == 5000
+    (path,) = meta["files"].value
+    assert Path(path).is_relative_to(tmp_path / "home" / "exports" / "warc" / "export")
+    assert count_archived_stories([Path(path)]) == 7
