@@ -1,11 +1,12 @@
 """The story archive: CSV, Parquet and WARC drops loaded into the topic store."""
 
 import dagster as dg
+from sqlalchemy.exc import SQLAlchemyError
 
 from assets.metadata import table
 from resources.archive import ArchiveDropsResource
 from resources.store import TopicStoreResource
-from topicmap.archive.drops import ArchiveFileError, file_sha256, parse_drop
+from topicmap.archive.drops import STATE_FAILED, load_drop
 
 
 @dg.asset(
@@ -21,43 +22,64 @@ def archive_stories(
     context: dg.AssetExecutionContext, store: TopicStoreResource, drops: ArchiveDropsResource
 ) -> dg.MaterializeResult:
     topic_store = store.open()
-    files = drops.files()
-    loaded_files, skipped_files, created, existing = [], [], 0, 0
+    limits = drops.read_limits()
+    loaded, already_loaded, failed, failed_before = [], [], [], []
+    created = existing = rows_rejected = 0
     row_errors: list[dict] = []
-    file_errors: list[str] = []
-    for path in files:
-        sha = file_sha256(path)
-        if topic_store.archive_file_loaded(sha):
-            skipped_files.append(path.name)
-            continue
+    for path in drops.files():
         try:
-            drop = parse_drop(path)
-        except ArchiveFileError as exc:
-            context.log.error(str(exc))
-            file_errors.append(str(exc))
+            result = load_drop(
+                topic_store,
+                path,
+                limits=limits,
+                retry_failed=drops.retry_failed_files,
+                progress=context.log.info,
+            )
+        except SQLAlchemyError:
+            raise  # the store, not the file: fail the run, nothing is recorded against the file
+        except Exception as exc:  # a reader bug or an I/O error: this file fails this run alone, unrecorded
+            context.log.error(f"{path.name}: could not be read, will be retried next run: {exc!r}")
+            failed.append({"file": path.name, "reason": f"{type(exc).__name__}: {exc}"})
             continue
-        for error in drop.errors:
+        if result.state == "already loaded":
+            already_loaded.append(path.name)
+            continue
+        if result.state == "failed before":
+            failed_before.append({"file": path.name, "reason": result.reason})
+            context.log.warning(f"{path.name}: failed before and unchanged since, not read: {result.reason}")
+            continue
+        for error in result.errors:
             context.log.warning(f"skipped bad archive row: {error}")
-            row_errors.append({"file": path.name, "line": error.line, "problem": error.problem})
-        result = topic_store.add_stories(drop.stories, source=f"archive:{path.name}")
-        topic_store.record_archive_file(str(path), sha, len(drop.stories), len(drop.errors))
+            row_errors.append({"file": path.name, "where": error.where, "problem": error.problem})
+        rows_rejected += result.rows_rejected
         created += result.created
         existing += result.existing
-        loaded_files.append(path.name)
+        if result.state == STATE_FAILED:
+            context.log.error(
+                f"{path.name}: failed (kept the {result.stories_read} stories before): {result.reason}"
+            )
+            failed.append({"file": path.name, "reason": result.reason})
+        else:
+            loaded.append(path.name)
         context.log.info(
-            f"{path.name}: {result.created} new stories, {result.existing} already known, {len(drop.errors)} bad rows"
+            f"{path.name}: {result.state}; {result.created} new stories, {result.existing} already known, "
+            f"{result.rows_rejected} bad rows"
         )
-    total = topic_store.story_count()
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": total,
-            "files_loaded": len(loaded_files),
-            "files_already_loaded": len(skipped_files),
-            "files_rejected": dg.MetadataValue.json(file_errors),
+            "dagster/row_count": topic_store.story_count(),
+            "files_loaded": len(loaded),
+            "files_already_loaded": len(already_loaded),
+            "files_failed": len(failed),
+            "failed_files": table(failed, ["file", "reason"]),
+            "files_failed_before_unchanged": table(failed_before, ["file", "reason"]),
             "stories_added": created,
             "stories_already_known": existing,
-            "rows_rejected": len(row_errors),
-            "rejected_rows": table(row_errors, ["file", "line", "problem"]),
+            "rows_rejected": rows_rejected,
+            "rejected_rows": table(row_errors, ["file", "where", "problem"]),
+            "read_limits": dg.MetadataValue.json(
+                {"max_payload_bytes": limits.max_payload_bytes, "max_file_bytes": limits.max_file_bytes}
+            ),
             "drops_folder": dg.MetadataValue.path(str(drops.folder())),
         }
     )

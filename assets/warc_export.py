@@ -6,7 +6,7 @@ import dagster as dg
 
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
-from topicmap.archive.warc_export import count_archived_stories, export_topic_warc
+from topicmap.archive.warc_export import STORIES_PER_FILE, count_archived_stories, export_topic_warc
 from topicmap.store.topic_store import topicmap_home
 
 
@@ -38,5 +38,12 @@ def story_warc_archive(context: dg.AssetExecutionContext, store: TopicStoreResou
             "files": dg.MetadataValue.json([str(p) for p in export.files]),
             "folder": dg.MetadataValue.path(str(folder)),
             "bytes": sum(p.stat().st_size for p in export.files),
+            "stories_per_file": STORIES_PER_FILE,
+            "metadata_layout": dg.MetadataValue.md(
+                "story-indexer (seed 002): `rss_entry` (link, title, domain, pub_date, fetch_date, source_url, "
+                "source_feed_id, source_source_id, via), `http_metadata` (response_code, fetch_timestamp, "
+                "final_url, encoding), `content_metadata` (url, normalized_url, canonical_domain, "
+                "publication_date, language, article_title, text_content, parsed_date); null where unknown"
+            ),
         }
     )

@@ -1,21 +1,40 @@
-"""Where archive drops (CSV, Parquet, WARC) are picked up."""
+"""Where archive drops (CSV, Parquet, WARC) are picked up, and the bounds they are read under."""
 
 from pathlib import Path
 
 import dagster as dg
+from pydantic import Field
 
+from topicmap.archive.warc import MIB, ReadLimits
 from topicmap.store.topic_store import topicmap_home
 
 ARCHIVE_SUFFIXES = (".csv", ".parquet", ".pq", ".warc", ".warc.gz", ".arc", ".arc.gz")
 
 
 class ArchiveDropsResource(dg.ConfigurableResource):
-    """A folder of story drops (CSV, Parquet, WARC/ARC); empty means TOPICMAP_HOME/drops. Each file loads once."""
+    """A folder of story drops (CSV, Parquet, WARC/ARC); empty means TOPICMAP_HOME/drops. Each file loads once
+    (by content hash); a file that fails is retried only when its content changes, or with
+    ``retry_failed_files``."""
 
     drops_dir: str = ""
+    max_payload_mib: int = Field(
+        default=50,
+        description="WARC/ARC: largest record payload once decompressed; larger records are skipped",
+    )
+    max_file_mib: int = Field(
+        default=16 * 1024, description="WARC/ARC: a file inflating to more than this stops there and fails"
+    )
+    retry_failed_files: bool = Field(
+        default=False, description="read files that failed before again, even though they did not change"
+    )
 
     def folder(self) -> Path:
         return Path(self.drops_dir) if self.drops_dir else topicmap_home() / "drops"
+
+    def read_limits(self) -> ReadLimits:
+        return ReadLimits(
+            max_payload_bytes=self.max_payload_mib * MIB, max_file_bytes=self.max_file_mib * MIB
+        )
 
     def files(self) -> list[Path]:
         folder = self.folder()

@@ -471,7 +471,10 @@ def test_truncated_gzip_archive_keeps_the_stories_before_the_damage(tmp_path: Pa
     errors: list[WarcReadError] = []
     pages = list(read_warc_pages(cut, errors=errors))
     assert len(pages) == 3  # the last response survived; only its metadata record is cut
-    assert len(errors) == 1 and errors[0].path == str(cut)
+    # the metadata record (its header cut, read as an empty payload), then the cut itself, at that offset
+    assert len(errors) == 2 and {e.path for e in errors} == {str(cut)}
+    assert errors[1].file_level and errors[1].offset == errors[0].offset
+    assert f"cut short at byte {len(data) - 200}" in errors[1].reason
 
 
 def test_garbage_in_uncompressed_warc_reports_file_and_offset(tmp_path: Path) -> None:
@@ -794,6 +797,7 @@ def test_replay_collects_errors_unless_strict(tmp_path: Path) -> None:
     cut.write_bytes(data[: len(data) - 200])
     os.remove(path)
     replay = WarcReplay(cut)
-    assert len(replay) == 3 and len(replay.errors) == 1
+    # the cut metadata record, then the cut itself (file-level)
+    assert len(replay) == 3 and [e.file_level for e in replay.errors] == [False, True]
     with pytest.raises(WarcReadError):
         WarcReplay(cut, strict=True)

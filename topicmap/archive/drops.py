@@ -1,44 +1,101 @@
 """The story archive's inputs: CSV, Parquet and WARC drops (url, title, text, publish_date, medium[, html]).
 
-A bad row is reported with its line (CSV: the physical line in the file, header = line 1; Parquet: the row
-number + 1 so both read the same way) and skipped; it never stops the load. Files are recognised by content
-hash, so loading the same drop twice adds nothing.
+What a drop promises (issue 19, point 6): no row is lost without a report and none is invented.
+
+* CSV: fields of any length (the csv module's 128 KiB field limit is raised to the file's size, so a long
+  ``html`` field can never make the reader lose its place); a rejected row is reported with its exact
+  physical lines (header = line 1; a row whose quoted field spans lines reports ``lines 5-9``). The CSV is
+  parsed strictly: a syntax error (an unclosed quote, text after a closing quote) stops the file there and
+  fails it, naming the line, because reading on after a quoting error would turn lines inside a field into
+  invented rows.
+* Invalid UTF-8 rejects the row, naming its lines and how many bytes are invalid. Replacing the bytes would
+  store an altered title, text or URL that no later run can repair; the usual cause is a file saved in
+  another encoding, which the user fixes by saving it as UTF-8 and dropping it again (the rows that
+  already loaded are recognised, the fixed ones load).
+* Parquet is read batch by batch; a file pyarrow cannot open (truncated, or not Parquet at all) fails.
+* WARC/ARC: see ``topicmap.archive.warc`` (bounded decompression, truncation reported with its offset);
+  a story's place is its record offset.
+* URLs longer than the store's ``MAX_URL_LENGTH`` (1024) are rejected with a reason, never cut: every URL
+  column of the store is an indexed VARCHAR(1024) that the spider matches on (as Media Cloud does), and
+  a cut URL is another URL that would match, or merge with, the wrong story.
+
+A file that cannot be read fails alone (`load_drop`): it is recorded in ``archive_files`` with state
+``failed`` and its reason, the good files beside it load, and it is retried only when its content (sha256)
+changes. Rows read before the point of failure are kept (they are valid; loading is idempotent).
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
-import io
-from collections.abc import Iterator
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
+from sqlalchemy import select
 
-from topicmap.archive.warc import WarcReadError, stories_from_warc
-from topicmap.store.topic_store import NewStory
+from topicmap.archive.warc import DEFAULT_READ_LIMITS, ReadLimits, WarcReadError, stories_from_warc
+from topicmap.store import schema as s
+from topicmap.store.topic_store import NewStory, TopicStore, now_utc
 from topicmap.web.extract import extract_story
 from topicmap.web.urls import is_http_url
 
 REQUIRED_COLUMNS = ("url", "title", "text", "publish_date")
 OPTIONAL_COLUMNS = ("medium", "html")
 EARLIEST_DATE = datetime(2008, 1, 1, tzinfo=UTC)
+#: stories handed to the store per transaction while a drop streams in
+LOAD_BATCH = 500
+#: row errors kept per file for the report (all are counted)
+MAX_REPORTED_ERRORS = 1000
+
+STATE_LOADED = "loaded"
+STATE_FAILED = "failed"
 
 
 class ArchiveFileError(ValueError):
-    """A whole file cannot be read (missing columns, unknown format): names the file and the problem."""
+    """A whole file cannot be read (missing columns, unknown format, broken CSV or Parquet): names the file,
+    where, and the problem."""
 
 
 @dataclass(frozen=True)
 class RowError:
+    """A rejected row: its physical line(s) in a CSV (header = 1), row number + 1 in a Parquet file, or the
+    record's byte offset in a WARC/ARC file (``unit="offset"``)."""
+
     path: str
     line: int
     problem: str
+    end_line: int | None = None
+    unit: str = "line"
+
+    @property
+    def where(self) -> str:
+        if self.unit == "offset":
+            return f"offset {self.line}"
+        if self.end_line is not None and self.end_line != self.line:
+            return f"lines {self.line}-{self.end_line}"
+        return f"line {self.line}"
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.problem}"
+        if self.unit == "line" and (self.end_line is None or self.end_line == self.line):
+            return f"{self.path}:{self.line}: {self.problem}"
+        return f"{self.path}: {self.where}: {self.problem}"
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """One row of a drop before validation, with where it is in the file."""
+
+    line: int
+    end_line: int
+    values: dict[str, Any]
+    unit: str = "line"
 
 
 @dataclass
@@ -55,6 +112,21 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------- validation
+
+
+def url_problem(url: object) -> str | None:
+    """Why `url` cannot be a story URL, or None. Too long is a reason, never a cut (module doc)."""
+    if not url or not isinstance(url, str) or not is_http_url(url):
+        return f"url {url!r} is not an absolute http(s) URL"
+    if len(url) > s.MAX_URL_LENGTH:
+        return (
+            f"url is {len(url)} characters, longer than the store's {s.MAX_URL_LENGTH} "
+            f"(not cut, which would make it another URL): {url[:80]}..."
+        )
+    return None
 
 
 def parse_publish_date(value: object) -> datetime | None:
@@ -75,9 +147,10 @@ def parse_publish_date(value: object) -> datetime | None:
 
 def story_from_row(row: dict, now: datetime | None = None) -> NewStory:
     """Validate one archive row; raises ValueError with the reason."""
-    url = (row.get("url") or "").strip() if isinstance(row.get("url"), str) else row.get("url")
-    if not url or not isinstance(url, str) or not is_http_url(url):
-        raise ValueError(f"url {url!r} is not an absolute http(s) URL")
+    url = row.get("url").strip() if isinstance(row.get("url"), str) else row.get("url")
+    problem = url_problem(url)
+    if problem:
+        raise ValueError(problem)
     title = row.get("title")
     text = row.get("text")
     if (not isinstance(title, str) or not title.strip()) and (not isinstance(text, str) or not text.strip()):
@@ -104,42 +177,115 @@ def story_from_row(row: dict, now: datetime | None = None) -> NewStory:
     )
 
 
-def _check_columns(path: Path, columns: list[str]) -> None:
-    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+def _check_columns(
+    path: Path,
+    columns: Sequence[str],
+    required: Sequence[str],
+    expected: Sequence[str] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS,
+) -> None:
+    missing = [c for c in required if c not in columns]
     if missing:
-        raise ArchiveFileError(
-            f"{path}: missing column(s) {missing}; expected {list(REQUIRED_COLUMNS + OPTIONAL_COLUMNS)}"
-        )
+        raise ArchiveFileError(f"{path}: missing column(s) {missing}; expected {list(expected)}")
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[int, dict]]:
-    raw = path.read_bytes()
-    text = raw.decode("utf-8-sig", errors="replace")
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    _check_columns(path, list(reader.fieldnames or []))
-    while True:
+# ---------------------------------------------------------------------------------------------- CSV
+
+# surrogateescape decodes each invalid byte to one lone surrogate U+DC80..U+DCFF, at its exact place
+_INVALID_UTF8 = re.compile("[\udc80-\udcff]")
+
+
+def _invalid_bytes(value: str) -> list[str]:
+    return _INVALID_UTF8.findall(value)
+
+
+def _allow_fields_up_to(size: int) -> None:
+    """Raise the csv module's field limit (128 KiB by default, process-wide) to at least `size` characters."""
+    limit = min(max(size + 1, csv.field_size_limit()), sys.maxsize)
+    if limit > csv.field_size_limit():
+        csv.field_size_limit(limit)
+
+
+def read_csv_rows(
+    path: Path,
+    required: Sequence[str] = REQUIRED_COLUMNS,
+    expected: Sequence[str] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS,
+) -> Iterator[SourceRow | RowError]:
+    """Rows of a UTF-8 CSV (a BOM is allowed) as SourceRows with their physical lines, or RowErrors.
+
+    Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` (the csv module's own rule). Raises ArchiveFileError for a
+    missing header or column, and for a CSV syntax error (where reading has to stop; module doc).
+    """
+    _allow_fields_up_to(path.stat().st_size)
+    with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
+        reader = csv.reader(handle, strict=True)
         try:
-            row = next(reader)
-        except StopIteration:
-            return
+            header = next(reader, None)
         except csv.Error as exc:
-            yield reader.line_num, {"__error__": f"unreadable CSV row: {exc}"}
-            continue
-        if None in row:
-            yield (
-                reader.line_num,
-                {"__error__": f"row has {len(row) - 1 + len(row[None])} fields, header has {len(row) - 1}"},
-            )
-            continue
-        yield reader.line_num, row
+            raise ArchiveFileError(f"{path}:1: the header line is not valid CSV: {exc}") from exc
+        if header is None:
+            raise ArchiveFileError(f"{path}: empty file (no header line)")
+        header = [name.strip() for name in header]
+        if any(_invalid_bytes(name) for name in header):
+            raise ArchiveFileError(f"{path}:1: the header line has invalid UTF-8; save the file as UTF-8")
+        _check_columns(path, header, required, expected)
+        while True:
+            start = reader.line_num + 1
+            try:
+                fields = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise ArchiveFileError(
+                    f"{path}:{start}: CSV syntax error in the row starting on this line ({exc}); reading "
+                    "stopped here so that no line inside a quoted field is taken for a row: the rows "
+                    "before it were read, fix the file to load the rest"
+                ) from exc
+            end = reader.line_num
+            if not fields:  # a blank line
+                continue
+            invalid = [char for value in fields for char in _invalid_bytes(value)]
+            if invalid:
+                first = bytes([ord(invalid[0]) - 0xDC00])
+                yield RowError(
+                    str(path),
+                    start,
+                    f"{len(invalid)} invalid UTF-8 byte(s) (the first is {first!r}); the row is rejected "
+                    "rather than stored with replaced characters: save the file as UTF-8",
+                    end,
+                )
+                continue
+            if len(fields) != len(header):
+                yield RowError(
+                    str(path), start, f"row has {len(fields)} fields, header has {len(header)}", end
+                )
+                continue
+            yield SourceRow(start, end, dict(zip(header, fields, strict=True)))
 
 
-def _parquet_rows(path: Path) -> Iterator[tuple[int, dict]]:
-    table = pq.read_table(path)
-    _check_columns(path, table.column_names)
-    for i, row in enumerate(table.to_pylist()):
-        yield i + 2, row  # the same numbering as a CSV with a header line
+# ---------------------------------------------------------------------------------------------- Parquet
 
+
+def _parquet_rows(path: Path, batch_size: int = 1000) -> Iterator[SourceRow]:
+    try:
+        parquet = pq.ParquetFile(path)
+        columns = parquet.schema_arrow.names
+    except (pa.ArrowException, OSError) as exc:
+        raise ArchiveFileError(
+            f"{path}: not a readable Parquet file (truncated, or not Parquet at all): {exc}"
+        ) from exc
+    _check_columns(path, columns, REQUIRED_COLUMNS)
+    wanted = [c for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in columns]
+    line = 2  # the same numbering as a CSV with a header line
+    try:
+        for batch in parquet.iter_batches(batch_size=batch_size, columns=wanted):
+            for row in batch.to_pylist():
+                yield SourceRow(line, line, row)
+                line += 1
+    except (pa.ArrowException, OSError) as exc:
+        raise ArchiveFileError(f"{path}: unreadable from row {line - 1} on: {exc}") from exc
+
+
+# ---------------------------------------------------------------------------------------------- WARC
 
 WARC_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz")
 
@@ -148,11 +294,12 @@ def is_warc(path: Path) -> bool:
     return path.name.lower().endswith(WARC_SUFFIXES)
 
 
-def _warc_rows(path: Path, errors: list[WarcReadError]) -> Iterator[tuple[int, dict]]:
-    """Stories of a WARC/ARC file. Story-indexer archives carry title, text and date in their metadata;
-    for a generic crawl they are extracted from the captured HTML. The "line" of a WARC story is its
-    record number (1-based), so a report still points at the place in the file."""
-    for number, record in enumerate(stories_from_warc(path, errors=errors), start=1):
+def _warc_rows(path: Path, limits: ReadLimits) -> Iterator[SourceRow | RowError]:
+    """Stories of a WARC/ARC file, then its read errors. Story-indexer archives carry title, text and date
+    in their metadata; for a generic crawl they are extracted from the captured HTML. A story's place is
+    its record's byte offset."""
+    errors: list[WarcReadError] = []
+    for record in stories_from_warc(path, errors=errors, limits=limits):
         if record.get("title") is None and record.get("text") is None and record.get("html"):
             extracted = extract_story(record["html"], record["url"])
             record = {
@@ -161,34 +308,189 @@ def _warc_rows(path: Path, errors: list[WarcReadError]) -> Iterator[tuple[int, d
                 "text": extracted.text,
                 "publish_date": extracted.publish_date,
             }
-        yield number, record
+        yield SourceRow(record["offset"], record["offset"], record, unit="offset")
+    for error in errors:
+        if error.file_level:  # cut short, or over the file's decompression cap: the file fails
+            continue
+        where = " of the decompressed stream" if error.decompressed else ""
+        yield RowError(
+            str(path), error.offset, f"unreadable WARC record{where}: {error.reason}", unit="offset"
+        )
+    fatal = next((error for error in errors if error.file_level), None)
+    if fatal is not None:
+        raise ArchiveFileError(f"{fatal}; the records before it were read")
 
 
-def parse_drop(path: str | Path, now: datetime | None = None) -> ParsedDrop:
-    """Read a CSV, Parquet or WARC drop into valid stories and per-row errors."""
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def iter_drop(
+    path: str | Path, now: datetime | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS
+) -> Iterator[NewStory | RowError]:
+    """A drop's valid stories and rejected rows, in file order, streamed. Raises ArchiveFileError when the
+    file (or the rest of it) cannot be read."""
     path = Path(path)
-    suffix = path.suffix.lower()
-    warc_errors: list[WarcReadError] = []
-    if suffix == ".csv":
-        rows = _csv_rows(path)
-    elif suffix in (".parquet", ".pq"):
+    name = path.name.lower()
+    rows: Iterator[SourceRow | RowError]
+    if name.endswith(".csv"):
+        rows = read_csv_rows(path)
+    elif name.endswith((".parquet", ".pq")):
         rows = _parquet_rows(path)
     elif is_warc(path):
-        rows = _warc_rows(path, warc_errors)
+        rows = _warc_rows(path, limits)
     else:
         raise ArchiveFileError(
-            f"{path}: unknown archive format {suffix!r} (expected .csv, .parquet, .warc[.gz] or .arc[.gz])"
+            f"{path}: unknown archive format {path.suffix.lower()!r} "
+            "(expected .csv, .parquet, .warc[.gz] or .arc[.gz])"
         )
-    drop = ParsedDrop(path=path, sha256=file_sha256(path))
-    for line, row in rows:
-        if "__error__" in row:
-            drop.errors.append(RowError(str(path), line, row["__error__"]))
+    for row in rows:
+        if isinstance(row, RowError):
+            yield row
             continue
         try:
-            drop.stories.append(story_from_row(row, now))
+            yield story_from_row(row.values, now)
         except ValueError as exc:
-            drop.errors.append(RowError(str(path), line, str(exc)))
-    drop.errors.extend(
-        RowError(str(path), error.offset, f"unreadable WARC record: {error}") for error in warc_errors
-    )
+            yield RowError(str(path), row.line, str(exc), row.end_line, row.unit)
+
+
+def parse_drop(
+    path: str | Path, now: datetime | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS
+) -> ParsedDrop:
+    """Read a whole CSV, Parquet or WARC drop into valid stories and per-row errors (tests and small
+    drops; `load_drop` streams into the store)."""
+    path = Path(path)
+    drop = ParsedDrop(path=path, sha256=file_sha256(path))
+    for item in iter_drop(path, now, limits):
+        (drop.errors if isinstance(item, RowError) else drop.stories).append(item)
     return drop
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+@dataclass
+class DropLoad:
+    """What loading one file did. ``state``: loaded | failed (now) | already loaded | failed before."""
+
+    path: Path
+    sha256: str
+    state: str
+    stories_read: int = 0
+    created: int = 0
+    existing: int = 0
+    rows_rejected: int = 0
+    errors: list[RowError] = field(default_factory=list)  # the first MAX_REPORTED_ERRORS
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ArchiveFileRecord:
+    path: str
+    state: str
+    reason: str | None
+    rows_loaded: int
+    rows_rejected: int
+
+
+def archive_file_record(store: TopicStore, sha256: str) -> ArchiveFileRecord | None:
+    """What the store knows of a file with this content, or None."""
+    af = s.archive_files
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            select(af.c.path, af.c.state, af.c.reason, af.c.rows_loaded, af.c.rows_rejected).where(
+                af.c.sha256 == sha256
+            )
+        ).first()
+    return ArchiveFileRecord(*row) if row is not None else None
+
+
+def record_archive_file(
+    store: TopicStore,
+    path: Path,
+    sha256: str,
+    state: str,
+    rows_loaded: int,
+    rows_rejected: int,
+    reason: str | None = None,
+) -> None:
+    """Record the outcome for this content (an upsert: a failed file retried and loaded becomes loaded)."""
+    row = {
+        "path": str(path)[:2048],
+        "sha256": sha256,
+        "state": state,
+        "reason": reason,
+        "rows_loaded": rows_loaded,
+        "rows_rejected": rows_rejected,
+        "loaded_at": now_utc(),
+    }
+    with store.engine.begin() as conn:
+        store.upsert(
+            conn,
+            s.archive_files,
+            [row],
+            ["sha256"],
+            ["path", "state", "reason", "rows_loaded", "rows_rejected", "loaded_at"],
+        )
+
+
+def load_drop(
+    store: TopicStore,
+    path: str | Path,
+    *,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
+    retry_failed: bool = False,
+    now: datetime | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> DropLoad:
+    """Stream one drop into the store and record the outcome for its content hash.
+
+    A file whose content was loaded before is skipped; one that failed before is skipped too (with its
+    recorded reason) unless `retry_failed`. ArchiveFileError fails this file alone; the stories read before
+    the failure are kept. Errors of the store itself (the database is down) propagate: they are not the
+    file's fault and must not mark it failed.
+    """
+    path = Path(path)
+    sha = file_sha256(path)
+    known = archive_file_record(store, sha)
+    if known is not None and (known.state == STATE_LOADED or not retry_failed):
+        return DropLoad(
+            path,
+            sha,
+            "already loaded" if known.state == STATE_LOADED else "failed before",
+            rows_rejected=known.rows_rejected,
+            reason=known.reason,
+        )
+    result = DropLoad(path, sha, STATE_LOADED)
+    batch: list[NewStory] = []
+    source = f"archive:{path.name}"
+
+    def flush() -> None:
+        if batch:
+            added = store.add_stories(batch, source=source)
+            result.created += added.created
+            result.existing += added.existing
+            batch.clear()
+
+    try:
+        for item in iter_drop(path, now, limits):
+            if isinstance(item, RowError):
+                result.rows_rejected += 1
+                if len(result.errors) < MAX_REPORTED_ERRORS:
+                    result.errors.append(item)
+                continue
+            batch.append(item)
+            result.stories_read += 1
+            if len(batch) >= LOAD_BATCH:
+                flush()
+                if progress and result.stories_read % (LOAD_BATCH * 20) == 0:
+                    progress(f"{path.name}: {result.stories_read} stories read so far")
+    except ArchiveFileError as exc:
+        flush()  # the rows before the failure are valid
+        result.state = STATE_FAILED
+        result.reason = str(exc)
+    else:
+        flush()
+    record_archive_file(
+        store, path, sha, result.state, result.stories_read, result.rows_rejected, result.reason
+    )
+    return result

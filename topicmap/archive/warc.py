@@ -28,6 +28,18 @@ A record shorter than its declared Content-Length (a crawl killed mid-write) is 
 silently cut HTML, unless its HTTP Content-Length shows the body is whole (only framing bytes missing). A WARC-Truncated record (the crawler's own size cap) is a normal page with `truncated`
 set. A digest mismatch is reported on the page (`digest_ok=False`) and is not an error: the payload often
 decodes fine, and the caller decides.
+
+Bounded decompression (`ReadLimits`): a few compressed megabytes can inflate to gigabytes (a gzip member of
+zeros, a ``Content-Encoding: gzip`` payload, one huge HTTP chunk), and warcio reads a payload, a chunk or a
+header line whole. So the payload is decoded here, block by block (de-chunked, then gzip/deflate), and a
+record whose payload exceeds ``max_payload_bytes`` is skipped and reported with its URL and offset; every
+header line and each record's headers are bounded by ``max_header_bytes``; and a file that inflates to more
+than ``max_file_bytes`` stops there with a file-level error. Memory stays near one payload whatever the
+file holds.
+
+Truncation: after the last record, the rest of the file is checked. A gzip member cut short (its record lost,
+or only its trailer gone) or bytes after the last record that are no complete record are a file-level
+`WarcReadError` naming the offset, never a silent end of file.
 """
 
 from __future__ import annotations
@@ -53,9 +65,11 @@ from typing import Any, BinaryIO
 from urllib.parse import urljoin, urlsplit
 
 from warcio.archiveiterator import ArchiveIterator
+from warcio.bufferedreaders import DecompressingBufferedReader
 from warcio.exceptions import ArchiveLoadFailed
-from warcio.recordloader import ARC2WARCHeadersParser, ArcWarcRecord
+from warcio.recordloader import ARC2WARCHeadersParser, ArcWarcRecord, ArcWarcRecordLoader
 from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParserException
+from warcio.utils import BUFF_SIZE
 from warcio.warcwriter import WARCWriter
 
 logger = logging.getLogger(__name__)
@@ -83,6 +97,32 @@ _STREAM_ERRORS = (
     IndexError,
 )
 
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """Caps on what reading one WARC/ARC file may inflate to (see the module doc).
+
+    * ``max_payload_bytes``: one record's payload after de-chunking and Content-Encoding (50 MiB: far above
+      any news page, which rarely exceed 5 MiB; a larger record is reported and skipped);
+    * ``max_header_bytes``: one record's WARC or HTTP header block, and so any single header line;
+    * ``max_file_bytes``: the whole file decompressed (16 GiB: a Common Crawl WARC of about 1 GiB gzipped
+      inflates to about 5 GiB).
+    """
+
+    max_payload_bytes: int = 50 * MIB
+    max_header_bytes: int = 1 * MIB
+    max_file_bytes: int = 16 * 1024 * MIB
+
+    def __post_init__(self) -> None:
+        for name in ("max_payload_bytes", "max_header_bytes", "max_file_bytes"):
+            if getattr(self, name) < 1024:
+                raise ValueError(f"ReadLimits.{name} = {getattr(self, name)} is below 1024 bytes")
+
+
+DEFAULT_READ_LIMITS = ReadLimits()
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Errors and records
@@ -97,20 +137,36 @@ class ArchiveStoryError(RuntimeError):
 class WarcReadError(Exception):
     """A WARC/ARC file, or one record in it, cannot be read. Names the file and the record offset."""
 
-    def __init__(self, path: str | os.PathLike[str], offset: int, reason: str, *, decompressed: bool = False):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        offset: int,
+        reason: str,
+        *,
+        decompressed: bool = False,
+        file_level: bool = False,
+    ):
         self.path = str(path)
         self.offset = offset
         self.reason = reason
         self.decompressed = decompressed
+        # the rest of the file could not be read (truncated, or over ReadLimits.max_file_bytes), as opposed
+        # to one bad record that reading went past
+        self.file_level = file_level
         where = f"offset {offset}" + (" of the decompressed stream" if decompressed else "")
         super().__init__(f"{self.path}: {where}: {reason}")
 
-    def __reduce__(self) -> tuple[Any, ...]:  # keep it picklable despite the keyword-only argument
-        return (_rebuild_read_error, (self.path, self.offset, self.reason, self.decompressed))
+    def __reduce__(self) -> tuple[Any, ...]:  # keep it picklable despite the keyword-only arguments
+        return (
+            _rebuild_read_error,
+            (self.path, self.offset, self.reason, self.decompressed, self.file_level),
+        )
 
 
-def _rebuild_read_error(path: str, offset: int, reason: str, decompressed: bool) -> WarcReadError:
-    return WarcReadError(path, offset, reason, decompressed=decompressed)
+def _rebuild_read_error(
+    path: str, offset: int, reason: str, decompressed: bool, file_level: bool = False
+) -> WarcReadError:
+    return WarcReadError(path, offset, reason, decompressed=decompressed, file_level=file_level)
 
 
 @dataclass(frozen=True)
@@ -501,34 +557,69 @@ def _existing_file(path: str | os.PathLike[str]) -> Path:
     return file_path
 
 
-def _iter_items(path: Path, errors: list[WarcReadError] | None, check_digests: bool) -> Iterator[_Item]:
+def _iter_items(
+    path: Path,
+    errors: list[WarcReadError] | None,
+    check_digests: bool,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
+) -> Iterator[_Item]:
     """Every usable record of the file, converted, with the repairs described in the module doc."""
     with path.open("rb") as handle:
         is_gzip = handle.read(2) == b"\x1f\x8b"
     start = 0
+    inflated = 0  # across the scans of this file (one more after each resync), for max_file_bytes
     while True:
         with path.open("rb") as handle:
             handle.seek(start)
-            consumed, failure, repairable = yield from _scan(
-                handle, path, 0, errors, check_digests, decompressed=False
+            scan = yield from _scan(
+                handle, path, 0, errors, check_digests, limits, decompressed=False, inflated=inflated
             )
+        inflated = scan.inflated
+        failure = scan.failure
         if failure is None:
-            return
-        if start == 0 and is_gzip and repairable:
+            tail = _tail_problem(path, is_gzip, scan)
+            if tail is None:
+                return
+            # warcio can also end quietly at a corrupt gzip member in the middle: resume after it if a
+            # record follows; if none does, the damage is the end of the file
+            next_start = _next_record_start(path, tail.offset, is_gzip)
+            if next_start is None or next_start <= start:
+                _report(tail, errors)
+                return
+            if tail.offset != scan.problem_offset:  # one report per damaged record
+                _report(WarcReadError(path, tail.offset, tail.reason), errors)
+            logger.info("%s: resuming at offset %d after %s", path, next_start, tail.reason)
+            start = next_start
+            continue
+        if start == 0 and is_gzip and scan.repairable:
             logger.info("%s: %s; re-reading as one continuous gzip stream", path, failure.reason)
             with gzip.open(path, "rb") as stream:
-                consumed_again, failure_again, _ = yield from _scan(
-                    stream, path, consumed, errors, check_digests, decompressed=True
+                again = yield from _scan(
+                    stream, path, scan.consumed, errors, check_digests, limits, decompressed=True
                 )
-            if failure_again is None and consumed_again >= consumed:
+            inflated = max(inflated, again.inflated)
+            if again.failure is None and again.consumed >= scan.consumed:
+                # warcio takes a gzip stream that ends early (EOFError) for the end of the records
+                tail = _tail_problem(path, True, _ScanResult())
+                if tail is not None:
+                    _report(tail, errors)
                 return
-            if consumed_again > consumed:
+            if again.consumed > scan.consumed:
                 # the repair got further, so its error is the one that matters; its offset is in the
                 # decompressed stream, where there is no resynchronising on the file
-                _report(failure_again, errors)
+                _report(again.failure, errors)
                 return
+        next_start = None if failure.file_level else _next_record_start(path, failure.offset, is_gzip)
+        if scan.short_record and next_start is None:  # the file ends inside this record: cut short
+            failure = WarcReadError(
+                path,
+                failure.offset,
+                f"{failure.reason}; the file ends inside it (cut short)",
+                file_level=True,
+            )
         _report(failure, errors)  # raises unless the caller collects errors
-        next_start = _next_record_start(path, failure.offset, is_gzip)
+        if failure.file_level:  # cut short, or over the file's cap: nothing readable follows
+            return
         if next_start is None or next_start <= start:  # never loop over the same bytes
             return
         logger.info("%s: resuming at offset %d after %s", path, next_start, failure.reason)
@@ -573,6 +664,65 @@ def _inflates_to_warc(handle: BinaryIO, offset: int) -> bool:
     return head.startswith(b"WARC/")
 
 
+def _tail_problem(path: Path, is_gzip: bool, scan: _ScanResult) -> WarcReadError | None:
+    """A file-level error when the file does not end where its last record did (module doc), else None.
+
+    warcio ends its iteration quietly when a gzip member or a record header is cut short (EOFError is its
+    "no more records"), so the records lost that way would go unreported without this check.
+    """
+    size = path.stat().st_size
+    if not is_gzip:
+        with path.open("rb") as handle:
+            handle.seek(scan.end)
+            rest = 0
+            while block := handle.read(1 << 16):
+                rest += len(block.strip(b"\r\n\t \x00"))
+        if rest:
+            return WarcReadError(
+                path,
+                scan.end,
+                f"the file does not end with a complete record: {size - scan.end} byte(s) from here on "
+                "are no record (the file was cut short, or damaged); whatever they held is lost",
+                file_level=True,
+            )
+        return None
+    position = scan.last_start if scan.last_start is not None else 0
+    with path.open("rb") as handle:
+        while position < size:
+            handle.seek(position)
+            inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            fed = 0
+            try:
+                while not inflater.eof:
+                    data = inflater.unconsumed_tail or handle.read(1 << 16)
+                    if not inflater.unconsumed_tail:
+                        fed += len(data)
+                    if not data:
+                        break
+                    inflater.decompress(data, 1 << 20)  # only the end matters: output bounded, dropped
+            except zlib.error as exc:
+                return WarcReadError(
+                    path,
+                    position,
+                    f"the gzip member here is corrupt ({exc}); its record is lost",
+                    file_level=True,
+                )
+            if not inflater.eof:
+                if position == scan.last_start:
+                    reason = (
+                        f"the file is cut short at byte {size}: the gzip member of the last record read, "
+                        "which starts here, ends early, so that record may be incomplete"
+                    )
+                else:
+                    reason = (
+                        f"the file is cut short at byte {size}: the record whose gzip member starts here "
+                        "is incomplete and lost"
+                    )
+                return WarcReadError(path, position, reason, file_level=True)
+            position += fed - len(inflater.unused_data)
+    return None
+
+
 _FROM_ARC_HEADER = "X-Topicmap-Converted-From-ARC"
 
 
@@ -586,10 +736,104 @@ class _MarkingArcParser(ARC2WARCHeadersParser):
         return protocol, [*headers, (_FROM_ARC_HEADER, "1")]
 
 
-def _archive_iterator(stream: BinaryIO, check_digests: bool) -> ArchiveIterator:
+class _OversizedHeaders(ValueError):
+    """A record's header block is longer than ReadLimits.max_header_bytes (not a WARC, or a bomb)."""
+
+
+class _OverFileLimit(Exception):
+    """The file inflated past ReadLimits.max_file_bytes. Not a stream error: reading must stop, not resync."""
+
+
+class _BoundedReader(DecompressingBufferedReader):
+    """warcio's file reader with two bounds: a line (warcio reads header lines with no length) is at most
+    `max_line` bytes, and the bytes inflated from the file (`num_read`, after `already` inflated by earlier
+    scans of the same file) may not exceed `max_total`."""
+
+    def __init__(self, stream: BinaryIO, *, max_line: int, max_total: int, already: int = 0) -> None:
+        super().__init__(stream, block_size=BUFF_SIZE)
+        self.max_line = max_line
+        self.max_total = max_total
+        self.num_read = already
+
+    def readline(self, length: int | None = None) -> bytes:
+        return super().readline(self.max_line if length is None else min(length, self.max_line))
+
+    def _process_read(self, data: bytes) -> None:
+        super()._process_read(data)
+        if self.num_read > self.max_total:
+            raise _OverFileLimit(f"the file inflates to more than max_file_bytes = {self.max_total} bytes")
+
+
+class _HeaderBudget:
+    """The stream a header block is parsed from, allowed `budget` bytes in all (header lines only)."""
+
+    def __init__(self, stream: Any, budget: int) -> None:
+        self.stream = stream
+        self.remaining = budget
+        self.budget = budget
+
+    def readline(self, length: int | None = None) -> bytes:
+        if self.remaining <= 0:
+            raise _OversizedHeaders(f"record headers longer than max_header_bytes = {self.budget}")
+        cap = self.remaining if length is None else min(length, self.remaining)
+        line = self.stream.readline(cap)
+        self.remaining -= len(line)
+        return line
+
+    def read(self, length: int | None = None) -> bytes:  # not used by warcio's header parsers; bounded anyway
+        return self.readline(length)
+
+    def tell(self) -> int:
+        return self.stream.tell()
+
+
+class _BoundedLoader(ArcWarcRecordLoader):
+    """warcio's record loader with each record's WARC/ARC and HTTP header blocks parsed under a budget."""
+
+    def __init__(self, max_header_bytes: int) -> None:
+        super().__init__(verify_http=False, arc2warc=True)
+        self.arc_parser = _MarkingArcParser()
+        self.max_header_bytes = max_header_bytes
+
+    def _detect_type_load_headers(self, stream: Any, statusline: Any = None, known_format: Any = None) -> Any:
+        return super()._detect_type_load_headers(
+            _HeaderBudget(stream, self.max_header_bytes), statusline, known_format
+        )
+
+    def load_http_headers(self, rec_type: str, uri: str, stream: Any, length: Any) -> Any:
+        try:
+            return super().load_http_headers(
+                rec_type, uri, _HeaderBudget(stream, self.max_header_bytes), length
+            )
+        except _OversizedHeaders as exc:
+            raise _OversizedHeaders(f"HTTP headers of {uri}: {exc}") from exc
+
+
+def _archive_iterator(
+    stream: BinaryIO, check_digests: bool, limits: ReadLimits = DEFAULT_READ_LIMITS, inflated: int = 0
+) -> ArchiveIterator:
     iterator = ArchiveIterator(stream, arc2warc=True, check_digests=check_digests)
-    iterator.loader.arc_parser = _MarkingArcParser()
+    # records are only read once iteration starts, so the bounded parts can still replace warcio's own
+    iterator.loader = _BoundedLoader(limits.max_header_bytes)
+    iterator.reader = _BoundedReader(
+        iterator.fh, max_line=limits.max_header_bytes, max_total=limits.max_file_bytes, already=inflated
+    )
     return iterator
+
+
+@dataclass
+class _ScanResult:
+    consumed: int = 0  # records read (good or bad)
+    failure: WarcReadError | None = None  # what stopped the scan, if anything did
+    # whether reading the file as one continuous gzip stream could get past the failure: yes for warcio's
+    # format errors and short records, which misplaced gzip member boundaries cause; no for corrupt
+    # compressed data, which a second pass would only hit again
+    repairable: bool = False
+    short_record: bool = False  # the failure is a record shorter than its declared length
+    problem_offset: int | None = None  # the offset of the last record reported as unusable
+    last_start: int | None = None  # offset of the last record read
+    end: int = 0  # where the last record read ends (its gzip member, or its block in a plain file)
+    inflated: int = 0  # bytes inflated from the file so far, this scan and those before it
 
 
 def _scan(
@@ -598,30 +842,51 @@ def _scan(
     skip: int,
     errors: list[WarcReadError] | None,
     check_digests: bool,
+    limits: ReadLimits,
     *,
     decompressed: bool,
-) -> Generator[_Item, None, tuple[int, WarcReadError | None, bool]]:
-    """Read records from `stream`, skipping the first `skip`.
+    inflated: int = 0,
+) -> Generator[_Item, None, _ScanResult]:
+    """Read records from `stream`, skipping the first `skip`; `inflated` bytes were read by earlier scans."""
+    iterator = _archive_iterator(stream, check_digests, limits, inflated)
+    reader = iterator.reader  # warcio drops its reference when iteration ends
+    result = yield from _scan_records(iterator, path, skip, errors, limits, decompressed)
+    result.inflated = reader.num_read
+    return result
 
-    Returns (records consumed, fatal error or None, whether reading the file as one continuous gzip stream
-    could get past it: yes for warcio's format errors and short records, which misplaced gzip member
-    boundaries cause; no for corrupt compressed data, which a second pass would only hit again).
-    """
-    iterator = _archive_iterator(stream, check_digests)
-    consumed = 0
-    end_of_last = max(iterator.offset, 0)  # where this scan started
+
+def _scan_records(
+    iterator: ArchiveIterator,
+    path: Path,
+    skip: int,
+    errors: list[WarcReadError] | None,
+    limits: ReadLimits,
+    decompressed: bool,
+) -> Generator[_Item, None, _ScanResult]:
+    result = _ScanResult(end=max(iterator.offset, 0))  # where this scan started
     file_family: str | None = None
+
+    def failed(offset: int, exc: BaseException) -> _ScanResult:
+        over = isinstance(exc, _OverFileLimit)
+        result.failure = WarcReadError(
+            path,
+            offset,
+            f"{exc}; the rest of the file is not read" if over else _describe(exc),
+            decompressed=decompressed,
+            file_level=over,
+        )
+        result.repairable = isinstance(exc, ArchiveLoadFailed)
+        return result
+
     while True:
         try:
             record = next(iterator)
         except StopIteration:
-            return consumed, None, False
-        except _STREAM_ERRORS as exc:
-            offset = iterator.offset if iterator.offset >= end_of_last else end_of_last
-            error = WarcReadError(path, offset, _describe(exc), decompressed=decompressed)
-            return consumed, error, isinstance(exc, ArchiveLoadFailed)
+            return result
+        except (*_STREAM_ERRORS, _OverFileLimit) as exc:
+            return failed(iterator.offset if iterator.offset >= result.end else result.end, exc)
         # warcio's offsets go wrong (even negative) once gzip members and records disagree
-        offset = iterator.offset if iterator.offset >= end_of_last else end_of_last
+        offset = iterator.offset if iterator.offset >= result.end else result.end
         item: _Item | None = None
         problem: str | None = None
         family = "ARC" if record.rec_headers.get_header(_FROM_ARC_HEADER) else "WARC"
@@ -631,23 +896,26 @@ def _scan(
                 # warcio reads ARC and WARC records in one pass, so a stray text line with five words in a
                 # WARC file parses as an ARC record header instead of failing
                 problem = f"{family} record in a {file_family} file (stray bytes read as a record header?)"
-            elif consumed >= skip:
+            elif result.consumed >= skip:
                 try:
-                    item = _convert(record, path, offset, decompressed)
+                    item = _convert(record, path, offset, decompressed, limits)
                 except _RecordProblem as exc:
                     problem = str(exc)
             missing = _drain(record)
-            end_of_last = max(end_of_last, iterator.get_record_offset() + iterator.get_record_length())
-        except _STREAM_ERRORS as exc:
-            error = WarcReadError(path, offset, _describe(exc), decompressed=decompressed)
-            return consumed, error, isinstance(exc, ArchiveLoadFailed)
+            result.end = max(result.end, iterator.get_record_offset() + iterator.get_record_length())
+        except (*_STREAM_ERRORS, _OverFileLimit) as exc:
+            return failed(offset, exc)
         if missing:
             item = _complete_payload(item) if isinstance(item, WarcPage) else None
         if missing and item is None:
             reason = f"{record.rec_type} record truncated: {missing} of {record.length} bytes missing"
-            return consumed, WarcReadError(path, offset, reason, decompressed=decompressed), True
-        consumed += 1
+            result.failure = WarcReadError(path, offset, reason, decompressed=decompressed)
+            result.repairable = result.short_record = True
+            return result
+        result.consumed += 1
+        result.last_start = offset
         if problem is not None:
+            result.problem_offset = offset
             _report(WarcReadError(path, offset, problem, decompressed=decompressed), errors)
         elif item is not None:
             yield item
@@ -690,19 +958,26 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}"
 
 
-def _convert(record: ArcWarcRecord, path: Path, offset: int, decompressed: bool) -> _Item | None:
+def _convert(
+    record: ArcWarcRecord,
+    path: Path,
+    offset: int,
+    decompressed: bool,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
+) -> _Item | None:
     record_type = record.rec_type
     if record_type == "response":
-        return _response_page(record, path, offset, decompressed)
+        return _response_page(record, path, offset, decompressed, limits)
     if record_type == "resource":
         if _mime_type(record.content_type) not in HTML_MIME_TYPES:
             return None
-        return _page(record, path, offset, decompressed, 200, (("Content-Type", record.content_type),))
+        headers = (("Content-Type", record.content_type),)
+        return _page(record, path, offset, decompressed, 200, headers, limits)
     if record_type == "metadata":
         if _mime_type(record.rec_headers.get_header("Content-Type")) != METADATA_CONTENT_TYPE:
             return None
         try:
-            data = json.loads(record.content_stream().read())
+            data = json.loads(_read_payload(record, limits.max_payload_bytes))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise _RecordProblem(f"metadata record is not valid JSON: {exc}") from exc
         if not isinstance(data, dict):
@@ -723,14 +998,16 @@ def _convert(record: ArcWarcRecord, path: Path, offset: int, decompressed: bool)
     return None  # warcinfo, revisit, conversion, continuation, non-HTML resources
 
 
-def _response_page(record: ArcWarcRecord, path: Path, offset: int, decompressed: bool) -> WarcPage | None:
+def _response_page(
+    record: ArcWarcRecord, path: Path, offset: int, decompressed: bool, limits: ReadLimits
+) -> WarcPage | None:
     url = _target_uri(record)
     if not url.lower().startswith(("http:", "https:")):
         return None  # dns:, whois:, ftp: captures are not web pages
     status = _status_code(record.http_headers)
     if status is None:
         raise _RecordProblem(f"response record for {url} has no valid HTTP status line")
-    return _page(record, path, offset, decompressed, status, tuple(record.http_headers.headers))
+    return _page(record, path, offset, decompressed, status, tuple(record.http_headers.headers), limits)
 
 
 def _page(
@@ -740,8 +1017,9 @@ def _page(
     decompressed: bool,
     status: int,
     headers: tuple[tuple[str, str], ...],
+    limits: ReadLimits,
 ) -> WarcPage:
-    body = record.content_stream().read()
+    body = _read_payload(record, limits.max_payload_bytes)
     _drain(record)  # so the digest check has seen the whole block
     checker = getattr(record, "digest_checker", None)
     rec_headers = record.rec_headers
@@ -760,6 +1038,102 @@ def _page(
         truncated=rec_headers.get_header("WARC-Truncated"),
         concurrent_to=_all_headers(rec_headers, "WARC-Concurrent-To"),
     )
+
+
+_BLOCK = 1 << 16
+
+
+def _read_payload(record: ArcWarcRecord, limit: int) -> bytes:
+    """The record's payload as the server meant it, like warcio's ``content_stream().read()`` (de-chunked,
+    then gzip/deflate Content-Encoding undone; data that does not decode as announced is taken as it is),
+    but streamed block by block with at most `limit` bytes of output: warcio reads a whole HTTP chunk and
+    inflates it in one call, which is how a 1 MB file took gigabytes. Over the limit: `_RecordProblem`.
+    """
+    http = record.http_headers
+    raw = record.raw_stream
+    chunked = http is not None and (http.get_header("Transfer-Encoding") or "").strip().lower() == "chunked"
+    encoding = (http.get_header("Content-Encoding") or "").strip().lower() if http is not None else ""
+    pieces = _dechunked(raw) if chunked else _blocks(raw)
+    out = bytearray()
+
+    def too_large() -> _RecordProblem:
+        return _RecordProblem(
+            f"payload of {_target_uri(record) or record.rec_type} is larger than max_payload_bytes = {limit} "
+            "once decompressed; record skipped"
+        )
+
+    if encoding not in ("gzip", "deflate"):  # identity, or one warcio does not decode either
+        for piece in pieces:
+            out += piece
+            if len(out) > limit:
+                raise too_large()
+        return bytes(out)
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16 if encoding == "gzip" else zlib.MAX_WBITS)
+    decoded = passthrough = False
+    for piece in pieces:
+        data = b"" if passthrough else piece
+        while data and not inflater.eof:
+            try:
+                chunk = inflater.decompress(data, limit - len(out) + 1)
+            except zlib.error as exc:
+                if decoded:
+                    raise _RecordProblem(
+                        f"{encoding} payload of {_target_uri(record)} is corrupt after {len(out)} bytes: {exc}"
+                    ) from exc
+                if encoding == "deflate":  # warcio's fallback: "deflate" sent as a raw deflate stream
+                    encoding = "raw deflate"
+                    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                passthrough = True  # as warcio: not compressed after all, the bytes are the payload
+                break
+            decoded = True
+            out += chunk
+            if len(out) > limit:
+                raise too_large()
+            data = inflater.unconsumed_tail
+        if passthrough:
+            out += piece
+            if len(out) > limit:
+                raise too_large()
+    return bytes(out)
+
+
+def _blocks(raw: Any) -> Iterator[bytes]:
+    while block := raw.read(_BLOCK):
+        yield block
+
+
+def _dechunked(raw: Any) -> Iterator[bytes]:
+    """HTTP chunked transfer coding undone, streamed. As in warcio: data that is not chunked after all
+    (a bad size line) is taken as it is from there on; a body cut off mid-chunk just ends."""
+    while True:
+        size_line = raw.readline(64)
+        if not size_line:
+            return
+        try:
+            if not size_line.endswith(b"\r\n"):
+                raise ValueError("no CRLF")
+            size = int(size_line[:-2].split(b";")[0], 16)
+            if not 0 <= size <= 2**31:
+                raise ValueError("chunk size out of range")
+        except ValueError:
+            yield size_line
+            yield from _blocks(raw)
+            return
+        if size == 0:
+            raw.read(2)
+            return
+        while size:
+            data = raw.read(min(size, _BLOCK))
+            if not data:
+                return
+            size -= len(data)
+            yield data
+        terminator = raw.read(2)
+        if terminator != b"\r\n":
+            yield terminator
+            yield from _blocks(raw)
+            return
 
 
 def _all_headers(headers: StatusAndHeaders, name: str) -> tuple[str, ...]:
@@ -817,6 +1191,7 @@ def read_warc_pages(
     *,
     errors: list[WarcReadError] | None = None,
     check_digests: bool = True,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Iterator[WarcPage]:
     """Every page of a WARC or ARC file (gzipped or not): each HTTP(S) `response` record, and each
     `resource` record holding HTML. `request`, `revisit`, `warcinfo`, `metadata` and non-HTML resources
@@ -826,11 +1201,12 @@ def read_warc_pages(
     `errors`. A missing file raises FileNotFoundError at once.
     """
     file_path = _existing_file(path)
-    return (item for item in _iter_items(file_path, errors, check_digests) if isinstance(item, WarcPage))
+    items = _iter_items(file_path, errors, check_digests, limits)
+    return (item for item in items if isinstance(item, WarcPage))
 
 
 def _iter_pairs(
-    path: Path, errors: list[WarcReadError] | None
+    path: Path, errors: list[WarcReadError] | None, limits: ReadLimits = DEFAULT_READ_LIMITS
 ) -> Iterator[tuple[WarcPage, _MetadataRecord | None]]:
     """Each page with the story-indexer metadata record that refers to it (None for a plain crawl).
 
@@ -838,7 +1214,7 @@ def _iter_pairs(
     without its metadata makes it skip the NEXT response too. Pairing by WARC-Refers-To keeps every page.
     """
     pending: WarcPage | None = None
-    for item in _iter_items(path, errors, check_digests=True):
+    for item in _iter_items(path, errors, True, limits):
         if isinstance(item, WarcPage):
             if pending is not None:
                 yield pending, None
@@ -854,7 +1230,10 @@ def _iter_pairs(
 
 
 def read_story_archive(
-    path: str | os.PathLike[str], *, errors: list[WarcReadError] | None = None
+    path: str | os.PathLike[str],
+    *,
+    errors: list[WarcReadError] | None = None,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Iterator[StoryRecord]:
     """Stories from a story-indexer layout archive (ours or Media Cloud's), one per page.
 
@@ -865,7 +1244,7 @@ def read_story_archive(
     else ``rss_entry.link``.
     """
     file_path = _existing_file(path)
-    return (_story_record(page, meta) for page, meta in _iter_pairs(file_path, errors))
+    return (_story_record(page, meta) for page, meta in _iter_pairs(file_path, errors, limits))
 
 
 def _story_record(page: WarcPage, meta: _MetadataRecord | None) -> StoryRecord:
@@ -898,12 +1277,16 @@ def _story_record(page: WarcPage, meta: _MetadataRecord | None) -> StoryRecord:
 
 
 def stories_from_warc(
-    path: str | os.PathLike[str], *, errors: list[WarcReadError] | None = None
+    path: str | os.PathLike[str],
+    *,
+    errors: list[WarcReadError] | None = None,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Iterator[dict[str, Any]]:
     """Story dicts for the story archive from any WARC/ARC file.
 
     Keys: url, title, text, publish_date (aware datetime or None), medium (always None: the caller derives
-    it from the URL), html (raw bytes), encoding, fetch_date, language, canonical_domain.
+    it from the URL), html (raw bytes), encoding, fetch_date, language, canonical_domain, offset (of the
+    response record, for reports).
 
     * A story-indexer archive (pages with a metadata record) gives title (``article_title``), text
       (``text_content``), publish_date (``publication_date``, else the RSS ``pub_date`` as story-indexer's
@@ -914,7 +1297,7 @@ def stories_from_warc(
     Only 2xx captures become stories; a generic page must also be HTML (by Content-Type or sniffing).
     """
     file_path = _existing_file(path)
-    for page, meta in _iter_pairs(file_path, errors):
+    for page, meta in _iter_pairs(file_path, errors, limits):
         if not 200 <= page.status < 300:
             continue
         if meta is None and not page.is_html:
@@ -935,6 +1318,7 @@ def stories_from_warc(
             "fetch_date": story.fetch_date,
             "language": content.get("language"),
             "canonical_domain": content.get("canonical_domain"),
+            "offset": page.offset,
         }
 
 
@@ -1023,8 +1407,10 @@ class WarcReplay:
         *,
         strict: bool = False,
         max_redirects: int = 10,
+        limits: ReadLimits = DEFAULT_READ_LIMITS,
     ) -> None:
         self.strict = strict
+        self.limits = limits
         self.max_redirects = max_redirects
         self.errors: list[WarcReadError] = []
         self._exact: dict[str, _Capture] = {}
@@ -1038,7 +1424,7 @@ class WarcReplay:
         file_path = _existing_file(path)
         captures: list[tuple[_Capture, str | None, tuple[str, ...]]] = []
         methods: dict[str, str] = {}  # record id → request method, for both ends of WARC-Concurrent-To
-        for item in _iter_items(file_path, None if self.strict else self.errors, check_digests=False):
+        for item in _iter_items(file_path, None if self.strict else self.errors, False, self.limits):
             if isinstance(item, WarcPage):
                 self._sequence += 1
                 capture = _Capture(
@@ -1112,13 +1498,13 @@ class WarcReplay:
         with opener(path, "rb") as stream:
             stream.seek(capture.offset)
             # digests unchecked, as when indexed, so a capture that indexed also loads
-            iterator = _archive_iterator(stream, check_digests=False)
+            iterator = _archive_iterator(stream, False, self.limits)
             try:
                 record = next(iterator)
-                item = _convert(record, path, capture.offset, capture.offset_is_decompressed)
+                item = _convert(record, path, capture.offset, capture.offset_is_decompressed, self.limits)
                 if _drain(record) and isinstance(item, WarcPage):
                     item = _complete_payload(item)  # as when indexed: it passed this test then
-            except (StopIteration, _RecordProblem, *_STREAM_ERRORS) as exc:
+            except (StopIteration, _RecordProblem, _OverFileLimit, *_STREAM_ERRORS) as exc:
                 raise WarcReadError(
                     path, capture.offset, f"capture of {capture.url} no longer readable: {_describe(exc)}"
                 ) from exc

@@ -34,7 +34,7 @@ from sqlalchemy import (
 metadata = MetaData()
 
 #: The newest schema version; ``schema_version`` holds the version a store is at.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 9
 
 MAX_URL_LENGTH = 1024
 
@@ -133,6 +133,10 @@ archive_files = Table(
     Column("rows_loaded", Integer, nullable=False),
     Column("rows_rejected", Integer, nullable=False),
     Column("loaded_at", DateTime(timezone=True), nullable=False),
+    # version 9: a file that cannot be read is recorded as "failed" with its reason, so it fails alone and is
+    # retried only when its content (sha256) changes; "loaded" files may still have rejected rows
+    Column("state", String(16), nullable=False, server_default="loaded", info=_since(9)),
+    Column("reason", Text, nullable=True, info=_since(9)),
     UniqueConstraint("sha256", name="archive_files_sha256_key"),
     info=_since(1),
 )

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-from topicmap.archive.drops import RowError
+from topicmap.archive.drops import ArchiveFileError, RowError, read_csv_rows, url_problem
 from topicmap.store.topic_store import TopicStore
 from topicmap.topics.declarations import TopicConfig
-from topicmap.web.urls import is_http_url
 
 ARCHIVE_SOURCE = "archive query"
 
@@ -75,21 +72,25 @@ def select_archive_seeds(
 
 
 def read_seed_url_csv(path: Path) -> tuple[list[dict], list[RowError]]:
-    """A seed URL list: a CSV with a ``url`` column (other columns ignored). Bad rows are reported."""
-    try:
-        text = path.read_bytes().decode("utf-8-sig", errors="replace")
-    except FileNotFoundError:
+    """A seed URL list: a UTF-8 CSV with a ``url`` column (other columns ignored), read like a CSV drop
+    (fields of any length, exact lines, invalid UTF-8 rejected). Bad rows are reported; a URL longer than
+    the store's 1024 characters is one of them, never cut (it would be another URL)."""
+    if not path.is_file():
         return [], [RowError(str(path), 0, "seed URL file not found")]
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    if "url" not in (reader.fieldnames or []):
-        return [], [RowError(str(path), 1, f"no 'url' column (columns: {reader.fieldnames})")]
     rows, errors = [], []
-    for row in reader:
-        url = (row.get("url") or "").strip()
-        if not is_http_url(url):
-            errors.append(RowError(str(path), reader.line_num, f"url {url!r} is not an absolute http(s) URL"))
-            continue
-        rows.append({"url": url, "source": f"csv:{path.name}"})
+    try:
+        for item in read_csv_rows(path, required=("url",), expected=("url",)):
+            if isinstance(item, RowError):
+                errors.append(item)
+                continue
+            url = (item.values.get("url") or "").strip()
+            problem = url_problem(url)
+            if problem:
+                errors.append(RowError(str(path), item.line, problem, item.end_line))
+                continue
+            rows.append({"url": url, "source": f"csv:{path.name}"})
+    except ArchiveFileError as exc:  # no url column, or a CSV syntax error: the rows before it still count
+        errors.append(RowError(str(path), 0, str(exc)))
     return rows, errors
 
 
