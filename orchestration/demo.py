@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ("deduped_stories", ["merged_now", "cross_media_links_after"]),
                 ("near_duplicates", ["stories", "groups", "dagster/row_count"]),
                 ("story_warc_archive", ["dagster/row_count", "folder"]),
-                ("clusters", ["dagster/row_count", "weeks", "mutation_edges", "timeline_png"]),
+                ("clusters", ["dagster/row_count", "k", "k_reason", "timeline_png"]),
             ):
                 _print_metadata(materialize_selection(defs, instance, [node], topic.name), node, keys)
             size_after = store.table_count(schema.topic_stories, topics_id=topics_id)
