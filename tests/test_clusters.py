@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 from sklearn.metrics import adjusted_rand_score
 
-from assets.clusters import cluster_weeks, clusters
+from assets.clusters import ClusterWeeksConfig, cluster_weeks, clusters
 from resources.store import TopicStoreResource
 from topicmap.clusters.model import (
     _projection,
@@ -258,7 +258,7 @@ def test_a_dying_cluster_is_reborn_from_the_largest_and_the_move_is_an_edge() ->
     rng = random.Random(5)
     first = [text_from(rng, VOCABULARIES["election"]) for _ in range(20)]
     first += [text_from(rng, VOCABULARIES["flood"]) for _ in range(20)]
-    config = StreamConfig(k_min=2, k_max=2, half_life=0.02, window=4)  # weights vanish within a batch
+    config = StreamConfig(k_min=2, k_max=2, half_life=0.02, min_stories=10)  # weights vanish within a batch
     state = advance(StreamState(), "w0", range(40), first, first, config=config)
     flood = int(np.bincount(state.stories.cluster[20:]).argmax())
     # the next weeks bring election stories only: the flood cluster starves, dies, and is re-seeded as a
@@ -373,6 +373,7 @@ def materialize_week(store: TopicStore, instance: dg.DagsterInstance, week: str)
     return dg.materialize(
         [cluster_weeks],
         partition_key=week_key(week),
+        run_config=dg.RunConfig(ops={"cluster_weeks": ClusterWeeksConfig(min_stories=10)}),
         instance=instance,
         resources=resources(store),
         raise_on_error=False,

@@ -4,7 +4,7 @@ The method of the "story mutation" chapter (seed 001, second half), done with sc
 
 1. hashed term frequencies (``HashingVectorizer``), weighted by inverse document frequency;
 2. *random indexing*: every hashed term gets a sparse random signature of +1/-1 over ``dims`` dimensions and a
-   document is the TF-IDF-weighted sum of its terms' signatures (``SparseRandomProjection``; Johnson-Lindenstrauss
+   document is the TF-IDF-weighted sum of its terms' signatures (a sparse matrix product; Johnson-Lindenstrauss
    keeps distances). The chapter hashes straight into 256 buckets and suffers the collisions it describes; we
    hash into 2**18 buckets first and only then project to 256, which is what random indexing is for;
 3. KMeans on the L2-normalised vectors. The chapter settles for Euclidean KMeans on raw vectors and notes that
@@ -32,7 +32,6 @@ from scipy import sparse
 from sklearn.cluster import KMeans
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, HashingVectorizer, TfidfVectorizer
 from sklearn.preprocessing import normalize
-from sklearn.random_projection import SparseRandomProjection
 
 #: hashed vocabulary size before random indexing: distinct words rarely collide
 HASH_FEATURES = 2**18
@@ -163,15 +162,21 @@ def _hasher() -> HashingVectorizer:
 
 
 @lru_cache(maxsize=4)
-def _projection(dims: int, seed: int) -> SparseRandomProjection:
-    """The random-indexing signatures: fixed by (dims, seed), shared by every batch so spaces stay comparable."""
-    if dims < 2:
-        raise ValueError(f"dims must be at least 2, got {dims}")
-    projection = SparseRandomProjection(
-        n_components=dims, density=min(1.0, SIGNATURE_NONZEROS / dims), dense_output=True, random_state=seed
+def _projection(dims: int, seed: int) -> sparse.csr_matrix:
+    """The random-indexing signatures (HASH_FEATURES x dims): each hashed term gets SIGNATURE_NONZEROS distinct
+    dimensions with random signs, fixed by (dims, seed) and shared by every batch so spaces stay comparable."""
+    if dims < SIGNATURE_NONZEROS:
+        raise ValueError(f"dims must be at least {SIGNATURE_NONZEROS}, got {dims}")
+    rng = np.random.default_rng(seed)
+    # distinct dimensions per term: a random start and steps of at least one whose total stays below dims
+    steps = rng.integers(1, dims // SIGNATURE_NONZEROS + 1, size=(HASH_FEATURES, SIGNATURE_NONZEROS))
+    steps[:, 0] = rng.integers(0, dims, size=HASH_FEATURES)
+    columns = np.cumsum(steps, axis=1) % dims
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(HASH_FEATURES, SIGNATURE_NONZEROS))
+    rows = np.repeat(np.arange(HASH_FEATURES), SIGNATURE_NONZEROS)
+    return sparse.csr_matrix(
+        (signs.ravel() / np.sqrt(SIGNATURE_NONZEROS), (rows, columns.ravel())), shape=(HASH_FEATURES, dims)
     )
-    projection.fit(sparse.csr_matrix((1, HASH_FEATURES)))
-    return projection
 
 
 def term_counts(texts: Sequence[str]) -> sparse.csr_matrix:
@@ -198,7 +203,7 @@ def embed(counts: sparse.csr_matrix, idf: np.ndarray, dims: int = DIMS, seed: in
         return np.zeros((0, dims))
     weighted = counts.multiply(idf[None, :]).tocsr() if counts.nnz else counts
     tfidf = normalize(weighted, copy=False)
-    return normalize(np.asarray(_projection(dims, seed).transform(tfidf)), copy=False)
+    return normalize(np.asarray((tfidf @ _projection(dims, seed)).todense()), copy=False)
 
 
 def story_vectors(texts: Sequence[str], dims: int = DIMS, seed: int = 0) -> np.ndarray:

@@ -57,8 +57,9 @@ class StreamConfig:
     k_max: int = 15
     half_life: float = 2.0
     time_unit: TimeUnit = "batches"
-    #: the model starts with the first batch holding at least this many stories (KMeans on a handful says little)
-    min_stories: int = 10
+    #: the model starts when a batch and the window before it hold this many stories (the SSE curve of a handful
+    #: of stories says little about k)
+    min_stories: int = 50
     window: int = WINDOW_BATCHES
     dims: int = DIMS
     seed: int = 0
@@ -204,16 +205,20 @@ def advance(
 
     before = state.model.copy() if state.model is not None else None
     model, choice = (state.model.copy() if state.model is not None else None), state.choice
-    if model is None and len(texts) >= config.min_stories:
-        choice = choose_k(vectors, config.k_min, config.k_max, config.seed)
-        seeded = kmeans_fit(vectors, choice.k, config.seed)
-        weights = np.bincount(seeded.labels_, minlength=choice.k).astype(np.float64)
-        # the first batch seeds the model (the chapter starts from random centres of weight 0, which Spark's
-        # update then drags onto whichever points come nearest; KMeans on the batch is that start done well)
-        model = StreamingKMeans.half_life(
-            seeded.cluster_centers_, weights, config.half_life, config.time_unit
-        )
-    elif model is not None:
+    recent = list(window)[-(config.window - 1) :] if config.window > 1 else []
+    if model is None:
+        # the model starts once this batch and the window's (still unclustered) batches hold min_stories: KMeans
+        # on them seeds it, k read from their SSE curve. The chapter starts from random centres of weight 0,
+        # which Spark's update then drags onto whichever points come nearest; this is that start done well.
+        pooled = np.vstack([w.vectors for w in recent if len(w.vectors)] + [vectors])
+        if len(pooled) >= config.min_stories:
+            choice = choose_k(pooled, config.k_min, config.k_max, config.seed)
+            seeded = kmeans_fit(pooled, choice.k, config.seed)
+            weights = np.bincount(seeded.labels_, minlength=choice.k).astype(np.float64)
+            model = StreamingKMeans.half_life(
+                seeded.cluster_centers_, weights, config.half_life, config.time_unit
+            )
+    else:
         model.update(vectors)
 
     n = len(texts)
@@ -235,7 +240,6 @@ def advance(
 
     transitions = pd.DataFrame(columns=TRANSITION_COLUMNS)
     if before is not None and model is not None:
-        recent = list(window)[-(config.window - 1) :] if config.window > 1 else []
         pooled = [w.vectors for w in recent if len(w.vectors)] + ([vectors] if n else [])
         if pooled:
             every = np.vstack(pooled)
@@ -256,9 +260,7 @@ def advance(
 
     nodes = pd.DataFrame(columns=NODE_COLUMNS)
     if model is not None:
-        window_labels = [
-            model.predict(w.vectors) for w in list(window)[-(config.window - 1) :] if len(w.vectors)
-        ]
+        window_labels = [model.predict(w.vectors) for w in recent if len(w.vectors)]
         window_sizes = np.bincount(np.concatenate([*window_labels, cluster]), minlength=model.k)
         alive = sorted(set(np.flatnonzero(window_sizes).tolist()) | set(cluster[cluster >= 0].tolist()))
         terms = top_terms(texts, cluster, alive, languages)
