@@ -30,9 +30,7 @@ PREVIOUS_WEEK = dg.MultiPartitionMapping(
         "topic": dg.DimensionPartitionMapping("topic", dg.IdentityPartitionMapping()),
         "week": dg.DimensionPartitionMapping(
             "week",
-            dg.TimeWindowPartitionMapping(
-                start_offset=-1, end_offset=-1, allow_nonexistent_upstream_partitions=True
-            ),
+            dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=-1),
         ),
     }
 )

@@ -77,11 +77,13 @@ def draw_stream_graph(table: pd.DataFrame, path: Path, title: str) -> Path:
                 if len(at_peak) < 2:
                     continue
                 label = _label_at(table, cluster, batches[min(peak, len(batches) - 1)])
+                # at either end of the stream the label runs inwards, so it stays inside the picture
+                align = "left" if peak == 0 else "right" if peak == len(x) - 1 else "center"
                 axes.text(
                     x[peak],
                     (at_peak.min() + at_peak.max()) / 2,
                     f"#{cluster} {label}",
-                    ha="center",
+                    ha=align,
                     va="center",
                     fontsize=10,
                     bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.75, "linewidth": 0},
@@ -90,7 +92,7 @@ def draw_stream_graph(table: pd.DataFrame, path: Path, title: str) -> Path:
             if len(batches) == 1:
                 axes.set_xticks([0], batches)
             axes.set_yticks([])
-            axes.set_ylabel("stories per week (band width)", fontsize=11)
+            axes.set_xlabel("week; the width of a band is the cluster's stories that week", fontsize=11)
             for side in ("left", "right", "top"):
                 axes.spines[side].set_visible(False)
         axes.set_title(title, fontsize=14)
