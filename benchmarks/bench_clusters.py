@@ -35,17 +35,14 @@ def make_corpus(path: Path, stories: int, words: int, seed: int = 0) -> None:
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     vocabulary = np.array(["".join(rng.choice(letters, rng.integers(3, 10))) for _ in range(36000)])
     shared, own = vocabulary[:30000], vocabulary[30000:].reshape(SUBJECTS, 300)
-    zipf = 1.0 / np.arange(1, 30001) ** 1.05
-    zipf /= zipf.sum()
+    cumulative = np.cumsum(1.0 / np.arange(1, 30001) ** 1.05)
+    cumulative /= cumulative[-1]
     subjects = rng.integers(0, SUBJECTS, size=stories)
     with path.open("w") as out:
         for subject in subjects:
             from_subject = rng.random(words) < 0.35
-            chosen = np.where(
-                from_subject,
-                own[subject][rng.integers(0, 300, words)],
-                shared[rng.choice(30000, words, p=zipf)],
-            )
+            common = np.minimum(np.searchsorted(cumulative, rng.random(words)), 29999)  # Zipf by inverse CDF
+            chosen = np.where(from_subject, own[subject][rng.integers(0, 300, words)], shared[common])
             out.write(f"{subject}\t{' '.join(chosen)}\n")
 
 
