@@ -27,7 +27,7 @@ from topicmap.clusters.model import (
 )
 from topicmap.clusters.mutation import StreamConfig, StreamState, advance, mutation_graph, stream_batches
 from topicmap.clusters.pictures import draw_mutation_graph, draw_stream_graph
-from topicmap.clusters.store import topic_story_texts
+from topicmap.clusters.store import topic_story_texts, topic_weeks
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore, now_utc
 from topicmap.topics.declarations import TopicConfig
@@ -489,3 +489,9 @@ def test_cluster_weeks_depend_on_the_previous_week() -> None:
 
     assert previous("2026-02-09") == [week_key("2026-02-02")]
     assert previous("2024-01-01") == []  # the first week starts afresh
+
+
+def test_topic_weeks_are_the_mondays_the_topic_spans() -> None:
+    weeks = topic_weeks(date(2026, 1, 1), date(2026, 4, 30))
+    assert weeks[0] == "2025-12-29" and weeks[-1] == "2026-04-27" and len(weeks) == 18
+    assert all(date.fromisoformat(w).weekday() == 0 for w in weeks)

@@ -203,6 +203,16 @@ def parse_week(week: str) -> date:
     return monday
 
 
+def topic_weeks(start: date, end: date) -> list[str]:
+    """The Mondays of the weeks from ``start`` to ``end`` (both included), as cluster_weeks' week keys."""
+    monday = start - timedelta(days=start.weekday())
+    weeks = []
+    while monday <= end:
+        weeks.append(monday.isoformat())
+        monday += timedelta(days=7)
+    return weeks
+
+
 def state_fingerprint(folder: Path) -> str:
     """A digest of a week's state: equal fingerprints mean the next week starts the same."""
     return json.loads((folder / "lineage.json").read_text())["state"]
