@@ -39,6 +39,8 @@ HASH_FEATURES = 2**18
 SIGNATURE_NONZEROS = 8
 #: the chapter's vector size
 DIMS = 256
+#: stories weighted and projected at a time
+EMBED_CHUNK = 8192
 TOP_TERMS = 5
 TITLES_PER_CLUSTER = 3
 #: top terms are read from at most this many members of each cluster
@@ -155,9 +157,10 @@ def _check_texts(texts: Sequence[str], what: str = "texts") -> list[str]:
 
 
 def _hasher() -> HashingVectorizer:
-    # raw counts: IDF and normalisation come after, so a stream can weigh terms by what it has seen so far
+    # raw counts (float32 holds them exactly, in half the memory): IDF and normalisation come after, so a stream
+    # can weigh terms by what it has seen so far
     return HashingVectorizer(
-        n_features=HASH_FEATURES, alternate_sign=False, norm=None, dtype=np.float64, lowercase=True
+        n_features=HASH_FEATURES, alternate_sign=False, norm=None, dtype=np.float32, lowercase=True
     )
 
 
@@ -198,12 +201,15 @@ def smoothed_idf(frequency: np.ndarray, documents: int) -> np.ndarray:
 
 def embed(counts: sparse.csr_matrix, idf: np.ndarray, dims: int = DIMS, seed: int = 0) -> np.ndarray:
     """TF-IDF, L2-normalised, projected by random indexing and normalised again: unit vectors (stories x dims).
-    A story with no word at all stays the zero vector."""
-    if counts.shape[0] == 0:
-        return np.zeros((0, dims))
-    weighted = counts.multiply(idf[None, :]).tocsr() if counts.nnz else counts
-    tfidf = normalize(weighted, copy=False)
-    return normalize(np.asarray((tfidf @ _projection(dims, seed)).todense()), copy=False)
+    A story with no word at all stays the zero vector. Done EMBED_CHUNK stories at a time, so the weighted copy
+    of the counts never exists whole (100,000 stories of 500 words stay under 2 GB)."""
+    vectors = np.zeros((counts.shape[0], dims))
+    projection = _projection(dims, seed)
+    for start in range(0, counts.shape[0], EMBED_CHUNK):
+        rows = counts[start : start + EMBED_CHUNK]
+        tfidf = normalize(rows.multiply(idf[None, :]).tocsr(), copy=False)
+        vectors[start : start + rows.shape[0]] = (tfidf @ projection).toarray()
+    return normalize(vectors, copy=False) if len(vectors) else vectors
 
 
 def story_vectors(texts: Sequence[str], dims: int = DIMS, seed: int = 0) -> np.ndarray:
