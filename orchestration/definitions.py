@@ -8,7 +8,7 @@ import os
 import dagster as dg
 
 from assets.archive import archive_stories
-from assets.clusters import clusters
+from assets.clusters import cluster_weeks, clusters
 from assets.seeds import seeds
 from assets.spider import spider_iteration
 from assets.warc_export import story_warc_archive
@@ -43,7 +43,7 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
 # holds no other Definitions object, so tools that look for "the" Definitions find this one.
 defs = dg.Definitions.merge(
     dg.Definitions(
-        assets=[archive_stories, clusters, seeds, spider_iteration, story_warc_archive],
+        assets=[archive_stories, cluster_weeks, clusters, seeds, spider_iteration, story_warc_archive],
         sensors=[topic_registry, spider_iterations],
     ),
     dedup.dedup_defs,

@@ -94,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from orchestration.definitions import defs
         from orchestration.runs import materialize_selection
+        from topicmap.clusters.store import topic_weeks
         from topicmap.spider.plan import decide, read_spider_facts
         from topicmap.store import schema
         from topicmap.store.topic_store import TopicStore
@@ -156,9 +157,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ("deduped_stories", ["merged_now", "cross_media_links_after"]),
                 ("near_duplicates", ["stories", "groups", "dagster/row_count"]),
                 ("story_warc_archive", ["dagster/row_count", "folder"]),
-                ("clusters", ["dagster/row_count", "weeks", "mutation_edges", "timeline_png"]),
+                ("clusters", ["dagster/row_count", "k", "k_reason", "timeline_png"]),
             ):
                 _print_metadata(materialize_selection(defs, instance, [node], topic.name), node, keys)
+            _say(f"\n== clusters week by week [{topic.name}] (cluster_weeks, each week from the one before)")
+            for week in topic_weeks(topic.start_date, topic.end_date):
+                key = dg.MultiPartitionKey({"topic": topic.name, "week": week})
+                weekly = materialize_selection(defs, instance, ["cluster_weeks"], key)
+                _print_metadata(weekly, "cluster_weeks", ["dagster/row_count", "k", "stories_moved"])
             size_after = store.table_count(schema.topic_stories, topics_id=topics_id)
             _say(f"  topic size after dedup: {size_after} stories")
 

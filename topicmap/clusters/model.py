@@ -1,84 +1,146 @@
-"""Clusters of stories and how they mutate over time (pure: no store, no dagster).
+"""Story vectors, k chosen from the SSE curve, one-shot KMeans, and words and titles that name a cluster.
 
 The method of the "story mutation" chapter (seed 001, second half), done with scikit-learn:
 
 1. hashed term frequencies (``HashingVectorizer``), weighted by inverse document frequency;
 2. *random indexing*: every hashed term gets a sparse random signature of +1/-1 over ``dims`` dimensions and a
-   document is the TF-IDF-weighted sum of its terms' signatures (``SparseRandomProjection``; Johnson-Lindenstrauss
+   document is the TF-IDF-weighted sum of its terms' signatures (a sparse matrix product; Johnson-Lindenstrauss
    keeps distances). The chapter hashes straight into 256 buckets and suffers the collisions it describes; we
-   hash into 2**17 buckets first and only then project, which is what random indexing is for;
+   hash into 2**18 buckets first and only then project to 256, which is what random indexing is for;
 3. KMeans on the L2-normalised vectors. The chapter settles for Euclidean KMeans on raw vectors and notes that
    cosine suits text better; on unit vectors Euclidean distance is a monotone function of cosine, so we get
-   cosine clustering from plain KMeans;
-4. streaming KMeans over time batches, with Spark's forgetful update (weights decayed by
-   ``0.5 ** (1 / half_life)`` per batch) and its "dying cluster" rule (the weakest cluster is re-seeded by
-   splitting the strongest);
-5. a mutation graph linking each cluster of a batch to the cosine-similar clusters of the next batch, with the
-   chapter's evidence alongside: how many of the batch's stories the next batch's model puts in that cluster.
+   cosine clustering from plain (and Spark's) Euclidean KMeans;
+4. k from the SSE (inertia) curve: the chapter looks for the elbow by eye and falls back on the rule of thumb
+   k = sqrt(n / 2); we find the elbow with kneedle (the ``kneed`` package) and fall back on the same rule when
+   the curve has no knee, both bounded by configuration.
 
-Top terms label clusters only: they come from a small vocabulary TF-IDF (``TfidfVectorizer``) fitted on the same
-texts, averaged over each cluster's members, because hashed and projected features cannot be mapped back to words.
+Words label clusters only: hashed and projected features cannot be mapped back to words, so the top terms come
+from a small-vocabulary TF-IDF over the member texts, without the stop words of the stories' languages and
+without newswire boilerplate ("said", "told", "reuters"), which otherwise names every cluster.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from scipy import sparse
 from sklearn.cluster import KMeans
-from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer, TfidfVectorizer
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, HashingVectorizer, TfidfVectorizer
 from sklearn.preprocessing import normalize
-from sklearn.random_projection import SparseRandomProjection
 
-#: hashed vocabulary size before random indexing: distinct words rarely collide, and drawing the signatures
-#: (once per process and seed) stays near a second
-HASH_FEATURES = 2**17
+#: hashed vocabulary size before random indexing: distinct words rarely collide
+HASH_FEATURES = 2**18
 #: non-zero entries per word signature in random indexing (the usual handful of +1/-1)
 SIGNATURE_NONZEROS = 8
+#: the chapter's vector size
+DIMS = 256
+#: stories weighted and projected at a time
+EMBED_CHUNK = 8192
 TOP_TERMS = 5
-#: Spark's StreamingKMeans threshold: a cluster weighing less than this fraction of the largest is dying
-DYING_FRACTION = 1e-8
-
-MUTATION_COLUMNS = ["from_batch", "from_cluster", "to_batch", "to_cluster", "similarity", "shared_stories"]
-
-
-@dataclass
-class ClusterResult:
-    """One clustering: a label per text, the top terms and size of each cluster, the projected vectors."""
-
-    labels: np.ndarray
-    top_terms: dict[int, list[str]]
-    sizes: dict[int, int]
-    centroids: np.ndarray = field(repr=False)
-
-
-@dataclass
-class BatchClusters:
-    """The streaming model after one batch: labels of the batch's texts under the updated centroids."""
-
-    key: str
-    labels: np.ndarray
-    centroids: np.ndarray = field(repr=False)
-    weights: np.ndarray
-    sizes: dict[int, int]
-    top_terms: dict[int, list[str]]
-    vectors: np.ndarray = field(repr=False)
-
-
-@dataclass
-class StreamResult:
-    batches: list[BatchClusters]
-    n_clusters: int
-    half_life_batches: float
-    decay: float
-
-
-# --------------------------------------------------------------------------------------------- vectors
+TITLES_PER_CLUSTER = 3
+#: top terms are read from at most this many members of each cluster
+LABEL_SAMPLE = 400
+#: the SSE curve is computed on at most this many stories (a uniform sample): the elbow's place does not need
+#: all of 100,000 stories, and KMeans for every k on all of them would cost more than the clustering itself
+CURVE_SAMPLE = 2000
+#: at most this many k values are tried between the bounds (spread evenly; kneedle needs the shape, not each k)
+CURVE_POINTS = 12
+#: words every wire story uses whatever it is about; they name no story (seen as labels of real topics)
+NEWSWIRE_BOILERPLATE = frozenset(
+    [
+        "said",
+        "says",
+        "say",
+        "saying",
+        "told",
+        "tells",
+        "according",
+        "reported",
+        "reports",
+        "report",
+        "reporting",
+        "reuters",
+        "afp",
+        "ap",
+        "upi",
+        "press",
+        "agency",
+        "news",
+        "newsroom",
+        "percent",
+        "per",
+        "cent",
+        "year",
+        "years",
+        "week",
+        "weeks",
+        "month",
+        "months",
+        "day",
+        "days",
+        "today",
+        "yesterday",
+        "tomorrow",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "also",
+        "would",
+        "could",
+        "one",
+        "two",
+        "three",
+        "first",
+        "last",
+        "new",
+        "just",
+        "like",
+        "including",
+        "added",
+        "statement",
+        "spokesman",
+        "spokeswoman",
+        "spokesperson",
+        "official",
+        "officials",
+        "people",
+        "time",
+        "times",
+        "told",
+        "asked",
+        "editor",
+        "editors",
+        "copyright",
+        "rights",
+        "reserved",
+        "read",
+        "more",
+        "subscribe",
+        "click",
+        "photo",
+        "image",
+        "video",
+        "via",
+        "http",
+        "https",
+        "www",
+        "com",
+        "html",
+    ]
+)
 
 
 def _check_texts(texts: Sequence[str], what: str = "texts") -> list[str]:
@@ -91,38 +153,288 @@ def _check_texts(texts: Sequence[str], what: str = "texts") -> list[str]:
     return texts
 
 
+# --------------------------------------------------------------------------------------------- vectors
+
+
 def _hasher() -> HashingVectorizer:
-    # raw counts: IDF and normalisation come after, so they can be computed over what has been seen so far
+    # raw counts (float32 holds them exactly, in half the memory): IDF and normalisation come after, so a stream
+    # can weigh terms by what it has seen so far
     return HashingVectorizer(
-        n_features=HASH_FEATURES, alternate_sign=False, norm=None, stop_words="english", dtype=np.float64
+        n_features=HASH_FEATURES, alternate_sign=False, norm=None, dtype=np.float32, lowercase=True
     )
 
 
-@lru_cache(maxsize=8)
-def _projection(dims: int, seed: int) -> SparseRandomProjection:
-    """The random-indexing signatures: fixed by (dims, seed), shared by every batch so spaces stay comparable."""
-    if dims < 2:
-        raise ValueError(f"dims must be at least 2, got {dims}")
-    density = min(1.0, SIGNATURE_NONZEROS / dims)
-    projection = SparseRandomProjection(
-        n_components=dims, density=density, dense_output=True, random_state=seed
+@lru_cache(maxsize=4)
+def _projection(dims: int, seed: int) -> sparse.csr_matrix:
+    """The random-indexing signatures (HASH_FEATURES x dims): each hashed term gets SIGNATURE_NONZEROS distinct
+    dimensions with random signs, fixed by (dims, seed) and shared by every batch so spaces stay comparable."""
+    if dims < SIGNATURE_NONZEROS:
+        raise ValueError(f"dims must be at least {SIGNATURE_NONZEROS}, got {dims}")
+    rng = np.random.default_rng(seed)
+    # distinct dimensions per term: a random start and steps of at least one whose total stays below dims
+    steps = rng.integers(1, dims // SIGNATURE_NONZEROS + 1, size=(HASH_FEATURES, SIGNATURE_NONZEROS))
+    steps[:, 0] = rng.integers(0, dims, size=HASH_FEATURES)
+    columns = np.cumsum(steps, axis=1) % dims
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(HASH_FEATURES, SIGNATURE_NONZEROS))
+    rows = np.repeat(np.arange(HASH_FEATURES), SIGNATURE_NONZEROS)
+    return sparse.csr_matrix(
+        (signs.ravel() / np.sqrt(SIGNATURE_NONZEROS), (rows, columns.ravel())), shape=(HASH_FEATURES, dims)
     )
-    projection.fit(sparse.csr_matrix((1, HASH_FEATURES)))
-    return projection
 
 
-def _embed(counts: sparse.csr_matrix, idf: np.ndarray, dims: int, seed: int) -> np.ndarray:
-    tfidf = normalize(counts @ sparse.diags(idf))
-    return normalize(np.asarray(_projection(dims, seed).transform(tfidf)))
+def term_counts(texts: Sequence[str]) -> sparse.csr_matrix:
+    """Hashed term counts (stories x HASH_FEATURES)."""
+    texts = _check_texts(texts)
+    return _hasher().transform(texts) if texts else sparse.csr_matrix((0, HASH_FEATURES))
 
 
-def _top_terms(texts: list[str], labels: np.ndarray, clusters: Sequence[int]) -> dict[int, list[str]]:
+def document_frequency(counts: sparse.csr_matrix) -> np.ndarray:
+    """How many stories contain each hashed term (int64)."""
+    return np.bincount(counts.indices, minlength=HASH_FEATURES).astype(np.int64)
+
+
+def smoothed_idf(frequency: np.ndarray, documents: int) -> np.ndarray:
+    """scikit-learn's smoothed IDF, ln((1 + n) / (1 + df)) + 1 (the chapter's ln((n + 1) / (df + 1)), plus one
+    so a term in every story still counts a little)."""
+    return np.log((1.0 + documents) / (1.0 + frequency)) + 1.0
+
+
+def embed(counts: sparse.csr_matrix, idf: np.ndarray, dims: int = DIMS, seed: int = 0) -> np.ndarray:
+    """TF-IDF, L2-normalised, projected by random indexing and normalised again: unit vectors (stories x dims).
+    A story with no word at all stays the zero vector. Done EMBED_CHUNK stories at a time, so the weighted copy
+    of the counts never exists whole (100,000 stories of 500 words stay under 2 GB)."""
+    vectors = np.zeros((counts.shape[0], dims))
+    projection = _projection(dims, seed)
+    for start in range(0, counts.shape[0], EMBED_CHUNK):
+        rows = counts[start : start + EMBED_CHUNK]
+        tfidf = normalize(rows.multiply(idf[None, :]).tocsr(), copy=False)
+        vectors[start : start + rows.shape[0]] = (tfidf @ projection).toarray()
+    return normalize(vectors, copy=False) if len(vectors) else vectors
+
+
+def story_vectors(texts: Sequence[str], dims: int = DIMS, seed: int = 0) -> np.ndarray:
+    """Unit vectors of the texts, IDF over these texts."""
+    counts = term_counts(texts)
+    return embed(counts, smoothed_idf(document_frequency(counts), counts.shape[0]), dims, seed)
+
+
+# --------------------------------------------------------------------------------------------- k
+
+
+@dataclass
+class KChoice:
+    """The k chosen, how and why, and the SSE curve it was read from."""
+
+    k: int
+    method: str  # "kneedle" | "rule" | "only"
+    reason: str
+    ks: list[int] = field(default_factory=list)
+    sse: list[float] = field(default_factory=list)
+    curve_stories: int = 0
+
+    def as_dict(self) -> dict:
+        return {
+            "k": self.k,
+            "method": self.method,
+            "reason": self.reason,
+            "ks": self.ks,
+            "sse": self.sse,
+            "curve_stories": self.curve_stories,
+        }
+
+
+def rule_of_thumb_k(stories: int) -> int:
+    """The chapter's rule: k = sqrt(n / 2) (15,000 articles give about 100 clusters)."""
+    return max(1, round(math.sqrt(stories / 2)))
+
+
+def curve_ks(k_min: int, k_max: int) -> list[int]:
+    if k_max - k_min + 1 <= CURVE_POINTS:
+        return list(range(k_min, k_max + 1))
+    return sorted({round(v) for v in np.linspace(k_min, k_max, CURVE_POINTS)})
+
+
+def sse_curve(vectors: np.ndarray, ks: Sequence[int], seed: int = 0) -> list[float]:
+    """KMeans inertia (sum of squared distances to the nearest centre) for each k."""
+    from threadpoolctl import threadpool_limits  # a scikit-learn dependency
+
+    # one k-means++ start and a loose tolerance: the curve's shape, not each point's last digit, finds the elbow.
+    # One thread: on a sample this small, OpenMP's hand-offs cost more than they save (6x on a busy machine)
+    with threadpool_limits(1):
+        return [
+            float(
+                KMeans(n_clusters=k, n_init=1, random_state=seed, max_iter=50, tol=1e-3).fit(vectors).inertia_
+            )
+            for k in ks
+        ]
+
+
+def choose_k(vectors: np.ndarray, k_min: int = 2, k_max: int = 30, seed: int = 0) -> KChoice:
+    """k at the elbow of the SSE curve over [k_min, k_max] (kneedle), else the chapter's sqrt(n / 2), bounded.
+
+    The bounds are clipped to what the stories allow (k below the number of distinct vectors)."""
+    if not (isinstance(k_min, int) and isinstance(k_max, int) and 1 <= k_min <= k_max):
+        raise ValueError(f"k bounds must be integers with 1 <= k_min <= k_max, got {k_min!r}, {k_max!r}")
+    n = len(vectors)
+    if n == 0:
+        raise ValueError("no stories to cluster")
+    rng = np.random.default_rng(seed)
+    sample = vectors[np.sort(rng.choice(n, CURVE_SAMPLE, replace=False))] if n > CURVE_SAMPLE else vectors
+    distinct = len(np.unique(sample.round(10), axis=0))
+    # at most one cluster per two stories (a cluster of one story is no story), and fewer than distinct vectors
+    upper = min(k_max, max(1, n // 2), distinct - 1 if distinct > 2 else distinct)
+    lower = min(k_min, upper)
+    if upper <= lower:
+        return KChoice(
+            lower, "only", f"only k={lower} is possible with {n} stories ({distinct} distinct)", [], [], n
+        )
+    # the curve starts at k=1 whatever the lower bound: the elbow at k_min is only visible from k_min - 1
+    ks = sorted({1, *curve_ks(lower, upper)})
+    sse = sse_curve(sample, ks, seed)
+    from kneed import KneeLocator  # imported here: only the k choice needs it
+
+    knee = KneeLocator(ks, sse, curve="convex", direction="decreasing", S=1.0).knee if len(ks) >= 3 else None
+    if knee is not None:
+        k = min(max(int(knee), lower), upper)
+        bounded = "" if k == int(knee) else f", bounded to {k} by k_min={lower}, k_max={upper}"
+        reason = (
+            f"kneedle: the SSE curve over k=1..{upper} ({len(sample)} stories) bends most at k={int(knee)}"
+            f"{bounded}; more clusters past the elbow buy little"
+        )
+        return KChoice(k, "kneedle", reason, ks, sse, len(sample))
+    k = min(max(rule_of_thumb_k(n), lower), upper)
+    reason = (
+        f"the SSE curve over k=1..{upper} has no knee; the chapter's rule sqrt(n/2) for n={n} "
+        f"gives {rule_of_thumb_k(n)}, bounded to k={k}"
+    )
+    return KChoice(k, "rule", reason, ks, sse, len(sample))
+
+
+# --------------------------------------------------------------------------------------------- clustering
+
+
+@dataclass
+class ClusterResult:
+    """One clustering: a label per text, the k choice, sizes, labels in words and the centroids."""
+
+    labels: np.ndarray
+    choice: KChoice
+    sizes: dict[int, int]
+    top_terms: dict[int, list[str]]
+    titles: dict[int, list[str]]
+    centroids: np.ndarray = field(repr=False)
+    vectors: np.ndarray = field(repr=False)
+
+
+def sizes_of(labels: np.ndarray, k: int) -> dict[int, int]:
+    counts = np.bincount(labels[labels >= 0], minlength=k) if len(labels) else np.zeros(k, dtype=int)
+    return {c: int(counts[c]) for c in range(k)}
+
+
+def kmeans_fit(vectors: np.ndarray, k: int, seed: int = 0) -> KMeans:
+    return KMeans(n_clusters=k, n_init=3, random_state=seed).fit(vectors)
+
+
+def cluster_stories(
+    texts: Sequence[str],
+    n_clusters: int | None = None,
+    *,
+    titles: Sequence[str] | None = None,
+    languages: Sequence[str | None] | None = None,
+    k_min: int = 2,
+    k_max: int = 30,
+    seed: int = 0,
+    dims: int = DIMS,
+) -> ClusterResult:
+    """KMeans over hashed TF-IDF projected by random indexing; k from the SSE curve unless ``n_clusters``."""
+    texts = _check_texts(texts)
+    if n_clusters is not None and (not isinstance(n_clusters, int) or n_clusters < 1):
+        raise ValueError(f"n_clusters must be a positive integer, got {n_clusters!r}")
+    if n_clusters is not None and n_clusters > len(texts):
+        raise ValueError(f"n_clusters ({n_clusters}) is larger than the number of texts ({len(texts)})")
+    vectors = story_vectors(texts, dims, seed)
+    if n_clusters is None:
+        choice = choose_k(vectors, k_min, k_max, seed)
+    else:
+        choice = KChoice(n_clusters, "given", f"k={n_clusters} was given", [], [], 0)
+    model = kmeans_fit(vectors, choice.k, seed)
+    labels = model.labels_.astype(np.int64)
+    clusters = range(choice.k)
+    return ClusterResult(
+        labels=labels,
+        choice=choice,
+        sizes=sizes_of(labels, choice.k),
+        top_terms=top_terms(texts, labels, clusters, languages),
+        titles=nearest_titles(vectors, labels, model.cluster_centers_, titles or texts, clusters),
+        centroids=model.cluster_centers_,
+        vectors=vectors,
+    )
+
+
+# --------------------------------------------------------------------------------------------- words
+
+
+_TOKEN_PATTERN = r"(?u)\b[^\W\d_][^\W\d_]+\b"  # words of two letters or more, no numbers
+
+
+@lru_cache(maxsize=64)
+def _stop_words_for(languages: tuple[str, ...]) -> frozenset[str]:
+    from stop_words import AVAILABLE_LANGUAGES, LANGUAGE_MAPPING, get_stop_words
+
+    words: set[str] = set(ENGLISH_STOP_WORDS) | NEWSWIRE_BOILERPLATE
+    for code in languages:
+        name = LANGUAGE_MAPPING.get(code, code)
+        if name in AVAILABLE_LANGUAGES:
+            words.update(w.lower() for w in get_stop_words(name))
+    # "aujourd'hui" or "ain't" reach the vectorizer as their tokens: stop those too
+    words.update(part for word in list(words) for part in re.findall(_TOKEN_PATTERN, word))
+    return frozenset(words)
+
+
+def stop_words(languages: Sequence[str | None] | None) -> frozenset[str]:
+    """English stop words, newswire boilerplate, and the stop words of each language the stories are in."""
+    codes = sorted({(lang or "").split("-")[0].lower() for lang in (languages or []) if lang})
+    return _stop_words_for(tuple(codes))
+
+
+def top_terms(
+    texts: Sequence[str],
+    labels: np.ndarray,
+    clusters: Sequence[int] | range,
+    languages: Sequence[str | None] | None = None,
+    n_terms: int = TOP_TERMS,
+) -> dict[int, list[str]]:
     """Words with the highest mean TF-IDF among each cluster's members (labels only, see module doc)."""
     result: dict[int, list[str]] = {int(c): [] for c in clusters}
+    texts = list(texts)
+    if not texts:
+        return result
+    labels = np.asarray(labels)
+    if len(texts) > LABEL_SAMPLE * max(len(result), 1):
+        # words of a cluster show in a few hundred of its stories; a seeded sample keeps labelling 100,000
+        # stories at a fraction of a second instead of a second vectorizer pass over all of them
+        rng = np.random.default_rng(0)
+        keep = np.concatenate(
+            [
+                rng.choice(members, min(len(members), LABEL_SAMPLE), replace=False)
+                for members in (np.flatnonzero(labels == c) for c in result)
+                if len(members)
+            ]
+            or [np.zeros(0, dtype=np.int64)]
+        )
+        keep.sort()
+        texts, labels = [texts[i] for i in keep], labels[keep]
+        languages = [languages[i] for i in keep] if languages is not None else None
+    # no max_df: the words of a cluster holding most of the stories are in most stories, and still name it
     try:
-        vectorizer = TfidfVectorizer(stop_words="english", max_features=20000, sublinear_tf=True)
+        vectorizer = TfidfVectorizer(
+            stop_words=sorted(stop_words(languages)),
+            token_pattern=_TOKEN_PATTERN,
+            max_features=20000,
+            sublinear_tf=True,
+        )
         matrix = vectorizer.fit_transform(texts)
-    except ValueError:  # no word at all in these texts
+    except ValueError:  # no word left in these texts
         return result
     vocabulary = vectorizer.get_feature_names_out()
     for cluster in result:
@@ -132,214 +444,40 @@ def _top_terms(texts: list[str], labels: np.ndarray, clusters: Sequence[int]) ->
         means = np.asarray(matrix[members].mean(axis=0)).ravel()
         # ties broken by the word itself, so the labels are the same on every run
         order = sorted(np.flatnonzero(means), key=lambda j: (-means[j], vocabulary[j]))
-        result[cluster] = [str(vocabulary[j]) for j in order[:TOP_TERMS]]
+        result[cluster] = [str(vocabulary[j]) for j in order[:n_terms]]
     return result
 
 
-def _sizes(labels: np.ndarray, n_clusters: int) -> dict[int, int]:
-    counts = np.bincount(labels, minlength=n_clusters) if len(labels) else np.zeros(n_clusters, dtype=int)
-    return {c: int(counts[c]) for c in range(n_clusters)}
+def nearest_titles(
+    vectors: np.ndarray,
+    labels: np.ndarray,
+    centers: np.ndarray,
+    titles: Sequence[str],
+    clusters: Sequence[int] | range,
+    n_titles: int = TITLES_PER_CLUSTER,
+) -> dict[int, list[str]]:
+    """The chapter's representative titles: the members nearest the cluster's centre (distinct titles)."""
+    result: dict[int, list[str]] = {}
+    titles = list(titles)
+    for cluster in clusters:
+        members = np.flatnonzero(labels == cluster)
+        distances = ((vectors[members] - centers[cluster]) ** 2).sum(axis=1)
+        chosen: list[str] = []
+        for index in members[np.argsort(distances, kind="stable")]:
+            title = " ".join(str(titles[index]).split())[:140]
+            if title and title not in chosen:
+                chosen.append(title)
+            if len(chosen) == n_titles:
+                break
+        result[int(cluster)] = chosen
+    return result
 
 
-# --------------------------------------------------------------------------------------------- batch
-
-
-def cluster_stories(texts: Sequence[str], n_clusters: int, seed: int = 0, dims: int = 256) -> ClusterResult:
-    """KMeans over hashed TF-IDF projected by random indexing; deterministic for a seed."""
-    texts = _check_texts(texts)
-    if not isinstance(n_clusters, int) or n_clusters < 1:
-        raise ValueError(f"n_clusters must be a positive integer, got {n_clusters!r}")
-    if n_clusters > len(texts):
-        raise ValueError(f"n_clusters ({n_clusters}) is larger than the number of texts ({len(texts)})")
-    counts = _hasher().transform(texts)
-    idf = TfidfTransformer().fit(counts).idf_
-    vectors = _embed(counts, idf, dims, seed)
-    model = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(vectors)
-    labels = model.labels_.astype(np.int64)
-    return ClusterResult(
-        labels=labels,
-        top_terms=_top_terms(texts, labels, range(n_clusters)),
-        sizes=_sizes(labels, n_clusters),
-        centroids=model.cluster_centers_,
-    )
-
-
-# --------------------------------------------------------------------------------------------- streaming
-
-
-def _assign(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    distances = (vectors**2).sum(1)[:, None] - 2 * vectors @ centroids.T + (centroids**2).sum(1)[None, :]
-    return distances.argmin(axis=1).astype(np.int64)
-
-
-def _revive_dying(centroids: np.ndarray, weights: np.ndarray, rng: np.random.Generator) -> None:
-    """Spark's rule: a cluster far lighter than the largest is dropped and the largest split in two.
-
-    Spark perturbs by 1e-14 of the centre, below what float distances can separate; a small random direction
-    splits the largest story along a random hyperplane, which the next batches then pull apart."""
-    for _ in range(len(weights)):
-        smallest, largest = int(weights.argmin()), int(weights.argmax())
-        if weights[largest] <= 0 or weights[smallest] >= DYING_FRACTION * weights[largest]:
-            return
-        half = (weights[largest] + weights[smallest]) / 2
-        weights[largest] = weights[smallest] = half
-        noise = rng.standard_normal(centroids.shape[1]) * 1e-3 * max(np.linalg.norm(centroids[largest]), 1e-6)
-        centre = centroids[largest].copy()
-        centroids[largest], centroids[smallest] = centre + noise, centre - noise
-
-
-def stream_clusters(
-    batches: Sequence[tuple[str, Sequence[str]]],
-    n_clusters: int,
-    half_life_batches: float = 2.0,
-    seed: int = 0,
-    dims: int = 256,
-) -> StreamResult:
-    """Streaming KMeans over time batches, oldest first.
-
-    Per batch: documents are embedded with IDF over every text seen so far (no look-ahead), assigned to the
-    nearest centre, and each centre moves to ``(c·n·a + mean·m) / (n·a + m)`` with ``a = 0.5 ** (1/half_life)``
-    (Spark's forgetful update), so a story drifts with its articles. The first batch seeds the centres with
-    KMeans; clusters it cannot fill are revived by splitting. Labels are given by the centres after the batch.
-    """
-    if not isinstance(n_clusters, int) or n_clusters < 1:
-        raise ValueError(f"n_clusters must be a positive integer, got {n_clusters!r}")
-    if not half_life_batches > 0:
-        raise ValueError(f"half_life_batches must be positive, got {half_life_batches!r}")
-    batch_list = [(str(key), _check_texts(texts, f"batch {key!r}")) for key, texts in batches]
-    if len({key for key, _ in batch_list}) != len(batch_list):
-        raise ValueError("batch keys must be unique")
-    decay = 0.5 ** (1.0 / half_life_batches)
-    rng = np.random.default_rng(seed)
-    hasher = _hasher()
-    document_frequency = np.zeros(HASH_FEATURES)
-    documents_seen = 0
-    centroids: np.ndarray | None = None
-    weights = np.zeros(n_clusters)
-    results: list[BatchClusters] = []
-    for key, texts in batch_list:
-        counts = hasher.transform(texts) if texts else sparse.csr_matrix((0, HASH_FEATURES))
-        document_frequency += np.asarray((counts > 0).sum(axis=0)).ravel()
-        documents_seen += len(texts)
-        # sklearn's smoothed IDF, over the stream so far
-        idf = np.log((1 + documents_seen) / (1 + document_frequency)) + 1
-        vectors = _embed(counts, idf, dims, seed) if texts else np.zeros((0, dims))
-        weights *= decay
-        if centroids is None and len(texts):
-            distinct = len(np.unique(vectors.round(12), axis=0))
-            seeded = KMeans(n_clusters=min(n_clusters, distinct), n_init=10, random_state=seed).fit(vectors)
-            centroids = np.zeros((n_clusters, dims))
-            centroids[: seeded.n_clusters] = seeded.cluster_centers_
-            weights[: seeded.n_clusters] = np.bincount(seeded.labels_, minlength=seeded.n_clusters)
-            _revive_dying(centroids, weights, rng)
-        elif centroids is not None and len(texts):
-            assigned = _assign(vectors, centroids)
-            for cluster in range(n_clusters):
-                members = vectors[assigned == cluster]
-                if len(members) == 0:
-                    continue
-                total = weights[cluster] + len(members)
-                centroids[cluster] = (centroids[cluster] * weights[cluster] + members.sum(axis=0)) / total
-                weights[cluster] = total
-            _revive_dying(centroids, weights, rng)
-        labels = _assign(vectors, centroids) if centroids is not None else np.zeros(0, dtype=np.int64)
-        results.append(
-            BatchClusters(
-                key=key,
-                labels=labels,
-                centroids=(centroids if centroids is not None else np.zeros((n_clusters, dims))).copy(),
-                weights=weights.copy(),
-                sizes=_sizes(labels, n_clusters),
-                top_terms=_top_terms(texts, labels, range(n_clusters)),
-                vectors=vectors,
-            )
-        )
-    return StreamResult(results, n_clusters, float(half_life_batches), decay)
-
-
-def mutation_graph(stream_result: StreamResult, min_similarity: float = 0.5) -> pd.DataFrame:
-    """Edges from each cluster of a batch to the clusters of the next batch whose centres are cosine-similar.
-
-    Only clusters holding stories in their batch are nodes. ``shared_stories`` is the chapter's evidence: how
-    many of the batch's stories the next batch's centres would put in ``to_cluster``."""
-    if not -1.0 <= min_similarity <= 1.0:
-        raise ValueError(f"min_similarity must lie in [-1, 1], got {min_similarity!r}")
-    rows = []
-    batches = stream_result.batches
-    for before, after in zip(batches, batches[1:], strict=False):
-        alive_before = [c for c, n in before.sizes.items() if n > 0]
-        alive_after = [c for c, n in after.sizes.items() if n > 0]
-        if not alive_before or not alive_after:
-            continue
-        similarity = normalize(before.centroids) @ normalize(after.centroids).T
-        moved = _assign(before.vectors, after.centroids)
-        for i in alive_before:
-            members = moved[before.labels == i]
-            for j in alive_after:
-                if similarity[i, j] >= min_similarity:
-                    rows.append(
-                        (before.key, i, after.key, j, float(similarity[i, j]), int((members == j).sum()))
-                    )
-    return pd.DataFrame(rows, columns=MUTATION_COLUMNS).astype(
-        {"from_cluster": "int64", "to_cluster": "int64", "similarity": "float64", "shared_stories": "int64"}
-    )
-
-
-# --------------------------------------------------------------------------------------------- picture
-
-
-def render_cluster_timeline(
-    stream_result: StreamResult, mutation_edges: pd.DataFrame, path_png: str | Path
-) -> Path:
-    """Batches left to right, clusters as nodes sized by their stories, mutation edges, top terms as labels."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path_png)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    batches = stream_result.batches
-    column = {b.key: x for x, b in enumerate(batches)}
-    largest = max([n for b in batches for n in b.sizes.values()] + [1])
-    width = min(4 + 2.2 * len(batches), 40)
-    height = min(2 + 0.8 * stream_result.n_clusters, 20)
-    figure, axes = plt.subplots(figsize=(width, height))
-    try:
-        for edge in mutation_edges.itertuples(index=False):
-            if edge.from_batch not in column or edge.to_batch not in column:
-                continue
-            axes.plot(
-                [column[edge.from_batch], column[edge.to_batch]],
-                [edge.from_cluster, edge.to_cluster],
-                color="tab:gray",
-                linewidth=0.5 + 2.5 * max(edge.similarity, 0.0),
-                alpha=0.3 + 0.6 * max(edge.similarity, 0.0),
-                zorder=1,
-            )
-        for x, batch in enumerate(batches):
-            alive = [c for c, n in batch.sizes.items() if n > 0]
-            axes.scatter(
-                [x] * len(alive),
-                alive,
-                s=[40 + 900 * batch.sizes[c] / largest for c in alive],
-                c=[f"C{c % 10}" for c in alive],
-                zorder=2,
-                edgecolors="black",
-                linewidths=0.5,
-            )
-            for c in alive:
-                label = ", ".join(batch.top_terms.get(c, [])[:3])
-                axes.annotate(label, (x, c), xytext=(8, 6), textcoords="offset points", fontsize=7)
-        axes.set_xticks(range(len(batches)), [b.key for b in batches], rotation=45, ha="right", fontsize=8)
-        axes.set_yticks(range(stream_result.n_clusters))
-        axes.set_xlim(-0.5, max(len(batches) - 0.5, 0.5) + 0.6)
-        axes.set_ylim(-0.7, stream_result.n_clusters - 0.3)
-        axes.set_xlabel("batch")
-        axes.set_ylabel("cluster")
-        axes.set_title(f"Story clusters over time (half-life {stream_result.half_life_batches:g} batches)")
-        figure.tight_layout()
-        figure.savefig(path, dpi=110)
-    finally:
-        plt.close(figure)
-    return path
+def cluster_label(terms: Sequence[str], titles: Sequence[str], max_chars: int = 48) -> str:
+    """A short name for a cluster: its top terms, else its most central title."""
+    if terms:
+        return ", ".join(terms[:3])[:max_chars]
+    if titles:
+        title = titles[0]
+        return title if len(title) <= max_chars else title[: max_chars - 1].rstrip() + "…"
+    return ""

@@ -1,0 +1,181 @@
+"""Clusters at scale: 100,000 stories of 500 words, ours against a plain scikit-learn pipeline, same run.
+
+- ours: ``topicmap.clusters.model.cluster_stories`` end to end (hashed TF-IDF, random indexing to 256 dims,
+  k from the SSE curve, KMeans, top terms and central titles);
+- anchor: ``TfidfVectorizer -> TruncatedSVD(256) -> MiniBatchKMeans`` with the k ours chose (it gets k for free);
+- streaming: ``StreamingKMeans.update`` of one week of 10,000 stories (256 dims, k=15), and the whole weekly step
+  (``mutation.advance``: embedding with the carried IDF, update, re-prediction of the last four weeks).
+
+Each pipeline runs in a child process of its own, so its peak memory (ru_maxrss) is its own; the texts are made
+once and read from a file by both. Adjusted Rand index against the planted subjects is reported for both.
+
+    .venv/bin/python benchmarks/bench_clusters.py [--stories 100000] [--words 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+SUBJECTS = 20
+
+
+def make_corpus(path: Path, stories: int, words: int, seed: int = 0) -> None:
+    """Stories on SUBJECTS subjects: each word from the subject's 300 words (35 %) or a Zipf-distributed shared
+    vocabulary of 30,000 words (65 %), as news text mixes a story's words with common ones."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    vocabulary = np.array(["".join(rng.choice(letters, rng.integers(3, 10))) for _ in range(36000)])
+    shared, own = vocabulary[:30000], vocabulary[30000:].reshape(SUBJECTS, 300)
+    cumulative = np.cumsum(1.0 / np.arange(1, 30001) ** 1.05)
+    cumulative /= cumulative[-1]
+    subjects = rng.integers(0, SUBJECTS, size=stories)
+    with path.open("w") as out:
+        for subject in subjects:
+            from_subject = rng.random(words) < 0.35
+            common = np.minimum(np.searchsorted(cumulative, rng.random(words)), 29999)  # Zipf by inverse CDF
+            chosen = np.where(from_subject, own[subject][rng.integers(0, 300, words)], shared[common])
+            out.write(f"{subject}\t{' '.join(chosen)}\n")
+
+
+def read_corpus(path: Path) -> tuple[list[str], np.ndarray]:
+    subjects, texts = [], []
+    with path.open() as lines:
+        for line in lines:
+            subject, text = line.rstrip("\n").split("\t", 1)
+            subjects.append(int(subject))
+            texts.append(text)
+    return texts, np.array(subjects)
+
+
+def run_ours(path: Path) -> dict:
+    from sklearn.metrics import adjusted_rand_score
+
+    from topicmap.clusters.model import cluster_stories
+
+    texts, subjects = read_corpus(path)
+    started = time.perf_counter()
+    result = cluster_stories(texts, k_min=2, k_max=40, titles=[t[:60] for t in texts])
+    seconds = time.perf_counter() - started
+    return {
+        "seconds": seconds,
+        "k": result.choice.k,
+        "k_method": result.choice.method,
+        "ari": adjusted_rand_score(subjects, result.labels),
+    }
+
+
+def run_anchor(path: Path, k: int) -> dict:
+    from sklearn.cluster import MiniBatchKMeans
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.metrics import adjusted_rand_score
+
+    texts, subjects = read_corpus(path)
+    started = time.perf_counter()
+    matrix = TfidfVectorizer().fit_transform(texts)
+    reduced = TruncatedSVD(256, random_state=0).fit_transform(matrix)
+    labels = MiniBatchKMeans(n_clusters=k, random_state=0, n_init=3).fit_predict(reduced)
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "k": k, "ari": adjusted_rand_score(subjects, labels)}
+
+
+def run_streaming(path: Path) -> dict:
+    from topicmap.clusters import StreamingKMeans
+    from topicmap.clusters.mutation import StreamConfig, StreamState, advance
+
+    texts, _ = read_corpus(path)
+    week = texts[:10000]
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(10000, 256))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    model = StreamingKMeans.half_life(vectors[:15], np.ones(15), 2.0)
+    updates = []
+    for _ in range(5):
+        started = time.perf_counter()
+        model.update(vectors)
+        updates.append(time.perf_counter() - started)
+    # the whole weekly step: a stream already running on earlier weeks, then one week of 10,000 stories
+    config = StreamConfig(k_min=15, k_max=15)
+    steps = []
+    state = StreamState()
+    for t in range(4):
+        chunk = texts[10000 * (t + 1) : 10000 * (t + 2)] if t < 3 else week
+        window = [s.window_batch() for s in steps[-3:]]
+        started = time.perf_counter()
+        step = advance(
+            state,
+            f"2026-01-{5 + 7 * t:02d}",
+            range(len(chunk)),
+            [c[:60] for c in chunk],
+            chunk,
+            window,
+            config,
+        )
+        elapsed = time.perf_counter() - started
+        steps.append(step)
+        state = step.state
+    return {"update_seconds_median": float(np.median(updates)), "weekly_step_seconds": elapsed}
+
+
+def child(kind: str, path: Path, k: int) -> dict:
+    """Run one pipeline in a fresh interpreter; its own peak memory is reported."""
+    code = (
+        "import json, resource, sys; sys.path.insert(0, '.'); "
+        "from benchmarks.bench_clusters import run_ours, run_anchor, run_streaming; from pathlib import Path; "
+        f"r = {'run_ours(Path(sys.argv[1]))' if kind == 'ours' else 'run_anchor(Path(sys.argv[1]), int(sys.argv[2]))' if kind == 'anchor' else 'run_streaming(Path(sys.argv[1]))'}; "
+        "r['peak_mib'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024; print(json.dumps(r))"
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(k)], check=True, capture_output=True, text=True
+    ).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stories", type=int, default=100_000)
+    parser.add_argument("--words", type=int, default=500)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "corpus.tsv"
+        started = time.perf_counter()
+        make_corpus(path, args.stories, args.words)
+        print(
+            f"corpus: {args.stories} stories x {args.words} words in {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
+        ours = child("ours", path, 0)
+        print(f"ours:   {json.dumps(ours)}", flush=True)
+        anchor = child("anchor", path, ours["k"])
+        print(f"anchor: {json.dumps(anchor)}", flush=True)
+        streaming = child("streaming", path, 0)
+        print(f"streaming: {json.dumps(streaming)}", flush=True)
+    print()
+    print("| pipeline | seconds | peak MiB | k | ARI |")
+    print("|---|---:|---:|---:|---:|")
+    print(
+        f"| ours (hash TF-IDF, random indexing 256, SSE-curve k, KMeans, labels) | {ours['seconds']:.1f} | {ours['peak_mib']:.0f} | {ours['k']} ({ours['k_method']}) | {ours['ari']:.3f} |"
+    )
+    print(
+        f"| anchor (TfidfVectorizer, TruncatedSVD 256, MiniBatchKMeans, k given) | {anchor['seconds']:.1f} | {anchor['peak_mib']:.0f} | {anchor['k']} | {anchor['ari']:.3f} |"
+    )
+    print(
+        f"| StreamingKMeans.update, 10,000 x 256, k=15 (median of 5) | {streaming['update_seconds_median']:.3f} | {streaming['peak_mib']:.0f} | 15 | |"
+    )
+    print(
+        f"| weekly step (embed 10,000 stories, update, re-predict 4 weeks) | {streaming['weekly_step_seconds']:.2f} | | 15 | |"
+    )
+    _ = resource  # the children report their own peaks
+
+
+if __name__ == "__main__":
+    main()
