@@ -45,9 +45,15 @@ CUSTOM = [("Primary season", "2026-02-01", "2026-03-15"), ("Debate week", "2026-
 
 
 def synthetic_topic(
-    n_stories: int, n_links: int, n_media: int = 300, seed: int = 7
+    n_stories: int,
+    n_links: int,
+    n_media: int = 300,
+    seed: int = 7,
+    start: date = TOPIC_START,
+    end: date = TOPIC_END,
 ) -> dict[str, pd.DataFrame]:
-    """A seeded synthetic topic shaped like a news link network (a few big media get most links)."""
+    """A seeded synthetic topic shaped like a news link network (a few big media get most links), its stories
+    published uniformly over ``start``..``end`` (inclusive)."""
     rng = np.random.default_rng(seed)
     media_ids = np.arange(1, n_media + 1, dtype=np.int64) * 10
     media = pd.DataFrame(
@@ -63,11 +69,9 @@ def synthetic_topic(
 
     stories_id = rng.choice(np.arange(1, 3 * n_stories, dtype=np.int64), size=n_stories, replace=False)
     story_medium = rng.choice(n_media, size=n_stories, p=output_share)
-    span_ns = (
-        pd.Timestamp(TOPIC_END, tz="UTC").value + 86_400 * 10**9 - pd.Timestamp(TOPIC_START, tz="UTC").value
-    )
+    span_ns = pd.Timestamp(end, tz="UTC").value + 86_400 * 10**9 - pd.Timestamp(start, tz="UTC").value
     offsets = rng.integers(0, span_ns, size=n_stories)
-    dates = pd.Timestamp(TOPIC_START, tz="UTC").value + offsets
+    dates = pd.Timestamp(start, tz="UTC").value + offsets
     outside = rng.random(n_stories) < 0.015
     dates[outside] -= 120 * 86_400 * 10**9  # pushed months before the topic
     publish = pd.to_datetime(dates, utc=True).astype("datetime64[ns, UTC]")

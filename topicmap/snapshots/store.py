@@ -57,7 +57,7 @@ from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, topicmap_home, utc
 
 #: Bumped whenever this code would write different files from the same inputs: part of every snapshot key.
-SNAPSHOT_CODE_VERSION = 1
+SNAPSHOT_CODE_VERSION = 2  # 2: no files for empty timespans, delta-encoded Parquet integers
 #: Periods whose timespans get a rendered PNG by default. A weekly picture costs ~0.5-3 s each (a topic of
 #: four months has ~17 weeks); every timespan always gets its GEXF.
 DEFAULT_PICTURE_PERIODS: tuple[str, ...] = ("overall", "monthly", "custom")
@@ -542,6 +542,8 @@ def _write_folder(
     extra: list[Path] = []
     for snap in result.timespans:
         ts = snap.timespan
+        if snap.empty:  # recorded in the manifest and the store, but no map of nothing
+            continue
         folder = staging / ts.key
         label = f"{inputs.topic_name} · {ts.name} ({ts.start_date.isoformat()} to {ts.last_date.isoformat()})"
         extra.append(write_gexf(snap.medium_link_counts, snap.medium_links, folder / GEXF_NAME, label))
@@ -555,7 +557,11 @@ def _write_folder(
                     top_labels=options.top_labels,
                 )
             )
-    log(f"wrote {len(result.timespans)} GEXF maps and {sum(p.suffix == '.png' for p in extra)} pictures")
+    empty = sum(snap.empty for snap in result.timespans)
+    log(
+        f"wrote {sum(p.suffix == '.gexf' for p in extra)} GEXF maps and {sum(p.suffix == '.png' for p in extra)} "
+        f"pictures; {empty} of {len(result.timespans)} timespans have no stories (recorded, no files)"
+    )
     _write_json(staging / PROVENANCE_NAME, provenance)
     extra.append(staging / PROVENANCE_NAME)
     manifest = read_manifest(staging)
@@ -807,8 +813,8 @@ def snapshot_paths(
 
     Returns ``snapshots_id``, ``snapshot_key``, ``snapshot_date``, ``iteration``, ``folder``, ``manifest``,
     ``provenance``, ``link_map_png`` / ``link_map_gexf`` (of the overall timespan, None if absent) and
-    ``timespans``: one dict per timespan (key, period, name, start_date, last_date, counts, folder, files,
-    gexf, png). Raises ``StoreError`` for an unknown topic, a missing snapshot or a vanished folder.
+    ``timespans``: one dict per timespan (key, period, name, start_date, last_date, counts, empty, folder,
+    files, gexf, png); an empty timespan (no stories) has no files and no folder. Raises ``StoreError`` for an unknown topic, a missing snapshot or a vanished folder.
     """
     home = home or topicmap_home()
     topics_id = int(store.topic_row(topic)["topics_id"])
@@ -829,11 +835,14 @@ def snapshot_paths(
         ts_key = entry["key"]
         own = [folder / name for name in files if name.startswith(f"{ts_key}/")]
         gexf, png = folder / ts_key / GEXF_NAME, folder / ts_key / PNG_NAME
+        counts = entry.get("counts", {})
         timespans.append(
             {
                 **{k: entry[k] for k in ("key", "period", "name", "start_date", "last_date")},
-                "counts": entry.get("counts", {}),
-                "folder": folder / ts_key,
+                "counts": counts,
+                # format 1 wrote files for empty timespans too and had no flag
+                "empty": bool(entry.get("empty", counts.get("story_count", 0) == 0)),
+                "folder": None if not own else folder / ts_key,
                 "files": own,
                 "gexf": gexf if gexf in own else None,
                 "png": png if png in own else None,
@@ -856,7 +865,7 @@ def snapshot_paths(
 
 
 def timespan_rows(result: SnapshotResult) -> list[dict[str, Any]]:
-    """One plain dict per timespan (for metadata and reports): key, period, dates, counts."""
+    """One plain dict per timespan (for metadata and reports): key, period, dates, counts, empty."""
     return [
         {
             "key": snap.timespan.key,
@@ -865,6 +874,7 @@ def timespan_rows(result: SnapshotResult) -> list[dict[str, Any]]:
             "start_date": snap.timespan.start_date.isoformat(),
             "last_date": snap.timespan.last_date.isoformat(),
             **asdict(snap.counts),
+            "empty": snap.empty,
         }
         for snap in result.timespans
     ]
