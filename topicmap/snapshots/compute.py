@@ -29,9 +29,13 @@ Period stories and links (``compute_snapshot``), following fact sheet section 11
       links from the copies of one near-duplicate (syndication) group to the same ref story once, keeping the
       earliest copy, within each timespan; the number of such repeated links is always reported.
 
-Everything is vectorized with numpy: cross-media distinct links are computed once, sorted by the source
-story's date, and each timespan takes a contiguous slice of them (a binary search), then counts with
-``np.bincount``/``np.unique``. Nothing loops over stories or links in Python.
+Everything is vectorized with numpy, and the cost follows the data, not the date range: the stories are sorted
+by publish date once and the distinct cross-media links (made distinct by a sort) are indexed by source story
+once; a timespan's stories are then a binary-searched slice of the date-sorted stories, its links the runs of
+those stories in the index (already in (source id, ref id) order), and its counts sorts and ``np.bincount`` over
+its own stories and links only. A timespan without stories (most weeks of a topic declared over decades) costs a
+binary search; it is recorded with zero counts and, by ``write_snapshot_files``, gets no files. Nothing loops
+over stories or links in Python.
 """
 
 from __future__ import annotations
@@ -700,6 +704,8 @@ def _timespan_snapshot(
     story_links = pd.DataFrame(
         {"source_stories_id": topic.story_ids[source], "ref_stories_id": topic.story_ids[ref]}
     )
+    # Every frame is built in one constructor call from int64 arrays (no per-column assignment afterwards):
+    # pandas' per-call overhead, not the data, is most of the cost of a small timespan.
     story_link_counts = pd.DataFrame(
         {
             "stories_id": topic.story_ids[period_pos],
@@ -707,12 +713,14 @@ def _timespan_snapshot(
             "inlink_count": inlinks,
             "outlink_count": outlinks,
             "media_inlink_count": media_inlinks,
+            **{
+                column: pd.arrays.IntegerArray(
+                    topic.stat_values[column][period_pos], ~topic.stat_known[column][period_pos]
+                )
+                for column in STAT_COLUMNS
+            },
         }
     )
-    for column in STAT_COLUMNS:
-        story_link_counts[column] = pd.arrays.IntegerArray(
-            topic.stat_values[column][period_pos], ~topic.stat_known[column][period_pos]
-        )
 
     pair_key = source_medium * n_media + ref_medium
     if n_media * n_media <= 4 * len(pair_key) + (1 << 16):  # a dense count beats sorting the links
@@ -760,17 +768,16 @@ def _timespan_snapshot(
             "inlink_count": medium_sum(inlinks),
             "outlink_count": medium_sum(outlinks),
             "sum_media_inlink_count": medium_sum(media_inlinks),
+            # SQL sum semantics: unknown values are skipped; a medium with no known value sums to null.
+            **{
+                column: pd.arrays.IntegerArray(
+                    medium_sum(topic.stat_values[column][period_pos]),
+                    medium_sum(topic.stat_known[column][period_pos].astype(np.int64)) == 0,
+                )
+                for column in STAT_COLUMNS
+            },
         }
     )
-    for column in STAT_COLUMNS:
-        # SQL sum semantics: unknown values are skipped; a medium with no known value sums to null.
-        total = medium_sum(topic.stat_values[column][period_pos])
-        known = medium_sum(topic.stat_known[column][period_pos].astype(np.int64))
-        medium_link_counts[column] = pd.arrays.IntegerArray(total, known == 0)
-    for frame in (story_link_counts, medium_link_counts, medium_links):
-        for column in frame.columns:
-            if isinstance(frame[column].dtype, np.dtype) and frame[column].dtype.kind in "iu":
-                frame[column] = frame[column].astype(np.int64)
 
     counts = TimespanCounts(
         story_count=len(period_pos),
