@@ -31,6 +31,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -537,8 +538,41 @@ def _write_folder(
     staging: Path,
     log: Callable[[str], None],
 ) -> None:
-    """Everything of one snapshot into ``staging``; the manifest is written last and lists every file."""
-    write_snapshot_files(result, staging, csv=True)
+    """Everything of one snapshot into ``staging``; the manifest is written last and lists every file.
+
+    The tables are written by a background thread (pyarrow and hashlib release the GIL) while this thread
+    draws the maps, so the pictures' fixed cost overlaps the files' cost when a second core is free.
+    """
+    with ThreadPoolExecutor(max_workers=1) as background:
+        tables = background.submit(write_snapshot_files, result, staging, csv=True)
+        try:
+            extra = _write_maps(result, inputs, options, staging)
+        finally:
+            tables.result()  # wait (and raise its error) before anything reads the manifest
+    _log_written(result, extra, log)
+    _write_json(staging / PROVENANCE_NAME, provenance)
+    extra.append(staging / PROVENANCE_NAME)
+    manifest = read_manifest(staging)
+    if manifest is None:
+        raise StoreError(f"write_snapshot_files left no {MANIFEST_NAME} in {staging}")
+    for path in extra:
+        manifest["files"][path.relative_to(staging).as_posix()] = {
+            "bytes": path.stat().st_size,
+            "sha256": _sha256(path),
+        }
+    manifest["snapshot_key"] = key
+    manifest["topic"] = inputs.topic_name
+    manifest["provenance"] = PROVENANCE_NAME
+    manifest["problems"] = problems
+    tmp = staging / f".{MANIFEST_NAME}.tmp"
+    _write_json(tmp, manifest)
+    os.replace(tmp, staging / MANIFEST_NAME)
+
+
+def _write_maps(
+    result: SnapshotResult, inputs: SnapshotInputs, options: SnapshotOptions, staging: Path
+) -> list[Path]:
+    """A GEXF for every timespan with stories, a PNG for those of ``options.picture_periods``."""
     extra: list[Path] = []
     for snap in result.timespans:
         ts = snap.timespan
@@ -557,28 +591,15 @@ def _write_folder(
                     top_labels=options.top_labels,
                 )
             )
+    return extra
+
+
+def _log_written(result: SnapshotResult, extra: list[Path], log: Callable[[str], None]) -> None:
     empty = sum(snap.empty for snap in result.timespans)
     log(
         f"wrote {sum(p.suffix == '.gexf' for p in extra)} GEXF maps and {sum(p.suffix == '.png' for p in extra)} "
         f"pictures; {empty} of {len(result.timespans)} timespans have no stories (recorded, no files)"
     )
-    _write_json(staging / PROVENANCE_NAME, provenance)
-    extra.append(staging / PROVENANCE_NAME)
-    manifest = read_manifest(staging)
-    if manifest is None:
-        raise StoreError(f"write_snapshot_files left no {MANIFEST_NAME} in {staging}")
-    for path in extra:
-        manifest["files"][path.relative_to(staging).as_posix()] = {
-            "bytes": path.stat().st_size,
-            "sha256": _sha256(path),
-        }
-    manifest["snapshot_key"] = key
-    manifest["topic"] = inputs.topic_name
-    manifest["provenance"] = PROVENANCE_NAME
-    manifest["problems"] = problems
-    tmp = staging / f".{MANIFEST_NAME}.tmp"
-    _write_json(tmp, manifest)
-    os.replace(tmp, staging / MANIFEST_NAME)
 
 
 def _set_aside(folder: Path) -> Path:
