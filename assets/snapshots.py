@@ -125,9 +125,13 @@ def _metadata(built: BuiltSnapshot) -> dict[str, object]:
             "syndicated repeats": row["syndicated_repeat_link_count"],
         }
         for row in timespan_rows(result)
+        if not row["empty"]  # a topic over decades has thousands of empty weeks: counted below instead
     ]
+    empty = [snap.timespan for snap in result.timespans if snap.empty]
     top_lines = ["| timespan | top media by media inlinks |", "|---|---|"]
     for snap in result.timespans:
+        if snap.empty:
+            continue
         top = snap.top_media(3)
         names = ", ".join(
             f"{name} ({inlinks})"
@@ -147,6 +151,16 @@ def _metadata(built: BuiltSnapshot) -> dict[str, object]:
         "input_rows": dg.MetadataValue.json(built.inputs.row_counts()),
         "dropped_links": dg.MetadataValue.json(result.dropped_links),
         "count_syndicated_once": result.count_syndicated_once,
+        # Timespans without stories are recorded (store, manifest) but get no files, maps or pictures.
+        "timespans_recorded": len(result.timespans),
+        "timespans_empty": len(empty),
+        "timespans_empty_by_period": dg.MetadataValue.json(
+            {
+                period: sum(ts.period == period for ts in empty)
+                for period in PERIODS
+                if any(ts.period == period for ts in empty)
+            }
+        ),
     }
     if overall is not None:
         top = overall.top_media(TOP_MEDIA).astype(object)
@@ -154,7 +168,8 @@ def _metadata(built: BuiltSnapshot) -> dict[str, object]:
             top.where(top.notna(), None).to_dict("records"),
             ["media_id", "name", "media_inlink_count", "inlink_count", "story_count", "facebook_share_count"],
         )
-        metadata["link_map_gexf"] = dg.MetadataValue.path(str(built.gexf(overall.timespan.key)))
+        if not overall.empty:  # an empty timespan has no files
+            metadata["link_map_gexf"] = dg.MetadataValue.path(str(built.gexf(overall.timespan.key)))
         picture = built.picture(overall.timespan.key)
         if picture is not None:
             metadata["link_map"] = dg.MetadataValue.path(str(picture))

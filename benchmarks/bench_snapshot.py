@@ -1,6 +1,13 @@
 """Snapshot at scale: 100,000 stories and 1,000,000 links, every timespan, time and peak memory.
 
     .venv/bin/python benchmarks/bench_snapshot.py [--stories 100000] [--links 1000000] [--skip-naive]
+    .venv/bin/python benchmarks/bench_snapshot.py --scaling 100000 300000 1000000   # links: 10 per story
+
+``--scaling`` runs, for each size, only the whole snapshot as one materialization writes it (compute, the
+consistency checks, Parquet/CSV for every timespan, GEXF for every timespan, PNG for overall/monthly/custom,
+manifest with sha256 sums: ``write_snapshot_folder``; the store read, key and rows are left out) and prints
+one row per size with wall, CPU (all threads) and user CPU seconds and peak RSS, and the seconds per million
+stories + links, which stay flat when the cost is linear.
 
 Each measurement runs in a fresh subprocess that generates the same seeded synthetic topic (about 300 media
 with Zipf-like sizes and popularity, 4 months, 1.5 % undated stories, 1.5 % dated outside the topic, 8 %
@@ -45,9 +52,15 @@ CUSTOM = [("Primary season", "2026-02-01", "2026-03-15"), ("Debate week", "2026-
 
 
 def synthetic_topic(
-    n_stories: int, n_links: int, n_media: int = 300, seed: int = 7
+    n_stories: int,
+    n_links: int,
+    n_media: int = 300,
+    seed: int = 7,
+    start: date = TOPIC_START,
+    end: date = TOPIC_END,
 ) -> dict[str, pd.DataFrame]:
-    """A seeded synthetic topic shaped like a news link network (a few big media get most links)."""
+    """A seeded synthetic topic shaped like a news link network (a few big media get most links), its stories
+    published uniformly over ``start``..``end`` (inclusive)."""
     rng = np.random.default_rng(seed)
     media_ids = np.arange(1, n_media + 1, dtype=np.int64) * 10
     media = pd.DataFrame(
@@ -63,11 +76,9 @@ def synthetic_topic(
 
     stories_id = rng.choice(np.arange(1, 3 * n_stories, dtype=np.int64), size=n_stories, replace=False)
     story_medium = rng.choice(n_media, size=n_stories, p=output_share)
-    span_ns = (
-        pd.Timestamp(TOPIC_END, tz="UTC").value + 86_400 * 10**9 - pd.Timestamp(TOPIC_START, tz="UTC").value
-    )
+    span_ns = pd.Timestamp(end, tz="UTC").value + 86_400 * 10**9 - pd.Timestamp(start, tz="UTC").value
     offsets = rng.integers(0, span_ns, size=n_stories)
-    dates = pd.Timestamp(TOPIC_START, tz="UTC").value + offsets
+    dates = pd.Timestamp(start, tz="UTC").value + offsets
     outside = rng.random(n_stories) < 0.015
     dates[outside] -= 120 * 86_400 * 10**9  # pushed months before the topic
     publish = pd.to_datetime(dates, utc=True).astype("datetime64[ns, UTC]")
@@ -248,6 +259,13 @@ def same_tables(ours: SnapshotResult, naive: dict[str, dict[str, pd.DataFrame]])
 
 
 def _peak_mb() -> float:
+    """Peak RSS of this process: VmHWM (ru_maxrss carries a parent's peak over fork + exec)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
@@ -256,9 +274,54 @@ class _Clock:
 
     def __init__(self) -> None:
         self.wall, self.cpu = time.perf_counter(), time.process_time()
+        self.user = resource.getrusage(resource.RUSAGE_SELF).ru_utime
 
     def read(self) -> dict[str, float]:
-        return {"wall": time.perf_counter() - self.wall, "cpu": time.process_time() - self.cpu}
+        return {
+            "wall": time.perf_counter() - self.wall,
+            "cpu": time.process_time() - self.cpu,
+            "user": resource.getrusage(resource.RUSAGE_SELF).ru_utime - self.user,
+        }
+
+
+def whole_snapshot(data: dict[str, pd.DataFrame], folder: Path) -> dict[str, object]:
+    """What one materialization does after reading the store: compute, check, write the folder (files, maps,
+    pictures, manifest). Returns the clock and what was written."""
+    from topicmap.snapshots.compute import snapshot_problems
+    from topicmap.snapshots.store import SnapshotInputs, SnapshotOptions, write_snapshot_folder
+
+    spans = timespans()
+    inputs = SnapshotInputs(
+        topic_name="bench",
+        topics_id=1,
+        config_json="{}",
+        start_date=TOPIC_START,
+        end_date=TOPIC_END,
+        timespans=spans,
+        stories=data["stories"],
+        media=data["media"],
+        links=data["links"],
+        story_stats=data["story_stats"],
+        near_dup_groups=data["near_dup_groups"],
+        iteration=1,
+    )
+    clock = _Clock()
+    result = compute_snapshot(**data, timespans=spans)
+    computed = clock.read()
+    problems = snapshot_problems(result, TOPIC_START, TOPIC_END)
+    target = folder / "snapshot"
+    write_snapshot_folder(result, inputs, SnapshotOptions(), "0" * 64, target, problems=problems)
+    total = clock.read()
+    files = json.loads((target / "manifest.json").read_text())["files"]
+    return {
+        "compute": computed,
+        "total": total,
+        "files": len(files),
+        "png": sum(name.endswith(".png") for name in files),
+        "mb": sum(f["bytes"] for f in files.values()) / 1e6,
+        "problems": len(problems),
+        "story_links_all_timespans": sum(s.counts.story_link_count for s in result.timespans),
+    }
 
 
 def run_job(job: str, n_stories: int, n_links: int) -> dict[str, object]:
@@ -292,6 +355,9 @@ def run_job(job: str, n_stories: int, n_links: int) -> dict[str, object]:
                     overall.medium_link_counts, overall.medium_links, Path(folder) / "overall.png"
                 )
                 report["png"] = clock.read()
+    elif job == "whole":
+        with tempfile.TemporaryDirectory() as folder:
+            report.update(whole_snapshot(data, Path(folder)))
     elif job == "naive":
         clock = _Clock()
         naive_snapshot(data["stories"], data["media"], data["links"], spans, data["story_stats"])
@@ -317,10 +383,14 @@ def main() -> None:
     parser.add_argument("--stories", type=int, default=100_000)
     parser.add_argument("--links", type=int, default=1_000_000)
     parser.add_argument("--skip-naive", action="store_true", help="skip the anchor and the cross-check")
+    parser.add_argument("--scaling", type=int, nargs="+", metavar="STORIES", help="sizes (10 links a story)")
     parser.add_argument("--job", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.job:
         print(json.dumps(run_job(args.job, args.stories, args.links)))
+        return
+    if args.scaling:
+        scaling(args.scaling)
         return
 
     jobs = ["inputs", "compute", "compute+write", "maps"] + ([] if args.skip_naive else ["naive", "verify"])
@@ -367,6 +437,24 @@ def main() -> None:
         )
         for line in differences[:20]:
             print(f"  DIFFERENCE {line}")
+
+
+def scaling(sizes: list[int]) -> None:
+    """The whole snapshot at several sizes, each in a fresh process: the cost per million rows stays flat."""
+    print(
+        "| stories | links | story links, all timespans | files (PNG) | MB | compute s wall / CPU "
+        "| whole snapshot s wall | CPU | user CPU | CPU s per M stories+links | peak RSS MB |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in sizes:
+        r = _in_subprocess("whole", n, 10 * n)
+        c, w = r["compute"], r["total"]
+        print(
+            f"| {n:,} | {10 * n:,} | {r['story_links_all_timespans']:,} | {r['files']} ({r['png']}) | {r['mb']:.0f} "
+            f"| {c['wall']:.2f} / {c['cpu']:.2f} | {w['wall']:.2f} | {w['cpu']:.2f} | {w['user']:.2f} "
+            f"| {w['cpu'] / (11 * n / 1e6):.2f} | {r['peak_mb']:.0f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import numpy as np
@@ -50,18 +50,28 @@ def _maybe_int(value: object) -> int | None:
     return None if pd.isna(value) else int(value)
 
 
-def build_store(db: Path, n_stories: int, n_links: int, seed: int = 7) -> dict[str, int]:
-    topic = synthetic_topic(n_stories, n_links, seed=seed)
+def build_store(
+    db: Path,
+    n_stories: int,
+    n_links: int,
+    seed: int = 7,
+    start: date = TOPIC_START,
+    end: date = TOPIC_END,
+    custom: tuple[tuple[str, str, str], ...] = tuple(CUSTOM),
+    n_media: int = 300,
+) -> dict[str, int]:
+    """The synthetic topic (``start``..``end``, ``custom`` timespans) with dedup's traces in a SQLite store."""
+    topic = synthetic_topic(n_stories, n_links, n_media=n_media, seed=seed, start=start, end=end)
     rng = np.random.default_rng(seed + 1)
     store = TopicStore.open(f"sqlite:///{db}")
     config = TopicConfig(
         name=TOPIC,
         query="bench",
-        start_date=TOPIC_START,
-        end_date=TOPIC_END,
+        start_date=start,
+        end_date=end,
         timespans=tuple(
             CustomTimespan(n, datetime.fromisoformat(a).date(), datetime.fromisoformat(b).date())
-            for n, a, b in CUSTOM
+            for n, a, b in custom
         ),
     )
     topics_id = store.upsert_topic(config)

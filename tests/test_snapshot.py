@@ -41,6 +41,7 @@ Statistics: 101 fb 10 / bitly 5 / 7; 102 fb 3; 201 bitly 1 / 2 (fb unknown); 202
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import date
 
@@ -436,14 +437,79 @@ def test_empty_window_gives_empty_tables_with_columns():
     assert list(snap.medium_link_counts.columns)[:3] == ["media_id", "name", "url"]
 
 
-def test_a_topic_without_stories_gives_empty_timespans_and_files(tmp_path):
+def test_a_topic_without_stories_records_its_timespans_but_writes_no_timespan_files(tmp_path):
     empty = compute_snapshot(
         stories_frame().iloc[:0], media_frame().iloc[:0], links_frame().iloc[:0], topic_timespans()
     )
     assert [counts(s) for s in empty.timespans] == [(0, 0, 0, 0)] * len(topic_timespans())
+    assert all(s.empty for s in empty.timespans)
     written = write_snapshot_files(empty, tmp_path)
-    assert (tmp_path / "overall" / "stories.csv").read_text().splitlines() == [",".join(STORY_CSV_COLUMNS)]
-    assert len(written) == len(topic_timespans()) + 1
+    assert {key for key, paths in written.items() if paths} == {"snapshot"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "manifest.json",
+        "timespans.csv",
+        "timespans.parquet",
+    ]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["format"] == "topicmap-snapshot/2"
+    assert [(t["key"], t["empty"]) for t in manifest["timespans"]] == [
+        (t.key, True) for t in topic_timespans()
+    ]
+    assert pd.read_parquet(tmp_path / "timespans.parquet")["story_count"].tolist() == [0] * len(
+        topic_timespans()
+    )
+
+
+def test_a_sparse_topic_over_decades_writes_files_only_for_timespans_with_stories(result, tmp_path):
+    """The fixture's stories in a topic declared over 2000-2026: 1,735 timespans, a handful with stories.
+
+    Every timespan is recorded with its counts; only those with stories get files; and a timespan with stories
+    counts exactly what the same calendar week or month counts in the short topic.
+    """
+    spans = build_timespans("2000-01-01", "2026-12-31")
+    assert len(spans) == 1 + 324 + 1410
+    decades = compute_snapshot(
+        stories_frame(), media_frame(), links_frame(), spans, story_stats=stats_frame()
+    )
+    assert [s.timespan.key for s in decades.timespans] == [t.key for t in spans]
+    busy = [s.timespan.key for s in decades.timespans if not s.empty]
+    # stories are published in Dec 2025 (401), Jan/Feb 2026 and on Mar 1 2026 (501); none in between
+    assert busy == [
+        "overall",
+        "monthly_2025-12-01",
+        "monthly_2026-01-01",
+        "monthly_2026-02-01",
+        "monthly_2026-03-01",
+        "weekly_2025-12-15",
+        "weekly_2026-01-05",
+        "weekly_2026-01-12",
+        "weekly_2026-01-19",
+        "weekly_2026-01-26",
+        "weekly_2026-02-02",
+        "weekly_2026-02-09",
+        "weekly_2026-02-23",
+    ]
+    for snap in decades.timespans:
+        if snap.empty:
+            assert counts(snap) == (0, 0, 0, 0) and snap.counts.syndicated_repeat_link_count == 0
+    # the same calendar weeks (wholly inside the short topic) and January count the same, table by table
+    for key in ("weekly_2026-01-12", "weekly_2026-01-19", "weekly_2026-01-26", "weekly_2026-02-02"):
+        for table in ("story_links", "story_link_counts", "medium_links", "medium_link_counts"):
+            pd.testing.assert_frame_equal(getattr(decades[key], table), getattr(result[key], table))
+    assert counts(decades["monthly_2026-01-01"]) == counts(result["monthly_2026-01-01"])
+    # overall now also holds 401 (Dec 15) and its link to 202, and 501 (Mar 1) and its link to 101
+    assert counts(decades["overall"]) == (12, 12, 5, 9)
+
+    written = write_snapshot_files(decades, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted(busy)
+    assert all(len(written[key]) == 8 for key in busy)  # 4 Parquet + 4 CSV each
+    assert sum(len(paths) for key, paths in written.items() if key != "snapshot") == 8 * len(busy)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert len(manifest["timespans"]) == len(spans) and len(manifest["files"]) == 8 * len(busy) + 2
+    assert [t["key"] for t in manifest["timespans"] if not t["empty"]] == busy
+    table = pd.read_parquet(tmp_path / "timespans.parquet")
+    assert len(table) == len(spans) and int((table["story_count"] > 0).sum()) == len(busy)
+    assert snapshot_problems(decades, "2000-01-01", "2026-12-31") == []
 
 
 # ----------------------------------------------------------------------------------------------- syndication

@@ -51,7 +51,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 import pytest
-from sqlalchemy import insert, select, text
+from sqlalchemy import func, insert, select, text
 
 from assets.snapshots import EMBED_MAX_BYTES, png_markdown, snapshot_files_intact, snapshots
 from resources.store import TopicStoreResource
@@ -370,7 +370,10 @@ def test_materialized_snapshot_matches_the_hand_counts(project: dict) -> None:
         )
         for r in meta["timespan_counts"].records
     ]
-    assert counts == EXPECTED_COUNTS
+    # the empty week is recorded (store, manifest) but listed in the metadata only as a number
+    assert counts == [c for c in EXPECTED_COUNTS if c[1]]
+    assert (meta["timespans_recorded"], meta["timespans_empty"]) == (9, 1)
+    assert meta["timespans_empty_by_period"] == {"weekly": 1}
     assert meta["dagster/row_count"] == 7 and meta["iteration"] == 2
     top = [(r.data["name"], r.data["media_inlink_count"]) for r in meta["top_media"].records]
     assert top == [("Beta", "2"), ("Alpha", "2"), ("Gamma", "1")]  # ties: more inlinks first (B 3, A 2)
@@ -481,13 +484,15 @@ def test_same_inputs_keep_the_snapshot_and_new_inputs_make_a_new_one(
     assert f"link map (PNG):  {new_folder / 'overall' / 'link_map.png'}" in out
     assert f"each in {new_folder}/<timespan>/" in out
     words = " ".join(out.split())
-    assert "weekly_2026-01-26 2026-01-26..2026-02-01 0 stories 0 story links 0 media [gexf]" in words
+    assert "weekly_2026-01-26" not in words  # no stories: counted, not listed
+    assert "+ 1 timespan without stories (1 weekly): recorded, no files" in words
     assert "custom_launch 2026-01-12..2026-01-18 5 stories 3 story links 3 media [gexf]" in words
     assert "overall 2026-01-05..2026-02-08 7 stories 7 story links 3 media [gexf + png]" in words
     brief = format_snapshot_paths(snapshot_paths(store, TOPIC, home=project["home"]), brief=True)
     assert (
         "weekly_2026-01-26" not in brief
-        and "+ 5 weekly timespans (weekly_2026-01-05 .. weekly_2026-02-02)" in brief
+        and "+ 4 weekly timespans (weekly_2026-01-05 .. weekly_2026-02-02)" in brief
+        and "+ 1 timespan without stories (1 weekly): recorded, no files" in brief
     )
     assert snapshot_cli([TOPIC, "--snapshot-id", str(first["snapshot_id"]), "--home", home]) == 0
     assert f"folder:          {folder}" in capsys.readouterr().out
@@ -508,8 +513,22 @@ def test_a_topic_not_spidered_yet_gets_an_empty_consistent_snapshot(
     built = build_snapshot(store, TOPIC, SnapshotOptions(picture_periods=("overall",)), home=tmp_path)
     assert built.written and not any(built.problems.values())
     assert all(snap.counts.story_count == 0 for snap in built.result.timespans)
-    assert (built.folder / "overall" / "link_map.png").is_file()  # a picture saying there are no links
-    assert snapshot_paths(store, TOPIC, home=tmp_path)["snapshots_id"] == built.snapshots_id
+    # every timespan is recorded, none has files: no folder, map or picture of nothing
+    manifest = json.loads((built.folder / "manifest.json").read_text())
+    assert [t["key"] for t in manifest["timespans"]] == [key for key, *_ in EXPECTED_COUNTS]
+    assert all(t["empty"] for t in manifest["timespans"])
+    assert sorted(manifest["files"]) == ["provenance.json", "timespans.csv", "timespans.parquet"]
+    assert sorted(p.name for p in built.folder.iterdir()) == [
+        "manifest.json",
+        "provenance.json",
+        "timespans.csv",
+        "timespans.parquet",
+    ]
+    paths = snapshot_paths(store, TOPIC, home=tmp_path)
+    assert paths["snapshots_id"] == built.snapshots_id and paths["link_map_png"] is None
+    assert all(t["empty"] and t["folder"] is None and not t["files"] for t in paths["timespans"])
+    with store.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(s.timespans)).scalar_one() == 9
 
 
 # ----------------------------------------------------------------------------------------------- checks
@@ -559,10 +578,12 @@ def test_a_planted_inconsistency_fails_its_blocking_check(
 def test_pictures_per_period_and_the_files_intact_check(sqlite_project: dict) -> None:
     project = sqlite_project
     folder = Path(snapshot_meta(materialize(project, run_config=None))["snapshot_folder"])
-    # default options: a GEXF for every timespan; pictures for overall, monthly and custom, not weekly
-    for key, *_ in EXPECTED_COUNTS:
-        assert (folder / key / "link_map.gexf").is_file()
-        assert (folder / key / "link_map.png").is_file() == (not key.startswith("weekly"))
+    # default options: a GEXF for every timespan with stories; pictures for overall, monthly and custom, not
+    # weekly; a timespan without stories gets no folder at all
+    for key, stories, *_ in EXPECTED_COUNTS:
+        assert (folder / key / "link_map.gexf").is_file() == (stories > 0)
+        assert (folder / key / "link_map.png").is_file() == (stories > 0 and not key.startswith("weekly"))
+    assert not (folder / "weekly_2026-01-26").exists()
 
     stories_csv = folder / "overall" / "stories.csv"
     original = stories_csv.read_bytes()

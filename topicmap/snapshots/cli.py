@@ -34,7 +34,10 @@ def format_snapshot_paths(paths: dict[str, Any], brief: bool = False) -> str:
         f"  link map (GEXF): {paths['link_map_gexf'] or '-'}",
         f"  timespans, each in {folder}/<timespan>/ (Parquet + CSV tables, link_map.gexf, link_map.png if drawn):",
     ]
-    shown = [t for t in paths["timespans"] if not (brief and t["period"] == "weekly")]
+    empty = [t for t in paths["timespans"] if t["empty"]]
+    # The brief report (make demo) sums up the weekly timespans; both leave out the empty ones, which a topic
+    # over decades has by the thousand: they are counted on one line instead.
+    shown = [t for t in paths["timespans"] if not t["empty"] and not (brief and t["period"] == "weekly")]
     width = max((len(t["key"]) for t in shown), default=0)
     for ts in shown:
         counts = ts["counts"]
@@ -44,12 +47,19 @@ def format_snapshot_paths(paths: dict[str, Any], brief: bool = False) -> str:
             f"{counts.get('story_count', 0):>6} stories {counts.get('story_link_count', 0):>6} story links "
             f"{counts.get('medium_count', 0):>5} media  [{maps}]"
         )
-    weekly = [t for t in paths["timespans"] if t["period"] == "weekly"]
+    weekly = [t for t in paths["timespans"] if t["period"] == "weekly" and not t["empty"]]
     if brief and weekly:
         lines.append(
             f"    + {len(weekly)} weekly timespans ({weekly[0]['key']} .. {weekly[-1]['key']}): "
             f"python -m topicmap.snapshots.cli {paths['topic']} --snapshot-id {paths['snapshots_id']} lists them"
         )
+    if empty:
+        by_period = ", ".join(
+            f"{sum(t['period'] == period for t in empty)} {period}"
+            for period in dict.fromkeys(t["period"] for t in empty)
+        )
+        plural = "s" if len(empty) != 1 else ""
+        lines.append(f"    + {len(empty)} timespan{plural} without stories ({by_period}): recorded, no files")
     return "\n".join(lines)
 
 

@@ -31,6 +31,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -57,7 +58,7 @@ from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, topicmap_home, utc
 
 #: Bumped whenever this code would write different files from the same inputs: part of every snapshot key.
-SNAPSHOT_CODE_VERSION = 1
+SNAPSHOT_CODE_VERSION = 2  # 2: no files for empty timespans, delta-encoded Parquet integers
 #: Periods whose timespans get a rendered PNG by default. A weekly picture costs ~0.5-3 s each (a topic of
 #: four months has ~17 weeks); every timespan always gets its GEXF.
 DEFAULT_PICTURE_PERIODS: tuple[str, ...] = ("overall", "monthly", "custom")
@@ -537,25 +538,18 @@ def _write_folder(
     staging: Path,
     log: Callable[[str], None],
 ) -> None:
-    """Everything of one snapshot into ``staging``; the manifest is written last and lists every file."""
-    write_snapshot_files(result, staging, csv=True)
-    extra: list[Path] = []
-    for snap in result.timespans:
-        ts = snap.timespan
-        folder = staging / ts.key
-        label = f"{inputs.topic_name} · {ts.name} ({ts.start_date.isoformat()} to {ts.last_date.isoformat()})"
-        extra.append(write_gexf(snap.medium_link_counts, snap.medium_links, folder / GEXF_NAME, label))
-        if ts.period in options.picture_periods:
-            extra.append(
-                render_link_map(
-                    snap.medium_link_counts,
-                    snap.medium_links,
-                    folder / PNG_NAME,
-                    title=f"Media link map · {label}",
-                    top_labels=options.top_labels,
-                )
-            )
-    log(f"wrote {len(result.timespans)} GEXF maps and {sum(p.suffix == '.png' for p in extra)} pictures")
+    """Everything of one snapshot into ``staging``; the manifest is written last and lists every file.
+
+    The tables are written by a background thread (pyarrow and hashlib release the GIL) while this thread
+    draws the maps, so the pictures' fixed cost overlaps the files' cost when a second core is free.
+    """
+    with ThreadPoolExecutor(max_workers=1) as background:
+        tables = background.submit(write_snapshot_files, result, staging, csv=True)
+        try:
+            extra = _write_maps(result, inputs, options, staging)
+        finally:
+            tables.result()  # wait (and raise its error) before anything reads the manifest
+    _log_written(result, extra, log)
     _write_json(staging / PROVENANCE_NAME, provenance)
     extra.append(staging / PROVENANCE_NAME)
     manifest = read_manifest(staging)
@@ -573,6 +567,39 @@ def _write_folder(
     tmp = staging / f".{MANIFEST_NAME}.tmp"
     _write_json(tmp, manifest)
     os.replace(tmp, staging / MANIFEST_NAME)
+
+
+def _write_maps(
+    result: SnapshotResult, inputs: SnapshotInputs, options: SnapshotOptions, staging: Path
+) -> list[Path]:
+    """A GEXF for every timespan with stories, a PNG for those of ``options.picture_periods``."""
+    extra: list[Path] = []
+    for snap in result.timespans:
+        ts = snap.timespan
+        if snap.empty:  # recorded in the manifest and the store, but no map of nothing
+            continue
+        folder = staging / ts.key
+        label = f"{inputs.topic_name} · {ts.name} ({ts.start_date.isoformat()} to {ts.last_date.isoformat()})"
+        extra.append(write_gexf(snap.medium_link_counts, snap.medium_links, folder / GEXF_NAME, label))
+        if ts.period in options.picture_periods:
+            extra.append(
+                render_link_map(
+                    snap.medium_link_counts,
+                    snap.medium_links,
+                    folder / PNG_NAME,
+                    title=f"Media link map · {label}",
+                    top_labels=options.top_labels,
+                )
+            )
+    return extra
+
+
+def _log_written(result: SnapshotResult, extra: list[Path], log: Callable[[str], None]) -> None:
+    empty = sum(snap.empty for snap in result.timespans)
+    log(
+        f"wrote {sum(p.suffix == '.gexf' for p in extra)} GEXF maps and {sum(p.suffix == '.png' for p in extra)} "
+        f"pictures; {empty} of {len(result.timespans)} timespans have no stories (recorded, no files)"
+    )
 
 
 def _set_aside(folder: Path) -> Path:
@@ -807,8 +834,8 @@ def snapshot_paths(
 
     Returns ``snapshots_id``, ``snapshot_key``, ``snapshot_date``, ``iteration``, ``folder``, ``manifest``,
     ``provenance``, ``link_map_png`` / ``link_map_gexf`` (of the overall timespan, None if absent) and
-    ``timespans``: one dict per timespan (key, period, name, start_date, last_date, counts, folder, files,
-    gexf, png). Raises ``StoreError`` for an unknown topic, a missing snapshot or a vanished folder.
+    ``timespans``: one dict per timespan (key, period, name, start_date, last_date, counts, empty, folder,
+    files, gexf, png); an empty timespan (no stories) has no files and no folder. Raises ``StoreError`` for an unknown topic, a missing snapshot or a vanished folder.
     """
     home = home or topicmap_home()
     topics_id = int(store.topic_row(topic)["topics_id"])
@@ -829,11 +856,14 @@ def snapshot_paths(
         ts_key = entry["key"]
         own = [folder / name for name in files if name.startswith(f"{ts_key}/")]
         gexf, png = folder / ts_key / GEXF_NAME, folder / ts_key / PNG_NAME
+        counts = entry.get("counts", {})
         timespans.append(
             {
                 **{k: entry[k] for k in ("key", "period", "name", "start_date", "last_date")},
-                "counts": entry.get("counts", {}),
-                "folder": folder / ts_key,
+                "counts": counts,
+                # format 1 wrote files for empty timespans too and had no flag
+                "empty": bool(entry.get("empty", counts.get("story_count", 0) == 0)),
+                "folder": None if not own else folder / ts_key,
                 "files": own,
                 "gexf": gexf if gexf in own else None,
                 "png": png if png in own else None,
@@ -856,7 +886,7 @@ def snapshot_paths(
 
 
 def timespan_rows(result: SnapshotResult) -> list[dict[str, Any]]:
-    """One plain dict per timespan (for metadata and reports): key, period, dates, counts."""
+    """One plain dict per timespan (for metadata and reports): key, period, dates, counts, empty."""
     return [
         {
             "key": snap.timespan.key,
@@ -865,6 +895,7 @@ def timespan_rows(result: SnapshotResult) -> list[dict[str, Any]]:
             "start_date": snap.timespan.start_date.isoformat(),
             "last_date": snap.timespan.last_date.isoformat(),
             **asdict(snap.counts),
+            "empty": snap.empty,
         }
         for snap in result.timespans
     ]
