@@ -35,7 +35,7 @@ def demo_web() -> DemoWeb:
     return generate_demo_web(**WEB)
 
 
-def topics_yaml(web: DemoWeb, max_iterations: int = 4) -> str:
+def topics_yaml(web: DemoWeb, max_iterations: int = 2) -> str:
     start = min(story["publish_date"] for story in web.archive_stories)[:10]
     end = max(story["publish_date"] for story in web.archive_stories)[:10]
     return (

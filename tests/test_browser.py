@@ -20,9 +20,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import requests
+from dagster_graphql import DagsterGraphQLClient
 
 from tests import demo_topic
 from tests.dagster_deploy import ROOT, DagsterGraphQL, free_port, stop_process_tree, write_instance
@@ -167,21 +169,90 @@ def _wait(driver, what: str, condition, patience: float = PAGE_PATIENCE_SECONDS)
 def test_lineage_graph_shows_every_asset(webserver: DagsterGraphQL, browser) -> None:  # noqa: ANN001
     from selenium.webdriver.common.by import By
 
-    names = {
-        "/".join(node["assetKey"]["path"])
-        for node in webserver.query("{ assetNodes { assetKey { path } } }")["assetNodes"]
-    }
+    nodes = webserver.query("{ assetNodes { assetKey { path } groupName } }")["assetNodes"]
+    names = {"/".join(node["assetKey"]["path"]) for node in nodes}
     assert {"archive_stories", "seeds", "fetched_links", "snapshots", "click_totals"} <= names
-    browser.get(f"{webserver.base_url}/asset-groups")
+    # the UI collapses groups when there are several; open them all, as a user clicking each group would
+    groups = sorted({node["groupName"] for node in nodes})
+    expanded = ",".join(f"global@global:{group}" for group in groups)
+    browser.get(f"{webserver.base_url}/asset-groups?expanded={quote(expanded)}")
 
     def nodes_shown(driver) -> set[str] | None:  # noqa: ANN001
-        # asset nodes are SVG foreignObjects; bare names also appear in the sidebar, so match inside the graph
+        # asset nodes are SVG foreignObjects (bare names also appear in the sidebar, so look in the graph)
         shown = {
             element.text.split("\n")[0].strip()
             for element in driver.find_elements(By.CSS_SELECTOR, "[class*='AssetNode_assetNodeContainer']")
         }
-        return shown if names <= shown else None
+        if names <= shown:
+            return shown
+        if shown:  # the graph renders only what is in view: zoom out, as a user would, until all is
+            driver.find_element(By.XPATH, "//*[@aria-label='zoom_out']/ancestor::button").click()
+        return None
 
     with screenshot_on_failure(browser, "lineage"):
         shown = _wait(browser, f"all {len(names)} asset nodes in the lineage graph", nodes_shown)
     assert names <= shown
+
+
+def test_snapshot_page_shows_its_metadata_and_link_map(webserver: DagsterGraphQL, browser) -> None:  # noqa: ANN001
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{webserver.base_url}/assets/snapshots?view=events&partition={demo_topic.TOPIC}")
+
+    def metadata_shown(driver) -> bool:  # noqa: ANN001
+        text = driver.find_element(By.TAG_NAME, "body").text
+        return all(label in text for label in ("snapshot_key", "timespan_counts", "link_map_preview"))
+
+    def picture_shown(driver):  # noqa: ANN001, ANN202
+        for image in driver.find_elements(By.TAG_NAME, "img"):
+            embedded = (image.get_attribute("src") or "").startswith("data:image/png;base64,")
+            if embedded and driver.execute_script(
+                "return arguments[0].complete && arguments[0].naturalWidth", image
+            ):
+                return image
+        # markdown metadata may sit behind a "Show" link in the metadata table
+        for link in driver.find_elements(
+            By.XPATH, "//*[contains(text(), 'link_map_preview')]/following::*[contains(., 'Show')][1]"
+        ):
+            if link.is_displayed():
+                link.click()
+                break
+        return None
+
+    with screenshot_on_failure(browser, "snapshot-page"):
+        _wait(browser, "the snapshot's metadata", metadata_shown)
+        image = _wait(browser, "the link-map picture", picture_shown)
+    assert browser.execute_script("return arguments[0].naturalWidth", image) >= 200
+
+
+def test_materialize_button_launches_a_run_that_succeeds(webserver: DagsterGraphQL, browser) -> None:  # noqa: ANN001
+    from selenium.webdriver.common.by import By
+
+    before = {run["runId"] for run in webserver.runs()}
+    browser.get(f"{webserver.base_url}/assets/archive_stories")
+
+    def materialize_button(driver):  # noqa: ANN001, ANN202
+        for button in driver.find_elements(By.TAG_NAME, "button"):
+            if button.text.strip() == "Materialize" and button.is_enabled():
+                return button
+        return None
+
+    with screenshot_on_failure(browser, "materialize"):
+        _wait(browser, "the Materialize button", materialize_button).click()
+
+        def launched() -> dict | None:
+            new = [run for run in webserver.runs() if run["runId"] not in before]
+            return new[0] if new else None
+
+        run = _wait(browser, "a run launched by the click", lambda _: launched())
+    assert run["assets"] == {"archive_stories"}
+    # the run is read back through GraphQL; patience is measured from its last status change
+    client = DagsterGraphQLClient("127.0.0.1", port_number=int(webserver.base_url.rsplit(":", 1)[1]))
+    status, since = None, time.monotonic()
+    while status not in ("SUCCESS", "FAILURE", "CANCELED"):
+        current = client.get_run_status(run["runId"]).value
+        if current != status:
+            status, since = current, time.monotonic()
+        assert time.monotonic() - since < RUN_PATIENCE_SECONDS, f"run {run['runId']} stuck in {status}"
+        time.sleep(1)
+    assert status == "SUCCESS", webserver.run_messages(run["runId"])[-10:]
