@@ -54,7 +54,7 @@ def prepare(
     server_port: int,
     interval: float,
     declare_topic: bool = True,
-    max_iterations: int = 4,
+    max_iterations: int = 2,
 ) -> dict[str, str]:
     """Write the archive drop and the topics file under ``home``; the environment every process needs."""
     drops = home / "drops"

@@ -138,7 +138,9 @@ def browser() -> Iterator:
 
 @contextmanager
 def screenshot_on_failure(driver, name: str) -> Iterator[None]:  # noqa: ANN001
-    """Keep what the browser showed when a check failed: /tmp/topicmap-ui-<name>.png."""
+    """Keep what the browser showed when a check failed: /tmp/topicmap-ui-<name>.png.
+
+    With TOPICMAP_UI_SCREENSHOTS=<folder>, every step's screen is kept there, failed or not (to look at)."""
     try:
         yield
     except BaseException:
@@ -146,6 +148,10 @@ def screenshot_on_failure(driver, name: str) -> Iterator[None]:  # noqa: ANN001
         driver.save_screenshot(str(shot))
         print(f"screenshot of the failure: {shot}")
         raise
+    if os.environ.get("TOPICMAP_UI_SCREENSHOTS"):
+        folder = Path(os.environ["TOPICMAP_UI_SCREENSHOTS"])
+        folder.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(folder / f"{name}.png"))
 
 
 def _wait(driver, what: str, condition, patience: float = PAGE_PATIENCE_SECONDS):  # noqa: ANN001, ANN202
@@ -210,13 +216,14 @@ def test_snapshot_page_shows_its_metadata_and_link_map(webserver: DagsterGraphQL
                 "return arguments[0].complete && arguments[0].naturalWidth", image
             ):
                 return image
-        # markdown metadata may sit behind a "Show" link in the metadata table
+        # markdown metadata sits behind a "[Show Markdown]" link in its row of the metadata table
         for link in driver.find_elements(
-            By.XPATH, "//*[contains(text(), 'link_map_preview')]/following::*[contains(., 'Show')][1]"
+            By.XPATH,
+            "//*[normalize-space(text())='link_map_preview']/ancestor::*[.//*[contains(text(), 'Show Markdown')]][1]"
+            "//*[contains(text(), 'Show Markdown')]",
         ):
-            if link.is_displayed():
-                link.click()
-                break
+            link.click()
+            break
         return None
 
     with screenshot_on_failure(browser, "snapshot-page"):
