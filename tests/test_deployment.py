@@ -208,3 +208,28 @@ def test_monitoring_sees_a_reused_pid(monitored_instance: dg.DagsterInstance) ->
     assert launcher.check_run_worker_health(run).status == WorkerStatus.RUNNING
     result = launcher.check_run_worker_health(old)
     assert result.status == WorkerStatus.FAILED and "pid reused" in (result.msg or "")
+
+
+def test_spider_sensor_waits_for_dagsters_own_retry(monitored_instance: dg.DagsterInstance) -> None:
+    """A crashed spider run that run_retries will re-launch is not launched a second time by the sensor."""
+    from sensors.spider import retries_pending
+
+    topic = f"retry-{uuid.uuid4().hex[:6]}"
+    crashed = monitored_instance.add_run(
+        dg.DagsterRun(
+            job_name="spider_iteration_job",
+            run_id=str(uuid.uuid4()),
+            status=dg.DagsterRunStatus.FAILURE,
+            tags={"topicmap/topic": topic, "dagster/will_retry": "true"},
+        )
+    )
+    assert retries_pending(monitored_instance, topic) == 1
+    monitored_instance.add_run(
+        dg.DagsterRun(
+            job_name="spider_iteration_job",
+            run_id=str(uuid.uuid4()),
+            status=dg.DagsterRunStatus.STARTED,
+            tags={"topicmap/topic": topic, "dagster/parent_run_id": crashed.run_id},
+        )
+    )
+    assert retries_pending(monitored_instance, topic) == 0  # the retry exists: it counts as in progress
