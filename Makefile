@@ -4,9 +4,25 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export TOPICMAP_HOME ?= $(CURDIR)/.topicmap
-export DAGSTER_HOME ?= $(TOPICMAP_HOME)/dagster_home
 
-.PHONY: demo test ui lint bench clean venv
+# The Dagster instance `make ui` and `make demo` use: `local` (default: SQLite under DAGSTER_HOME) or `postgres`
+# (deploy/dagster.yaml: needs DAGSTER_PG_HOST, DAGSTER_PG_PORT, DAGSTER_PG_DB, DAGSTER_PG_USERNAME and
+# DAGSTER_PG_PASSWORD, e.g. `make ui TOPICMAP_INSTANCE=postgres`). Both have the same run queue, limits,
+# run monitoring and retries; each gets its own DAGSTER_HOME unless you set one.
+TOPICMAP_INSTANCE ?= local
+ifeq ($(TOPICMAP_INSTANCE),postgres)
+export DAGSTER_HOME ?= $(TOPICMAP_HOME)/dagster_home_postgres
+INSTANCE_TEMPLATE := deploy/dagster.yaml
+else ifeq ($(TOPICMAP_INSTANCE),local)
+export DAGSTER_HOME ?= $(TOPICMAP_HOME)/dagster_home
+INSTANCE_TEMPLATE := deploy/dagster.local.yaml
+else
+$(error TOPICMAP_INSTANCE must be local or postgres, not "$(TOPICMAP_INSTANCE)")
+endif
+PG_VARS := DAGSTER_PG_HOST DAGSTER_PG_PORT DAGSTER_PG_DB DAGSTER_PG_USERNAME DAGSTER_PG_PASSWORD
+MANAGED := \# topicmap-managed
+
+.PHONY: demo test ui lint bench clean venv instance
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,8 +32,19 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-demo: $(STAMP)
-	mkdir -p $(DAGSTER_HOME)
+# $(DAGSTER_HOME)/dagster.yaml from the template, refreshed on every call; a file you wrote yourself (without
+# the first line below) is kept as it is. The demo's old one-line file (telemetry only) counts as ours.
+instance:
+	@mkdir -p $(DAGSTER_HOME)
+	@if [ "$(TOPICMAP_INSTANCE)" = postgres ]; then for v in $(PG_VARS); do \
+	  printenv $$v >/dev/null || { echo "TOPICMAP_INSTANCE=postgres needs $$v (see deploy/README.md)"; exit 1; }; done; fi
+	@f=$(DAGSTER_HOME)/dagster.yaml; \
+	if [ ! -f $$f ] || head -n 1 $$f | grep -q '^$(MANAGED)' || [ "$$(cat $$f)" = "$$(printf 'telemetry:\n  enabled: false')" ]; then \
+	  { echo "$(MANAGED): copied from $(INSTANCE_TEMPLATE) by make; edit the template, or drop this line to keep your own"; \
+	    cat $(INSTANCE_TEMPLATE); } > $$f.tmp && mv $$f.tmp $$f && echo "Dagster instance: $$f (from $(INSTANCE_TEMPLATE))"; \
+	else echo "Dagster instance: keeping $$f (not written by make)"; fi
+
+demo: $(STAMP) instance
 	$(BIN)/python -m orchestration.demo
 
 test: $(STAMP)
@@ -26,8 +53,8 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q
 
-ui: $(STAMP)
-	mkdir -p $(DAGSTER_HOME)
+# webserver + daemon (`dagster dev`) on the instance above; production runs them apart (deploy/README.md)
+ui: $(STAMP) instance
 	$(BIN)/dagster dev -w workspace.yaml
 
 lint: $(STAMP)

@@ -36,6 +36,25 @@ def _runs(instance: dg.DagsterInstance, tags: dict[str, str], statuses: list[dg.
     return len(instance.get_run_records(filters=dg.RunsFilter(tags=tags, statuses=statuses), limit=100))
 
 
+def retries_pending(instance: dg.DagsterInstance, topic: str) -> int:
+    """Failed runs of the topic that Dagster's run retries will re-launch (tag dagster/will_retry=true) and
+    have not yet: the sensor waits for them instead of launching the same work a second time."""
+    failed = instance.get_run_records(
+        filters=dg.RunsFilter(
+            tags={"topicmap/topic": topic, "dagster/will_retry": "true"},
+            statuses=[dg.DagsterRunStatus.FAILURE],
+        ),
+        limit=20,
+    )
+    return sum(
+        1
+        for record in failed
+        if not instance.get_run_records(
+            filters=dg.RunsFilter(tags={"dagster/parent_run_id": record.dagster_run.run_id}), limit=1
+        )
+    )
+
+
 def spider_tags(topic: str, iteration: int | None, stage: str) -> dict[str, str]:
     return {"topicmap/topic": topic, "topicmap/iteration": str(iteration), "topicmap/stage": stage}
 
@@ -73,7 +92,8 @@ def spider_iterations(
         iteration = facts.pending_iteration if facts.pending_iteration is not None else facts.iterations_done
         facts = replace(
             facts,
-            runs_in_progress=_runs(context.instance, {"topicmap/topic": topic_name}, RUNS_IN_PROGRESS),
+            runs_in_progress=_runs(context.instance, {"topicmap/topic": topic_name}, RUNS_IN_PROGRESS)
+            + retries_pending(context.instance, topic_name),
             failed_attempts=_runs(
                 context.instance, spider_tags(topic_name, iteration, "spider"), [dg.DagsterRunStatus.FAILURE]
             ),

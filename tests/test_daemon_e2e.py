@@ -1,142 +1,324 @@
-"""End to end: the real Dagster daemon on the code location launches the runs its sensors decide on.
+"""End to end on the production instance: PostgreSQL, `dagster-daemon run` and `dagster-webserver`, driven
+and read through GraphQL, with a spider run killed by SIGKILL half way.
 
-The topic registry sensor sees a new topic in the topics file, adds its partition and launches its seeds
-run; then the spider sensor launches the topic's first iteration. Both are real runs, launched by the daemon
-in subprocesses that load workspace.yaml, exactly as in production.
+The test creates its own databases (Dagster's and the topic store's) on the test server, writes a
+DAGSTER_HOME from deploy/dagster.yaml, serves a small demo web on loopback and starts the webserver and the
+daemon on workspace.yaml, exactly as deploy/README.md says. Through GraphQL it turns the topic sensors on,
+loads the archive and then declares a topic; the sensors carry it from seeds through every spider iteration
+to a snapshot. While a spider iteration is writing, its run worker is killed with -9: the run must be marked
+failed within a bounded time, a retry must be launched, the topic must complete, and the store must hold
+exactly the rows an in-process run of the same topic holds (nothing lost, nothing twice).
+
+It waits on progress (new runs, run status changes, new events, new rows), never on a total deadline: a
+busy machine makes it slower, not red. It fails when nothing at all moves for NO_PROGRESS_SECONDS.
 """
 
+from __future__ import annotations
+
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
-import dagster as dg
 import pytest
+import requests
+import yaml
+from dagster_graphql import DagsterGraphQLClient
+from sqlalchemy import create_engine, func, select, text
 
+from tests import demo_topic
+from tests.dagster_deploy import (
+    DEPLOY,
+    ROOT,
+    DagsterGraphQL,
+    dagster_pg_env,
+    descendants,
+    free_port,
+    postgres_database,
+    stop_process_tree,
+)
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 
-ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.daemon
+pytestmark = [pytest.mark.daemon, pytest.mark.postgres]
 
-DROP = """url,title,text,publish_date,medium
-https://www.herald.test/2026/01/10/a,Climate summit opens,Delegates discuss carbon emissions.,2026-01-10,Herald
-https://ledger.test/2026/02/02/c,Carbon tax vote,Parliament votes on a carbon tax today.,2026-02-02,Ledger
-https://ledger.test/2026/02/03/d,Local football,The match ended in a draw.,2026-02-03,Ledger
-"""
-TOPICS = """topics:
-  - name: daemon-climate
-    query: climate OR "carbon tax"
-    start_date: 2026-01-01
-    end_date: 2026-03-31
-"""
+#: nothing observable changed for this long: the deployment is stuck (a busy machine only slows it down)
+NO_PROGRESS_SECONDS = 300.0
+#: from the kill to the run's FAILURE: the code server notices its dead child within a second, the
+#: MonitoringDaemon (poll 5 s here) through PidCheckingRunLauncher at the latest one poll later
+FAILURE_DETECTION_BOUND_SECONDS = 90.0
+#: per-domain politeness on the demo web: slow enough that an iteration runs for a while (to be killed)
+SPIDER_INTERVAL = 1.5
+IN_PROGRESS = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"}
+PID_EVENT = re.compile(r"Started process for run \(pid: (\d+)\)")
+T = TypeVar("T")
 
 
-def _runs(instance: dg.DagsterInstance, stage: str) -> list[dg.DagsterRun]:
-    return [
-        r
-        for r in instance.get_runs()
-        if (
-            r.tags.get("topicmap/stage") == stage
-            or (stage == "seeds" and r.tags.get("dagster/sensor_name") == "topic_registry")
-        )
-    ]
+class Deployment:
+    """The running webserver + daemon, the store, and a progress meter over all of them."""
 
-
-def test_daemon_sensors_launch_seeds_and_spider_runs(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    dagster_home = home / "dagster_home"
-    dagster_home.mkdir(parents=True)
-    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
-    drops = home / "drops"
-    drops.mkdir()
-    (drops / "drop.csv").write_text(DROP, encoding="utf-8")
-    (tmp_path / "topics.yaml").write_text(TOPICS, encoding="utf-8")
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(dagster_home),
-        "TOPICMAP_HOME": str(home),
-        "TOPICMAP_TOPICS_FILE": str(tmp_path / "topics.yaml"),
-        "TOPICMAP_SENSOR_INTERVAL_SECONDS": "1",
-    }
-    for name in (
-        "TOPICMAP_DATABASE_URL",
-        "TOPICMAP_FACEBOOK_APP_ID",
-        "TOPICMAP_FACEBOOK_APP_SECRET",
-        "TOPICMAP_BITLY_TOKEN",
+    def __init__(
+        self, graphql: DagsterGraphQL, client: DagsterGraphQLClient, dagster_db: str, store: TopicStore
     ):
-        env.pop(name, None)
-    # The archive is loaded first, as an operator would; the sensors take it from there.
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dagster",
-            "asset",
-            "materialize",
-            "--select",
-            "archive_stories",
-            "-m",
-            "orchestration.definitions",
-        ],
+        self.graphql = graphql
+        self.client = client
+        self.store = store
+        self._dagster_engine = create_engine(dagster_db)
+        self.processes: dict[str, tuple[subprocess.Popen, Path]] = {}
+        self._last: object = None
+        self._since = time.monotonic()
+
+    def _fingerprint(self) -> object:
+        """Anything that moves when the deployment works: runs and their states, events, store rows."""
+        try:
+            self.graphql.query("{ version }")
+        except requests.ConnectionError:  # the webserver is still starting: its log shows its progress
+            return tuple(log.stat().st_size for _, log in self.processes.values())
+        runs = tuple(sorted((r["runId"], r["status"]) for r in self.graphql.runs()))
+        with self._dagster_engine.connect() as conn:
+            events = conn.execute(text("SELECT max(id) FROM event_logs")).scalar_one_or_none()
+        with self.store.engine.connect() as conn:
+            processed = conn.execute(
+                select(func.count()).where(s.topic_fetch_urls.c.state.not_in(("pending", "requeued")))
+            ).scalar_one()
+        return runs, events, processed
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {name} (last lines):\n" + log.read_text(errors="replace")[-4000:]
+            for name, (_, log) in self.processes.items()
+        )
+
+    def wait_for(self, what: str, condition: Callable[[], T | None], poll: float = 1.0) -> T:
+        """Poll ``condition`` until it returns a value; fail only when nothing progresses for a long time."""
+        while True:
+            found = condition()
+            if found:
+                return found
+            for name, (process, _) in self.processes.items():
+                assert process.poll() is None, (
+                    f"{name} exited ({process.returncode}) waiting for {what}\n{self.logs()}"
+                )
+            fingerprint = self._fingerprint()
+            if fingerprint != self._last:
+                self._last, self._since = fingerprint, time.monotonic()
+            elif time.monotonic() - self._since > NO_PROGRESS_SECONDS:
+                pytest.fail(f"no progress for {NO_PROGRESS_SECONDS:.0f} s waiting for {what}\n{self.logs()}")
+            time.sleep(poll)
+
+    def topic_runs(self) -> list[dict]:
+        return self.graphql.runs({"topicmap/topic": demo_topic.TOPIC})
+
+    def processed_urls(self) -> int:
+        with self.store.engine.connect() as conn:
+            return conn.execute(
+                select(func.count()).where(s.topic_fetch_urls.c.state.not_in(("pending", "requeued")))
+            ).scalar_one()
+
+
+def _start(name: str, argv: list[str], env: dict[str, str], logs: Path) -> tuple[subprocess.Popen, Path]:
+    log_path = logs / f"{name}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return process, log_path
+
+
+def _in_process_reference(tmp_path: Path, web, server_port: int) -> dict[str, int]:  # noqa: ANN001
+    """The same topic run in process (no politeness, SQLite): the counts the deployment must reproduce."""
+    home = tmp_path / "reference"
+    env = demo_topic.prepare(home, web, server_port, interval=0.0)
+    env["DAGSTER_HOME"] = str(home / "dagster_home")
+    (home / "dagster_home").mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.demo_topic"],
         cwd=ROOT,
         env=env,
-        check=True,
         capture_output=True,
-        timeout=180,
+        text=True,
+        check=False,
     )
-    log = open(tmp_path / "daemon.log", "wb")  # noqa: SIM115 - closed in finally
-    daemon = subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, dict[str, int], Path, str]]:
+    from topicmap.demo.server import serve_demo_web
+
+    web = demo_topic.demo_web()
+    with (
+        serve_demo_web(web) as server,
+        postgres_database("tm_e2e_dagster") as dagster_db,
+        postgres_database("tm_e2e_store") as store_db,
+    ):
+        reference = _in_process_reference(tmp_path, web, server.port)
+        home = tmp_path / "deployed"
+        env = demo_topic.prepare(home, web, server.port, interval=SPIDER_INTERVAL, declare_topic=False)
+        dagster_home = home / "dagster_home"
+        dagster_home.mkdir(parents=True)
+        config = yaml.safe_load((DEPLOY / "dagster.yaml").read_text(encoding="utf-8"))
+        config["run_monitoring"]["poll_interval_seconds"] = 5  # production polls every 30 s
+        (dagster_home / "dagster.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+        store_url = store_db.replace("postgresql://", "postgresql+psycopg2://", 1)
+        env.update(
+            dagster_pg_env(dagster_db),
+            DAGSTER_HOME=str(dagster_home),
+            TOPICMAP_DATABASE_URL=store_url,
+            TOPICMAP_SENSOR_INTERVAL_SECONDS="2",
+        )
+        store = TopicStore.open(store_url)
+        port = free_port()
+        graphql = DagsterGraphQL(port)
+        deployed = Deployment(graphql, DagsterGraphQLClient("127.0.0.1", port_number=port), dagster_db, store)
+        bin_dir = Path(sys.executable).parent
+        logs = tmp_path / "logs"
+        logs.mkdir()
+        try:
+            deployed.processes["webserver"] = _start(
+                "webserver",
+                [
+                    str(bin_dir / "dagster-webserver"),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "-w",
+                    "workspace.yaml",
+                ],
+                env,
+                logs,
+            )
+
+            def webserver_up() -> bool:
+                try:
+                    return (
+                        requests.get(f"http://127.0.0.1:{port}/server_info", timeout=5).ok
+                        and graphql.location_loaded()
+                    )
+                except requests.ConnectionError:
+                    return False
+
+            deployed.wait_for("the webserver and its code location", webserver_up)
+            # Sensors are set before the daemon first ticks: the topic's own sensors on, the click refetch
+            # sensors off (they need Bit.ly, which this deployment has no token for).
+            for sensor in graphql.sensors():
+                keys = {"/".join(k["path"]) for k in (sensor["assetSelection"] or {}).get("assetKeys", [])}
+                graphql.set_sensor(sensor, running=keys != {"click_totals"})
+            deployed.processes["daemon"] = _start(
+                "daemon", [str(bin_dir / "dagster-daemon"), "run", "-w", "workspace.yaml"], env, logs
+            )
+            yield deployed, reference, home, demo_topic.topics_yaml(web)
+        finally:
+            for process, _ in deployed.processes.values():
+                stop_process_tree(process)
+            store.dispose()
+            deployed._dagster_engine.dispose()
+
+
+def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spider_run(
+    deployment: tuple[Deployment, dict[str, int], Path, str],
+) -> None:
+    deployed, reference, home, topics_yaml = deployment
+    graphql = deployed.graphql
+
+    # 1. The operator loads the archive (a run through the queue), then declares the topic.
+    archive_run = graphql.launch_assets("archive_stories")
+    deployed.wait_for(
+        "archive_stories", lambda: deployed.client.get_run_status(archive_run).value in ("SUCCESS", "FAILURE")
     )
-    os.environ["DAGSTER_HOME"], previous = str(dagster_home), os.environ.get("DAGSTER_HOME")
-    try:
-        instance = dg.DagsterInstance.get()
-        deadline = time.monotonic() + 300
-        spider_runs: list[dg.DagsterRun] = []
-        post_runs: list[dg.DagsterRun] = []
-        while time.monotonic() < deadline:
-            spider_runs = [r for r in _runs(instance, "spider") if r.status == dg.DagsterRunStatus.SUCCESS]
-            post_runs = _runs(instance, "post-spider")
-            if any(r.status in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE) for r in post_runs):
-                break
-            assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
-            time.sleep(2)
-        seeds_runs = [r for r in instance.get_runs() if r.tags.get("dagster/sensor_name") == "topic_registry"]
-        assert seeds_runs, (
-            "the topic registry sensor launched no run:\n" + (tmp_path / "daemon.log").read_text()[-3000:]
-        )
-        assert seeds_runs[-1].status == dg.DagsterRunStatus.SUCCESS
-        assert spider_runs, (
-            "the spider sensor launched no successful run:\n" + (tmp_path / "daemon.log").read_text()[-3000:]
-        )
-        assert spider_runs[0].tags["topicmap/topic"] == "daemon-climate"
-        assert spider_runs[0].tags["dagster/partition"] == "daemon-climate"
-        # once no pending link is left, the post-spider stages run (dedup, statistics without Facebook
-        # credentials configured, the WARC export) as one run the sensor requested
-        assert post_runs and post_runs[0].status == dg.DagsterRunStatus.SUCCESS, (
-            "post-spider run missing or failed:\n" + (tmp_path / "daemon.log").read_text()[-3000:]
-        )
-        store = TopicStore.open(f"sqlite:///{home / 'topicmap.sqlite3'}")
-        topics_id = store.topic_row("daemon-climate")["topics_id"]
-        assert store.table_count(s.topic_seed_urls, topics_id=topics_id) == 2
-        assert store.table_count(s.topic_stories, topics_id=topics_id) == 2
-    finally:
-        if daemon.poll() is None:
-            os.killpg(daemon.pid, signal.SIGTERM)
-            try:
-                daemon.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(daemon.pid, signal.SIGKILL)
-        log.close()
-        if previous is None:
-            os.environ.pop("DAGSTER_HOME", None)
-        else:
-            os.environ["DAGSTER_HOME"] = previous
+    assert deployed.client.get_run_status(archive_run).value == "SUCCESS", graphql.run_messages(archive_run)[
+        -20:
+    ]
+    (home / "topics.yaml").write_text(topics_yaml, encoding="utf-8")
+
+    # 2. The sensors seed the topic and launch its spider iterations. Kill one while it writes.
+    def spider_runs() -> list[dict]:
+        return [r for r in deployed.topic_runs() if "fetched_links" in r["assets"]]
+
+    watched: dict[str, int] = {}  # spider run id -> processed URLs when first seen running
+
+    def killable_run() -> tuple[dict, int] | None:
+        for run in spider_runs():
+            if run["status"] != "STARTED":
+                continue
+            pid = next(
+                (int(m.group(1)) for m in map(PID_EVENT.search, graphql.run_messages(run["runId"])) if m),
+                None,
+            )
+            if pid is None:
+                continue
+            processed = deployed.processed_urls()
+            before = watched.setdefault(run["runId"], processed)
+            if processed > before:  # the run has written a batch: kill it with rows on both sides
+                return run, pid
+        if any(r["status"] == "SUCCESS" for r in deployed.topic_runs() if "snapshots" in r["assets"]):
+            pytest.fail(
+                f"every spider run finished before it could be killed; raise SPIDER_INTERVAL ({watched})"
+            )
+        return None
+
+    victim, pid = deployed.wait_for("a spider run that has written rows", killable_run, poll=0.3)
+    tree = [pid, *descendants(pid)]  # the run worker and its step process
+    for member in tree:
+        os.kill(member, signal.SIGKILL)
+    killed_at = time.monotonic()
+    processed_at_kill = deployed.processed_urls()
+
+    # 3. It is marked failed within a bounded time, and a retry is launched.
+    deployed.wait_for(
+        "the killed run to be marked failed",
+        lambda: deployed.client.get_run_status(victim["runId"]).value == "FAILURE",
+        poll=0.5,
+    )
+    detected_after = time.monotonic() - killed_at
+    assert detected_after < FAILURE_DETECTION_BOUND_SECONDS, detected_after
+    messages = graphql.run_messages(victim["runId"])
+    assert any("signal 9" in m or "run worker process" in m for m in messages), messages[-10:]
+
+    def retry() -> dict | None:
+        for run in spider_runs():
+            created_after = run["creationTime"] > victim["creationTime"]
+            if run["tags"].get("dagster/parent_run_id") == victim["runId"] or (
+                created_after and run["runId"] != victim["runId"]
+            ):
+                return run
+        return None
+
+    retry_run = deployed.wait_for("a retry of the killed spider run", retry)
+
+    # 4. The topic completes: spidering goes on to the snapshot, and nothing is left running.
+    def finished() -> bool:
+        done = any(
+            m["partition"] == demo_topic.TOPIC for m in graphql.materialized_partitions("snapshots")
+        ) and not any(r["status"] in IN_PROGRESS for r in deployed.topic_runs())
+        return done
+
+    deployed.wait_for("the topic's snapshot", finished, poll=2.0)
+    runs = deployed.topic_runs()
+    failed = [r for r in runs if r["status"] == "FAILURE"]
+    assert [r["runId"] for r in failed] == [victim["runId"]], [
+        (r["runId"], r["assets"], graphql.run_messages(r["runId"])[-5:]) for r in failed
+    ]
+    assert deployed.client.get_run_status(retry_run["runId"]).value == "SUCCESS"
+    assert any(m["partition"] == demo_topic.TOPIC for m in graphql.materialized_partitions("seeds"))
+    # one spider run of the topic at a time: the sensor waited for Dagster's retry instead of doubling it
+    spans = sorted((r["startTime"], r["endTime"], r["runId"]) for r in spider_runs() if r["startTime"])
+    overlaps = [(a[2], b[2]) for a, b in zip(spans, spans[1:], strict=False) if b[0] < a[1]]
+    assert overlaps == [], overlaps
+    assert len(spider_runs()) >= 3  # iterations went on after the retry
+
+    # 5. The store holds exactly what an in-process run holds: no URL lost, no row twice.
+    counts = demo_topic.store_counts(deployed.store)
+    assert counts["topic_fetch_urls"] > processed_at_kill > 0
+    assert counts["duplicate_fetch_urls"] == 0 and counts["duplicate_stories"] == 0
+    assert counts == reference, {
+        k: (counts[k], reference[k]) for k in counts if counts[k] != reference.get(k)
+    }
+    caught_by = "its code server" if any("signal 9" in m for m in messages) else "run monitoring"
+    print(f"\nkilled run marked failed after {detected_after:.1f} s by {caught_by}; counts {counts}")

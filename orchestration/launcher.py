@@ -1,0 +1,127 @@
+"""A run launcher whose run workers the MonitoringDaemon can check: Dagster's DefaultRunLauncher plus a pid check.
+
+DefaultRunLauncher starts each run worker as a child process of the code server that holds the code
+location. It implements no worker health check, so Dagster's run monitoring can only time runs out: when
+the code server dies together with its run worker (a host reboot, an OOM kill of the process group, a
+`kill -9` of the tree), nobody reports the failure and the run stays STARTED forever, holding its queue
+and pool slots (see /work/shared/reference/dagster-deploy-notes.md §1e).
+
+Every run worker reports its pid in an engine event when it starts ("Started process for run (pid: N)").
+This launcher reads that pid back and tells the MonitoringDaemon whether the process still lives, so a
+dead worker is marked FAILED at the next monitoring poll; `run_retries` then re-launches it from the
+failure. The check is only trusted where it means something: the code server that launched the run must
+be on this host (loopback or a unix socket, which is what `dagster-daemon run -w workspace.yaml` starts
+for a python_module location). For a code server on another host the check answers RUNNING and leaves
+the run to the `max_runtime_seconds` backstop, because a pid on another machine says nothing here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dagster import DagsterEventType, DagsterRun, DefaultRunLauncher
+from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
+from dagster._core.storage.tags import GRPC_INFO_TAG
+from dagster._serdes.config_class import ConfigurableClassData
+
+#: the engine event a run worker emits when it starts (dagster/_grpc/impl.py)
+STARTED_MESSAGE = "Started process for run (pid: "
+#: engine events read to find the pid: it is among the first few of a run
+PID_EVENT_SEARCH_LIMIT = 50
+LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+
+
+def process_state(pid: int) -> str | None:
+    """'alive', 'zombie' (exited, not yet reaped: it will never run again) or None (no such process)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return "alive"  # exists, owned by another user
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        # the state letter follows the command name in parentheses, which may itself contain spaces
+        state = stat.read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "alive"  # no procfs (macOS): os.kill succeeding is all we know
+    return "zombie" if state in ("Z", "X") else "alive"
+
+
+def process_start_time(pid: int) -> float | None:
+    """The process's start time as a Unix timestamp (from procfs), or None where procfs cannot say."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # field 22 of stat(5): starttime in clock ticks since boot
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+class PidCheckingRunLauncher(DefaultRunLauncher):
+    """DefaultRunLauncher whose run workers the MonitoringDaemon checks by pid (see the module docstring)."""
+
+    @classmethod
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData, config_value: Mapping[str, Any]
+    ) -> PidCheckingRunLauncher:
+        return cls(inst_data=inst_data)
+
+    @property
+    def supports_check_run_worker_health(self) -> bool:
+        return True
+
+    def _worker_is_local(self, run: DagsterRun) -> bool:
+        grpc_info = run.tags.get(GRPC_INFO_TAG)
+        if not grpc_info:
+            return False  # not launched by this launcher (or not yet): nothing to check
+        info = json.loads(grpc_info)
+        if info.get("socket"):
+            return True  # a unix socket is always on this host
+        return info.get("host") in LOOPBACK_HOSTS | {socket.gethostname(), socket.getfqdn()}
+
+    def _worker_pid(self, run: DagsterRun) -> tuple[int, float] | None:
+        """(pid, timestamp of its start event); one small indexed read per STARTED run and poll."""
+        records = self._instance.get_records_for_run(
+            run.run_id, of_type=DagsterEventType.ENGINE_EVENT, limit=PID_EVENT_SEARCH_LIMIT
+        ).records
+        for record in records:
+            entry = record.event_log_entry
+            if entry.message.startswith(STARTED_MESSAGE) and entry.dagster_event is not None:
+                pid_value = entry.dagster_event.engine_event_data.metadata.get("pid")
+                if pid_value is not None:
+                    return int(pid_value.value), entry.timestamp
+        return None
+
+    def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
+        # Anything but RUNNING/SUCCESS makes the MonitoringDaemon fail the run, so "cannot tell" is RUNNING.
+        if not self._worker_is_local(run):
+            return CheckRunHealthResult(
+                WorkerStatus.RUNNING, "the run's code server is not on this host; pid not checked"
+            )
+        found = self._worker_pid(run)
+        if found is None:
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "run worker has not reported its pid yet")
+        pid, reported_at = found
+        state = process_state(pid)
+        if state is None:
+            return CheckRunHealthResult(WorkerStatus.FAILED, f"run worker process {pid} is gone")
+        if state == "zombie":
+            return CheckRunHealthResult(WorkerStatus.FAILED, f"run worker process {pid} has exited")
+        started = process_start_time(pid)
+        # a pid reused by a later process: the worker that reported it is gone (1 s of clock-tick slack)
+        if started is not None and started > reported_at + 1.0:
+            return CheckRunHealthResult(
+                WorkerStatus.FAILED, f"run worker process {pid} is gone (pid reused by a newer process)"
+            )
+        return CheckRunHealthResult(WorkerStatus.RUNNING, f"run worker process {pid} is alive")

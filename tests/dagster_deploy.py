@@ -1,0 +1,226 @@
+"""Helpers for the tests that run Dagster as deployed: a PostgreSQL database of their own, an instance folder
+from deploy/, free loopback ports, and processes that are stopped (with their children) when the test ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from tests.conftest import postgres_url, require_postgres
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+PG_ENV_VARS = (
+    "DAGSTER_PG_HOST",
+    "DAGSTER_PG_PORT",
+    "DAGSTER_PG_DB",
+    "DAGSTER_PG_USERNAME",
+    "DAGSTER_PG_PASSWORD",
+)
+
+
+@contextmanager
+def postgres_database(prefix: str) -> Iterator[str]:
+    """A new, empty database on the test server (its SQLAlchemy URL), dropped afterwards with its connections."""
+    require_postgres()
+    admin_url = postgres_url()
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def dagster_pg_env(database_url: str) -> dict[str, str]:
+    """The DAGSTER_PG_* variables deploy/dagster.yaml reads, for the database at ``database_url``."""
+    url = make_url(database_url)
+    return {
+        "DAGSTER_PG_HOST": url.host or "127.0.0.1",
+        "DAGSTER_PG_PORT": str(url.port or 5432),
+        "DAGSTER_PG_DB": url.database or "",
+        "DAGSTER_PG_USERNAME": url.username or "postgres",
+        "DAGSTER_PG_PASSWORD": url.password or "",
+    }
+
+
+def write_instance(dagster_home: Path, template: str, **overrides: object) -> Path:
+    """``dagster_home/dagster.yaml`` from ``deploy/<template>``; top-level ``overrides`` replace whole keys."""
+    import yaml
+
+    config = yaml.safe_load((DEPLOY / template).read_text(encoding="utf-8"))
+    config.update(overrides)
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    path = dagster_home / "dagster.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (from procfs), children first."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    todo = list(children.get(pid, []))
+    while todo:
+        child = todo.pop(0)
+        found.append(child)
+        todo.extend(children.get(child, []))
+    return found
+
+
+def stop_process_tree(process: subprocess.Popen, timeout: float = 30.0) -> None:
+    """SIGTERM the process and everything it started (code servers, run workers), SIGKILL what lingers."""
+    if process.poll() is not None:
+        return
+    tree = descendants(process.pid)
+    for pid in [process.pid, *tree]:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    with suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=timeout)
+    for pid in [process.pid, *tree]:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    process.wait()
+
+
+class DagsterGraphQL:
+    """Raw GraphQL against a running webserver, for what DagsterGraphQLClient has no call for."""
+
+    def __init__(self, port: int, location: str = "topicmap"):
+        import requests
+
+        self.base_url = f"http://127.0.0.1:{port}"
+        self.url = f"{self.base_url}/graphql"
+        self.location = location
+        self.repository = {"repositoryLocationName": location, "repositoryName": "__repository__"}
+        self._session = requests.Session()
+
+    def query(self, document: str, **variables: object) -> dict:
+        answer = self._session.post(self.url, json={"query": document, "variables": variables}, timeout=120)
+        answer.raise_for_status()
+        body = answer.json()
+        if body.get("errors"):
+            raise AssertionError(f"GraphQL errors: {body['errors']}")
+        return body["data"]
+
+    def location_loaded(self) -> bool:
+        data = self.query(
+            "{ workspaceOrError { ... on Workspace { locationEntries { name "
+            "locationOrLoadError { __typename ... on PythonError { message } } } } } }"
+        )
+        for entry in data["workspaceOrError"].get("locationEntries", []):
+            if entry["name"] == self.location:
+                loaded = entry["locationOrLoadError"]
+                if loaded and loaded["__typename"] == "PythonError":
+                    raise AssertionError(f"code location failed to load: {loaded['message']}")
+                return bool(loaded) and loaded["__typename"] == "RepositoryLocation"
+        return False
+
+    def sensors(self) -> list[dict]:
+        data = self.query(
+            "query($sel: RepositorySelector!) { sensorsOrError(repositorySelector: $sel) { __typename "
+            "... on Sensors { results { name sensorState { id status } "
+            "assetSelection { assetKeys { path } } } } } }",
+            sel=self.repository,
+        )
+        return data["sensorsOrError"]["results"]
+
+    def set_sensor(self, sensor: dict, running: bool) -> None:
+        if running:
+            data = self.query(
+                "mutation($sel: SensorSelector!) { startSensor(sensorSelector: $sel) { __typename "
+                "... on Sensor { sensorState { status } } ... on PythonError { message } } }",
+                sel={**self.repository, "sensorName": sensor["name"]},
+            )
+            assert data["startSensor"].get("sensorState", {}).get("status") == "RUNNING", data
+        else:
+            data = self.query(
+                "mutation($id: String!) { stopSensor(id: $id) { __typename "
+                "... on StopSensorMutationResult { instigationState { status } } ... on PythonError { message } } }",
+                id=sensor["sensorState"]["id"],
+            )
+            assert data["stopSensor"].get("instigationState", {}).get("status") == "STOPPED", data
+
+    def launch_assets(self, *asset_names: str, tags: dict[str, str] | None = None) -> str:
+        """Launch a run of the assets (as the UI's Materialize button does); its run id."""
+        data = self.query(
+            "mutation($params: ExecutionParams!) { launchRun(executionParams: $params) { __typename "
+            "... on LaunchRunSuccess { run { runId } } ... on PythonError { message } "
+            "... on RunConfigValidationInvalid { errors { message } } } }",
+            params={
+                "selector": {
+                    **self.repository,
+                    "jobName": "__ASSET_JOB",
+                    "assetSelection": [{"path": [name]} for name in asset_names],
+                },
+                "mode": "default",
+                "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]},
+            },
+        )
+        assert data["launchRun"]["__typename"] == "LaunchRunSuccess", data
+        return data["launchRun"]["run"]["runId"]
+
+    def runs(self, tags: dict[str, str] | None = None) -> list[dict]:
+        """Runs (newest first), filtered by tags: job names change, the topic tag does not."""
+        data = self.query(
+            "query($filter: RunsFilter) { runsOrError(filter: $filter, limit: 500) { __typename "
+            "... on Runs { results { runId status creationTime startTime endTime "
+            "tags { key value } assetSelection { path } } } } }",
+            filter={"tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]},
+        )
+        runs = data["runsOrError"]["results"]
+        for run in runs:
+            run["tags"] = {tag["key"]: tag["value"] for tag in run["tags"]}
+            run["assets"] = {"/".join(key["path"]) for key in run["assetSelection"] or []}
+        return runs
+
+    def run_messages(self, run_id: str) -> list[str]:
+        messages: list[str] = []
+        cursor = None
+        while True:
+            data = self.query(
+                "query($runId: ID!, $after: String) { logsForRun(runId: $runId, afterCursor: $after, limit: 1000) { "
+                "__typename ... on EventConnection { cursor hasMore events { ... on MessageEvent { message } } } } }",
+                runId=run_id,
+                after=cursor,
+            )["logsForRun"]
+            messages += [event.get("message") or "" for event in data["events"]]
+            if not data["hasMore"]:
+                return messages
+            cursor = data["cursor"]
+
+    def materialized_partitions(self, asset_name: str) -> list[dict]:
+        data = self.query(
+            "query($key: AssetKeyInput!) { assetOrError(assetKey: $key) { __typename "
+            "... on Asset { assetMaterializations(limit: 100) { runId partition timestamp } } } }",
+            key={"path": [asset_name]},
+        )
+        return data["assetOrError"].get("assetMaterializations", [])

@@ -1,0 +1,150 @@
+"""A small topic on the demo web, for the tests that run it as deployed (daemon end to end, browser).
+
+`prepare(home, server_port)` writes what the processes read (archive drop, topics file, fetch settings) and
+returns the environment; `python -m tests.demo_topic [--post-spider]` runs the topic in process (the way
+`make demo` does) in that environment and prints the store's counts as JSON: the reference a deployed run
+must match row for row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from topicmap.demo.web import DemoWeb, generate_demo_web
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore
+
+TOPIC = "deploy-climate"
+#: a 400-story web: big enough for several spider iterations and a snapshot, small enough for 2 cores
+WEB = {"seed": 11, "n_media": 14, "n_stories": 400, "months": 2}
+SPIDER_ASSETS = ["fetched_links", "relevant_stories", "topic_links"]
+DEDUP_ASSETS = ["deduped_media", "deduped_stories", "near_duplicates"]
+#: the rest of the post-spider stages (the browser test shows their metadata and pictures)
+LATER_ASSETS = ["story_statistics", "story_warc_archive", "clusters", "snapshots"]
+SECRETS = ("TOPICMAP_FACEBOOK_APP_ID", "TOPICMAP_FACEBOOK_APP_SECRET", "TOPICMAP_BITLY_TOKEN")
+
+
+def demo_web() -> DemoWeb:
+    return generate_demo_web(**WEB)
+
+
+def topics_yaml(web: DemoWeb, max_iterations: int = 2) -> str:
+    start = min(story["publish_date"] for story in web.archive_stories)[:10]
+    end = max(story["publish_date"] for story in web.archive_stories)[:10]
+    return (
+        "topics:\n"
+        f"  - name: {TOPIC}\n"
+        f"    query: '{web.topic_query_for('climate')}'\n"
+        f"    start_date: {start}\n"
+        f"    end_date: {end}\n"
+        f"    max_iterations: {max_iterations}\n"
+    )
+
+
+def prepare(
+    home: Path,
+    web: DemoWeb,
+    server_port: int,
+    interval: float,
+    declare_topic: bool = True,
+    max_iterations: int = 2,
+) -> dict[str, str]:
+    """Write the archive drop and the topics file under ``home``; the environment every process needs."""
+    drops = home / "drops"
+    drops.mkdir(parents=True, exist_ok=True)
+    web.write_archive_parquet(drops / "archive.parquet", include_html=True)
+    topics_file = home / "topics.yaml"
+    topics_file.write_text(
+        topics_yaml(web, max_iterations) if declare_topic else "topics: []\n", encoding="utf-8"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS and k != "TOPICMAP_DATABASE_URL"}
+    env.update(
+        {
+            "TOPICMAP_HOME": str(home),
+            "TOPICMAP_DROPS_DIR": str(drops),
+            "TOPICMAP_TOPICS_FILE": str(topics_file),
+            "TOPICMAP_PAGE_SOURCE_JSON": json.dumps(
+                {
+                    "allow_networks": [f"127.0.0.1:{server_port}"],
+                    "host_overrides": {"*.test": f"127.0.0.1:{server_port}"},
+                    "default_interval": interval,
+                    "max_workers": 4,
+                }
+            ),
+        }
+    )
+    return env
+
+
+def store_counts(store: TopicStore, topic: str = TOPIC) -> dict[str, int]:
+    """Rows the topic owns, plus the duplicates that must never exist (every URL once per topic, ...)."""
+    counts: dict[str, int] = {}
+    with store.engine.connect() as conn:
+        topics_id = conn.execute(select(s.topics.c.topics_id).where(s.topics.c.name == topic)).scalar_one()
+        for table in (s.topic_seed_urls, s.topic_fetch_urls, s.topic_stories, s.topic_links):
+            counts[table.name] = conn.execute(
+                select(func.count()).select_from(table).where(table.c.topics_id == topics_id)
+            ).scalar_one()
+        for table in (s.stories, s.downloads, s.story_urls):
+            counts[table.name] = conn.execute(select(func.count()).select_from(table)).scalar_one()
+        counts["topic_fetch_urls_pending"] = conn.execute(
+            select(func.count()).where(
+                s.topic_fetch_urls.c.topics_id == topics_id,
+                s.topic_fetch_urls.c.state.in_(("pending", "requeued")),
+            )
+        ).scalar_one()
+        f = s.topic_fetch_urls
+        dup_urls = (
+            select(f.c.url).where(f.c.topics_id == topics_id).group_by(f.c.url).having(func.count() > 1)
+        )
+        counts["duplicate_fetch_urls"] = conn.execute(
+            select(func.count()).select_from(dup_urls.subquery())
+        ).scalar_one()
+        st = s.stories
+        dup_stories = select(st.c.url).group_by(st.c.media_id, st.c.url).having(func.count() > 1)
+        counts["duplicate_stories"] = conn.execute(
+            select(func.count()).select_from(dup_stories.subquery())
+        ).scalar_one()
+    return counts
+
+
+def run_in_process(post_spider: bool) -> dict[str, int]:
+    """archive_stories, seeds, every spider iteration, dedup (and with ``post_spider`` the later stages)."""
+    import dagster as dg
+
+    from orchestration.definitions import defs
+    from orchestration.runs import materialize_selection
+    from topicmap.spider.plan import decide, read_spider_facts
+    from topicmap.topics.declarations import load_topics
+
+    instance = dg.DagsterInstance.get()
+    topic = load_topics(os.environ["TOPICMAP_TOPICS_FILE"]).by_name()[TOPIC]
+    if not instance.has_dynamic_partition("topics", TOPIC):
+        instance.add_dynamic_partitions("topics", [TOPIC])
+    materialize_selection(defs, instance, ["archive_stories"])
+    materialize_selection(defs, instance, ["seeds"], TOPIC)
+    store = TopicStore.open()
+    while True:
+        decision = decide(read_spider_facts(store, TOPIC, topic.max_iterations), None, time.time())
+        if decision.action != "run_iteration":
+            break
+        materialize_selection(defs, instance, SPIDER_ASSETS, TOPIC)
+    for asset in DEDUP_ASSETS + (LATER_ASSETS if post_spider else []):
+        materialize_selection(defs, instance, [asset], TOPIC)
+    return store_counts(store)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--post-spider", action="store_true", help="also the later stages, up to the snapshot"
+    )
+    print(json.dumps(run_in_process(parser.parse_args().post_spider)))
+    sys.exit(0)

@@ -1,0 +1,235 @@
+"""The shipped Dagster instances load, agree with each other, and the run launcher's health check finds dead
+run workers (the check Dagster's own MonitoringDaemon calls)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from dagster._core.events import EngineEventData
+from dagster._core.launcher import WorkerStatus
+from dagster._core.storage.tags import GRPC_INFO_TAG
+from dagster._daemon.monitoring.run_monitoring import monitor_started_run
+
+from orchestration.launcher import PidCheckingRunLauncher, process_state
+from tests.dagster_deploy import DEPLOY, ROOT, dagster_pg_env, postgres_database, write_instance
+
+LOCAL_GRPC = json.dumps({"host": "localhost", "port": 4266})
+
+
+def _load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def test_local_and_production_instances_differ_only_in_storage() -> None:
+    production, local = _load(DEPLOY / "dagster.yaml"), _load(DEPLOY / "dagster.local.yaml")
+    assert production.pop("storage")["postgres"]["postgres_db"]["scheme"] == "postgresql+psycopg2"
+    assert "storage" not in local  # Dagster's default: SQLite under DAGSTER_HOME
+    assert production == local
+
+
+def _check_instance(instance: dg.DagsterInstance) -> None:
+    """What both instances promise: queue limits, pools, monitoring, crash-only retries, the pid launcher."""
+    assert isinstance(instance.run_launcher, PidCheckingRunLauncher)
+    assert instance.run_launcher.supports_check_run_worker_health
+    assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+    assert instance.run_monitoring_enabled
+    assert instance.run_monitoring_start_timeout_seconds == 180
+    assert instance.run_monitoring_cancel_timeout_seconds == 180
+    assert instance.run_retries_enabled and instance.run_retries_max_retries == 2
+    assert instance.run_retries_retry_on_asset_or_op_failure is False
+    queue = instance.get_concurrency_config().run_queue_config
+    limits = {limit["key"]: limit for limit in queue.tag_concurrency_limits}
+    assert limits["topicmap/spider_topic"] == {
+        "key": "topicmap/spider_topic",
+        "value": {"applyLimitPerUniqueValue": True},
+        "limit": 1,
+    }
+    assert limits["topicmap/api"]["limit"] == 2 and limits["dagster/backfill"]["limit"] == 3
+    pools = instance.get_concurrency_config().pool_config
+    assert pools.default_pool_limit == 2
+    # a pool nobody configured (the assets' spider, social_api, archive, analysis) gets the default limit
+    spider = instance.event_log_storage.get_concurrency_info("spider")
+    assert spider.limit == 2 and spider.using_default_limit
+
+
+def test_local_instance_loads(tmp_path: Path) -> None:
+    write_instance(tmp_path / "home", "dagster.local.yaml")
+    with dg.DagsterInstance.from_config(str(tmp_path / "home")) as instance:
+        _check_instance(instance)
+        assert type(instance.run_storage).__name__ == "SqliteRunStorage"
+
+
+@pytest.mark.postgres
+def test_production_instance_loads_on_postgres(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with postgres_database("tm_deploy") as database_url:
+        for name, value in dagster_pg_env(database_url).items():
+            monkeypatch.setenv(name, value)
+        write_instance(tmp_path / "home", "dagster.yaml")
+        with dg.DagsterInstance.from_config(str(tmp_path / "home")) as instance:
+            _check_instance(instance)
+            assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+            assert instance.get_runs() == []  # the tables were created in the new database
+        # and the CLI an operator would run agrees (it prints the storage classes it loaded)
+        info = subprocess.run(
+            [str(Path(sys.executable).parent / "dagster"), "instance", "info"],
+            env={**os.environ, "DAGSTER_HOME": str(tmp_path / "home")},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        assert "PostgresRunStorage" in info.stdout and "PidCheckingRunLauncher" in info.stdout
+
+
+def test_production_instance_names_the_missing_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_DB", "DAGSTER_PG_USERNAME"):
+        monkeypatch.setenv(name, "x" if name != "DAGSTER_PG_PORT" else "5432")
+    monkeypatch.delenv("DAGSTER_PG_PASSWORD", raising=False)
+    write_instance(tmp_path / "home", "dagster.yaml")
+    with pytest.raises(Exception, match="DAGSTER_PG_PASSWORD"):
+        dg.DagsterInstance.from_config(str(tmp_path / "home"))
+
+
+def test_make_instance_installs_the_template_and_keeps_a_users_file(tmp_path: Path) -> None:
+    home = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "MAKEFLAGS", "MFLAGS")}
+    run = [*("make", "-s", "-C", str(ROOT), "instance"), f"TOPICMAP_HOME={home}"]
+    subprocess.run(run, env=env, check=True, capture_output=True, timeout=60)
+    installed = home / "dagster_home" / "dagster.yaml"
+    assert _load(installed) == _load(DEPLOY / "dagster.local.yaml")
+    installed.write_text("telemetry:\n  enabled: true\n", encoding="utf-8")  # the operator's own file
+    out = subprocess.run(run, env=env, check=True, capture_output=True, text=True, timeout=60).stdout
+    assert "keeping" in out and installed.read_text() == "telemetry:\n  enabled: true\n"
+    missing = subprocess.run(
+        [*run, "TOPICMAP_INSTANCE=postgres"],
+        env={k: v for k, v in env.items() if not k.startswith("DAGSTER_PG_")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode != 0 and "needs DAGSTER_PG_HOST" in missing.stdout
+
+
+# -- the run launcher's health check, through the MonitoringDaemon's own per-run function ------------------
+
+
+def _started_run(instance: dg.DagsterInstance, pid: int | None, grpc_info: str = LOCAL_GRPC) -> dg.DagsterRun:
+    """A STARTED run as DefaultRunLauncher leaves it: the code server's address tag and the worker's pid event."""
+    run = instance.add_run(
+        dg.DagsterRun(
+            job_name="spider_iteration_job",
+            run_id=str(uuid.uuid4()),
+            status=dg.DagsterRunStatus.STARTED,
+            tags={GRPC_INFO_TAG: grpc_info},
+        )
+    )
+    if pid is not None:
+        instance.report_engine_event(
+            f"Started process for run (pid: {pid}).", run, EngineEventData.in_process(pid)
+        )
+    return run
+
+
+def _monitor(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRun:
+    record = instance.get_run_records(dg.RunsFilter(run_ids=[run.run_id]))[0]
+    monitor_started_run(instance, None, record, logging.getLogger("test"))  # ty: ignore[invalid-argument-type]
+    return instance.get_run_by_id(run.run_id)
+
+
+@pytest.fixture(scope="module")
+def monitored_instance(tmp_path_factory: pytest.TempPathFactory):
+    """One instance from the local template for the health-check tests (each adds runs of its own)."""
+    home = tmp_path_factory.mktemp("monitored") / "home"
+    write_instance(home, "dagster.local.yaml")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        yield instance
+
+
+def test_monitoring_fails_a_run_whose_worker_was_killed(monitored_instance: dg.DagsterInstance) -> None:
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        run = _started_run(monitored_instance, worker.pid)
+        assert _monitor(monitored_instance, run).status == dg.DagsterRunStatus.STARTED  # alive: left alone
+        worker.kill()  # SIGKILL; not reaped yet: a zombie still has its pid but will never run again
+        while process_state(worker.pid) == "alive":
+            time.sleep(0.05)
+        assert process_state(worker.pid) == "zombie"
+        failed = _monitor(monitored_instance, run)
+    finally:
+        worker.kill()
+        worker.wait()
+    assert failed.status == dg.DagsterRunStatus.FAILURE
+    messages = [e.message for e in monitored_instance.all_logs(run.run_id)]
+    assert any(f"run worker process {worker.pid} has exited" in m for m in messages), messages
+    # once reaped, the pid is simply gone
+    gone = _started_run(monitored_instance, worker.pid)
+    assert _monitor(monitored_instance, gone).status == dg.DagsterRunStatus.FAILURE
+
+
+def test_monitoring_leaves_runs_it_cannot_judge_alone(monitored_instance: dg.DagsterInstance) -> None:
+    # no pid reported yet (the worker is still importing the code location)
+    assert (
+        _monitor(monitored_instance, _started_run(monitored_instance, None)).status
+        == dg.DagsterRunStatus.STARTED
+    )
+    # a code server on another host: a pid there means nothing here (max_runtime_seconds is the backstop)
+    remote = _started_run(monitored_instance, 999_999_999, json.dumps({"host": "10.1.2.3", "port": 4000}))
+    assert _monitor(monitored_instance, remote).status == dg.DagsterRunStatus.STARTED
+
+
+def test_monitoring_sees_a_reused_pid(monitored_instance: dg.DagsterInstance) -> None:
+    """A live process that started after the worker reported the same pid is not the worker."""
+    run = _started_run(monitored_instance, None)
+    reported = monitored_instance.report_engine_event(
+        f"Started process for run (pid: {os.getpid()}).", run, EngineEventData.in_process(os.getpid())
+    )
+    record = monitored_instance.get_records_for_run(
+        run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT
+    ).records
+    assert record and reported is not None
+    # the same event as if written a day ago, on a second run: this (newer) process only reuses the number
+    old = _started_run(monitored_instance, None)
+    monitored_instance.store_event(
+        record[0].event_log_entry._replace(run_id=old.run_id, timestamp=time.time() - 86400)
+    )
+    launcher = monitored_instance.run_launcher
+    assert launcher.check_run_worker_health(run).status == WorkerStatus.RUNNING
+    result = launcher.check_run_worker_health(old)
+    assert result.status == WorkerStatus.FAILED and "pid reused" in (result.msg or "")
+
+
+def test_spider_sensor_waits_for_dagsters_own_retry(monitored_instance: dg.DagsterInstance) -> None:
+    """A crashed spider run that run_retries will re-launch is not launched a second time by the sensor."""
+    from sensors.spider import retries_pending
+
+    topic = f"retry-{uuid.uuid4().hex[:6]}"
+    crashed = monitored_instance.add_run(
+        dg.DagsterRun(
+            job_name="spider_iteration_job",
+            run_id=str(uuid.uuid4()),
+            status=dg.DagsterRunStatus.FAILURE,
+            tags={"topicmap/topic": topic, "dagster/will_retry": "true"},
+        )
+    )
+    assert retries_pending(monitored_instance, topic) == 1
+    monitored_instance.add_run(
+        dg.DagsterRun(
+            job_name="spider_iteration_job",
+            run_id=str(uuid.uuid4()),
+            status=dg.DagsterRunStatus.STARTED,
+            tags={"topicmap/topic": topic, "dagster/parent_run_id": crashed.run_id},
+        )
+    )
+    assert retries_pending(monitored_instance, topic) == 0  # the retry exists: it counts as in progress
