@@ -363,12 +363,18 @@ def ensure_fingerprints(store: TopicStore, stories_ids: list[int], chunk: int = 
     """Store a simhash for every story that has none (or one of an older feature version)."""
     sh, st = s.story_simhashes, s.stories
     computed = 0
+    known: set[int] = set()
     with store.engine.connect() as conn:
-        known = set(
-            conn.execute(
-                select(sh.c.stories_id).where(sh.c.feature_version == SIMHASH_FEATURE_VERSION)
-            ).scalars()
-        )
+        # Only the asked ids: the lookup service calls this for each batch of new stories of a large store.
+        for start in range(0, len(stories_ids), chunk):
+            asked = stories_ids[start : start + chunk]
+            known.update(
+                conn.execute(
+                    select(sh.c.stories_id).where(
+                        sh.c.stories_id.in_(asked), sh.c.feature_version == SIMHASH_FEATURE_VERSION
+                    )
+                ).scalars()
+            )
     todo = [i for i in stories_ids if i not in known]
     for start in range(0, len(todo), chunk):
         ids = todo[start : start + chunk]
