@@ -192,6 +192,8 @@ ABLATIONS: dict[str, Callable[[Page], Prediction]] = {
         TRAFILATURA_OPTIONS={"include_comments": True, "favor_precision": True}
     ),
     "topicmap, no pre-pruning": topicmap_variant(_NEVER_ARTICLE_TEXT=()),
+    "topicmap, full precision mode on every page (no fast first)": topicmap_variant(FAST_FIRST=False),
+    "topicmap, no recall fallback": topicmap_variant(RECALL_FALLBACK_BELOW_CHARS=0),
     "topicmap, htmldate extensive search": topicmap_variant(dates_module, EXTENSIVE_DATE_SEARCH=True),
 }
 

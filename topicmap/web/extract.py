@@ -341,6 +341,8 @@ def _json_ld_field(objects: list[dict[str, Any]], *keys: str) -> Any:
 _TITLE_SPLIT_RE = re.compile(r"\s+(?:[|\-–—»«·•~/:]{1,2}|::)\s+|\s*[|｜]\s*|\u3000+")
 # What may follow a clean title inside a longer one. Not ':' — "Brexit: what happens next" is one headline.
 _PREFIX_REMAINDER_RE = re.compile(r"^\s*(?:[|\-–—»«·•~/｜]|\u3000)")
+# What may precede a clean title inside a longer one ("Site - Headline"); here ':' too ("Site: Headline").
+_SUFFIX_REMAINDER_RE = re.compile(r"\S\s*(?:[|\-–—»«·•~/｜:]|\u3000)\s*$")
 _EDGE_SEPARATORS = " |-–—»«·•~/｜"
 _QUOTES = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"', "\u00a0": " "})
 
@@ -446,10 +448,12 @@ def _choose_title(
         for candidate in candidates:
             if len(candidate) >= len(longer) or len(candidate) < 10:
                 continue
-            if longer_key.startswith(candidate.translate(_QUOTES).casefold()) and _PREFIX_REMAINDER_RE.match(
-                longer[len(candidate) :]
-            ):
+            candidate_key = candidate.translate(_QUOTES).casefold()
+            if longer_key.startswith(candidate_key) and _PREFIX_REMAINDER_RE.match(longer[len(candidate) :]):
                 return candidate[:MAX_TITLE_LENGTH], f"{sources[candidate]}, prefix of {longer_name}"
+            # "Site name - Headline": the clean title ends the longer one after a separator
+            if longer_key.endswith(candidate_key) and _SUFFIX_REMAINDER_RE.search(longer[: -len(candidate)]):
+                return candidate[:MAX_TITLE_LENGTH], f"{sources[candidate]}, suffix of {longer_name}"
 
     # 3. the page's own title, site name removed
     for name, title in (
@@ -534,13 +538,14 @@ def _declared_language(
 # (templates declare "en" on Thai, Romanian and German pages): one only breaks a tie, when the detector's
 # own ranking puts the declared language within LANGUAGE_TIE_RATIO of its first choice, or when there is
 # too little text to judge.
-LANGUAGE_SAMPLE_CHARS = 3000
+LANGUAGE_SAMPLE_CHARS = 1200  # a paragraph or two decides; the cost grows with the sample
 MIN_LANGUAGE_TEXT_CHARS = 60
 LANGUAGE_TIE_RATIO = 0.5
 # py3langid's model labels some languages with ISO 639-3 codes: dialects go to their ISO 639-1 language
 # (as sites label them); others (no ISO 639-1 code, or "zxx", no linguistic content) are not reported.
 _LANGID_CODES = {"nn": "no", "ary": "ar", "arz": "ar", "yue": "zh", "wuu": "zh", "uzs": "uz", "gug": "gn"}
 _identifier: Any = None
+_NOT_LETTERS_RE = re.compile(r"[\W\d_]+")
 
 
 def _language_identifier() -> Any:
@@ -557,7 +562,7 @@ def _language_ranking(text: str | None) -> list[tuple[str, float]]:
     if not text:
         return []
     sample = text[:LANGUAGE_SAMPLE_CHARS]
-    if sum(char.isalpha() for char in sample[:400]) < MIN_LANGUAGE_TEXT_CHARS and len(sample) < 400:
+    if len(sample) < 400 and len(_NOT_LETTERS_RE.sub("", sample)) < MIN_LANGUAGE_TEXT_CHARS:
         return []
     try:
         ranking = _language_identifier().rank(sample)
@@ -640,6 +645,13 @@ TRAFILATURA_OPTIONS: dict[str, Any] = {"include_comments": False, "favor_precisi
 _NEVER_ARTICLE_TEXT = (
     "head", "script", "style", "noscript", "template", "svg", "canvas", "iframe", "embed", "object",
     "video", "audio", "link", "meta",
+    # trafilatura's own MANUALLY_CLEANED list (deleted, tails kept, in every mode) less what it looks at
+    # first: <form> (ASP.NET), <figure> (may hold a table), <math> (formulas salvaged). Deleting the page
+    # chrome before its XPath prunes run over the raw tree saves them most of their work.
+    "aside", "footer", "nav", "menu", "menuitem", "button", "input", "select", "option", "optgroup",
+    "textarea", "label", "fieldset", "legend", "datalist", "dialog", "noindex", "map", "area", "applet",
+    "frame", "frameset", "fencedframe", "marquee", "blink", "output", "progress", "param", "source",
+    "track", "use", "picture",
 )  # fmt: skip
 
 
@@ -681,7 +693,7 @@ def _body_text_length(document: Any) -> int:
 # the comparison would catch: shorter than FULL_EXTRACTION_BELOW_CHARS, no paragraph text, or more tables
 # than paragraphs. Then the full precision mode runs, then the recall fallback below.
 FAST_FIRST = True
-FULL_EXTRACTION_BELOW_CHARS = 1000
+FULL_EXTRACTION_BELOW_CHARS = 600
 
 
 def _looks_deficient(document: Any) -> bool:
