@@ -121,3 +121,42 @@ def test_real_pages_with_human_annotated_days() -> None:
         assert result.date is None or result.method  # every date says how it was found
         hits += result.day == date.fromisoformat(row["date"][:10])
     assert hits >= len(annotated) - 2, f"{hits} of {len(annotated)} days right"
+
+
+def test_the_store_keeps_how_a_story_was_read_and_its_pages_offset(tmp_path) -> None:
+    from sqlalchemy import select
+
+    from topicmap.store import schema as s
+    from topicmap.store.topic_store import NewStory, TopicStore
+    from topicmap.web.extract import extract_story
+
+    html = page(
+        '<meta property="article:published_time" content="2020-04-13T23:30:00+09:00">'
+        "<title>Council debates transit plan | Daily Example</title>"
+    )
+    story = extract_story(html, "https://www.example.jp/news/article-1")
+    store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    try:
+        store.add_stories(
+            [
+                NewStory(
+                    "https://www.example.jp/news/article-1",
+                    story.title,
+                    story.text,
+                    story.publish_date,
+                    language=story.language,
+                    date_guess_method=story.date_method,
+                    title_method=story.title_method,
+                    language_method=story.language_method,
+                )
+            ],
+            "spider",
+        )
+        with store.engine.connect() as conn:
+            row = conn.execute(select(s.stories)).one()
+    finally:
+        store.dispose()
+    assert row.date_guess_method == "meta article:published_time"
+    assert row.title_method == "<title>, site name removed" and row.title == "Council debates transit plan"
+    assert row.language == "en" and row.language_method == "text"
+    assert row.publish_utc_offset == 540  # 23:30+09:00: the 13th for the publisher, the 13th 14:30 UTC
