@@ -23,6 +23,9 @@ Methods, all in this run on the same pairs:
   topicmap.dedup.simhash.verified_near_duplicate_pairs (candidates within k bits, word-bigram Jaccard check);
 - ``MinHash LSH 0.8``: datasketch MinHashLSH(threshold=0.8, num_perm=128) on the same word-bigram shingles;
 - ``PyPI simhash k=3``: the simhash package's Simhash (char 4-grams) at distance <= 3, for reference.
+
+The positional (weighted) simhash of seed 001 was compared here too (commit bee1444, early_weight 0 / 0.5 / 1;
+RESULTS.md "Positional simhash") and then removed from topicmap.dedup.simhash for lack of a net gain.
 """
 
 from __future__ import annotations
@@ -235,25 +238,6 @@ def distance_lines(distances: dict[str, np.ndarray]) -> list[str]:
     return lines
 
 
-def positional_lines(
-    texts: list[str],
-    positives: dict[str, list[Pair]],
-    negatives: set[Pair],
-    n_negatives: int,
-    early_weights: str,
-) -> list[str]:
-    """Recall / precision of simhash k=3 and of the two stages (k=6 + Jaccard) per early_weight (the seed's
-    "the lead matters more" variant: w=1 is its linear decay; w=0 is the plain fingerprint)."""
-    methods: dict[str, set[Pair]] = {}
-    for weight in (float(w) for w in early_weights.split(",")):
-        values = fingerprints(texts, early_weight=weight)
-        methods[f"simhash k=3, early_weight={weight:g}"] = _pair_set(near_duplicate_pairs(values, 3))
-        verified = verified_near_duplicate_pairs(texts, values, candidate_distance=DEFAULT_CANDIDATE_DISTANCE)
-        label = f"simhash k={DEFAULT_CANDIDATE_DISTANCE} + Jaccard, early_weight={weight:g}"
-        methods[label] = set(zip(verified["i"].tolist(), verified["j"].tolist(), strict=True))
-    return recall_precision_lines(methods, positives, negatives.__contains__, n_negatives)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="copies per article and substitution rate")
@@ -324,8 +308,6 @@ def main() -> int:
             hit = int((hamming(ours, pairs) <= 3).sum()) if pairs else 0
             cells.append(f"{hit / len(pairs):.3f} (n={len(pairs)})" if pairs else "-")
         print(f"| {name} | " + " | ".join(cells) + " |")
-    print("\nPositional (weighted) simhash, issue 21: each occurrence weighted 1 - w * position / length\n")
-    print("\n".join(positional_lines(all_texts, positives, negative_set, len(negatives), args.early_weights)))
     print(f"\ntotal time {time.perf_counter() - started:.1f} s")
     return 0
 
