@@ -19,7 +19,8 @@ Metrics (issue 3):
 - title: exact match after casefold and whitespace collapse, over rows with a title;
 - date: same calendar day, over rows with a date: the page's own day, as written (both the expected value
   and publish_date keep their UTC offset; "23:30+09:00" is that day in Tokyo, as readers count it);
-- language: the detected language against the fixture's declared ``meta_lang``, where there is one;
+- language: the detected language against the fixture's ``meta_lang`` (the page's own declaration, so a
+  weak check: it only shows the text-first detection rarely contradicts a right declaration);
 - pages/s: all pages, one process, bytes in → result out, measured in process CPU time (other work
   shares the machine, which makes wall-clock time swing by 2x between passes). After one untimed warm-up
   pass, every page is run by each system in turn, `--repeats` times; per page and system the fastest run
@@ -212,6 +213,7 @@ class Score:
     pages: int
     counts: tuple[int, int, int, int]
     failures: list[str]
+    detects_language: bool = True  # False: the system never names a language (trafilatura without langid)
 
     @property
     def pages_per_second(self) -> float:
@@ -251,6 +253,7 @@ def score(pages: list[Page], predictions: list[Prediction], seconds: list[float]
         pages=len(pages),
         counts=(len(f1s), len(titles), len(dates), len(languages)),
         failures=failures,
+        detects_language=any(predicted.language for predicted in predictions),
     )
 
 
@@ -301,8 +304,9 @@ def markdown_table(results: dict[str, Score], anchor: str = "trafilatura (fast)"
         "|---|---|---|---|---|---|---|",
     ]
     for name, result in results.items():
+        language = f"{result.language:.3f}" if result.detects_language else "–"
         lines.append(
-            f"| {name} | {result.text_f1:.3f} | {result.title:.3f} | {result.date:.3f} | {result.language:.3f} | "
+            f"| {name} | {result.text_f1:.3f} | {result.title:.3f} | {result.date:.3f} | {language} | "
             f"{result.pages_per_second:.1f} | {result.pages_per_second / anchor_speed:.2f} |"
         )
     lines.append(
