@@ -12,6 +12,7 @@ from topicmap.dedup.rules import MergeCycleError
 from topicmap.dedup.store import (
     declare_duplicate_media,
     find_near_duplicates,
+    media_dups_digest,
     merge_counts,
     merge_duplicate_media,
     merge_duplicate_stories,
@@ -50,6 +51,9 @@ def deduped_media(
     topics_id = topic_store.topic_row(context.partition_key)["topics_id"]
     declared = 0
     path = media_dups.file()
+    # The list's content is part of this asset's data version: a run with another list is another result
+    # (sensors/dedup.py re-runs dedup when the list changes).
+    dups_digest = media_dups_digest(path)
     if path is not None:
         pairs, problems = read_media_dups_csv(path)
         declared, refused = declare_duplicate_media(topic_store, pairs)
@@ -61,12 +65,14 @@ def deduped_media(
         raise dg.Failure(f"duplicate media: {exc}") from exc
     context.log.info(f"{len(report.merges)} stories merged, {len(report.moved)} moved to their final medium")
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(f"media-dups:{(dups_digest or 'none')[:16]}:merged:{len(report.merges)}"),
         metadata={
+            "media_dups_sha256": dups_digest or "no list",
             "dup_media_declared_now": declared,
             "stories_moved_now": len(report.moved),
             "moved_examples": table(report.moved, ["stories_id", "from_media_id", "to_media_id"]),
             **_merge_metadata(report, topic_store, topics_id),
-        }
+        },
     )
 
 

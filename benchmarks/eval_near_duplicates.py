@@ -23,6 +23,9 @@ Methods, all in this run on the same pairs:
   topicmap.dedup.simhash.verified_near_duplicate_pairs (candidates within k bits, word-bigram Jaccard check);
 - ``MinHash LSH 0.8``: datasketch MinHashLSH(threshold=0.8, num_perm=128) on the same word-bigram shingles;
 - ``PyPI simhash k=3``: the simhash package's Simhash (char 4-grams) at distance <= 3, for reference.
+
+The positional (weighted) simhash of seed 001 was compared here too (commit bee1444, early_weight 0 / 0.5 / 1;
+RESULTS.md "Positional simhash") and then removed from topicmap.dedup.simhash for lack of a net gain.
 """
 
 from __future__ import annotations
@@ -240,6 +243,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="copies per article and substitution rate")
     parser.add_argument("--min-words", type=int, default=100)
     parser.add_argument("--seed", type=int, default=20240501)
+    parser.add_argument(
+        "--early-weights", default="0,0.5,1", help="positional weights to compare (0 = plain)"
+    )
     args = parser.parse_args()
     if not EXPECTED.exists():
         print(f"skipped: {EXPECTED} not found")

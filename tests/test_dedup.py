@@ -302,3 +302,58 @@ def test_merged_story_keeps_the_smallest_iteration() -> None:
     assert merged_iteration({1: 3, 2: 1, 3: 0, 4: 2}, {1: 2, 3: 2}) == {2: 0, 4: 2}
     # a survivor that was not yet in the topic takes the merged stories' iteration
     assert merged_iteration({5: 4}, {5: 9}) == {9: 4}
+
+
+# ------------------------------------------------------------------------------ title parts (seed 000)
+
+
+def test_seed_000_title_variants_merge_within_medium_and_day() -> None:
+    # "Washington Post: Nunes Releases FISA Memo" is the same story as "Nunes Releases FISA Memo" (seed 000)
+    rows = [
+        story(1, title="Washington Post: Nunes Releases FISA Memo", medium_name="washingtonpost.com"),
+        story(2, title="Nunes Releases FISA Memo", medium_name="washingtonpost.com", sentence_count=20),
+        story(3, title="Nunes Releases FISA Memo - The Washington Post", medium_name="washingtonpost.com"),
+        story(4, title="Nunes Releases FISA Memo", media_id=2),  # another medium
+        story(5, title="Nunes Releases FISA Memo", publish_date="2024-01-05T12:00:00Z"),  # another day
+    ]
+    assert merges(rows) == {1: (2, REASON_TITLE), 3: (2, REASON_TITLE)}
+
+
+def test_title_part_rule_without_a_medium_name_uses_the_counted_site_parts() -> None:
+    # The medium's name is unknown, but "The Daily Bugle" ends its titles on several days: a site part.
+    site_titles = [
+        story(10 + day, title=f"Story number {day} of the week in town | The Daily Bugle",
+              publish_date=f"2024-01-{day:02d}T09:00:00Z")
+        for day in range(3, 7)
+    ]  # fmt: skip
+    variants = [
+        story(1, title="Mayor Opens The New Bridge | The Daily Bugle"),
+        story(2, title="Breaking: Mayor Opens The New Bridge"),
+        story(3, title="Mayor opens the new bridge to traffic after years of delay"),  # other words: kept
+    ]
+    assert merges(site_titles + variants) == {2: (1, REASON_TITLE)}
+
+
+def test_a_part_shared_without_a_solo_title_does_not_merge() -> None:
+    # Media Cloud's rule needs one story whose whole title is the part: two stories that merely share a
+    # section-like part ("Live updates") on a day are different stories.
+    rows = [
+        story(1, title="Live updates: Storm hits the northern coast overnight"),
+        story(2, title="Live updates: Markets fall as rates rise again"),
+    ]
+    assert merges(rows) == {}
+
+
+def test_publisher_day_with_utc_offset_decides_the_same_day() -> None:
+    # 23:30 and 00:30 in Tokyo on the 13th: the same day for the publisher (in UTC the 13th and the 12th);
+    # 00:30 on the 14th in Tokyo is the next day (in UTC still the 13th). The earlier story survives.
+    rows = [
+        story(1, title=LONG_TITLE, publish_date="2024-01-13T14:30:00Z", publish_utc_offset=540),
+        story(
+            2, title=LONG_TITLE, publish_date="2024-01-12T15:30:00Z", publish_utc_offset=540
+        ),  # 13th 00:30 JST
+        story(
+            3, title=LONG_TITLE, publish_date="2024-01-13T15:30:00Z", publish_utc_offset=540
+        ),  # 14th 00:30 JST
+    ]
+    assert merges(rows) == {1: (2, REASON_TITLE)}

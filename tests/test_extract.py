@@ -8,7 +8,7 @@ import json
 import re
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -200,9 +200,13 @@ def test_title_that_is_only_the_site_name_is_kept() -> None:
 # publication date
 
 
-def test_date_from_meta_with_offset_is_converted_to_utc() -> None:
+def test_date_from_meta_keeps_the_pages_own_offset_and_day() -> None:
     head = '<meta property="article:published_time" content="2020-07-13T01:10:40+09:00">'
-    assert story(head).publish_date == datetime(2020, 7, 12, 16, 10, 40, tzinfo=UTC)
+    result = story(head)
+    assert result.publish_date == datetime(2020, 7, 12, 16, 10, 40, tzinfo=UTC)  # the same instant ...
+    assert result.publish_date.date() == date(2020, 7, 13)  # ... on the publisher's own day
+    assert result.publish_date.utcoffset() == timedelta(hours=9)
+    assert result.date_method == "meta article:published_time"
 
 
 def test_date_from_json_ld_string_and_unix_seconds() -> None:
@@ -251,6 +255,31 @@ def test_url_day_corrects_a_mislabelled_zone() -> None:
     head = '<script type="application/ld+json">{"@type":"NewsArticle","datePublished":"20200414T00:38:07Z"}</script>'
     result = story(head, url="https://www.registerguard.com/news/20200413/second-suspect")
     assert result.publish_date == datetime(2020, 4, 13, tzinfo=UTC)
+    assert result.date_method == "url (markup disagrees)"
+
+
+def test_title_method_says_where_the_title_came_from() -> None:
+    head = '<title>Council debates transit plan | Daily Example</title><meta property="og:site_name" content="Daily Example">'
+    assert story(head).title_method == "<title>, site name removed"
+    confirmed = story(
+        '<meta property="og:title" content="Council debates transit plan">',
+        "<h1>Council debates transit plan</h1>",
+    )
+    assert confirmed.title_method == "<h1> = og:title"
+
+
+def test_text_has_no_layout_whitespace_or_markup_remnants() -> None:
+    body = "<div>\t\t  </div>"
+    messy = (
+        "<html><body><article>"
+        f"<p>\t\t   {PROSE}   \t</p><p>{MORE_PROSE[0]}\t\t\t{MORE_PROSE[1]}</p><p>{MORE_PROSE[2]} --></p>"
+        f"{body}</article></body></html>"
+    )
+    text = extract_story(messy, URL).text
+    assert text == text.strip()
+    assert "\t" not in text and "  " not in text
+    assert not text.endswith("-->")
+    assert all(line == line.strip() and line for line in text.split("\n"))
 
 
 def test_date_from_the_url_when_the_page_states_none() -> None:
@@ -274,11 +303,31 @@ def test_text_is_the_article_not_the_navigation() -> None:
     assert all(text in result.text for text in MORE_PROSE)
 
 
-def test_language_declared_or_guessed() -> None:
-    assert story(lang="en-US").language == "en"
-    assert story('<meta http-equiv="content-language" content="pt-BR">', lang="").language == "pt"
-    assert story(lang="").language == "en"  # guessed from the text
-    assert story(lang="x-klingon").language == "en"  # not a language tag: guessed
+def test_language_is_read_from_the_text_not_the_declaration() -> None:
+    assert (story(lang="en-US").language, story(lang="en-US").language_method) == ("en", "text = declared")
+    assert story(lang="").language_method == "text"
+    assert story(lang="x-klingon").language == "en"  # not a language tag
+    # a template that declares Portuguese (or German) on an English story does not make it Portuguese
+    wrong = story('<meta http-equiv="content-language" content="pt-BR">', lang="")
+    assert (wrong.language, wrong.language_method) == ("en", "text (page declares pt)")
+    assert story(lang="de").language == "en"
+    german = "Der Stadtrat hat am Dienstag über den neuen Verkehrsplan beraten, der drei Buslinien vorsieht. "
+    page_in_german = f'<html lang="en"><body><article><p>{german * 4}</p></article></body></html>'
+    assert extract_story(page_in_german, URL).language == "de"
+
+
+def test_declared_language_breaks_ties_and_covers_short_texts() -> None:
+    short = extract_story('<html lang="fr"><body><p>Bonjour.</p></body></html>', URL)
+    assert (short.language, short.language_method) == ("fr", "declared (text too short)")
+    # Bokmål text declared as Danish: the two rank close, the page's word decides
+    norwegian = (
+        "Regjeringen la fram et nytt forslag om kollektivtransport i byene, og kommunene skal få mer penger. "
+    )
+    html = f'<html lang="da"><body><article><p>{norwegian * 3}</p></article></body></html>'
+    result = extract_story(html, URL)
+    assert result.language in ("da", "no")
+    if result.language == "da":
+        assert result.language_method == "declared (tie)"
 
 
 def test_guess_language() -> None:
@@ -400,7 +449,10 @@ def test_real_page_yonhap_title_date_language() -> None:
     row, html = _row("newspaper4k/yna_co_kr")
     result = extract_story(html, row["url"])
     assert result.title == row["title"]  # without " | Yonhap News Agency"
+    assert result.title_method is not None
     assert result.publish_date == datetime(2019, 8, 20, 0, 31, 1, tzinfo=UTC)  # 09:31:01+09:00
+    assert result.publish_date.date() == date(2019, 8, 20)
+    assert result.date_method is not None and result.date_method.startswith(("meta", "json-ld", "time"))
     assert result.language == "en"
 
 

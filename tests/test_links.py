@@ -1,4 +1,4 @@
-"""Link extraction (fact sheet §3): article links only, text URLs, YouTube embeds, ignore list, self links."""
+"""Link extraction (fact sheet §3): Media Cloud's get_links_from_html cases, article links only, text URLs, YouTube embeds, ignore list, self links."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from topicmap.web.links import (
     IGNORE_LINK_PATTERN,
     IGNORE_LINK_PATTERNS,
     MAX_SELF_LINKS,
+    extract_content_links,
     extract_links,
     is_ignored_url,
     is_self_link,
@@ -59,7 +60,7 @@ def test_article_links_in_document_order_without_navigation_or_footer() -> None:
   <p>{PARAGRAPH} Critics pointed to <a href="http://www.othernews.com/2020/02/28/bus-lines.html">a report</a>
      and to <a href="/2020/02/15/earlier-coverage.html">our earlier coverage</a>.</p>
   <p>{PARAGRAPH}</p>"""
-    links = extract_links(article_page(body), base_url=STORY_URL)
+    links = extract_content_links(article_page(body), base_url=STORY_URL)
     assert links == [
         "https://www.transit.gov/plans/2020-plan.pdf",
         "http://www.othernews.com/2020/02/28/bus-lines.html",
@@ -70,20 +71,22 @@ def test_article_links_in_document_order_without_navigation_or_footer() -> None:
 def test_relative_links_are_dropped_without_a_base_url() -> None:
     body = f"""<p>{PARAGRAPH} See <a href="/2020/02/15/earlier.html">earlier</a> and
       <a href="https://elsewhere.org/report">the report</a>.</p><p>{PARAGRAPH}</p><p>{PARAGRAPH}</p>"""
-    assert extract_links(article_page(body)) == ["https://elsewhere.org/report"]
+    assert extract_content_links(article_page(body)) == ["https://elsewhere.org/report"]
 
 
 def test_base_element_wins_over_the_page_url() -> None:
     body = f"""<p>{PARAGRAPH} See <a href="story-2.html">the follow-up</a>.</p><p>{PARAGRAPH}</p>
       <p>{PARAGRAPH}</p>"""
     page = article_page(body, head='<base href="https://archive.example.net/news/">')
-    assert extract_links(page, base_url=STORY_URL) == ["https://archive.example.net/news/story-2.html"]
+    assert extract_content_links(page, base_url=STORY_URL) == [
+        "https://archive.example.net/news/story-2.html"
+    ]
 
 
 def test_clear_text_urls_are_links_with_trailing_punctuation_stripped() -> None:
     body = f"""<p>{PARAGRAPH} The full text is at https://www.council.gov/minutes/2020-03-01.html.</p>
       <p>{PARAGRAPH} (Video: http://videos.example.org/watch/123).</p><p>{PARAGRAPH}</p>"""
-    links = extract_links(article_page(body), base_url=STORY_URL)
+    links = extract_content_links(article_page(body), base_url=STORY_URL)
     assert links == ["https://www.council.gov/minutes/2020-03-01.html", "http://videos.example.org/watch/123"]
 
 
@@ -93,7 +96,7 @@ def test_youtube_embeds_anywhere_on_the_page() -> None:
     page = article_page(body).replace(
         "</footer>", '</footer><iframe src="https://www.youtube-embed.com/embed/ZzZ"></iframe>'
     )
-    links = extract_links(page, base_url=STORY_URL)
+    links = extract_content_links(page, base_url=STORY_URL)
     assert links == ["http://www.youtube.com/embed/AbCdEf12345?rel=0", "https://www.youtube.com/embed/ZzZ"]
 
 
@@ -101,7 +104,7 @@ def test_duplicates_by_lossy_key_keep_the_first_form() -> None:
     body = f"""<p>{PARAGRAPH} <a href="https://www.othernews.com/a.html?utm_source=x">one</a>,
       <a href="http://othernews.com/a.html">two</a>, <a href="http://m.othernews.com/a.html#c">three</a>.</p>
       <p>{PARAGRAPH} https://www.othernews.com/a.html</p><p>{PARAGRAPH}</p>"""
-    assert extract_links(article_page(body), base_url=STORY_URL) == [
+    assert extract_content_links(article_page(body), base_url=STORY_URL) == [
         "https://www.othernews.com/a.html?utm_source=x"
     ]
 
@@ -110,7 +113,7 @@ def test_links_to_the_page_itself_are_not_links() -> None:
     body = f"""<p>{PARAGRAPH} <a href="#comments">Comments</a>
       <a href="{STORY_URL}?utm_medium=social">this story</a> <a href="https://b.org/x">x</a></p>
       <p>{PARAGRAPH}</p><p>{PARAGRAPH}</p>"""
-    assert extract_links(article_page(body), base_url=STORY_URL) == ["https://b.org/x"]
+    assert extract_content_links(article_page(body), base_url=STORY_URL) == ["https://b.org/x"]
 
 
 def test_ignored_and_non_http_links_are_removed() -> None:
@@ -119,26 +122,29 @@ def test_ignored_and_non_http_links_are_removed() -> None:
       <a href="ftp://files.example.com/x">ftp</a> <a href="http://api.example.com/v1/x">api</a>
       <a href="https://unz.com/article">unz</a> <a href="https://kept.example.org/">kept</a></p>
       <p>{PARAGRAPH}</p><p>{PARAGRAPH}</p>"""
-    assert extract_links(article_page(body), base_url=STORY_URL) == ["https://kept.example.org/"]
+    assert extract_content_links(article_page(body), base_url=STORY_URL) == ["https://kept.example.org/"]
 
 
 def test_nytimes_mirror_hosts_become_www() -> None:
     body = f"""<p>{PARAGRAPH} <a href="http://www3.nytimes.com/2020/01/01/x.html">NYT</a></p>
       <p>{PARAGRAPH}</p><p>{PARAGRAPH}</p>"""
-    assert extract_links(article_page(body), base_url=STORY_URL) == [
+    assert extract_content_links(article_page(body), base_url=STORY_URL) == [
         "http://www.nytimes.com/2020/01/01/x.html"
     ]
 
 
 def test_plain_text_content_yields_its_urls() -> None:
     text = "Statement. Details: http://example.org/a, and https://www.example.net/b?x=1 (archived)."
-    assert extract_links(text) == ["http://example.org/a", "https://www.example.net/b?x=1"]
-    assert extract_links(text.encode("utf-8")) == ["http://example.org/a", "https://www.example.net/b?x=1"]
+    assert extract_content_links(text) == ["http://example.org/a", "https://www.example.net/b?x=1"]
+    assert extract_content_links(text.encode("utf-8")) == [
+        "http://example.org/a",
+        "https://www.example.net/b?x=1",
+    ]
 
 
 @pytest.mark.parametrize("nothing", [None, "", b"", "<html></html>", b"\x89PNG\r\n\x1a\n\x00\x00binary"])
 def test_no_links_from_nothing(nothing: str | bytes | None) -> None:
-    assert extract_links(nothing, base_url=STORY_URL) == []
+    assert extract_content_links(nothing, base_url=STORY_URL) == []
 
 
 # --------------------------------------------------------------------------------------------------
@@ -298,7 +304,7 @@ def _assert_well_formed(links: list[str]) -> None:
 
 def test_real_page_wired_links_are_the_cited_sources() -> None:
     html, url = _real_page("zyte_aeb/2f42ef1d3ea0")
-    links = extract_links(html, base_url=url)
+    links = extract_content_links(html, base_url=url)
     _assert_well_formed(links)
     assert links[:2] == [
         "https://www.nytimes.com/2018/11/20/technology/finance-start-ups-neo-banks.html",
@@ -313,7 +319,7 @@ def test_real_page_wired_links_are_the_cited_sources() -> None:
 
 def test_real_page_techcrunch_keeps_cited_and_related_stories_not_the_byline() -> None:
     html, url = _real_page("zyte_aeb/1ace8c85aaee")
-    links = extract_links(html, base_url=url)
+    links = extract_content_links(html, base_url=url)
     _assert_well_formed(links)
     assert (
         "https://www.reuters.com/article/us-wework-sec/wework-faces-us-sec-inquiry-over-possible-rule-violations-"
@@ -322,3 +328,65 @@ def test_real_page_techcrunch_keeps_cited_and_related_stories_not_the_byline() -
     assert "https://techcrunch.com/2019/09/30/wework-delays-ipo/" in links
     assert "https://techcrunch.com/author/catherine-shu/" not in links
     assert "https://twitter.com/catherineshu" not in links
+
+
+# --------------------------------------------------------------------------------------------------
+# extract_links: the links of the HTML it is given (Media Cloud's get_links_from_html test cases)
+
+MEDIA_CLOUD_CASES = [
+    ('<a href="http://foo.com">', ["http://foo.com"]),
+    ('<link href="http://bar.com">', ["http://bar.com"]),
+    ('<img src="http://img.tag">', []),
+    ('<a href="http://foo.com"/> <a href="http://bar.com"/>', ["http://foo.com", "http://bar.com"]),
+    ('<a href="http://www3.nytimes.com/foo/bar">', ["http://www.nytimes.com/foo/bar"]),
+    ('<a href="/foo/bar">', []),  # relative, and no base to resolve it against
+    # Media Cloud drops this as invalid; a browser follows it to http://foo.bar (a backslash is a slash in an
+    # http URL), and so does the spider
+    (r'<a href="http:\\foo.bar">', ["http://foo.bar"]),
+    ('<a href="http://www.addtoany.com/http://foo.bar">', []),
+    ('<a href="https://en.unionpedia.org/c/SOE_F_Section_timeline/vs/Special_Operations_Executive">', []),
+    ('<a href="http://digg.com/submit/this">', []),
+    ('<a href="http://politicalgraveyard.com/>', []),
+    ('<a href="http://api.bleacherreport.com/api/v1/tags/cm-punk.json">', []),
+    ('<a href="http://apidomain.com">', ["http://apidomain.com"]),
+    ('<a href="http://www.rumormillnews.com/cgi-bin/forum.cgi?noframes;read=54990">', []),
+    ('<a href="http://tvtropes.org/pmwiki/pmwiki.php/Main/ClockTower">', []),
+    ('<a href="https://twitter.com/account/suspended">', []),
+    ('<a href="https://misuse.ncbi.nlm.nih.gov/error/abuse.shtml">', []),
+    ('<a href="https://assets.feedblitzstatic.com/images/blank.gif">', []),
+    ('<a href="https://accounts.google.com/ServiceLogin">', []),
+    ('<a href="http://network.wwe.com/video/v92665683/milestone/526767283">', []),
+]
+
+
+@pytest.mark.parametrize(("html", "expected"), MEDIA_CLOUD_CASES)
+def test_links_of_a_fragment_follow_media_cloud(html: str, expected: list[str]) -> None:
+    assert extract_links(html) == expected
+
+
+def test_links_of_a_fragment_resolve_against_base_url_and_include_written_urls() -> None:
+    fragment = (
+        '<p>See <a href="/2020/02/15/earlier.html">earlier</a>, <a href="#comments">comments</a> and '
+        "http://example.org/report.</p><script>var u = 'https://tracker.example.net/pixel';</script>"
+    )
+    assert extract_links(fragment, base_url=STORY_URL) == [
+        "https://www.example.com/2020/02/15/earlier.html",
+        "http://example.org/report",
+    ]
+
+
+def test_links_of_a_whole_page_are_all_its_links_but_not_its_stylesheets() -> None:
+    body = (
+        f"""<p>{PARAGRAPH} The <a href="https://www.transit.gov/plans/2020-plan.pdf">federal plan</a>.</p>"""
+    )
+    page = article_page(
+        body, head='<link rel="stylesheet" href="/main.css"><link rel="alternate" href="/amp/">'
+    )
+    links = extract_links(page, base_url=STORY_URL)
+    assert "https://www.transit.gov/plans/2020-plan.pdf" in links
+    assert "https://www.example.com/politics/" in links  # navigation is part of the page
+    assert "https://www.example.com/amp/" in links
+    assert "https://www.example.com/main.css" not in links
+    assert not any(is_ignored_url(link) for link in links)
+    # the spider's reader keeps only what the article cites
+    assert extract_content_links(page, base_url=STORY_URL) == ["https://www.transit.gov/plans/2020-plan.pdf"]

@@ -145,7 +145,7 @@ def test_fingerprint_golden_value_is_stable() -> None:
 def test_fingerprint_is_the_same_in_another_process() -> None:
     code = (
         "from topicmap.dedup.simhash import fingerprint;"
-        f"print(fingerprint({GOLDEN_TEXT!r}), fingerprint('Ünïcödé tëxt — 東京 と 大阪', early_weight=0.5))"
+        f"print(fingerprint({GOLDEN_TEXT!r}), fingerprint('Ünïcödé tëxt — 東京 と 大阪'))"
     )
     env_seed = {"PYTHONHASHSEED": "12345"}  # a different str-hash salt must not matter
     out = subprocess.run(
@@ -153,18 +153,17 @@ def test_fingerprint_is_the_same_in_another_process() -> None:
     )
     assert out.stdout.split() == [
         str(fingerprint(GOLDEN_TEXT)),
-        str(fingerprint("Ünïcödé tëxt — 東京 と 大阪", early_weight=0.5)),
+        str(fingerprint("Ünïcödé tëxt — 東京 と 大阪")),
     ]
 
 
 def test_batch_equals_single_whatever_the_batch() -> None:
     texts = [" ".join(article_words(s)) for s in range(12)] + ["", "one", "Two words"]
-    for early_weight in (0.0, 0.7):
-        batch = fingerprints(texts, early_weight=early_weight)
-        assert batch.dtype == np.uint64
-        reversed_batch = fingerprints(texts[::-1], early_weight=early_weight)[::-1]
-        singles = [fingerprint(t, early_weight=early_weight) for t in texts]
-        assert batch.tolist() == reversed_batch.tolist() == singles
+    batch = fingerprints(texts)
+    assert batch.dtype == np.uint64
+    reversed_batch = fingerprints(texts[::-1])[::-1]
+    singles = [fingerprint(t) for t in texts]
+    assert batch.tolist() == reversed_batch.tolist() == singles
 
 
 def test_normalization_casefold_and_punctuation() -> None:
@@ -186,22 +185,6 @@ def test_copies_edits_and_unrelated_texts() -> None:
         )
     assert max(small_edit) <= 3
     assert min(unrelated) > 3 and np.mean(unrelated) > 12
-
-
-def test_early_weight_makes_the_lead_count_more() -> None:
-    early_moves, late_moves = 0, 0
-    for seed in range(20):
-        words = article_words(seed)
-        early, late = list(words), list(words)
-        for offset in range(12):
-            early[offset] = f"new{offset}"
-            late[-1 - offset] = f"new{offset}"
-        original = fingerprint(" ".join(words), early_weight=1.0)
-        early_moves += hamming(original, fingerprint(" ".join(early), early_weight=1.0))
-        late_moves += hamming(original, fingerprint(" ".join(late), early_weight=1.0))
-    assert early_moves > 3 * max(late_moves, 1)
-    with pytest.raises(ValueError, match="early_weight"):
-        fingerprint("text", early_weight=1.5)
 
 
 def test_hamming() -> None:

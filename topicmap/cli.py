@@ -3,6 +3,7 @@
 topicmap near-dups --url URL [--max-distance 6]   stories near-duplicate to a stored story
 topicmap near-dups --text TEXT                     stories near-duplicate to a text
 topicmap snapshot TOPIC [--snapshot-id N]          where a snapshot's files and link maps are
+topicmap serve [--host 127.0.0.1] [--port 8765]    the near-duplicate lookup service (HTTP JSON)
 """
 
 from __future__ import annotations
@@ -95,7 +96,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     snapshot = commands.add_parser("snapshot", help="where a snapshot's files are")
     snapshot.add_argument("topic")
     snapshot.add_argument("--snapshot-id", type=int, default=None)
+    serve = commands.add_parser("serve", help="the near-duplicate lookup service (GET/POST /near-duplicates)")
+    serve.add_argument("--host", default="127.0.0.1", help="other than loopback needs TOPICMAP_SERVICE_TOKEN")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument(
+        "--database-url", default=None, help="default: TOPICMAP_DATABASE_URL or the SQLite store"
+    )
+    serve.add_argument("--refresh-seconds", type=float, default=10.0, help="how often new fingerprints load")
+    serve.add_argument(
+        "--allow-address",
+        action="append",
+        default=[],
+        help="CIDR or IP[:PORT] the page fetcher may reach although private (default: public addresses only)",
+    )
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve_command(args)
     if args.command == "near-dups":
         store = TopicStore.open(args.database_url)
         found = near_dups(store, args.url, args.text, args.max_distance, args.min_jaccard)
@@ -112,6 +128,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return snapshot_main(
         [args.topic] + (["--snapshot-id", str(args.snapshot_id)] if args.snapshot_id else [])
     )
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    """Run the near-duplicate service until interrupted (see topicmap.dedup.service)."""
+    import logging
+    import os
+
+    import uvicorn
+
+    from topicmap.dedup.service import MAX_FETCH_BYTES, FingerprintCatalog, create_app, service_token
+    from topicmap.web.fetch import WebFetcher
+    from topicmap.web.netguard import AddressPolicy
+
+    token = service_token(args.host, dict(os.environ))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    store = TopicStore.open(args.database_url)
+    fetcher = WebFetcher(max_body_bytes=MAX_FETCH_BYTES, policy=AddressPolicy(allow=args.allow_address))
+    app = create_app(FingerprintCatalog(store), fetcher, token=token, refresh_seconds=args.refresh_seconds)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
 
 
 if __name__ == "__main__":

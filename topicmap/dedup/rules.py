@@ -35,6 +35,15 @@ HOMEPAGE_MAX_TITLE_WORDS = 4  # §8b: a full title of < 5 words is treated as a 
 TITLE_GROUP_MAX_STORIES = 26  # §8b: a title shared by >= 26 stories ...
 TITLE_GROUP_MAX_SPAN_DAYS = 7  # ... spanning >= 7 days is a recurring title, not one story
 URL_GROUP_MAX_STORIES = 5  # §8b: only lossy-URL groups of 2-5 stories count
+# §8b's title parts: a story whose whole title (site name and section word dropped) is one part of at least
+# this many words ("at least 4 words long", Media Cloud's docstring) absorbs the stories of its medium and
+# day that carry that part among others ("Washington Post: Nunes Releases FISA Memo", seed 000).
+MIN_SOLO_PART_WORDS = 4
+# A title part that opens or closes the titles of at least this many stories of a medium, on at least
+# SITE_PART_MIN_DAYS different days, is the medium's name or a section ("Opinion", "Live updates"), not a
+# headline: headlines recur within a day, names across days. Counted per medium (§8b's "big list of parts").
+SITE_PART_MIN_STORIES = 3
+SITE_PART_MIN_DAYS = 2
 
 # §8b: one leading word of these, followed by a separator, is a section label, not part of the title.
 # ("op-ed" appears as "oped": keys are compared after punctuation is removed.)
@@ -168,7 +177,7 @@ def _site_name_variants(medium_name: str | None) -> set[str]:
     name = " ".join(_clean_parts(medium_name))
     if not name:
         return set()
-    variants = {name, name.replace(" ", "")}
+    variants = {name, name.replace(" ", "")}  # compared squashed too: "washington post" ~ "washingtonpost"
     words = name.split()
     if words[0] == "the" and len(words) > 1:
         words = words[1:]
@@ -178,7 +187,23 @@ def _site_name_variants(medium_name: str | None) -> set[str]:
     # A domain-like name ("nytimes.com" lost its dot to punctuation): also its first label.
     if medium_name and "." in medium_name:
         variants.add(" ".join(_clean_parts(medium_name.split(".")[0])))
-    return {v for v in variants if v}
+    return {v for v in variants if v} | {v.replace(" ", "") for v in variants if v}
+
+
+def _is_site_part(part: str, sites: set[str]) -> bool:
+    return part in sites or part.replace(" ", "") in sites
+
+
+def _core_parts(parts: list[str], sites: set[str]) -> list[str]:
+    """A title's parts without a leading section word (§8b) and leading/trailing site-name parts."""
+    core = list(parts)
+    if len(core) > 1 and core[0] in TITLE_PREFIX_WORDS:
+        core = core[1:]
+    while len(core) > 1 and _is_site_part(core[0], sites):
+        core = core[1:]
+    while len(core) > 1 and _is_site_part(core[-1], sites):
+        core = core[:-1]
+    return core
 
 
 def normalized_title(title: str, medium_name: str | None = None) -> str:
@@ -200,19 +225,13 @@ def normalized_title(title: str, medium_name: str | None = None) -> str:
         return ""
     whole = " ".join(parts)[:MAX_TITLE_CHARS].strip()
     sites = _site_name_variants(medium_name)
-    core = list(parts)
-    if len(core) > 1 and core[0] in TITLE_PREFIX_WORDS:
-        core = core[1:]
-    while len(core) > 1 and core[0] in sites:
-        core = core[1:]
-    while len(core) > 1 and core[-1] in sites:
-        core = core[:-1]
+    core = _core_parts(parts, sites)
     longest = max(core, key=len)
-    if len(core) > 1 and len(longest) >= MIN_LONGEST_PART_CHARS and longest not in sites:
+    if len(core) > 1 and len(longest) >= MIN_LONGEST_PART_CHARS and not _is_site_part(longest, sites):
         key = longest
     else:
         key = " ".join(core)
-    if key in sites or len(key.split()) < MIN_KEY_WORDS:
+    if _is_site_part(key, sites) or len(key.split()) < MIN_KEY_WORDS:
         return whole
     return key[:MAX_TITLE_CHARS].strip()
 
@@ -291,6 +310,16 @@ def _publish_dates(values: pd.Series) -> pd.Series:
     return pd.to_datetime(values, errors="coerce", utc=True, format="mixed")
 
 
+def _publish_days(frame: pd.DataFrame, publish: pd.Series) -> pd.Series:
+    """The publisher's calendar day of each story: the UTC time moved by the page's own UTC offset
+    (``publish_utc_offset`` minutes, when known), so 23:30+09:00 is that day in Tokyo, not the day before."""
+    local = publish
+    if "publish_utc_offset" in frame.columns:
+        offsets = pd.to_numeric(frame["publish_utc_offset"], errors="coerce").fillna(0).to_numpy()
+        local = publish + pd.to_timedelta(offsets, unit="min")
+    return local.dt.floor("D")
+
+
 def _text_amount(stories: pd.DataFrame) -> pd.Series:
     """How much text a story has: sentence_count, else text_length, else length of `text`, else 0."""
     for column in ("sentence_count", "text_length"):
@@ -324,10 +353,14 @@ def find_duplicate_stories(stories: pd.DataFrame) -> pd.DataFrame:
     title's site-name rules), sentence_count or text_length (for the survivor). Two stories of the SAME
     medium are one story if either
 
-    - their normalized titles are equal and they were published the same (UTC) day. Never for empty or
+    - their normalized titles are equal and they were published the same day (the publisher's day when
+      ``publish_utc_offset`` minutes are given, else the UTC day). Never for empty or
       "(no title)" titles, undated stories, titles of < 5 words or URLs with an empty or "/" path (§8b:
       likely a home page), nor for a title that the medium used for >= 26 stories over >= 7 days (a recurring title
       like "Letters to the editor", §8b);
+    - or, on the same day, one's title is a single part of >= 4 words once the site name and section word
+      are dropped, and the other's title has that part among its parts (§8b's title-part rule: "Nunes
+      Releases FISA Memo" and "Washington Post: Nunes Releases FISA Memo", seed 000);
     - or their lossy-normalized URL (or guid) is equal, in a group of at most 5 stories (§8b; a larger
       group means the normalization collapsed different pages).
 
@@ -377,10 +410,11 @@ def find_duplicate_stories(stories: pd.DataFrame) -> pd.DataFrame:
         key = normalized_title(title, name if isinstance(name, str) else None)
         if key:
             title_rows.setdefault((frame.at[row, "media_id"], key), []).append(row)
+    all_days = _publish_days(frame, publish)
     for members in title_rows.values():
         if len(members) < 2:
             continue
-        days = publish.iloc[members].dt.floor("D")
+        days = all_days.iloc[members]
         span_days = (days.max() - days.min()).days
         if len(members) >= TITLE_GROUP_MAX_STORIES and span_days >= TITLE_GROUP_MAX_SPAN_DAYS:
             continue  # a recurring title: refused as too broad
@@ -391,6 +425,8 @@ def find_duplicate_stories(stories: pd.DataFrame) -> pd.DataFrame:
             if len(same_day) > 1:
                 for other in same_day[1:]:
                     union.union(same_day[0], other)
+
+    _union_by_title_parts(frame, medium_names, publish, all_days, union)
 
     roots = np.array([union.find(i) for i in range(n)])
     sizes = np.bincount(roots, minlength=n)
@@ -409,6 +445,78 @@ def find_duplicate_stories(stories: pd.DataFrame) -> pd.DataFrame:
         }
     )
     return result.sort_values(["keep_stories_id", "stories_id"], ignore_index=True)
+
+
+def _union_by_title_parts(
+    frame: pd.DataFrame,
+    medium_names: pd.Series,
+    publish: pd.Series,
+    days: pd.Series,
+    union: _UnionFind,
+) -> None:
+    """§8b's title-part rule, per medium and day: a story whose title, site name and section word dropped,
+    is a single part of >= 4 words ("Nunes Releases FISA Memo") absorbs the stories of its medium and day
+    that carry that part among others ("Washington Post: Nunes Releases FISA Memo", "Nunes Releases FISA
+    Memo - The Washington Post"). Site parts are the medium's name and the parts its titles repeat at an edge
+    on several days. Media Cloud compared the parts across the whole topic; here within a day, as the
+    issue's and Media Cloud's later title-hash rule do, so a recurring headline is not one story."""
+    parts_of: dict[int, list[str]] = {}
+    edge_stories: dict[tuple[Hashable, str], set[int]] = {}
+    for row in range(len(frame)):
+        title, url = frame.at[row, "title"], frame.at[row, "url"]
+        if pd.isna(publish.iloc[row]) or not _is_titled(title) or _is_homepage(url) or _is_twitter(url):
+            continue
+        parts = _clean_parts(title)  # type: ignore[arg-type]
+        if not parts:
+            continue
+        parts_of[row] = parts
+        if len(parts) > 1:
+            media_id = frame.at[row, "media_id"]
+            for part in {parts[0], parts[-1]}:
+                edge_stories.setdefault((media_id, part), set()).add(row)
+    counted_sites: dict[Hashable, set[str]] = {}
+    for (media_id, part), rows in edge_stories.items():
+        if len(rows) >= SITE_PART_MIN_STORIES and len({days.iloc[r] for r in rows}) >= SITE_PART_MIN_DAYS:
+            counted_sites.setdefault(media_id, set()).update({part, part.replace(" ", "")})
+
+    solo: dict[tuple[Hashable, pd.Timestamp, str], list[int]] = {}
+    carriers: dict[tuple[Hashable, pd.Timestamp, str], list[int]] = {}
+    for row, parts in parts_of.items():
+        media_id = frame.at[row, "media_id"]
+        name = medium_names.iloc[row]
+        sites = _site_name_variants(name if isinstance(name, str) else None) | counted_sites.get(
+            media_id, set()
+        )
+        core = _core_parts(parts, sites)
+        day = days.iloc[row]
+        if len(core) == 1 and len(core[0].split()) >= MIN_SOLO_PART_WORDS:
+            solo.setdefault((media_id, day, core[0]), []).append(row)
+        for part in set(core):
+            carriers.setdefault((media_id, day, part), []).append(row)
+    # §8b's guard against recurring titles ("Letters to the editor"): a part carried by >= 26 stories of
+    # a medium spanning >= 7 days is refused, even where two of them share a day.
+    across_days: dict[tuple[Hashable, str], set[int]] = {}
+    for (media_id, _day, part), rows in carriers.items():
+        across_days.setdefault((media_id, part), set()).update(rows)
+    for key, solo_rows in solo.items():
+        members = set(solo_rows) | set(carriers.get(key, ()))
+        if len(members) < 2:
+            continue
+        everywhere = across_days[(key[0], key[2])]
+        if len(everywhere) >= TITLE_GROUP_MAX_STORIES:
+            span = max(days.iloc[r] for r in everywhere) - min(days.iloc[r] for r in everywhere)
+            if span.days >= TITLE_GROUP_MAX_SPAN_DAYS:
+                continue
+        first, *others = sorted(members)
+        for other in others:
+            union.union(first, other)
+
+
+def _is_twitter(url: object) -> bool:
+    """§8b: a tweet's title is its text; retweets must stay separate stories."""
+    return (
+        isinstance(url, str) and re.match(r"^https?://(?:www\.|mobile\.)?twitter\.com", url, re.I) is not None
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -438,6 +546,7 @@ def plan_media_merges(stories: pd.DataFrame, dup_media_id: Mapping[int, int | No
     url_columns = ["url", "guid"] if "guid" in frame.columns else ["url"]
     names = frame["medium_name"] if "medium_name" in frame.columns else pd.Series([None] * len(frame))
     publish = _publish_dates(frame["publish_date"])
+    days = _publish_days(frame, publish)
 
     def url_keys(row: int) -> set[str]:
         keys: set[str] = set()
@@ -455,7 +564,7 @@ def plan_media_merges(stories: pd.DataFrame, dup_media_id: Mapping[int, int | No
         if pd.isna(publish.iloc[row]) or not _title_matchable(title, frame.at[row, "url"]):
             return None
         name = names.iloc[row]
-        return normalized_title(title, name if isinstance(name, str) else None), publish.iloc[row].floor("D")
+        return normalized_title(title, name if isinstance(name, str) else None), days.iloc[row]
 
     # Index the stories that live in final media (not themselves in a duplicate medium).
     by_url: dict[tuple[Hashable, str], list[int]] = {}

@@ -14,8 +14,11 @@ Fingerprint features (chosen by measurement, see benchmarks/eval_near_duplicates
   also fall within 3 bits, ``c - 0.9`` about 0.92 with no unrelated pair within 3 bits. IDF weighting
   would up-weight exactly the rare words an edit touches. Weights are scaled and rounded to integers,
   so the bit sums are exact and a fingerprint does not depend on which batch computed it.
-- ``early_weight`` (0..1) scales each occurrence by ``1 - early_weight * position / length``, the
-  seed's "the lead matters more" variant (early_weight=1 is its linear decay).
+- no positional weighting. Seed 001's "the lead matters more" variant (each occurrence weighted
+  ``1 - w * position / length``) was measured on real articles (benchmarks/RESULTS.md, "Positional
+  simhash", issue 21) and removed: in the two stages the asset and the lookup service run, w=1 found every
+  footer-appended copy (0.94 without) but only 0.71 of reordered copies (1.00 without) and fewer substituted
+  ones; w=0.5 traded +0.03 on footers for -0.005 on each substitution rate. No net gain, so one feature set.
 
 Pair search splits the 64 bits into B blocks. Two fingerprints within distance k differ in at most k
 blocks, so they agree exactly on at least B - k of them: for every choice of B - k blocks (a "table")
@@ -87,33 +90,22 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN_RE.findall(text.casefold())
 
 
-def _check_early_weight(early_weight: float) -> float:
-    weight = float(early_weight)
-    if not 0.0 <= weight <= 1.0:
-        raise ValueError(f"early_weight must be between 0 and 1, got {early_weight!r}")
-    return weight
-
-
 def _doc_features(
     token_ids: np.ndarray,
     doc_of_token: np.ndarray,
-    pos_weight: np.ndarray | None,
     pair_base: int,
     factor: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Distinct (doc, feature key) rows with their integer-valued weights.
 
     Returns (doc, key, weight) where key identifies the feature inside the chunk; rows are grouped by doc.
-    Weights are (c - 0.9) * factor (* mean position weight), scaled and rounded to integers so that every
+    Weights are (c - 0.9) * factor, scaled and rounded to integers so that every
     later sum is exact in float64 and no summation order (batch size, BLAS blocking) can change a bit.
     """
     keys = doc_of_token * np.int64(pair_base) + token_ids
-    unique_keys, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    unique_keys, counts = np.unique(keys, return_counts=True)
     docs = unique_keys // pair_base
     weights = (counts * _WEIGHT_SCALE - _HAPAX_DISCOUNT) * (factor * _WEIGHT_QUANTUM)
-    if pos_weight is not None:
-        # The feature's mean position weight: its occurrences are summed in text order, per document.
-        weights = weights * (np.bincount(inverse, weights=pos_weight, minlength=len(unique_keys)) / counts)
     return docs, unique_keys % pair_base, np.round(weights)
 
 
@@ -136,7 +128,7 @@ def _aggregate_bits(docs: np.ndarray, hashes: np.ndarray, weights: np.ndarray, n
     return np.packbits(votes, axis=1, bitorder="little").view("<u8").reshape(n_docs).astype(np.uint64)
 
 
-def _fingerprint_chunk(texts: Sequence[str], early_weight: float) -> np.ndarray:
+def _fingerprint_chunk(texts: Sequence[str]) -> np.ndarray:
     token_lists = [_TOKEN_RE.findall(text.casefold()) for text in texts]
     n_docs = len(token_lists)
     lengths = np.fromiter((len(tokens) for tokens in token_lists), dtype=np.int64, count=n_docs)
@@ -156,12 +148,8 @@ def _fingerprint_chunk(texts: Sequence[str], early_weight: float) -> np.ndarray:
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     position = np.arange(len(token_ids), dtype=np.int64) - np.repeat(starts, lengths)
 
-    pos_weight = None
-    if early_weight > 0.0:
-        pos_weight = 1.0 - early_weight * position / np.repeat(lengths, lengths)
-
     n_vocab = len(vocabulary)
-    uni_docs, uni_ids, uni_weights = _doc_features(token_ids, doc_of_token, pos_weight, n_vocab, 1.0)
+    uni_docs, uni_ids, uni_weights = _doc_features(token_ids, doc_of_token, n_vocab, 1.0)
     uni_hashes = vocab_hashes[uni_ids]
 
     # Bigrams: consecutive tokens of the same document; pair ids first, so doc * n_pairs fits in int64.
@@ -173,7 +161,6 @@ def _fingerprint_chunk(texts: Sequence[str], early_weight: float) -> np.ndarray:
         bi_docs, bi_ids, bi_weights = _doc_features(
             pair_ids.astype(np.int64),
             doc_of_token[left],
-            None if pos_weight is None else pos_weight[left],
             len(unique_pairs),
             _BIGRAM_FACTOR,
         )
@@ -187,9 +174,8 @@ def _fingerprint_chunk(texts: Sequence[str], early_weight: float) -> np.ndarray:
     return _aggregate_bits(docs, hashes, weights, n_docs)
 
 
-def fingerprints(texts: Iterable[str], early_weight: float = 0.0) -> np.ndarray:
+def fingerprints(texts: Iterable[str]) -> np.ndarray:
     """Simhash fingerprints of many texts at once, as a uint64 array (same values as ``fingerprint``)."""
-    early_weight = _check_early_weight(early_weight)
     text_list = list(texts)
     for index, text in enumerate(text_list):
         if not isinstance(text, str):
@@ -201,16 +187,16 @@ def fingerprints(texts: Iterable[str], early_weight: float = 0.0) -> np.ndarray:
         while end < len(text_list) and (end == start or chars + len(text_list[end]) <= _CHUNK_CHARS):
             chars += len(text_list[end])
             end += 1
-        result[start:end] = _fingerprint_chunk(text_list[start:end], early_weight)
+        result[start:end] = _fingerprint_chunk(text_list[start:end])
         start = end
     return result
 
 
-def fingerprint(text: str, early_weight: float = 0.0) -> int:
+def fingerprint(text: str) -> int:
     """Unsigned 64-bit simhash of ``text``; the empty text (no word tokens) gives 0."""
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")
-    return int(fingerprints([text], early_weight=early_weight)[0])
+    return int(fingerprints([text])[0])
 
 
 def hamming(a: int, b: int) -> int:

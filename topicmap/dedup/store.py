@@ -13,6 +13,7 @@ and applies the answer in place, in one transaction per topic, idempotently (fac
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 from collections import Counter
 from dataclasses import dataclass, field
@@ -121,6 +122,16 @@ def cross_media_link_count(conn: Connection, topics_id: int) -> int:
 
 
 # --------------------------------------------------------------------------------------------- media
+
+
+def media_dups_digest(path: str | Path | None) -> str | None:
+    """sha256 of the duplicate-media list as stored (None when there is no list): what says it changed."""
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
 
 
 def read_media_dups_csv(path: str | Path) -> tuple[list[tuple[str, str]], list[str]]:
@@ -363,12 +374,18 @@ def ensure_fingerprints(store: TopicStore, stories_ids: list[int], chunk: int = 
     """Store a simhash for every story that has none (or one of an older feature version)."""
     sh, st = s.story_simhashes, s.stories
     computed = 0
+    known: set[int] = set()
     with store.engine.connect() as conn:
-        known = set(
-            conn.execute(
-                select(sh.c.stories_id).where(sh.c.feature_version == SIMHASH_FEATURE_VERSION)
-            ).scalars()
-        )
+        # Only the asked ids: the lookup service calls this for each batch of new stories of a large store.
+        for start in range(0, len(stories_ids), chunk):
+            asked = stories_ids[start : start + chunk]
+            known.update(
+                conn.execute(
+                    select(sh.c.stories_id).where(
+                        sh.c.stories_id.in_(asked), sh.c.feature_version == SIMHASH_FEATURE_VERSION
+                    )
+                ).scalars()
+            )
     todo = [i for i in stories_ids if i not in known]
     for start in range(0, len(todo), chunk):
         ids = todo[start : start + chunk]

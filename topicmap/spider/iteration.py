@@ -47,7 +47,7 @@ from topicmap.topics.declarations import TopicConfig
 from topicmap.topics.query import TopicQuery
 from topicmap.web.fetch import FetchOutcome
 from topicmap.web.links import (
-    extract_links,
+    extract_content_links,
     extract_story_and_links,
     is_ignored_url,
     is_self_link,
@@ -558,6 +558,9 @@ class Spider:
             publish_date=extracted.publish_date,
             description=extracted.description,
             language=extracted.language,
+            date_guess_method=extracted.date_method,
+            title_method=extracted.title_method,
+            language_method=extracted.language_method,
             guid=final_url,
             html=outcome.content,
             html_gz=page_gz.result(),
@@ -883,7 +886,7 @@ class Spider:
                         select(s.stories.c.text).where(s.stories.c.stories_id == story.stories_id)
                     ).scalar_one_or_none()
             page = html or f"<html><body><p>{text or ''}</p></body></html>"
-            mined.links = extract_links(page, base_url=story.url)
+            mined.links = extract_content_links(page, base_url=story.url)
         except Exception as exc:  # noqa: BLE001 - recorded per story, counted in the error rate
             mined.error = _error_text(exc)
         return mined

@@ -91,6 +91,12 @@ stories = Table(
     Column("source", String(256), nullable=False),
     Column("date_guess_method", String(64), nullable=True),
     Column("normalized_title_hash", String(32), nullable=True, info=_since(3)),
+    # How the title and the language were found (topicmap.web.extract: "og:title", "<title>, site name
+    # removed"; "text", "declared") and the page's own UTC offset of publish_date in minutes, since a
+    # timestamptz keeps only the instant: publish_date + offset is the publisher's calendar day.
+    Column("title_method", String(64), nullable=True, info=_since(6)),
+    Column("language_method", String(32), nullable=True, info=_since(6)),
+    Column("publish_utc_offset", Integer, nullable=True, info=_since(6)),
     UniqueConstraint("media_id", "guid", name="stories_media_guid_key"),
     Index("stories_publish_date", "publish_date"),
     Index("stories_url", "url"),

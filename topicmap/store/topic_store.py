@@ -123,6 +123,15 @@ def utc(value: datetime | None) -> datetime | None:
     return value.astimezone(UTC)
 
 
+def utc_offset_minutes(value: datetime | None) -> int | None:
+    """The UTC offset a page wrote its publish date in (minutes), which a timestamptz column drops; None
+    for naive or absent dates."""
+    if value is None or value.tzinfo is None:
+        return None
+    offset = value.utcoffset()
+    return int(offset.total_seconds() // 60) if offset is not None else None
+
+
 def now_utc() -> datetime:
     return datetime.now(UTC)
 
@@ -162,6 +171,9 @@ class NewStory:
     guid: str | None = None
     collect_date: datetime | None = None
     date_guess_method: str | None = None
+    #: how the title and the language were found (``ExtractedStory.title_method`` / ``language_method``)
+    title_method: str | None = None
+    language_method: str | None = None
     #: the raw page, kept (zstd, ``compress_page``) for link mining and WARC export
     html: bytes | None = None
     #: ``compress_page(html)`` when the caller already has it (the spider compresses beside its extraction)
@@ -463,7 +475,10 @@ class TopicStore:
                     "collect_date": utc(story.collect_date) or now,
                     "language": story.language,
                     "source": source[:256],
-                    "date_guess_method": story.date_guess_method,
+                    "date_guess_method": (story.date_guess_method or "")[:64] or None,
+                    "title_method": (story.title_method or "")[:64] or None,
+                    "language_method": (story.language_method or "")[:32] or None,
+                    "publish_utc_offset": utc_offset_minutes(story.publish_date),
                 }
             )
         created = self.insert_ignore(conn, st, rows, ["media_id", "guid"])

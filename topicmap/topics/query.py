@@ -581,6 +581,13 @@ def _has_negation(node: _Node) -> bool:
     return any(_has_negation(child) for child in getattr(node, "children", ()))
 
 
+def _has_match_all(node: _Node) -> bool:
+    """An explicit, unnegated ``*:*`` somewhere in the query."""
+    if isinstance(node, _MatchAll):
+        return node.field is None
+    return any(_has_match_all(child) for child in getattr(node, "children", ()))
+
+
 def _make_not(child: _Node) -> _Node:
     return child.child if isinstance(child, _Not) else _Not(child)
 
@@ -1124,10 +1131,22 @@ class TopicQuery:
 
 @functools.lru_cache(maxsize=256)
 def parse(q: str) -> TopicQuery:
-    """Parse a query; raises QuerySyntaxError (with ``position``) when it is malformed."""
+    """Parse a query; raises QuerySyntaxError (with ``position``) when it is malformed or only excludes
+    (``NOT foo``, ``-foo``: it would match every story without foo, so a topic would name nothing)."""
     if not isinstance(q, str):
         raise TypeError(f"query must be a str, not {type(q).__name__}")
     warnings: list[str] = []
     tokens = _Lexer(q, warnings).run()
     root = _Parser(q, tokens, warnings).parse()
+    if root.evaluate(_Story({})) and not _has_match_all(root):
+        # Solr would quietly turn "NOT foo" into "*:* NOT foo" (every story without foo): a topic spidered
+        # with it follows every link. A query that matches a story with no words names nothing; "*:*"
+        # written out is the explicit way to ask for everything.
+        position = tokens[0].position
+        raise QuerySyntaxError(
+            f"query {q!r} only excludes (it matches a story with no words at all, e.g. 'NOT foo' or "
+            "'-foo'): a topic must name what it is about; add the words it is about, e.g. 'climate AND NOT foo'",
+            q,
+            position,
+        )
     return TopicQuery(q, root, warnings)

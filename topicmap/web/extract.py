@@ -19,14 +19,12 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urljoin
 
-import htmldate
 import trafilatura
 from charset_normalizer import from_bytes
-from dateutil import parser as dateutil_parser
 from lxml import etree
 from lxml.html import HtmlElement, HTMLParser, document_fromstring
 from trafilatura.xml import xmltotxt
@@ -57,10 +55,15 @@ class ExtractedStory:
 
     title: str | None
     text: str
-    publish_date: datetime | None  # timezone-aware, UTC
+    # timezone-aware, in the page's own UTC offset: .date() is the publisher's calendar day
+    publish_date: datetime | None
     language: str | None  # ISO 639 primary subtag, lowercase ("en", "pt")
     description: str | None
     canonical_url: str | None
+    # how the title and the date were found ("og:title", "meta article:published_time", "url", ...)
+    title_method: str | None = None
+    date_method: str | None = None
+    language_method: str | None = None
 
 
 EMPTY_STORY = ExtractedStory(None, "", None, None, None, None)
@@ -253,7 +256,7 @@ def _collapse(text: str | None) -> str:
     return " ".join(text.split()) if text else ""
 
 
-def _meta_values(tree: HtmlElement) -> dict[str, str]:
+def meta_values(tree: HtmlElement) -> dict[str, str]:
     """<meta> key → value, first occurrence wins; the key is the property/name/itemprop/http-equiv."""
     values: dict[str, str] = {}
     for element in tree.iter("meta"):
@@ -286,7 +289,7 @@ _ARTICLE_TYPES = {
 }
 
 
-def _json_ld_objects(tree: HtmlElement) -> list[dict[str, Any]]:
+def json_ld_objects(tree: HtmlElement) -> list[dict[str, Any]]:
     """Every JSON-LD object on the page (flattening @graph and lists), article types first."""
     found: list[dict[str, Any]] = []
 
@@ -338,6 +341,8 @@ def _json_ld_field(objects: list[dict[str, Any]], *keys: str) -> Any:
 _TITLE_SPLIT_RE = re.compile(r"\s+(?:[|\-–—»«·•~/:]{1,2}|::)\s+|\s*[|｜]\s*|\u3000+")
 # What may follow a clean title inside a longer one. Not ':' — "Brexit: what happens next" is one headline.
 _PREFIX_REMAINDER_RE = re.compile(r"^\s*(?:[|\-–—»«·•~/｜]|\u3000)")
+# What may precede a clean title inside a longer one ("Site - Headline"); here ':' too ("Site: Headline").
+_SUFFIX_REMAINDER_RE = re.compile(r"\S\s*(?:[|\-–—»«·•~/｜:]|\u3000)\s*$")
 _EDGE_SEPARATORS = " |-–—»«·•~/｜"
 _QUOTES = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"', "\u00a0": " "})
 
@@ -391,8 +396,8 @@ def _strip_site_name(title: str, site_names: set[str]) -> str:
 
 def _choose_title(
     tree: HtmlElement, meta: dict[str, str], ld_objects: list[dict[str, Any]], url: str
-) -> str | None:
-    """The story's headline, without the site name the <title> usually carries.
+) -> tuple[str | None, str | None]:
+    """The story's headline, without the site name the <title> usually carries, and how it was found.
 
     Order of evidence: an <h1> that agrees with a metadata title (og/twitter/JSON-LD/<title>) wins as
     written on the page; else a metadata title that is a prefix of <title> followed by a separator;
@@ -409,37 +414,60 @@ def _choose_title(
     h1s = [text for text in (_collapse(h1.text_content()) for h1 in tree.iter("h1")) if 0 < len(text) <= 400][
         :5
     ]
-    metadata_titles = [title for title in (og_title, twitter_title, ld_title, tag_title) if title]
+    named = {
+        "og:title": og_title,
+        "twitter:title": twitter_title,
+        "json-ld headline": ld_title,
+        "<title>": tag_title,
+    }
+    metadata_titles = {title: name for name, title in reversed(named.items()) if title}
 
     # 1. the visible headline confirmed by the metadata
-    metadata_keys = {_title_key(title) for title in metadata_titles}
+    metadata_keys = {_title_key(title): name for title, name in metadata_titles.items()}
     for h1 in h1s:
         if _title_key(h1) in metadata_keys:
-            return h1[:MAX_TITLE_LENGTH]
+            return h1[:MAX_TITLE_LENGTH], f"<h1> = {metadata_keys[_title_key(h1)]}"
 
     # 2. a clean title that another title extends with a separator + site/section name (a blog whose
     # <h1> is its own name, "Lost in JIT" in "Lost in JIT: PyPy and …", is not a headline)
     site_names = _site_names(meta, ld_objects, url)
+    sources = {
+        title: name for name, title in reversed([*named.items(), *(("<h1>", h1) for h1 in h1s)]) if title
+    }
     candidates = sorted({*h1s, og_title, twitter_title, ld_title} - {""}, key=len, reverse=True)
     candidates = [candidate for candidate in candidates if not _is_site_name(candidate, site_names)]
-    for longer in (tag_title, og_title, twitter_title, ld_title):
+    for longer_name, longer in (
+        ("<title>", tag_title),
+        ("og:title", og_title),
+        ("twitter:title", twitter_title),
+        ("json-ld headline", ld_title),
+    ):
         if not longer:
             continue
         longer_key = longer.translate(_QUOTES).casefold()
         for candidate in candidates:
             if len(candidate) >= len(longer) or len(candidate) < 10:
                 continue
-            if longer_key.startswith(candidate.translate(_QUOTES).casefold()) and _PREFIX_REMAINDER_RE.match(
-                longer[len(candidate) :]
-            ):
-                return candidate[:MAX_TITLE_LENGTH]
+            candidate_key = candidate.translate(_QUOTES).casefold()
+            if longer_key.startswith(candidate_key) and _PREFIX_REMAINDER_RE.match(longer[len(candidate) :]):
+                return candidate[:MAX_TITLE_LENGTH], f"{sources[candidate]}, prefix of {longer_name}"
+            # "Site name - Headline": the clean title ends the longer one after a separator
+            if longer_key.endswith(candidate_key) and _SUFFIX_REMAINDER_RE.search(longer[: -len(candidate)]):
+                return candidate[:MAX_TITLE_LENGTH], f"{sources[candidate]}, suffix of {longer_name}"
 
     # 3. the page's own title, site name removed
-    for title in (tag_title, og_title, ld_title, twitter_title):
+    for name, title in (
+        ("<title>", tag_title),
+        ("og:title", og_title),
+        ("json-ld headline", ld_title),
+        ("twitter:title", twitter_title),
+    ):
         if title:
             stripped = _strip_site_name(title, site_names).strip(_EDGE_SEPARATORS)
-            return (stripped or title)[:MAX_TITLE_LENGTH]
-    return h1s[0][:MAX_TITLE_LENGTH] if h1s else None
+            if stripped and stripped != title:
+                return stripped[:MAX_TITLE_LENGTH], f"{name}, site name removed"
+            return title[:MAX_TITLE_LENGTH], name
+    return (h1s[0][:MAX_TITLE_LENGTH], "<h1>") if h1s else (None, None)
 
 
 _TITLE_OPEN_RE = re.compile(r"<title\b[^>]{0,1000}>", re.I)
@@ -471,181 +499,6 @@ def page_title(html: str | bytes | None) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------------
-# publication date
-
-# Explicit "this is when it was published" fields, most specific first. A page that states one is
-# trusted over any heuristic search of its text.
-_META_DATE_KEYS = (
-    "article:published_time",
-    "og:published_time",
-    "og:article:published_time",
-    "article:published",
-    "datepublished",
-    "rnews:datepublished",
-    "originalpublicationdate",
-    "article_date_original",
-    "dc.date.issued",
-    "dcterms.issued",
-    "dc.date.published",
-    "dcterms.created",
-    "dc.date.created",
-    "citation_publication_date",
-    "citation_date",
-    "parsely-pub-date",
-    "sailthru.date",
-    "publication_date",
-    "publish-date",
-    "publishdate",
-    "pubdate",
-    "date",
-    "dc.date",
-)
-_TZINFOS = {
-    "UTC": 0,
-    "GMT": 0,
-    "Z": 0,
-    "EST": -5 * 3600,
-    "EDT": -4 * 3600,
-    "CST": -6 * 3600,
-    "CDT": -5 * 3600,
-    "MST": -7 * 3600,
-    "MDT": -6 * 3600,
-    "PST": -8 * 3600,
-    "PDT": -7 * 3600,
-    "BST": 3600,
-    "CET": 3600,
-    "CEST": 2 * 3600,
-    "IST": 19800,
-    "JST": 9 * 3600,
-    "KST": 9 * 3600,
-}
-
-
-def _valid_publish_date(moment: datetime | None, now: datetime) -> datetime | None:
-    if moment is None:
-        return None
-    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return moment if MIN_PUBLISH_DATE <= moment <= now else None
-
-
-_COMPACT_DATE_RE = re.compile(r"^(?:19|20)[0-9]{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12][0-9]|3[01])$")
-# dateutil fills fields a string lacks from this default: year 1 makes a year-less date invalid.
-_NO_DEFAULT_DATE = datetime(1, 1, 1)
-
-
-def _parse_date_value(value: Any) -> datetime | None:
-    """A date from an ISO string, a free-form date string or a Unix timestamp (s or ms)."""
-    if isinstance(value, list) and value:
-        value = value[0]
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str) and _COMPACT_DATE_RE.match(value.strip()):
-        return datetime.strptime(value.strip(), "%Y%m%d")
-    if isinstance(value, int | float) or (isinstance(value, str) and value.strip().isdigit()):
-        number = float(value)
-        if number > 1e11:  # milliseconds
-            number /= 1000
-        try:
-            return datetime.fromtimestamp(number, tz=UTC)
-        except (OverflowError, OSError, ValueError):
-            return None
-    if not isinstance(value, str):
-        return None
-    value = value.strip()[:100]
-    if len(value) < 6:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
-    except ValueError:
-        pass
-    try:
-        return dateutil_parser.parse(value, default=_NO_DEFAULT_DATE, tzinfos=_TZINFOS, fuzzy=False)
-    except (ValueError, OverflowError, TypeError, LookupError):
-        return None
-
-
-def _declared_publish_date(
-    tree: HtmlElement, meta: dict[str, str], ld_objects: list[dict[str, Any]], now: datetime
-) -> datetime | None:
-    """The publication date the page states in its metadata (JSON-LD, <meta>, <time itemprop>), as
-    written (its own offset kept, so the publisher's calendar day can still be read from it)."""
-    candidates: list[Any] = [_json_ld_field(ld_objects, "datePublished", "dateCreated")]
-    candidates += [meta.get(key) for key in _META_DATE_KEYS]
-    for element in tree.iterfind(".//time[@itemprop='datePublished']"):
-        candidates.append(element.get("datetime") or element.get("content"))
-    for value in candidates:
-        if value is None:
-            continue
-        moment = _parse_date_value(value)
-        if _valid_publish_date(moment, now) is not None:
-            return moment
-    return None
-
-
-# A full date in the URL path (/2020/04/13/, /2020-04-13-, /20200413/), minted when the story was published.
-_URL_DATE_RE = re.compile(
-    r"(?<![0-9])(20[0-9]{2})([/_.-]?)(0[1-9]|1[0-2])\2(0[1-9]|[12][0-9]|3[01])(?![0-9])"
-)
-
-
-def _url_day(url: str) -> date | None:
-    path = url.split("://", 1)[-1].partition("/")[2]
-    match = _URL_DATE_RE.search(path)
-    if not match:
-        return None
-    try:
-        return date(int(match.group(1)), int(match.group(3)), int(match.group(4)))
-    except ValueError:
-        return None
-
-
-# htmldate's "extensive search" (free-text date patterns, dateparser) finds more dates on pages that state
-# none in their markup, but on the evaluation set the extra ones were wrong (three 1 January dates made
-# from a bare year, a 2011 date on a story whose URL says 2010/08/13), and its first calls load
-# dateparser's locale tables (~2 s each): off. See docs/extraction.md.
-EXTENSIVE_DATE_SEARCH = False
-
-
-def _searched_publish_date(tree: HtmlElement, url: str, now: datetime) -> datetime | None:
-    """htmldate's search (URL, markup, then text patterns), restricted to the valid window."""
-    try:
-        found = htmldate.find_date(
-            tree,
-            url=url or None,
-            original_date=True,  # publication, not last modification
-            extensive_search=EXTENSIVE_DATE_SEARCH,
-            min_date=MIN_PUBLISH_DATE.strftime("%Y-%m-%d"),
-            max_date=now.strftime("%Y-%m-%d"),
-        )
-    except Exception:  # noqa: BLE001 - third-party parser on hostile input
-        log.debug("htmldate failed", exc_info=True)
-        return None
-    if not found:
-        return None
-    try:
-        day = date.fromisoformat(found)
-    except ValueError:
-        return None
-    return _valid_publish_date(datetime(day.year, day.month, day.day, tzinfo=UTC), now)
-
-
-def _publish_date(
-    tree: HtmlElement, meta: dict[str, str], ld_objects: list[dict[str, Any]], url: str
-) -> datetime | None:
-    """Declared publication date, else htmldate's search; UTC, within [2008-01-01, now]."""
-    now = datetime.now(UTC)
-    declared = _declared_publish_date(tree, meta, ld_objects, now)
-    if declared is None:
-        return _searched_publish_date(tree, url, now)
-    url_day = _url_day(url) if url else None
-    if url_day is not None and abs((declared.date() - url_day).days) == 1:
-        # The URL's day is the publisher's own; metadata one day off is a time stamped in another zone
-        # or a local time mislabelled as UTC ("…T00:38:07Z" for 16:38 the day before).
-        return _valid_publish_date(datetime(url_day.year, url_day.month, url_day.day, tzinfo=UTC), now)
-    return _valid_publish_date(declared, now)
-
-
-# --------------------------------------------------------------------------------------------------
 # language, description, canonical URL
 
 _LANGUAGE_RE = re.compile(r"^\s*([a-zA-Z]{2,3})(?:[-_]|\s*$)")
@@ -660,7 +513,9 @@ def _language_code(value: Any) -> str | None:
     return code if code and code not in _NOT_A_LANGUAGE else None
 
 
-def _language(tree: HtmlElement, meta: dict[str, str], ld_objects: list[dict[str, Any]]) -> str | None:
+def _declared_language(
+    tree: HtmlElement, meta: dict[str, str], ld_objects: list[dict[str, Any]]
+) -> str | None:
     declared = [
         tree.get("lang"),
         tree.get("{http://www.w3.org/XML/1998/namespace}lang"),
@@ -678,78 +533,71 @@ def _language(tree: HtmlElement, meta: dict[str, str], ld_objects: list[dict[str
     return None
 
 
-# Fallback when a page declares no language: stop-word counts over the article text, using the stop-word
-# lists jusText ships (a trafilatura dependency), plus Unicode scripts that identify a language alone.
-_STOPLIST_LANGUAGES = {
-    "Afrikaans": "af", "Albanian": "sq", "Arabic": "ar", "Armenian": "hy", "Azerbaijani": "az",
-    "Basque": "eu", "Belarusian": "be", "Bengali": "bn", "Bosnian": "bs", "Bulgarian": "bg",
-    "Catalan": "ca", "Croatian": "hr", "Czech": "cs", "Danish": "da", "Dutch": "nl", "English": "en",
-    "Estonian": "et", "Finnish": "fi", "French": "fr", "Galician": "gl", "German": "de", "Greek": "el",
-    "Gujarati": "gu", "Hebrew": "he", "Hindi": "hi", "Hungarian": "hu", "Icelandic": "is",
-    "Indonesian": "id", "Irish": "ga", "Italian": "it", "Kannada": "kn", "Kazakh": "kk", "Latvian": "lv",
-    "Lithuanian": "lt", "Macedonian": "mk", "Malay": "ms", "Malayalam": "ml", "Marathi": "mr",
-    "Nepali": "ne", "Norwegian_Bokmal": "nb", "Persian": "fa", "Polish": "pl", "Portuguese": "pt",
-    "Romanian": "ro", "Russian": "ru", "Serbian": "sr", "Slovak": "sk", "Slovenian": "sl",
-    "Spanish": "es", "Swahili": "sw", "Swedish": "sv", "Tagalog": "tl", "Tamil": "ta", "Telugu": "te",
-    "Turkish": "tr", "Ukrainian": "uk", "Urdu": "ur", "Uzbek": "uz", "Vietnamese": "vi", "Welsh": "cy",
-}  # fmt: skip
-_SCRIPT_LANGUAGES = (
-    (re.compile(r"[\u3040-\u30ff]"), "ja"),  # kana (before Han: Japanese text mixes both)
-    (re.compile(r"[\uac00-\ud7af]"), "ko"),
-    (re.compile(r"[\u4e00-\u9fff]"), "zh"),
-    (re.compile(r"[\u0e00-\u0e7f]"), "th"),
-    (re.compile(r"[\u10a0-\u10ff]"), "ka"),
-    (re.compile(r"[\u0530-\u058f]"), "hy"),
-    (re.compile(r"[\u0590-\u05ff]"), "he"),
-    (re.compile(r"[\u0370-\u03ff]"), "el"),
-)
-_stopword_languages: dict[str, set[str]] | None = None
-LANGUAGE_SAMPLE_CHARS = 4000
+# The language is read from the text by py3langid (langid.py's maintained fork, the detector trafilatura
+# itself uses for its language filter; its model ships in the package). Page declarations are often wrong
+# (templates declare "en" on Thai, Romanian and German pages): one only breaks a tie, when the detector's
+# own ranking puts the declared language within LANGUAGE_TIE_RATIO of its first choice, or when there is
+# too little text to judge.
+LANGUAGE_SAMPLE_CHARS = 1200  # a paragraph or two decides; the cost grows with the sample
+MIN_LANGUAGE_TEXT_CHARS = 60
+LANGUAGE_TIE_RATIO = 0.5
+# py3langid's model labels some languages with ISO 639-3 codes: dialects go to their ISO 639-1 language
+# (as sites label them); others (no ISO 639-1 code, or "zxx", no linguistic content) are not reported.
+_LANGID_CODES = {"nn": "no", "ary": "ar", "arz": "ar", "yue": "zh", "wuu": "zh", "uzs": "uz", "gug": "gn"}
+_identifier: Any = None
+_NOT_LETTERS_RE = re.compile(r"[\W\d_]+")
 
 
-def _stopwords_by_word() -> dict[str, set[str]]:
-    """word → languages whose stop-word list has it (loaded once, ~0.3 s)."""
-    global _stopword_languages
-    if _stopword_languages is None:
-        import justext  # local: only pages without a declared language pay for loading the lists
+def _language_identifier() -> Any:
+    global _identifier
+    if _identifier is None:
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier  # local: loading the model takes a moment
 
-        table: dict[str, set[str]] = {}
-        for name, code in _STOPLIST_LANGUAGES.items():
-            try:
-                words = justext.get_stoplist(name)
-            except (ValueError, OSError):
-                continue
-            if sum(word.isascii() for word in words) < len(words) / 2:
-                # Lists of non-Latin-script languages carry stray Latin words ("the", "and").
-                words = {word for word in words if not word.isascii()}
-            for word in words:
-                table.setdefault(word, set()).add(code)
-        _stopword_languages = table
-    return _stopword_languages
+        _identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    return _identifier
+
+
+def _language_ranking(text: str | None) -> list[tuple[str, float]]:
+    """(language, probability) best first, from the text's letters; [] when there are too few."""
+    if not text:
+        return []
+    sample = text[:LANGUAGE_SAMPLE_CHARS]
+    if len(sample) < 400 and len(_NOT_LETTERS_RE.sub("", sample)) < MIN_LANGUAGE_TEXT_CHARS:
+        return []
+    try:
+        ranking = _language_identifier().rank(sample)
+    except Exception:  # noqa: BLE001 - third-party model on hostile input
+        log.debug("language detection failed", exc_info=True)
+        return []
+    merged: dict[str, float] = {}
+    for code, probability in ranking[:8]:
+        code = _LANGID_CODES.get(code, code)
+        if len(code) == 2:
+            merged[code] = merged.get(code, 0.0) + float(probability)
+    return sorted(merged.items(), key=lambda item: item[1], reverse=True)
 
 
 def guess_language(text: str | None) -> str | None:
     """ISO 639-1 code of the language a text is written in, or None when it is too short to tell."""
-    if not text:
-        return None
-    sample = text[:LANGUAGE_SAMPLE_CHARS]
-    for pattern, code in _SCRIPT_LANGUAGES:
-        if len(pattern.findall(sample)) >= 20:
-            return code
-    words = re.findall(r"\w+", sample.lower())
-    if len(words) < 20:
-        return None
-    table = _stopwords_by_word()
-    # A word shared by several lists ("a", "de") says less than one only a single language uses.
-    scores: dict[str, float] = {}
-    for word in words:
-        languages = table.get(word, ())
-        for code in languages:
-            scores[code] = scores.get(code, 0.0) + 1.0 / len(languages)
-    if not scores:
-        return None
-    code, score = max(scores.items(), key=lambda item: item[1])
-    return code if score >= max(3.0, len(words) / 20) else None
+    ranking = _language_ranking(text)
+    return ranking[0][0] if ranking else None
+
+
+def _language(text: str, declared: str | None) -> tuple[str | None, str | None]:
+    """The story's language and how it was found: "text", "text = declared", "declared (tie)",
+    "text (page declares xx)", "declared (text too short)"."""
+    ranking = _language_ranking(text)
+    if not ranking:
+        return (declared, "declared (text too short)") if declared else (None, None)
+    detected, best = ranking[0]
+    if declared is None:
+        return detected, "text"
+    if detected == declared:
+        return detected, "text = declared"
+    declared_probability = next((p for code, p in ranking if code == declared), 0.0)
+    if declared_probability >= best * LANGUAGE_TIE_RATIO:
+        return declared, "declared (tie)"
+    return detected, f"text (page declares {declared})"
 
 
 def _description(meta: dict[str, str], ld_objects: list[dict[str, Any]]) -> str | None:
@@ -797,15 +645,17 @@ TRAFILATURA_OPTIONS: dict[str, Any] = {"include_comments": False, "favor_precisi
 _NEVER_ARTICLE_TEXT = (
     "head", "script", "style", "noscript", "template", "svg", "canvas", "iframe", "embed", "object",
     "video", "audio", "link", "meta",
+    # trafilatura's own MANUALLY_CLEANED list (deleted, tails kept, in every mode) less what it looks at
+    # first: <form> (ASP.NET), <figure> (may hold a table), <math> (formulas salvaged). Deleting the page
+    # chrome before its XPath prunes run over the raw tree saves them most of their work.
+    "aside", "footer", "nav", "menu", "menuitem", "button", "input", "select", "option", "optgroup",
+    "textarea", "label", "fieldset", "legend", "datalist", "dialog", "noindex", "map", "area", "applet",
+    "frame", "frameset", "fencedframe", "marquee", "blink", "output", "progress", "param", "source",
+    "track", "use", "picture",
 )  # fmt: skip
 
 
-def _article_document(tree: HtmlElement, url: str, include_links: bool = False) -> Any:
-    """trafilatura's article document (``.text``, ``.body``), or None. Prunes `tree` in place.
-
-    With ``include_links`` the body keeps the article's links as <ref target=...> elements, and no URL is
-    given to trafilatura: it would resolve relative links against the site root instead of the page."""
-    etree.strip_elements(tree, *_NEVER_ARTICLE_TEXT, with_tail=False)
+def _bare_extraction(tree: HtmlElement, url: str, include_links: bool, options: dict[str, Any]) -> Any:
     try:
         return trafilatura.bare_extraction(
             tree,
@@ -813,11 +663,88 @@ def _article_document(tree: HtmlElement, url: str, include_links: bool = False) 
             with_metadata=False,
             include_tables=True,
             include_links=include_links,
-            **TRAFILATURA_OPTIONS,
+            **options,
         )
     except Exception:  # noqa: BLE001 - third-party extractor on hostile input
         log.debug("trafilatura failed", exc_info=True)
         return None
+
+
+# Recall fallback. Precision-first extraction sometimes keeps a fragment of a long article (a reprint
+# notice, a caption) or drops the short items of a list page. When its text is shorter than this, the
+# page is extracted again favouring recall, and the longer text is taken if it is at least
+# RECALL_FALLBACK_GAIN times longer (a real gain, not a few boilerplate lines more). trafilatura copies the
+# tree it is given, so the second pass sees the same page.
+RECALL_FALLBACK_BELOW_CHARS = 1000
+RECALL_FALLBACK_GAIN = 2.0
+RECALL_OPTIONS: dict[str, Any] = {"include_comments": False, "favor_recall": True}
+
+
+def _body_text_length(document: Any) -> int:
+    text = getattr(document, "text", None) if document is not None else None
+    if text is None and document is not None and getattr(document, "body", None) is not None:
+        text = " ".join(document.body.itertext())
+    return len(text or "")
+
+
+# Fast first. trafilatura's full precision mode also runs readability and jusText on copies of the page and
+# keeps their text when its own looks deficient; that costs about half of the extraction time and changes
+# the text of few pages. So the fast mode runs first and its text is kept unless it looks deficient the way
+# the comparison would catch: shorter than FULL_EXTRACTION_BELOW_CHARS, no paragraph text, or more tables
+# than paragraphs. Then the full precision mode runs, then the recall fallback below.
+FAST_FIRST = True
+FULL_EXTRACTION_BELOW_CHARS = 600
+
+
+def _looks_deficient(document: Any) -> bool:
+    body = getattr(document, "body", None) if document is not None else None
+    if body is None or _body_text_length(document) < FULL_EXTRACTION_BELOW_CHARS:
+        return True
+    paragraphs = body.findall(".//p")
+    return not paragraphs or len(body.findall(".//table")) > len(paragraphs)
+
+
+def _article_document(tree: HtmlElement, url: str, include_links: bool = False) -> tuple[Any, str]:
+    """trafilatura's article document (``.text``, ``.body``) or None, and how it was found ("precision
+    (fast)", "precision", "recall fallback"). Prunes `tree` in place.
+
+    With ``include_links`` the body keeps the article's links as <ref target=...> elements, and no URL is
+    given to trafilatura: it would resolve relative links against the site root instead of the page."""
+    etree.strip_elements(tree, *_NEVER_ARTICLE_TEXT, with_tail=False)
+    if FAST_FIRST:
+        document = _bare_extraction(tree, url, include_links, {**TRAFILATURA_OPTIONS, "fast": True})
+        if not _looks_deficient(document):
+            return document, "precision (fast)"
+    document = _bare_extraction(tree, url, include_links, TRAFILATURA_OPTIONS)
+    precise_length = _body_text_length(document)
+    if precise_length >= RECALL_FALLBACK_BELOW_CHARS or RECALL_FALLBACK_BELOW_CHARS <= 0:
+        return document, "precision"
+    recalled = _bare_extraction(tree, url, include_links, RECALL_OPTIONS)
+    if _body_text_length(recalled) >= max(1, precise_length) * RECALL_FALLBACK_GAIN:
+        return recalled, "recall fallback"
+    return document, "precision"
+
+
+# Layout left in extracted text: runs of tabs/spaces (templates indent their markup), and comment or
+# CDATA delimiters of inline scripts that leaked into text nodes.
+_HORIZONTAL_SPACE_RE = re.compile(r"[^\S\n]+")
+_MARKUP_REMNANT_RE = re.compile(
+    r"^(?:<!--|-->|//\s*-->|//\s*<!--|<!\[CDATA\[|\]\]>|//\s*\]\]>)+|(?:<!--|-->|//\s*-->|<!\[CDATA\[|\]\]>)+$"
+)
+
+
+def tidy_text(text: str | None) -> str:
+    """Article text without layout: each line's whitespace runs collapsed to one space and its ends
+    trimmed, comment/CDATA delimiters at line ends removed, empty lines dropped."""
+    if not text:
+        return ""
+    lines = []
+    for line in text.split("\n"):
+        line = _HORIZONTAL_SPACE_RE.sub(" ", line).strip()
+        line = _MARKUP_REMNANT_RE.sub("", line).strip()
+        if line:
+            lines.append(line)
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -872,16 +799,16 @@ def _extract_story(
     tree = _parse(text)
     if tree is None:
         return StoryDocument(EMPTY_STORY)
-    meta = _meta_values(tree)
-    ld_objects = _json_ld_objects(tree)
-    title = _choose_title(tree, meta, ld_objects, url)
-    publish_date = _publish_date(tree, meta, ld_objects, url)
-    language = _language(tree, meta, ld_objects)
+    meta = meta_values(tree)
+    ld_objects = json_ld_objects(tree)
+    title, title_method = _choose_title(tree, meta, ld_objects, url)
+    dated = _dates.date_from_tree(tree, meta, ld_objects, url)
+    declared_language = _declared_language(tree, meta, ld_objects)
     description = _description(meta, ld_objects)
     canonical_url = _canonical_url(tree, meta, url)
     seen_before_pruning = before_pruning(tree) if before_pruning is not None else None
     # Last, because it prunes the tree the metadata was read from.
-    document = _article_document(tree, url, include_links)
+    document, _text_method = _article_document(tree, url, include_links)
     body = getattr(document, "body", None) if document is not None else None
     link_targets: list[str] = []
     linked_text = ""
@@ -894,8 +821,19 @@ def _extract_story(
         text = xmltotxt(body, False) or ""
     else:
         text = (getattr(document, "text", None) if document is not None else None) or ""
-    language = language or guess_language(text)
-    story = ExtractedStory(title, text, publish_date, language, description, canonical_url)
+    text = tidy_text(text)
+    language, language_method = _language(text, declared_language)
+    story = ExtractedStory(
+        title,
+        text,
+        dated.date,
+        language,
+        description,
+        canonical_url,
+        title_method,
+        dated.method,
+        language_method,
+    )
     return StoryDocument(story, link_targets, linked_text, seen_before_pruning)
 
 
@@ -912,3 +850,7 @@ __all__ = [
     "MIN_PUBLISH_DATE",
     "MAX_HTML_BYTES",
 ]
+
+# At the end: topicmap.web.dates reads pages with this module's parser (a module import, so either module
+# may be imported first).
+from topicmap.web import dates as _dates  # noqa: E402

@@ -1,15 +1,20 @@
 """The links a story makes (fact sheet §3), the ignore list, and the self-link rules for the spider.
 
-Sources, merged in this order and deduplicated by the lossy URL key (first occurrence kept):
+Two readers, one for each question:
 
-1. links inside the article content: trafilatura's extraction of the page, so navigation, footers,
-   "most read" boxes and share bars are not links the story makes;
-2. http(s) URLs written out in the article text;
-3. YouTube embeds (``<iframe src=…youtube…>``) from the whole page, since extractors drop iframes.
+- ``extract_links(html, base_url=None)`` is Media Cloud's ``get_links_from_html``: the links of the HTML it
+  is given, a fragment or a whole page. Every element with an ``href`` (``<a>``, ``<link>``, ``<area>``),
+  YouTube embeds, and http(s) URLs written out in the visible text.
+- ``extract_content_links`` / ``extract_story_and_links`` are what the spider mines: the links inside the
+  article content only (trafilatura's extraction of the page), so navigation, footers, "most read" boxes and
+  share bars are not links the story makes; plus URLs written in the article text and YouTube embeds from
+  the whole page (extractors drop iframes). Media Cloud ran its article extractor first for the same reason.
 
 Differences from Media Cloud, on purpose:
 
-- relative links are resolved against ``base_url`` (and the page's ``<base href>``) instead of dropped;
+- relative links are resolved against ``base_url`` (and the page's ``<base href>``) instead of dropped
+  (without a base they are dropped, as in Media Cloud);
+- ``<link>`` elements that load page resources (stylesheet, icon, preload, ...) are not links a story makes;
 - the first raw form of each lossy key is kept, in document order (Media Cloud kept the last one seen);
 - a link back to the page itself (``#comments``, the page's own URL) is not a link the story makes;
 - the ignore list has Media Cloud's broken entries repaired (see IGNORE_LINK_PATTERNS).
@@ -22,6 +27,7 @@ import re
 from urllib.parse import urljoin
 
 import trafilatura
+from lxml import etree
 from lxml.html import HtmlElement
 
 from topicmap.web.extract import (
@@ -178,35 +184,80 @@ def _youtube_embeds(tree: HtmlElement, base: str | None) -> list[str]:
     return embeds
 
 
+# <link rel=...> values that load something for the page rather than point at another document.
+_RESOURCE_LINK_RELS = frozenset(
+    {"stylesheet", "icon", "shortcut", "apple-touch-icon", "mask-icon", "preload", "prefetch", "preconnect",
+     "dns-prefetch", "modulepreload", "manifest", "pingback", "search", "edituri", "wlwmanifest"}
+)  # fmt: skip
+
+
 def extract_links(html: str | bytes | None, base_url: str | None = None) -> list[str]:
-    """Absolute http(s) links the story makes, ignored sites removed, one per lossy key, in order.
+    """The links of ``html`` (a fragment or a page): absolute http(s) URLs of every ``href``, YouTube
+    embed and URL written in its text; ignored sites removed, one per lossy key, in document order.
+    Relative links resolve against ``base_url`` (or ``<base href>``) and are dropped without one.
 
     Never raises: unparsable or binary input gives []."""
     try:
-        return _extract_links(html, base_url if isinstance(base_url, str) else None)
+        return _extract_links(html, base_url if isinstance(base_url, str) else None, content_only=False)
     except Exception:  # noqa: BLE001 - total function by contract
         log.warning("link extraction failed for %s", base_url, exc_info=True)
         return []
 
 
-def _extract_links(html: str | bytes | None, base_url: str | None) -> list[str]:
+def extract_content_links(html: str | bytes | None, base_url: str | None = None) -> list[str]:
+    """The links the story itself makes: those inside its article content (as extracted), URLs written in
+    the article text and YouTube embeds. What the spider mines from a stored page. Never raises."""
+    try:
+        return _extract_links(html, base_url if isinstance(base_url, str) else None, content_only=True)
+    except Exception:  # noqa: BLE001 - total function by contract
+        log.warning("content link extraction failed for %s", base_url, exc_info=True)
+        return []
+
+
+# Text nodes a reader sees: not inside scripts, styles, templates or the head.
+_VISIBLE_TEXT_XPATH = etree.XPath(
+    "//text()[not(ancestor::script or ancestor::style or ancestor::noscript or ancestor::template"
+    " or ancestor::head)]"
+)
+
+_HREF_XPATH = etree.XPath("//*[@href]")
+
+
+def _all_hrefs_and_text(tree: HtmlElement) -> tuple[list[str], str]:
+    """Every href of the tree (Media Cloud: any element with an href) and its visible text."""
+    hrefs = [
+        element.get("href")
+        for element in _HREF_XPATH(tree)
+        if element.tag != "base" and not (element.tag == "link" and _is_resource_link(element))
+    ]
+    return hrefs, " ".join(_VISIBLE_TEXT_XPATH(tree))
+
+
+def _is_resource_link(element: HtmlElement) -> bool:
+    rels = set((element.get("rel") or "").lower().split())
+    return bool(rels) and rels <= _RESOURCE_LINK_RELS
+
+
+def _extract_links(html: str | bytes | None, base_url: str | None, content_only: bool) -> list[str]:
     if not html or not isinstance(html, str | bytes | bytearray):
         return []
     text = decode_html(html) if isinstance(html, bytes | bytearray) else html
+    self_key = normalize_url_lossy(base_url) if base_url else None
     if "<" not in text[:PLAIN_TEXT_PROBE_CHARS]:
         # Not HTML (fact sheet §3): the only links are the URLs written in it.
-        candidates = _text_urls(text[:MAX_PLAIN_TEXT_CHARS])
-        self_key = normalize_url_lossy(base_url) if base_url else None
-        return _clean(candidates, self_key)
+        return _clean(_text_urls(text[:MAX_PLAIN_TEXT_CHARS]), self_key)
     tree = parse_html(text)
     if tree is None:
         return []
     base = _base_for(tree, base_url)
-    hrefs, content_text = _content_links_and_text(tree)
+    embeds = _youtube_embeds(tree, base)
+    if content_only:
+        hrefs, visible_text = _content_links_and_text(tree)
+    else:
+        hrefs, visible_text = _all_hrefs_and_text(tree)
     candidates = [_absolute(href, base) for href in hrefs]
-    candidates += _text_urls(content_text)
-    candidates += _youtube_embeds(tree, base)
-    self_key = normalize_url_lossy(base_url) if base_url else None
+    candidates += _text_urls(visible_text)
+    candidates += embeds
     return _clean(candidates, self_key)
 
 
@@ -295,6 +346,7 @@ __all__ = [
     "IGNORE_LINK_PATTERN",
     "IGNORE_LINK_PATTERNS",
     "MAX_SELF_LINKS",
+    "extract_content_links",
     "extract_links",
     "extract_story_and_links",
     "is_ignored_url",

@@ -1,0 +1,182 @@
+"""Near-duplicate lookup service: latency against 1,000,000 stored fingerprints, and requests/s.
+
+    .venv/bin/python benchmarks/bench_near_dup_service.py [--fingerprints 1000000] [--requests 1000]
+        [--clients 1,4,16]
+
+Setup: a SQLite store in a temporary folder holds the real articles of ../shared/data/news_html
+(expected.jsonl ``text``, skipped cleanly when absent) and an edited copy of each (3% of words substituted, a
+footer added), so every query has real near-duplicates to find, read and verify. The catalog loads them, then
+random 64-bit fingerprints are added to the in-memory index until it holds ``--fingerprints`` (their ids have no
+story: they cost what a million stored stories cost the index, and a random fingerprint is within 6 bits of a
+query with probability ~5e-12, so none of them reaches the database stage).
+
+Measured:
+1. lookup in process (``FingerprintCatalog.lookup``: fingerprint the text, query the index, read the candidates'
+   texts, shingle Jaccard): p50/p99 over ``--requests`` queries (each article's edited copy, in turn);
+2. the same through HTTP (uvicorn on loopback, ``POST /near-duplicates``, one client): p50/p99;
+3. requests/s with N concurrent clients (threads with their own connection), and their p50/p99.
+Wall-clock latencies depend on what else the machine runs; the CPU time of a lookup (row 1b) does not.
+
+Goal (issue 21): p99 <= 20 ms for a lookup against 1,000,000 fingerprints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import httpx  # noqa: E402
+import uvicorn  # noqa: E402
+
+from tests.shared_data import NEWS_HTML  # noqa: E402
+from topicmap.dedup.service import FingerprintCatalog, create_app  # noqa: E402
+from topicmap.store.topic_store import NewStory, TopicStore  # noqa: E402
+
+FOOTER = " This story was first published by a partner newspaper and is republished with permission."
+
+
+def edited(text: str, rng: random.Random, vocabulary: list[str], rate: float = 0.03) -> str:
+    words = text.split()
+    for _ in range(max(1, int(len(words) * rate))):
+        words[rng.randrange(len(words))] = rng.choice(vocabulary)
+    return " ".join(words) + FOOTER
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return ordered[len(ordered) // 2] * 1000, ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+
+
+def load_articles() -> list[str]:
+    expected = NEWS_HTML / "expected.jsonl"
+    if not expected.exists():
+        return []
+    rows = [json.loads(line) for line in expected.read_text(encoding="utf-8").splitlines()]
+    return [
+        row["text"] for row in rows if isinstance(row.get("text"), str) and len(row["text"].split()) >= 80
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    arguments.add_argument("--fingerprints", type=int, default=1_000_000)
+    arguments.add_argument("--requests", type=int, default=1000)
+    arguments.add_argument("--clients", default="1,4,16")
+    options = arguments.parse_args(argv)
+    articles = load_articles()
+    if not articles:
+        print(f"skipped: no articles at {NEWS_HTML}")
+        return 0
+    rng = random.Random(21)
+    vocabulary = sorted({word for text in articles for word in text.split()})
+    copies = [edited(text, rng, vocabulary) for text in articles]
+    queries = [edited(text, rng, vocabulary) for text in articles]
+    with tempfile.TemporaryDirectory() as folder:
+        store = TopicStore.open(f"sqlite:///{Path(folder) / 'store.sqlite3'}")
+        stories = [
+            NewStory(f"https://site{i % 7}.test/story/{i}", f"Story {i}", text, None)
+            for i, text in enumerate(articles + copies)
+        ]
+        store.add_stories(stories, "benchmark")
+        catalog = FingerprintCatalog(store)
+        real = catalog.refresh()
+        started = time.perf_counter()
+        filler = options.fingerprints - real
+        ids = np.arange(-1, -filler - 1, -1).tolist()  # negative ids: never a stories_id
+        values = np.random.default_rng(21).integers(0, 2**64, size=filler, dtype=np.uint64)
+        catalog.index.add(ids, values)
+        build_seconds = time.perf_counter() - started
+        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"{len(catalog):,} fingerprints ({real} stored stories), filler added in {build_seconds:.1f} s, "
+              f"peak RSS {rss_mb:.0f} MB")  # fmt: skip
+
+        for query in queries[:20]:  # warm-up: token hash cache, SQLite page cache
+            catalog.lookup(query)
+        in_process, cpu, found = [], [], 0
+        for n in range(options.requests):
+            query = queries[n % len(queries)]
+            began, began_cpu = time.perf_counter(), time.thread_time()
+            _, matches = catalog.lookup(query)
+            cpu.append(time.thread_time() - began_cpu)
+            in_process.append(time.perf_counter() - began)
+            found += bool(matches)
+        p50, p99 = percentiles(in_process)
+        rows = [
+            ("lookup in process", 1, p50, p99, len(in_process) / sum(in_process), found / len(in_process))
+        ]
+        p50, p99 = percentiles(cpu)
+        rows.append(
+            ("lookup in process, CPU time of the lookup", 1, p50, p99, len(cpu) / sum(cpu), found / len(cpu))
+        )
+
+        app = create_app(catalog, refresh_seconds=0, load_on_start=False)
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.05)
+        base = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+
+        def client_run(count: int, offset: int, out: list[float], hits: list[int]) -> None:
+            with httpx.Client(base_url=base, timeout=60) as client:
+                for n in range(count):
+                    query = queries[(offset + n) % len(queries)]
+                    began = time.perf_counter()
+                    response = client.post("/near-duplicates", json={"text": query})
+                    out.append(time.perf_counter() - began)
+                    response.raise_for_status()
+                    hits.append(bool(response.json()["matches"]))
+
+        for clients in [int(c) for c in options.clients.split(",")]:
+            per_client = max(1, options.requests // clients)
+            latencies: list[float] = []
+            hits: list[int] = []
+            workers = [
+                threading.Thread(target=client_run, args=(per_client, i * 37, latencies, hits))
+                for i in range(clients)
+            ]
+            began = time.perf_counter()
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            elapsed = time.perf_counter() - began
+            p50, p99 = percentiles(latencies)
+            rows.append(
+                (
+                    f"HTTP POST, {clients} client(s)",
+                    clients,
+                    p50,
+                    p99,
+                    len(latencies) / elapsed,
+                    sum(hits) / len(hits),
+                )
+            )
+        server.should_exit = True
+        thread.join()
+        store.dispose()
+
+    print(f"\nload average while measuring (2 cores, shared): {os.getloadavg()[0]:.1f}")
+    print("| lookup | concurrent clients | p50 ms | p99 ms | requests/s | queries with a match |")
+    print("|---|---|---|---|---|---|")
+    for name, clients, p50, p99, rate, share in rows:
+        print(f"| {name} | {clients} | {p50:.2f} | {p99:.2f} | {rate:.0f} | {share:.0%} |")
+    print("| goal | | | ≤ 20 | | |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

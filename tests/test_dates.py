@@ -1,0 +1,162 @@
+"""topicmap.dates.guess_date: date_guesser's order (undateable URLs, markup, URL, visible bylines), the page's
+own day kept, and how each date was found."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from tests.shared_data import NEWS_HTML
+from topicmap import dates as public_dates
+from topicmap.web.dates import DateGuess, guess_date, undateable_reason, url_day
+
+PROSE = "<p>The council met on Tuesday to debate the transit plan, officials said after the meeting.</p>" * 4
+
+
+def page(head: str = "", body: str = "") -> str:
+    return f"<html><head>{head}</head><body><article>{body}{PROSE}</article></body></html>"
+
+
+def test_public_path_is_the_same_function() -> None:
+    assert public_dates.guess_date is guess_date
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("https://www.example.com/", "front page"),
+        ("https://www.example.com", "front page"),
+        ("https://en.wikipedia.org/wiki/2020_in_science", "wikipedia"),
+        ("https://twitter.com/someone", "twitter page that is not a tweet"),
+        ("https://www.example.com/tag/climate", "search or tag page"),
+        ("https://www.example.com/search?q=x", "search or tag page"),
+        ("not a url", "no hostname"),
+    ],
+)
+def test_undateable_urls_get_no_date_even_with_a_dated_page(url: str, reason: str) -> None:
+    dated = page('<meta property="article:published_time" content="2020-04-13T10:00:00Z">')
+    result = guess_date(dated, url)
+    assert result == DateGuess(None, f"undateable: {reason}")
+    assert not result.found
+    assert undateable_reason(url) == reason
+
+
+def test_a_tweet_is_dateable() -> None:
+    assert undateable_reason("https://twitter.com/someone/status/123") is None
+
+
+def test_markup_date_keeps_the_publishers_offset_and_day() -> None:
+    late_evening = page('<meta property="article:published_time" content="2020-04-13T23:30:00+09:00">')
+    result = guess_date(late_evening, "https://www.example.jp/news/article-1")
+    assert result.method == "meta article:published_time"
+    assert result.date == datetime(2020, 4, 13, 14, 30, tzinfo=UTC)  # the instant, unchanged
+    assert result.day == date(2020, 4, 13)  # in UTC it would be the 13th too; the next case is not
+    early_morning = page('<meta property="article:published_time" content="2020-04-14T01:00:00+04:00">')
+    assert guess_date(early_morning, "https://www.example.ae/news/article-2").day == date(2020, 4, 14)
+
+
+def test_json_ld_and_time_element_are_named_in_the_method() -> None:
+    ld = page(
+        '<script type="application/ld+json">{"@type":"NewsArticle","datePublished":"2019-11-18"}</script>'
+    )
+    assert guess_date(ld, "https://www.example.com/a/b").method == "json-ld datePublished"
+    timed = page(body='<time itemprop="datePublished" datetime="2019-11-18T08:00:00-05:00">Nov 18</time>')
+    result = guess_date(timed, "https://www.example.com/a/b")
+    assert (result.method, result.day) == ("time itemprop=datePublished", date(2019, 11, 18))
+
+
+def test_url_date_alone_and_over_disagreeing_markup() -> None:
+    assert guess_date(page(), "https://www.example.com/2019/11/18/story.html") == DateGuess(
+        datetime(2019, 11, 18, tzinfo=UTC), "url"
+    )
+    # date_guesser: a later guess more than two days from the URL's is some other date (a template's)
+    modified = page('<meta property="article:published_time" content="2021-06-01T10:00:00Z">')
+    result = guess_date(modified, "https://www.example.com/2019/11/18/story.html")
+    assert (result.day, result.method) == (date(2019, 11, 18), "url (markup disagrees)")
+    # the same day in both: the markup's time is kept
+    agreeing = page('<meta property="article:published_time" content="2019-11-18T10:00:00-05:00">')
+    assert guess_date(agreeing, "https://www.example.com/2019/11/18/story.html").method.startswith("meta")
+
+
+def test_visible_byline_is_found_by_the_page_search() -> None:
+    byline = page(body='<p class="byline">By A. Writer, <span class="date">March 4, 2019</span></p>')
+    result = guess_date(byline, "https://www.example.com/news/story")
+    assert (result.day, result.method) == (date(2019, 3, 4), "htmldate search")
+
+
+def test_undateable_content_gives_none_rather_than_a_guess() -> None:
+    assert guess_date(page(), "https://www.example.com/news/story") == DateGuess(None, None)
+    for nothing in (None, "", b"", b"%PDF-1.7\n%\xe2\xe3", "<<<>>>"):
+        assert guess_date(nothing, "https://www.example.com/news/story").date is None  # type: ignore[arg-type]
+    assert guess_date(None, "https://www.example.com/2020/01/02/x").day == date(2020, 1, 2)
+
+
+def test_dates_before_2008_or_in_the_future_are_refused() -> None:
+    old = page('<meta property="article:published_time" content="2005-05-05T10:00:00Z">')
+    assert guess_date(old, "https://www.example.com/news/story").date is None
+    future = (datetime.now(UTC) + timedelta(days=5)).isoformat()
+    ahead = page(f'<meta property="article:published_time" content="{future}">')
+    assert guess_date(ahead, "https://www.example.com/news/story").date is None
+    assert url_day("https://www.example.com/2013/02/29/x") is None  # not a date
+
+
+def test_without_a_url_the_page_alone_is_judged() -> None:
+    dated = page('<meta property="article:published_time" content="2020-04-13T10:00:00Z">')
+    assert guess_date(dated).day == date(2020, 4, 13)
+
+
+def test_real_pages_with_human_annotated_days() -> None:
+    expected = NEWS_HTML / "expected.jsonl"
+    if not expected.exists():
+        pytest.skip(f"real pages not available at {NEWS_HTML}")
+    rows = [json.loads(line) for line in expected.read_text(encoding="utf-8").splitlines()]
+    annotated = [row for row in rows if row.get("date_kind") == "day_human_annotated"][:8]
+    hits = 0
+    for row in annotated:
+        html = gzip.decompress((NEWS_HTML / row["file"]).read_bytes())
+        result = guess_date(html, row["url"])
+        assert result.date is None or result.method  # every date says how it was found
+        hits += result.day == date.fromisoformat(row["date"][:10])
+    assert hits >= len(annotated) - 2, f"{hits} of {len(annotated)} days right"
+
+
+def test_the_store_keeps_how_a_story_was_read_and_its_pages_offset(tmp_path) -> None:
+    from sqlalchemy import select
+
+    from topicmap.store import schema as s
+    from topicmap.store.topic_store import NewStory, TopicStore
+    from topicmap.web.extract import extract_story
+
+    html = page(
+        '<meta property="article:published_time" content="2020-04-13T23:30:00+09:00">'
+        "<title>Council debates transit plan | Daily Example</title>"
+    )
+    story = extract_story(html, "https://www.example.jp/news/article-1")
+    store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    try:
+        store.add_stories(
+            [
+                NewStory(
+                    "https://www.example.jp/news/article-1",
+                    story.title,
+                    story.text,
+                    story.publish_date,
+                    language=story.language,
+                    date_guess_method=story.date_method,
+                    title_method=story.title_method,
+                    language_method=story.language_method,
+                )
+            ],
+            "spider",
+        )
+        with store.engine.connect() as conn:
+            row = conn.execute(select(s.stories)).one()
+    finally:
+        store.dispose()
+    assert row.date_guess_method == "meta article:published_time"
+    assert row.title_method == "<title>, site name removed" and row.title == "Council debates transit plan"
+    assert row.language == "en" and row.language_method == "text"
+    assert row.publish_utc_offset == 540  # 23:30+09:00: the 13th for the publisher, the 13th 14:30 UTC

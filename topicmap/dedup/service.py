@@ -1,0 +1,465 @@
+"""The near-duplicate lookup service (seed 001): "which stored stories are copies of this URL or text?".
+
+``topicmap serve`` runs it (Starlette + uvicorn):
+
+- ``GET /near-duplicates?url=URL``: a story the store knows by that URL (any of its URL variants) is looked
+  up by its stored text; an unknown URL is fetched through the spider's fetcher (SSRF guard, size cap,
+  timeouts, robots.txt) and its article text extracted. An unreachable or refused URL answers 502 with the
+  fetch state.
+- ``POST /near-duplicates`` with ``{"text": "..."}`` (JSON) or a text/plain body.
+- Both take ``max_distance`` (simhash bits, 0..6), ``min_similarity`` (word-bigram Jaccard, 0..1) and ``limit``.
+- ``GET /health``: how many fingerprints are loaded.
+
+Each match: stories_id, url, title, medium, hamming_distance, shingle_similarity; nearest first. The two stages
+are those of the ``near_duplicates`` asset: simhash candidates within ``max_distance`` bits, kept when their
+word-bigram Jaccard reaches ``min_similarity``.
+
+The fingerprints of every stored story (archive and topics) are held in memory (:class:`FingerprintCatalog`,
+a :class:`~topicmap.dedup.simhash.NearDuplicateIndex`) and refreshed every ``refresh_seconds``: stories added
+since the last refresh are fingerprinted if they have no fingerprint yet (stored, so the assets reuse them)
+and added to the index. Texts, titles and URLs stay in the database and are read only for the candidates.
+
+Safety: the service binds to 127.0.0.1 unless told otherwise, and any other address requires a bearer token
+(from the environment, never logged); request bodies and fetched pages are size-capped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from topicmap.dedup.simhash import (
+    DEFAULT_CANDIDATE_DISTANCE,
+    DEFAULT_MIN_JACCARD,
+    NearDuplicateIndex,
+    fingerprint,
+    jaccard,
+    shingle_set,
+)
+from topicmap.dedup.store import SIMHASH_FEATURE_VERSION, ensure_fingerprints, simhashes_from_db
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore
+from topicmap.web.extract import extract_story
+from topicmap.web.fetch import WebFetcher
+from topicmap.web.urls import is_http_url, url_variants
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024  # a POSTed text: far above any article, far below what would hurt the service
+MAX_FETCH_BYTES = 5 * 1024 * 1024  # a fetched page (the spider's default is 10 MiB; one lookup needs less)
+MAX_URL_CHARS = 2048
+MAX_LIMIT = 100
+DEFAULT_LIMIT = 20
+# Candidates read from the database per lookup, nearest first: bounds the work of a text that is close to a
+# huge cluster of copies.
+MAX_CANDIDATES = 500
+REFRESH_BATCH = 5000
+TOKEN_ENV = "TOPICMAP_SERVICE_TOKEN"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+class BadRequest(ValueError):
+    """Input the service refuses (answered 4xx with this message)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class FetchFailed(RuntimeError):
+    """The URL could not be fetched or read (answered 502 with the fetch state)."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        super().__init__(state.get("reason") or "fetch failed")
+        self.state = state
+
+
+@dataclass(frozen=True)
+class Match:
+    stories_id: int
+    url: str
+    title: str | None
+    medium: str | None
+    hamming_distance: int
+    shingle_similarity: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "stories_id": self.stories_id,
+            "url": self.url,
+            "title": self.title,
+            "medium": self.medium,
+            "hamming_distance": self.hamming_distance,
+            "shingle_similarity": round(self.shingle_similarity, 4),
+        }
+
+
+class FingerprintCatalog:
+    """Every stored story's simhash in memory, for lookups; ``refresh`` loads the stories added since."""
+
+    def __init__(self, store: TopicStore, max_distance: int = DEFAULT_CANDIDATE_DISTANCE) -> None:
+        self.store = store
+        self.max_distance = max_distance
+        self.index = NearDuplicateIndex(max_distance=max_distance)
+        self._lock = threading.Lock()  # add() rewrites the index's arrays; a query must not see half of it
+        self._refresh_lock = threading.Lock()
+        self.watermark = 0  # highest stories_id loaded (stories are only ever added)
+        self.refreshed_at: float | None = None
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def refresh(self, progress: Callable[[int], None] | None = None) -> int:
+        """Fingerprint (if needed) and load the stories added since the last refresh; returns how many."""
+        loaded = 0
+        with self._refresh_lock:
+            while True:
+                with self.store.engine.connect() as conn:
+                    ids = list(
+                        conn.execute(
+                            select(s.stories.c.stories_id)
+                            .where(s.stories.c.stories_id > self.watermark)
+                            .order_by(s.stories.c.stories_id)
+                            .limit(REFRESH_BATCH)
+                        ).scalars()
+                    )
+                if not ids:
+                    break
+                ensure_fingerprints(self.store, ids)
+                sh = s.story_simhashes
+                with self.store.engine.connect() as conn:
+                    rows = conn.execute(
+                        select(sh.c.stories_id, sh.c.simhash).where(
+                            sh.c.stories_id.in_(ids), sh.c.feature_version == SIMHASH_FEATURE_VERSION
+                        )
+                    ).all()
+                new_ids = [int(row.stories_id) for row in rows]
+                values = simhashes_from_db([row.simhash for row in rows])
+                with self._lock:
+                    self.index.add(new_ids, values)
+                self.watermark = max(ids)
+                loaded += len(new_ids)
+                if progress is not None:
+                    progress(loaded)
+            self.refreshed_at = time.time()
+        return loaded
+
+    def candidates(self, value: int, max_distance: int) -> list[tuple[int, int]]:
+        with self._lock:
+            return self.index.query(value, max_distance)  # type: ignore[return-value]
+
+    def story_id_for_url(self, url: str) -> int | None:
+        """The stored story known by this URL (any of its variants), or None."""
+        variants = url_variants(url) or [url]
+        with self.store.engine.connect() as conn:
+            found = conn.execute(
+                select(s.story_urls.c.stories_id).where(s.story_urls.c.url.in_(variants)).limit(1)
+            ).scalar_one_or_none()
+            if found is None:
+                found = conn.execute(
+                    select(s.stories.c.stories_id).where(s.stories.c.url.in_(variants)).limit(1)
+                ).scalar_one_or_none()
+        return int(found) if found is not None else None
+
+    def story_text(self, stories_id: int) -> str:
+        with self.store.engine.connect() as conn:
+            text = conn.execute(
+                select(s.stories.c.text).where(s.stories.c.stories_id == stories_id)
+            ).scalar_one_or_none()
+        return text or ""
+
+    def lookup(
+        self,
+        text: str,
+        exclude: int | None = None,
+        max_distance: int | None = None,
+        min_similarity: float = DEFAULT_MIN_JACCARD,
+        limit: int = DEFAULT_LIMIT,
+    ) -> tuple[int, list[Match]]:
+        """(fingerprint of text, stored stories near-duplicate to it), nearest first."""
+        k = self.max_distance if max_distance is None else max_distance
+        value = fingerprint(text)
+        found = [(i, d) for i, d in self.candidates(value, k) if i != exclude][:MAX_CANDIDATES]
+        if not found:
+            return value, []
+        st, media = s.stories, s.media
+        with self.store.engine.connect() as conn:
+            details = {
+                row.stories_id: row
+                for row in conn.execute(
+                    select(st.c.stories_id, st.c.url, st.c.title, st.c.text, media.c.name)
+                    .join(media, media.c.media_id == st.c.media_id)
+                    .where(st.c.stories_id.in_([i for i, _ in found]))
+                )
+            }
+        own = shingle_set(text)
+        matches = []
+        for stories_id, distance in found:
+            row = details.get(stories_id)
+            if row is None:  # a fingerprint without a story (benchmark filler, or deleted): nothing to show
+                continue
+            similarity = jaccard(own, shingle_set(row.text or ""))
+            if similarity >= min_similarity:
+                matches.append(Match(stories_id, row.url, row.title, row.name, distance, similarity))
+        matches.sort(key=lambda m: (m.hamming_distance, -m.shingle_similarity, m.stories_id))
+        return value, matches[:limit]
+
+    def stored_story_count(self) -> int:
+        with self.store.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(s.stories)).scalar_one())
+
+
+# ---------------------------------------------------------------------------------------------------
+# HTTP
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise BadRequest(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _float_param(request: Request, name: str, default: float, low: float, high: float) -> float:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be a number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise BadRequest(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise BadRequest("content-length is not a number")
+        if int(declared) > limit:
+            raise BadRequest(f"request body is {declared} bytes; at most {limit} are accepted", 413)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise BadRequest(f"request body exceeds {limit} bytes", 413)
+    return bytes(body)
+
+
+def _fetch_state(outcome: Any) -> dict[str, Any]:
+    state = "refused" if outcome.refused_reason else "fetch_error"
+    return {
+        "state": state,
+        "reason": outcome.refused_reason or outcome.error,
+        "http_status": outcome.status,
+        "final_url": outcome.final_url,
+    }
+
+
+def create_app(
+    catalog: FingerprintCatalog,
+    fetcher: WebFetcher | None = None,
+    token: str | None = None,
+    refresh_seconds: float = 10.0,
+    load_on_start: bool = True,
+) -> Any:
+    """The service's ASGI app. ``token``: every request must carry ``Authorization: Bearer <token>``."""
+    page_fetcher = fetcher if fetcher is not None else WebFetcher(max_body_bytes=MAX_FETCH_BYTES)
+    params = {
+        "max_distance": (catalog.max_distance, 0, catalog.max_distance),
+        "limit": (DEFAULT_LIMIT, 1, MAX_LIMIT),
+    }
+
+    def options(request: Request) -> tuple[int, float, int]:
+        max_distance = _int_param(request, "max_distance", *params["max_distance"])
+        min_similarity = _float_param(request, "min_similarity", DEFAULT_MIN_JACCARD, 0.0, 1.0)
+        limit = _int_param(request, "limit", *params["limit"])
+        return max_distance, min_similarity, limit
+
+    def answer(query: dict[str, Any], value: int, matches: list[Match]) -> JSONResponse:
+        return JSONResponse(
+            {
+                "query": {**query, "fingerprint": f"{value:016x}"},
+                "stored_fingerprints": len(catalog),
+                "matches": [match.as_json() for match in matches],
+            }
+        )
+
+    def lookup_url(url: str, max_distance: int, min_similarity: float, limit: int) -> JSONResponse:
+        known = catalog.story_id_for_url(url)
+        if known is not None:
+            text = catalog.story_text(known)
+            value, matches = catalog.lookup(text, known, max_distance, min_similarity, limit)
+            return answer({"url": url, "source": "store", "stories_id": known}, value, matches)
+        outcome = page_fetcher.fetch(url)
+        if not outcome.ok:
+            raise FetchFailed(_fetch_state(outcome))
+        story = extract_story(outcome.text or outcome.content or b"", outcome.final_url)
+        if not story.text.strip():
+            raise BadRequest(f"the page at {outcome.final_url} has no article text to compare", 422)
+        value, matches = catalog.lookup(story.text, None, max_distance, min_similarity, limit)
+        source = {"url": url, "source": "fetched", "final_url": outcome.final_url, "title": story.title}
+        return answer(source, value, matches)
+
+    async def near_duplicates_get(request: Request) -> JSONResponse:
+        url = (request.query_params.get("url") or "").strip()
+        if not url:
+            raise BadRequest("give the story's address as ?url=… (or POST a text)")
+        if len(url) > MAX_URL_CHARS:
+            raise BadRequest(f"url is longer than {MAX_URL_CHARS} characters")
+        if not is_http_url(url):
+            raise BadRequest(f"url must be an absolute http(s) URL, got {url[:200]!r}")
+        max_distance, min_similarity, limit = options(request)
+        return await run_in_threadpool(lookup_url, url, max_distance, min_similarity, limit)
+
+    async def near_duplicates_post(request: Request) -> JSONResponse:
+        max_distance, min_similarity, limit = options(request)
+        body = await _read_body(request, MAX_BODY_BYTES)
+        content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+        try:
+            decoded = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest("the request body is not UTF-8") from None
+        if content_type == "application/json":
+            try:
+                payload = json.loads(decoded)
+            except ValueError as error:
+                raise BadRequest(f"the request body is not valid JSON: {error}") from None
+            if not isinstance(payload, dict) or not isinstance(payload.get("text"), str):
+                raise BadRequest('post {"text": "..."}: a JSON object with a "text" string')
+            text = payload["text"]
+        elif content_type in ("text/plain", ""):
+            text = decoded
+        else:
+            raise BadRequest(f"post application/json or text/plain, not {content_type!r}", 415)
+        if not text.strip():
+            raise BadRequest("the text is empty")
+        value, matches = await run_in_threadpool(
+            catalog.lookup, text, None, max_distance, min_similarity, limit
+        )
+        return answer({"source": "text", "text_chars": len(text)}, value, matches)
+
+    async def health(_request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "stored_fingerprints": len(catalog),
+                "watermark": catalog.watermark,
+                "refreshed_at": catalog.refreshed_at,
+            }
+        )
+
+    async def bad_request(_request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, BadRequest)
+        return JSONResponse({"error": str(error)}, status_code=error.status)
+
+    async def fetch_failed(_request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, FetchFailed)
+        return JSONResponse(
+            {"error": f"could not read the URL: {error}", "fetch": error.state}, status_code=502
+        )
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette):  # noqa: ANN202 - Starlette's lifespan protocol
+        if load_on_start:
+            started = time.monotonic()
+            count = await run_in_threadpool(
+                catalog.refresh, lambda n: log.info("near-duplicate service: %d fingerprints loaded", n)
+            )
+            log.info("near-duplicate service: %d fingerprints in %.1f s", count, time.monotonic() - started)
+
+        async def keep_fresh() -> None:
+            while True:
+                await asyncio.sleep(refresh_seconds)
+                try:
+                    added = await run_in_threadpool(catalog.refresh)
+                    if added:
+                        log.info(
+                            "near-duplicate service: %d new fingerprints (%d in all)", added, len(catalog)
+                        )
+                except Exception:  # noqa: BLE001 - a failed refresh is retried at the next tick
+                    log.warning("near-duplicate service: refresh failed", exc_info=True)
+
+        task = asyncio.create_task(keep_fresh()) if refresh_seconds > 0 else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+
+    app = Starlette(
+        routes=[
+            Route("/near-duplicates", near_duplicates_get, methods=["GET"]),
+            Route("/near-duplicates", near_duplicates_post, methods=["POST"]),
+            Route("/health", health, methods=["GET"]),
+        ],
+        exception_handlers={BadRequest: bad_request, FetchFailed: fetch_failed},
+        lifespan=lifespan,
+    )
+    return BearerTokenGuard(app, token) if token else app
+
+
+class BearerTokenGuard:
+    """ASGI wrapper: every HTTP request must carry ``Authorization: Bearer <token>`` (compared in constant
+    time); lifespan events pass through."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                response = JSONResponse(
+                    {"error": "missing or wrong bearer token"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def service_token(host: str, environ: dict[str, str]) -> str | None:
+    """The bearer token the service requires: none on loopback, the environment's otherwise (or refuse)."""
+    token = (environ.get(TOKEN_ENV) or "").strip() or None
+    if host not in LOOPBACK_HOSTS and token is None:
+        raise SystemExit(
+            f"refusing to serve on {host}: set {TOKEN_ENV} to a secret bearer token first "
+            "(off loopback, every request must carry 'Authorization: Bearer <token>')"
+        )
+    return token
+
+
+__all__ = [
+    "FingerprintCatalog",
+    "MAX_BODY_BYTES",
+    "MAX_FETCH_BYTES",
+    "Match",
+    "TOKEN_ENV",
+    "create_app",
+    "service_token",
+]
