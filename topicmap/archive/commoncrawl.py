@@ -30,6 +30,7 @@ import logging
 import random
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -386,6 +387,8 @@ class RecordFetcher:
 
 def parse_record(body: bytes, where: str, max_payload_bytes: int) -> FetchedPage:
     """The response in one (gzipped) WARC record; CaptureError if it is corrupt or holds no page."""
+    if body[:2] == b"\x1f\x8b":
+        body = _gunzip_member(body, where, max_payload_bytes)
     try:
         record = next(iter(ArchiveIterator(io.BytesIO(body))), None)
         if record is None:
@@ -404,6 +407,23 @@ def parse_record(body: bytes, where: str, max_payload_bytes: int) -> FetchedPage
     if page is None:
         raise CaptureError(f"{where}: payload over {max_payload_bytes} bytes", "payload too large")
     return page
+
+
+def _gunzip_member(body: bytes, where: str, max_bytes: int) -> bytes:
+    """Inflate the record's gzip member, checking its CRC and size: warcio's streaming reader does not
+    check the CRC, so damage inside a member would otherwise come out as garbage HTML instead of an error.
+    The cap bounds memory against a member that inflates without end (a gzip bomb)."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        # WARC headers and HTTP head come on top of the payload: allow them 1 MiB beyond the payload cap
+        data = inflater.decompress(body, max_bytes + (1 << 20))
+    except zlib.error as exc:
+        raise CaptureError(f"{where}: corrupt record: {exc}", "corrupt record") from exc
+    if inflater.unconsumed_tail:
+        raise CaptureError(f"{where}: record inflates beyond {max_bytes} bytes", "payload too large")
+    if not inflater.eof:
+        raise CaptureError(f"{where}: corrupt record: the gzip member is cut short", "corrupt record")
+    return data
 
 
 def page_from_record(record, max_payload_bytes: int) -> FetchedPage | None:  # noqa: ANN001 - warcio record
