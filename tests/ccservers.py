@@ -354,3 +354,17 @@ class IndexProxy:
 
 def capture_time() -> datetime:
     return datetime(2026, 2, 1, 12, 0, tzinfo=UTC)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tests.ccservers ROOT``: a DataServer in its own process (benchmarks: off the loader's GIL).
+    Prints the port, then serves until stdin closes."""
+    root = Path((argv or sys.argv[1:])[0])
+    server = DataServer(root)
+    print(server.port, flush=True)
+    sys.stdin.read()
+    server.close()
+
+
+if __name__ == "__main__":
+    main()
