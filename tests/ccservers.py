@@ -7,6 +7,7 @@ its own virtualenv, built once under ``.topicmap/pywb-venv`` (or ``TOPICMAP_PYWB
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import io
 import json
@@ -42,33 +43,30 @@ def pywb_venv_dir() -> Path:
 def ensure_pywb_venv() -> tuple[Path | None, str]:
     """(the venv, "") when pywb is installed there (building it once if needed), else (None, the reason)."""
     venv = pywb_venv_dir()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # one builder at a time (test workers, a benchmark): the others wait here, then find it built
+    with (venv.parent / f"{venv.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_pywb_venv(venv)
+
+
+def _build_pywb_venv(venv: Path) -> tuple[Path | None, str]:
     marker = venv / f".pywb-{PYWB_VERSION}"
     if marker.exists() and (venv / "bin" / "wayback").exists():
         return venv, ""
-    building = venv.with_name(venv.name + ".building")
-    shutil.rmtree(building, ignore_errors=True)
+    # Built in place; the marker is written last, so a build that was interrupted is redone next time.
+    shutil.rmtree(venv, ignore_errors=True)
     try:
-        subprocess.run([sys.executable, "-m", "venv", str(building)], check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
         subprocess.run(
-            [str(building / "bin" / "pip"), "install", "-q", f"pywb=={PYWB_VERSION}"],
+            [str(venv / "bin" / "pip"), "install", "-q", f"pywb=={PYWB_VERSION}"],
             check=True,
             capture_output=True,
             timeout=1200,
         )
     except (subprocess.SubprocessError, OSError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
-        shutil.rmtree(building, ignore_errors=True)
-        return None, f"cannot build the pywb virtualenv: {exc}: {detail[-500:]!r}"
-    shutil.rmtree(venv, ignore_errors=True)
-    building.rename(venv)  # venv scripts hold absolute paths: fix them for the final location
-    for script in (venv / "bin").iterdir():
-        if script.is_file() and not script.is_symlink():
-            try:
-                content = script.read_text()
-            except UnicodeDecodeError:
-                continue
-            if str(building) in content:
-                script.write_text(content.replace(str(building), str(venv)))
+        return None, f"cannot build the pywb virtualenv in {venv}: {exc}: {detail[-500:]!r}"
     marker.touch()
     return venv, ""
 

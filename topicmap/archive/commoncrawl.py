@@ -42,6 +42,7 @@ from warcio.archiveiterator import ArchiveIterator
 from topicmap.store.topic_store import NewStory
 from topicmap.web.extract import decode_html, extract_story
 from topicmap.web.fetch import retry_after_seconds
+from topicmap.web.media import medium_url_and_name
 from topicmap.web.netguard import AddressPolicy, AddressRefused, GuardedHTTPAdapter
 from topicmap.web.urls import is_http_url
 
@@ -500,8 +501,8 @@ def story_from_page(page: FetchedPage, url: str | None = None) -> NewStory:
     """An archive story from a captured page, through the spider's extraction (title kept, text, date,
     language). Raises StoryRejected with a reason when the page is not a story."""
     url = url or page.url
-    if not is_http_url(url):
-        raise StoryRejected("not an http(s) url", f"url {url!r} is not an absolute http(s) URL")
+    if not is_http_url(url) or medium_url_and_name(url) is None:
+        raise StoryRejected("not an http(s) url", f"url {url!r} is not an absolute http(s) URL of a medium")
     if page.status is not None and page.status != 200:
         raise StoryRejected(f"http {page.status}", f"{url}: captured with HTTP {page.status}")
     mime, charset = _mime_and_charset(page.content_type)
