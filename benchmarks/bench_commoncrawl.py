@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -57,13 +58,13 @@ def corpus() -> list[bytes]:
 
 def extraction_rate(pages: list[bytes], n: int) -> float:
     """Records per minute that extraction alone allows (one process, no I/O)."""
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for i in range(n):
         page = FetchedPage(f"http://x{i}.bench.test/a/{i}", 200, "text/html", pages[i % len(pages)], None)
         # rejected pages count: the loader pays their extraction too
         with contextlib.suppress(StoryRejected):
             story_from_page(page)
-    return n / (time.perf_counter() - start) * 60
+    return n / (time.perf_counter() - start) * 60, n / (time.process_time() - cpu) * 60
 
 
 def run(workers: int, outlets: list[str], index_url: str, data_url: str, ports: list[int]) -> dict:
@@ -87,6 +88,7 @@ def run(workers: int, outlets: list[str], index_url: str, data_url: str, ports: 
     command += [arg for port in ports for arg in ("--allow-network", f"127.0.0.1:{port}")]
     env = {**os.environ, "TOPICMAP_DATABASE_URL": url}
     started = time.perf_counter()
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     procs = [
         subprocess.Popen(
             [*command, "--worker-id", f"bench{n}"],
@@ -99,6 +101,8 @@ def run(workers: int, outlets: list[str], index_url: str, data_url: str, ports: 
     ]
     reports = [json.loads(p.communicate()[0]) for p in procs]
     wall = time.perf_counter() - started
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers, all waited for above
+    cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
     q = s.cc_outlet_queue
     with store.engine.connect() as conn:
         first, last, captures, stories = conn.execute(
@@ -124,6 +128,8 @@ def run(workers: int, outlets: list[str], index_url: str, data_url: str, ports: 
         "loading_s": loading,
         "per_min": captures / loading * 60,
         "per_min_per_process": captures / loading * 60 / workers,
+        "cpu_s": cpu,
+        "per_cpu_min": captures / cpu * 60,
     }
 
 
@@ -164,7 +170,7 @@ def main() -> None:
         )
         data_port = int(data.stdout.readline())
         try:
-            extraction = extraction_rate(pages, min(600, args.records))
+            extraction, extraction_cpu = extraction_rate(pages, min(600, args.records))
             results = [
                 run(w, outlets, pywb.index_url(), f"http://127.0.0.1:{data_port}/", [pywb.port, data_port])
                 for w in args.workers
