@@ -12,7 +12,7 @@ from assets.clusters import cluster_weeks, clusters
 from assets.seeds import seeds
 from assets.spider import spider_iteration
 from assets.warc_export import story_warc_archive
-from orchestration import dedup, snapshots, social
+from orchestration import commoncrawl, dedup, snapshots, social
 from orchestration.env import env_or
 from resources.archive import ArchiveDropsResource
 from resources.fetcher import PageSourceResource
@@ -46,6 +46,7 @@ defs = dg.Definitions.merge(
         assets=[archive_stories, cluster_weeks, clusters, seeds, spider_iteration, story_warc_archive],
         sensors=[topic_registry, spider_iterations],
     ),
+    commoncrawl.commoncrawl_defs,
     dedup.dedup_defs,
     social.social_defs,
     snapshots.snapshot_defs,

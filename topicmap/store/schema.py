@@ -389,3 +389,56 @@ timespans = Table(
     UniqueConstraint("snapshots_id", "period", "start_date", "end_date", name="timespans_key"),
     info=_since(3),
 )
+
+# ---------------------------------------------------------------- version 5: Common Crawl loading
+
+# Seed 003's `queue` done right: one row per (outlet, crawl), claimed by any number of loader processes
+# (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: one atomic UPDATE ... RETURNING, writers serialized). The
+# cursor (next_page, next_capture) and the counters move in the same transaction as the stories they count,
+# so a worker killed at any point is resumed by the next claim with nothing lost or counted twice.
+cc_outlet_queue = Table(
+    "cc_outlet_queue",
+    metadata,
+    Column("cc_outlet_queue_id", Integer, primary_key=True, autoincrement=True),
+    Column("domain", String(256), nullable=False),
+    Column("collection", String(64), nullable=False),
+    # queued | running | completed | error (Media Cloud's job states)
+    Column("state", String(16), nullable=False),
+    Column("claimed_by", String(128), nullable=True),
+    Column("claimed_at", DateTime(timezone=True), nullable=True),
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("completed_at", DateTime(timezone=True), nullable=True),
+    # refreshed with every committed batch: a running row whose heartbeat is older than the lease is abandoned
+    Column("heartbeat_at", DateTime(timezone=True), nullable=True),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("pages_total", Integer, nullable=True),
+    Column("next_page", Integer, nullable=False, server_default="0"),
+    Column("next_capture", Integer, nullable=False, server_default="0"),
+    Column("captures_found", Integer, nullable=False, server_default="0"),
+    Column("stories_stored", Integer, nullable=False, server_default="0"),
+    Column("stories_existing", Integer, nullable=False, server_default="0"),
+    Column("captures_rejected", Integer, nullable=False, server_default="0"),
+    Column("rejections_json", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    UniqueConstraint("domain", "collection", name="cc_outlet_queue_domain_collection_key"),
+    Index("cc_outlet_queue_state", "state"),
+    info=_since(5),
+)
+
+# CC-NEWS WARC files loaded (one row per file): a re-run of a day skips completed files, and a file cut short
+# by a crash resumes after `records_done` (records before it are streamed past, not extracted again).
+cc_news_files = Table(
+    "cc_news_files",
+    metadata,
+    Column("path", String(512), primary_key=True),
+    Column("day", Date, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("records_done", Integer, nullable=False, server_default="0"),
+    Column("stories_added", Integer, nullable=False, server_default="0"),
+    Column("records_rejected", Integer, nullable=False, server_default="0"),
+    Column("rejections_json", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("cc_news_files_day", "day"),
+    info=_since(5),
+)
