@@ -34,7 +34,7 @@ from sqlalchemy import (
 metadata = MetaData()
 
 #: The newest schema version; ``schema_version`` holds the version a store is at.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 MAX_URL_LENGTH = 1024
 
@@ -193,9 +193,20 @@ topic_fetch_urls = Table(
     Column("assume_match", Boolean, nullable=False, server_default=false()),
     Column("topic_links_id", Integer, nullable=True),
     _url("redirect_url", nullable=True, since=2),
+    # Claimed work (version 4, topicmap.spider.claims): a pending URL is claimed before it is fetched, so any
+    # number of processes or Celery workers on one topic fetch it once. ``domain`` (the URL's throttle domain)
+    # caps how many URLs of one site a claim takes; ``shard_key`` (31 bits of the URL's MD5) splits an
+    # iteration into shards and spreads a claim over sites; ``claimed_by`` holds the claim until
+    # ``claim_expires_at`` (seconds since the epoch, renewed while the holder works): a claim whose holder
+    # died expires and the URL is claimed again. Rows written before version 4 get both keys on first claim.
+    Column("domain", String(256), nullable=True, info=_since(4)),
+    Column("shard_key", Integer, nullable=True, info=_since(4)),
+    Column("claimed_by", String(128), nullable=True, info=_since(4)),
+    Column("claim_expires_at", Float, nullable=True, info=_since(4)),
     # Media Cloud has no unique key here; one makes "every URL is processed once per topic" a database fact
     UniqueConstraint("topics_id", "url", name="topic_fetch_urls_topic_url_key"),
     Index("topic_fetch_urls_pending", "topics_id", "state"),
+    Index("topic_fetch_urls_claims", "topics_id", "iteration", "state", "shard_key", info=_since(4)),
     info=_since(2),
 )
 
