@@ -180,10 +180,12 @@ class ClaimQueue:
         return condition
 
     def _claimable(self, now: float, table=_F):  # noqa: ANN001, ANN202
-        # our own claims too: a redelivered task (same holder) takes back what its dead predecessor held
-        return or_(
-            table.c.claimed_by.is_(None), table.c.claimed_by == self.holder, table.c.claim_expires_at < now
-        )
+        return or_(table.c.claimed_by.is_(None), table.c.claim_expires_at < now)
+
+    def take_back(self) -> int:
+        """Free the open URLs a previous run of this holder claimed (a Celery task redelivered after its worker
+        died runs under the same holder): they are claimable again at once instead of after their lease."""
+        return self.release()
 
     def claim(self, limit: int, saturated: Collection[str] = ()) -> list[dict]:
         """Claim up to ``limit`` open URLs, at most ``per_domain`` per site, none of the ``saturated`` sites

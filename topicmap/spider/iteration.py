@@ -391,6 +391,8 @@ class Spider:
         self.claim_lease = claim_lease
         self.claim_per_domain = claim_per_domain
         self._waiting_logged = float("-inf")
+        # what was known when the iteration being processed first started (see _known_outcomes)
+        self._known_at: tuple[datetime, int] = (datetime.max.replace(tzinfo=UTC), 2**31 - 1)
 
     # ------------------------------------------------------------------ state
 
@@ -460,6 +462,7 @@ class Spider:
         takes its predecessor's claims back at once; by default each call is a new holder."""
         report = IterationReport(topic=self.topic.name, iteration=iteration)
         self._iteration = iteration
+        self._known_at = self._iteration_start(iteration)
         claims = ClaimQueue(
             self.store,
             self.topics_id,
@@ -469,6 +472,7 @@ class Spider:
             lease=self.claim_lease,
             per_domain=self.claim_per_domain,
         )
+        claims.take_back()
         total = self._open_count(claims)
         where = f" ({shard})" if shard.count > 1 else ""
         self.log(f"{self.topic.name}: iteration {iteration}{where}: {total} pending URLs")
@@ -522,6 +526,32 @@ class Spider:
             f"{report.frontier_left} pending, {report.topic_stories} topic stories"
         )
         return report
+
+    def _iteration_start(self, iteration: int) -> tuple[datetime, int]:
+        """When ``iteration`` first started and the newest story id then (recorded by whichever worker came
+        first; every later worker and re-run reads the same)."""
+        table = s.topic_spider_iterations
+        with self.store.engine.begin() as conn:
+            newest = conn.execute(select(func.coalesce(func.max(s.stories.c.stories_id), 0))).scalar_one()
+            self.store.insert_ignore(
+                conn,
+                table,
+                [
+                    {
+                        "topics_id": self.topics_id,
+                        "iteration": iteration,
+                        "started_at": now_utc(),
+                        "max_stories_id": int(newest),
+                    }
+                ],
+                ["topics_id", "iteration"],
+            )
+            row = conn.execute(
+                select(table.c.started_at, table.c.max_stories_id).where(
+                    table.c.topics_id == self.topics_id, table.c.iteration == iteration
+                )
+            ).one()
+        return utc(row.started_at), int(row.max_stories_id)
 
     def _open_count(self, claims: ClaimQueue) -> int:
         with self.store.engine.connect() as conn:
@@ -632,13 +662,16 @@ class Spider:
         return to_fetch
 
     def _known_outcomes(self, rows: list[dict]) -> dict[str, dict]:
-        """For every URL variant of the pending rows: an earlier failure in this topic, or a known story.
+        """For every URL variant of the pending rows: an earlier failure in this topic, or a known story, as
+        known when the iteration first started (``_iteration_start``), so that the outcome of a URL does not
+        depend on which URLs of the iteration happened to be processed before it, or by which worker.
 
         Two indexed queries per 500 variants for the whole batch, instead of two per URL."""
         variants = sorted(
             {v[: s.MAX_URL_LENGTH] for row in rows for v in (url_variants(row["url"]) or [row["url"]])}
         )
         f, su, st, media = s.topic_fetch_urls, s.story_urls, s.stories, s.media
+        started_at, max_stories_id = self._known_at
         known: dict[str, dict] = {}
         with self.store.engine.connect() as conn:
             for chunk in chunks(variants):
@@ -647,6 +680,7 @@ class Spider:
                         f.c.topics_id == self.topics_id,
                         f.c.url.in_(chunk),
                         f.c.state.in_((REQUEST_FAILED, CONTENT_MATCH_FAILED)),
+                        f.c.fetch_date < started_at,
                     )
                 ):
                     known.setdefault(r.url, {})["failure"] = (
@@ -659,7 +693,11 @@ class Spider:
                     select(su.c.url, su.c.stories_id, media.c.dup_media_id)
                     .join(st, st.c.stories_id == su.c.stories_id)
                     .join(media, media.c.media_id == st.c.media_id)
-                    .where(su.c.url.in_(chunk), media.c.foreign_rss_links.is_(False))
+                    .where(
+                        su.c.url.in_(chunk),
+                        media.c.foreign_rss_links.is_(False),
+                        su.c.stories_id <= max_stories_id,
+                    )
                 ):
                     rank = (
                         r.dup_media_id is not None,

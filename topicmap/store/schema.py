@@ -274,6 +274,20 @@ topic_spider_metrics = Table(
     info=_since(2),
 )
 
+# When an iteration of a topic's spider first started, and the newest story then (version 4). The URLs of an
+# iteration are resolved without a fetch (an earlier failure, a known story) against what was known at that
+# moment, however many workers process them and in whatever order: the outcome does not depend on which URL
+# a worker happened to claim first.
+topic_spider_iterations = Table(
+    "topic_spider_iterations",
+    metadata,
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), primary_key=True),
+    Column("iteration", Integer, primary_key=True),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("max_stories_id", Integer, nullable=False),
+    info=_since(4),
+)
+
 # Which story first published a sentence in a medium and calendar week. Media Cloud's relevance test only
 # looks at a story's sentences that are not duplicates within its medium and week (fact sheet §2): the first
 # story to claim a sentence hash owns it.
