@@ -224,18 +224,28 @@ def test_default_policy_refuses_loopback(fault: FaultServer) -> None:
     assert outcome.attempts == 0  # refused before any connection
 
 
-def test_cross_domain_redirect_takes_a_slot_of_the_target_domain(fault: FaultServer) -> None:
+def test_every_redirect_hop_takes_a_slot_of_its_domain(fault: FaultServer) -> None:
     throttle = RecordingThrottle()
     with make_fetcher(fault, throttle=throttle) as web:
         same = web.fetch("http://www.alpha.test/redirect-to?u=http://alpha.test/page")
-        # robots.txt of www.alpha.test, the page, robots.txt of alpha.test, each in a slot; the page's hop
-        # within the domain is not throttled
-        assert same.ok and throttle.domains == ["alpha.test"] * 3
+        # robots.txt of www.alpha.test, the page, robots.txt of alpha.test, the page it redirects to: four
+        # requests to one domain, four slots (Media Cloud let a hop within the domain go at once)
+        assert same.ok and throttle.domains == ["alpha.test"] * 4
         throttle.domains.clear()
         cross = web.fetch("http://alpha.test/redirect-to?u=http://beta.test/page")
         # alpha.test's robots.txt is cached now; beta.test's takes a slot before its page does
         assert cross.ok and throttle.domains == ["alpha.test", "beta.test", "beta.test"]
         assert cross.final_url == "http://beta.test/page"
+
+
+def test_a_redirect_within_a_domain_keeps_the_interval(fault: FaultServer) -> None:
+    interval = 0.3
+    since = len(fault.hits)
+    with make_fetcher(fault, interval_overrides={"*": interval}, obey_robots=False) as web:
+        assert web.fetch("http://bare.test/redirect-to?u=http://www.bare.test/page").ok
+    hits = _gaps_by_host(fault, {"bare.test", "www.bare.test"}, since)
+    times = sorted(at for records in hits.values() for at, _ in records)
+    assert len(times) == 2 and times[1] - times[0] >= interval - 0.005
 
 
 # ---------------------------------------------------------------- size, type, encoding

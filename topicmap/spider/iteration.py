@@ -734,7 +734,9 @@ class Spider:
         """A story known by one of ``urls``; prefers media that are not duplicates, then the oldest story.
 
         Every story's url, guid and their lossy forms are recorded in story_urls when it is added, so one
-        indexed lookup there covers Media Cloud's three (stories.url, stories.guid, story_urls.url)."""
+        indexed lookup there covers Media Cloud's three (stories.url, stories.guid, story_urls.url). Only
+        stories known when the iteration started count (see ``_known_outcomes``): a redirect to a story
+        another URL of the same iteration added is "story added" whichever worker got there first."""
         candidates = sorted({u[: s.MAX_URL_LENGTH] for u in urls if u})
         if not candidates:
             return None
@@ -744,7 +746,11 @@ class Spider:
                 select(su.c.stories_id)
                 .join(st, st.c.stories_id == su.c.stories_id)
                 .join(media, media.c.media_id == st.c.media_id)
-                .where(su.c.url.in_(candidates), media.c.foreign_rss_links.is_(False))
+                .where(
+                    su.c.url.in_(candidates),
+                    media.c.foreign_rss_links.is_(False),
+                    su.c.stories_id <= self._known_at[1],
+                )
                 .order_by(media.c.dup_media_id.is_(None).desc(), su.c.stories_id)
                 .limit(1)
             ).first()

@@ -25,14 +25,13 @@ What every fetch guarantees:
 ``fetch_many`` takes a list of URLs, or a :class:`UrlFeed` it asks for more URLs as it has room: the spider's
 feed claims pending URLs from the topic store a few dozen at a time, so many processes share one frontier.
 
-Throttling rules (see :mod:`topicmap.web.throttle`): the first request of a fetch takes a slot of its distinctive
-domain; redirect hops *within* that domain follow at once (Media Cloud's rule: one page load, one slot);
-a hop to *another* distinctive domain takes a slot of that domain. Media Cloud did not throttle any
-redirect hop, so a topic full of bit.ly links hit their targets at the shortener's 1 s pace whatever the
-target's own interval; here each target domain keeps its own budget. Retries take a new slot too (a retry is
-another request to the same server). robots.txt is a request like any other (Heritrix and Scrapy schedule it
-the same way): it takes the slot of the page that needs it, and that page then waits for the domain's next
-slot; a robots.txt that redirects to another domain waits for a slot of that domain before each hop there.
+Throttling rules (see :mod:`topicmap.web.throttle`): every request takes a slot of the distinctive domain it is
+sent to, as Heritrix and Scrapy schedule them: the first request of a fetch, each redirect hop (to the same
+domain or another), each retry, and robots.txt, which takes the slot of the page that needs it (the page then
+waits for the domain's next slot) and, when it redirects, a slot of the domain of each hop. So no two requests
+to one domain are closer than its interval. Media Cloud throttled only a fetch's first request (one page load,
+one slot): a topic full of bit.ly links hit their targets at the shortener's 1 s pace whatever the target's
+own interval, and a site's bare-to-www redirect doubled its request rate.
 """
 
 from __future__ import annotations
@@ -808,7 +807,7 @@ class WebFetcher:
         interval: float,
         on_start: Callable[[], None] | None = None,
     ) -> FetchOutcome | _NeedSlot:
-        """Use one throttle slot of ``domain``: hops within the domain, until done or another slot is needed.
+        """Use one throttle slot of ``domain``: one request, then the outcome or the slot the next one needs.
 
         ``on_start`` (fetch_many's cue to reserve the domain's next slot) fires once the slot's first request
         has been *sent* (its send time then bounds the next slot), or at once for a zero interval.
@@ -881,10 +880,9 @@ class WebFetcher:
             if problem is not None:
                 kind, message = problem
                 return self._outcome(state, **{kind: message})
-            next_domain = throttle_domain(next_url)
-            if next_domain != domain:
-                state.domain = next_domain
-                return _NeedSlot(next_domain)
+            # every hop is a request of its own and waits for a slot of its domain, the same domain too
+            state.domain = throttle_domain(next_url)
+            return _NeedSlot(state.domain)
 
     def _remaining(self, state: _FetchState) -> float:
         remaining = self.total_timeout - state.network_seconds
@@ -1158,7 +1156,10 @@ class WebFetcher:
                         note = f"redirects to a refused address ({problem[1]})"
                         return self._robots_found(state, origin, RobotsRules.allowing_all(note))
                     state.robots_url = target
-                    continue
+                    state.domain = throttle_domain(target)
+                    return _NeedSlot(
+                        state.domain
+                    )  # the next hop is a request of its own: a slot of its domain
                 if 200 <= status < 300:
                     body = self._read_capped(response, MAX_ROBOTS_BYTES, state, url)
                     return self._robots_found(
