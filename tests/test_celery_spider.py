@@ -245,15 +245,17 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
     # a page asked for more often than by one process was being fetched by the killed shard
     assert set(again) <= held, (again, held)
 
-    by_site: dict[str, list[float]] = defaultdict(list)
-    for at, host, _path in hits:
-        by_site[throttle_domain(f"http://{host}/")].append(at)
-    gaps = [
-        b - a for times in by_site.values() for a, b in zip(sorted(times), sorted(times)[1:], strict=False)
+    by_site: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
+    for at, host, path in hits:
+        by_site[throttle_domain(f"http://{host}/")].append((at, host, path))
+    pairs = [
+        (later[0] - earlier[0], earlier[1:], later[1:])
+        for records in by_site.values()
+        for earlier, later in zip(sorted(records), sorted(records)[1:], strict=False)
     ]
     # the demo server stamps a request when its handler thread runs, not when it arrives: on a loaded 2-core
     # machine that lags by up to tens of milliseconds; crowding shows up as gaps near zero
-    assert min(gaps) >= INTERVAL - 0.03, sorted(gaps)[:5]
+    assert min(gap for gap, _, _ in pairs) >= INTERVAL - 0.03, sorted(pairs)[:4]
 
 
 def _host_path(url: str) -> tuple[str, str]:
