@@ -30,7 +30,8 @@ import pytest
 from sqlalchemy import func, select
 
 from tests.demo_topic import SMALL_WEB, demo_topic, differences, seed_demo_topic, store_summary
-from topicmap.demo.server import serve_demo_web
+from tests.faultserver import ArrivalTimedHandler
+from topicmap.demo.server import _DemoHandler, serve_demo_web
 from topicmap.demo.web import generate_demo_web
 from topicmap.spider.iteration import Spider
 from topicmap.spider.sources import FetcherSource
@@ -72,6 +73,23 @@ for _ in range(max_iterations + 2):
         sys.exit(1)
 print("DONE", flush=True)
 """
+
+
+class _ArrivalStampedDemoHandler(ArrivalTimedHandler, _DemoHandler):
+    """The demo server's handler, also logging the kernel's arrival time of each request: a time taken in the
+    handler thread lags by tens of milliseconds on a loaded machine, too coarse to check a 0.2 s interval."""
+
+    def do_GET(self) -> None:
+        target = self._target()
+        if target is not None:
+            self.server.arrivals.append((self.arrived_at, *target))  # type: ignore[attr-defined]
+        super().do_GET()
+
+
+def _stamp_arrivals(server) -> list[tuple[float, str, str]]:  # noqa: ANN001 - a DemoServer
+    server._httpd.arrivals = []
+    server._httpd.RequestHandlerClass = _ArrivalStampedDemoHandler
+    return server._httpd.arrivals
 
 
 def rabbitmq_problem() -> str | None:
@@ -176,6 +194,7 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
     )
     database = f"sqlite:///{tmp_path / 'celery.sqlite3'}"
     with serve_demo_web(web) as server:
+        arrivals = _stamp_arrivals(server)
         reference, reference_requests = _one_process_reference(web, topic, server, tmp_path)
 
         store = TopicStore.open(database)
@@ -205,7 +224,7 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
         try:
             for worker, log in zip(workers, logs, strict=True):
                 _wait_ready(worker, log)
-            since = len(server.request_log)
+            since, arrivals_since = len(server.request_log), len(arrivals)
             driver = subprocess.Popen(
                 [sys.executable, "-c", DRIVER, topic.name, str(topic.max_iterations)],
                 cwd=ROOT,
@@ -226,6 +245,7 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
                 driver.kill()
         assert driver.returncode == 0 and "DONE" in output, output[-4000:]
         hits = list(server.request_log[since:])
+        arrived = list(arrivals[arrivals_since:])
     runs = [line.split() for line in output.splitlines() if line.startswith("RUN ")]
     assert runs and all(run[2] == "SUCCESS" for run in runs), output[-4000:]
     # the killed worker's shard was delivered again (a second STEP_START of one shard step) and finished
@@ -246,16 +266,16 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
     assert set(again) <= held, (again, held)
 
     by_site: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
-    for at, host, path in hits:
+    for at, host, path in arrived:
         by_site[throttle_domain(f"http://{host}/")].append((at, host, path))
     pairs = [
         (later[0] - earlier[0], earlier[1:], later[1:])
         for records in by_site.values()
         for earlier, later in zip(sorted(records), sorted(records)[1:], strict=False)
     ]
-    # the demo server stamps a request when its handler thread runs, not when it arrives: on a loaded 2-core
-    # machine that lags by up to tens of milliseconds; crowding shows up as gaps near zero
-    assert min(gap for gap, _, _ in pairs) >= INTERVAL - 0.03, sorted(pairs)[:4]
+    # kernel arrival times; the tolerance covers the client side: a slot is kept between request *starts*, and a
+    # worker process starved of CPU after its start (2 cores shared with other work) sends a little later
+    assert min(gap for gap, _, _ in pairs) >= INTERVAL - 0.02, sorted(pairs)[:4]
 
 
 def _host_path(url: str) -> tuple[str, str]:
