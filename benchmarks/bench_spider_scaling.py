@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from uuid import uuid4
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -71,9 +72,10 @@ from topicmap.web.netguard import AddressPolicy
 from datetime import date
 
 db, port, interval, iteration, raw = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5])
+db, _, schema = db.partition("|")
 topic = TopicConfig(name=raw["name"], query=raw["query"], start_date=date.fromisoformat(raw["start"]),
                     end_date=date.fromisoformat(raw["end"]), max_iterations=raw["max_iterations"])
-store = TopicStore.open(db)
+store = TopicStore.open(db, schema=schema or None)
 fetcher = WebFetcher(policy=AddressPolicy(allow=[f"127.0.0.1:{{port}}"]), host_overrides={{"*.test": f"127.0.0.1:{{port}}"}},
                      throttle=SqlThrottle(store.engine, create_table=False), interval_overrides={{"*": interval}})
 spider = Spider(store, topic, FetcherSource(fetcher, 8, {{"*": interval}}), log=lambda _: None)
@@ -107,7 +109,8 @@ def run_iteration(
     prepare: Callable[[TopicStore], int],
 ) -> tuple[float, int, list[int]]:
     """(seconds, URLs processed, each worker's share) of one iteration over ``workers`` processes."""
-    store = TopicStore.open(db)
+    url, _, schema = db.partition("|")
+    store = TopicStore.open(url, schema=schema or None)
     iteration = prepare(store)
     spider = Spider(store, topic, source=None, log=lambda _: None)  # type: ignore[arg-type]
     plan = spider.begin_iteration()
@@ -144,6 +147,15 @@ def run_iteration(
     seconds = time.perf_counter() - started
     store.dispose()
     return seconds, sum(shares), shares
+
+
+def drop_schema(url: str, schema: str) -> None:
+    from sqlalchemy import text
+
+    store = TopicStore.open(url, upgrade=False)
+    with store.engine.begin() as conn:
+        conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    store.dispose()
 
 
 def news_case(args: argparse.Namespace):  # noqa: ANN201 - (label, server context, topic, prepare)
@@ -209,6 +221,9 @@ def main() -> None:
     )
     parser.add_argument("--skip-demo", action="store_true")
     parser.add_argument("--skip-news", action="store_true")
+    parser.add_argument(
+        "--database-url", help="a PostgreSQL URL (a fresh schema per run) instead of SQLite files"
+    )
     args = parser.parse_args()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, load {os.getloadavg()}"
@@ -232,10 +247,19 @@ def main() -> None:
                 for _ in range(args.rounds):
                     for workers in (1, 2):
                         with tempfile.TemporaryDirectory() as tmp:
-                            db = f"sqlite:///{Path(tmp) / 'bench.sqlite3'}"
-                            seconds, processed, shares = run_iteration(
-                                db, port, topic, interval, workers, ready
+                            schema = f"bench_scaling_{uuid4().hex[:8]}"
+                            db = (
+                                f"{args.database_url}|{schema}"
+                                if args.database_url
+                                else f"sqlite:///{Path(tmp) / 'bench.sqlite3'}"
                             )
+                            try:
+                                seconds, processed, shares = run_iteration(
+                                    db, port, topic, interval, workers, ready
+                                )
+                            finally:
+                                if args.database_url:
+                                    drop_schema(args.database_url, schema)
                         rates[workers].append(processed / seconds)
                         print(
                             f"  {label}, interval {interval}, {workers} workers: {processed} URLs in {seconds:.1f} s, shares {shares}, load {os.getloadavg()[0]:.1f}",

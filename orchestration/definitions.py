@@ -9,7 +9,6 @@ import dagster as dg
 
 from assets.archive import archive_stories
 from assets.clusters import clusters
-from assets.partitions import topics_partitions
 from assets.seeds import seeds
 from assets.spider import spider_iteration, spider_iteration_sharded
 from assets.warc_export import story_warc_archive
@@ -50,7 +49,7 @@ defs = dg.Definitions.merge(
     dg.Definitions(
         assets=[archive_stories, clusters, seeds, spider_assets, story_warc_archive],
         sensors=[topic_registry, spider_iterations],
-        jobs=[dg.define_asset_job(SPIDER_JOB, selection=SPIDER_ASSETS, partitions_def=topics_partitions)],
+        jobs=[dg.define_asset_job(SPIDER_JOB, selection=SPIDER_ASSETS)],
         executor=executor_from_env(),
     ),
     dedup.dedup_defs,
