@@ -11,7 +11,8 @@ from assets.seeds import seeds
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from topicmap.spider.iteration import Spider, SpiderError
+from topicmap.spider.claims import Shard
+from topicmap.spider.iteration import IterationPlan, IterationReport, Spider, SpiderError
 from topicmap.store import schema as s
 
 SPIDER_GROUP = "spider"
@@ -62,12 +63,22 @@ def spider_iteration(
     topic_store.upsert_topic(topic)
     with page_source.open(topic_store, topic) as source:
         spider = Spider(topic_store, topic, source, log=context.log.info)
-        try:
-            report = spider.run_iteration()
-        except SpiderError as exc:
-            topic_store.set_topic_state(spider.topics_id, "error", str(exc))
-            raise dg.Failure(str(exc)) from exc
-    topics_id = spider.topics_id
+        report = _failing_the_topic(topic_store, spider, spider.run_iteration)
+    for asset_key, metadata in iteration_metadata(topic_store, spider.topics_id, report).items():
+        yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
+
+
+def _failing_the_topic(topic_store, spider: Spider, step):  # noqa: ANN001, ANN202
+    """Run a spider step; a SpiderError marks the topic failed (with why) and fails the run."""
+    try:
+        return step()
+    except SpiderError as exc:
+        topic_store.set_topic_state(spider.topics_id, "error", str(exc))
+        raise dg.Failure(str(exc)) from exc
+
+
+def iteration_metadata(topic_store, topics_id: int, report: IterationReport) -> dict[str, dict]:  # noqa: ANN001
+    """The three spider assets' metadata after an iteration (the topic's state is recorded too)."""
     if report.done:
         topic_store.set_topic_state(topics_id, "spidering completed", f"{report.iteration} iterations")
     else:
@@ -95,9 +106,8 @@ def spider_iteration(
         "frontier_left": report.frontier_left,
         "spidering_done": report.done,
     }
-    yield dg.MaterializeResult(
-        asset_key="fetched_links",
-        metadata={
+    return {
+        "fetched_links": {
             **common,
             "dagster/row_count": sum(states.values()),
             "urls_processed_this_iteration": report.urls_processed,
@@ -115,10 +125,7 @@ def spider_iteration(
                 ["url", "iteration", "state", "code", "message"],
             ),
         },
-    )
-    yield dg.MaterializeResult(
-        asset_key="relevant_stories",
-        metadata={
+        "relevant_stories": {
             **common,
             "dagster/row_count": report.topic_stories,
             "new_stories": report.stories_added,
@@ -140,14 +147,127 @@ def spider_iteration(
                 ["stories_id", "iteration", "url", "title", "publish_date"],
             ),
         },
-    )
-    yield dg.MaterializeResult(
-        asset_key="topic_links",
-        metadata={
+        "topic_links": {
             **common,
             "dagster/row_count": int(link_count),
             "new_links": report.links_added,
             "links_resolved_to_stories": int(resolved_links),
             "states_json": dg.MetadataValue.json(json.loads(json.dumps(states))),
         },
-    )
+    }
+
+
+# ---------------------------------------------------------------- the same iteration, sharded (Celery)
+#
+# plan (seeds, which iteration, the topic's size) -> N shard steps (each claims and fetches the pending URLs
+# whose URL hash falls in its shard; on any Celery worker) -> finish (link mining, link pointing, metrics,
+# health). Selected by TOPICMAP_SPIDER_SHARDS > 1 (orchestration/celery_app.py); the outcome is the same as
+# the single-step asset's, because every URL is claimed before it is fetched and resolved against what was
+# known when the iteration started (topicmap.spider.claims, Spider.process_pending).
+
+
+SPIDER_ASSET_DESCRIPTIONS = {
+    "fetched_links": "Rows in topic_fetch_urls: every URL the spider met, with its state, HTTP code and message.",
+    "relevant_stories": "Rows in topic_stories: the stories that match the topic, with the iteration that found them.",
+    "topic_links": "Rows in topic_links: links mined from topic stories, pointed at the story they lead to.",
+}
+
+
+class SpiderShardsConfig(dg.Config):
+    """How many shard steps this iteration fans out into (default: TOPICMAP_SPIDER_SHARDS)."""
+
+    shards: int = 0
+
+
+@dg.op(
+    ins={"seeds": dg.In(dg.Nothing)},
+    out={"plan": dg.Out(dict), "shard": dg.DynamicOut(dict)},
+    description="Import seeds, pick the iteration, and fan out one shard step per URL-hash shard.",
+)
+def spider_plan(
+    context: dg.OpExecutionContext,
+    config: SpiderShardsConfig,
+    store: TopicStoreResource,
+    topics_file: TopicsFileResource,
+):
+    from orchestration.celery_app import spider_shards
+
+    count = config.shards or spider_shards()
+    if count < 1:
+        raise dg.Failure(f"shards must be >= 1, got {count}")
+    topic = topics_file.topic(context.partition_key)
+    topic_store = store.open()
+    topic_store.upsert_topic(topic)
+    spider = Spider(topic_store, topic, source=None, log=context.log.info)  # type: ignore[arg-type]
+    plan = _failing_the_topic(topic_store, spider, spider.begin_iteration)
+    yield dg.Output(plan.to_json(), output_name="plan")
+    if plan.pending_iteration is None:
+        return  # nothing to fetch: the finish step mines and records the iteration
+    context.log.info(f"{topic.name}: iteration {plan.pending_iteration} in {count} shards")
+    for index in range(count):
+        yield dg.DynamicOutput(
+            {"plan": plan.to_json(), "index": index, "count": count},
+            mapping_key=f"shard_{index}_of_{count}",
+            output_name="shard",
+        )
+
+
+@dg.op(description="Claim, fetch and judge the pending URLs of one shard of the iteration (any worker).")
+def spider_shard(
+    context: dg.OpExecutionContext,
+    shard: dict,
+    store: TopicStoreResource,
+    topics_file: TopicsFileResource,
+    page_source: PageSourceResource,
+) -> dict:
+    plan = IterationPlan.from_json(shard["plan"])
+    topic = topics_file.topic(plan.topic)
+    topic_store = store.open()
+    with page_source.open(topic_store, topic) as source:
+        spider = Spider(topic_store, topic, source, log=context.log.info)
+        # the holder is the run and the shard: a task redelivered after its worker died takes its claims back
+        holder = f"{context.run_id}/shard-{shard['index']}-of-{shard['count']}"
+        report = spider.process_pending(
+            plan.pending_iteration, Shard(shard["index"], shard["count"]), holder=holder
+        )
+    return report.to_json()
+
+
+@dg.op(
+    out={key: dg.Out(dg.Nothing) for key in ("fetched_links", "relevant_stories", "topic_links")},
+    description="Mine links, point links at known stories, record the iteration's metrics and health.",
+)
+def spider_finish(
+    context: dg.OpExecutionContext,
+    plan: dict,
+    parts: list[dict],
+    store: TopicStoreResource,
+    topics_file: TopicsFileResource,
+):
+    iteration_plan = IterationPlan.from_json(plan)
+    topic = topics_file.topic(iteration_plan.topic)
+    topic_store = store.open()
+    spider = Spider(topic_store, topic, source=None, log=context.log.info)  # type: ignore[arg-type]
+    reports = [IterationReport.from_json(part) for part in parts]
+    report = _failing_the_topic(topic_store, spider, lambda: spider.finish_iteration(iteration_plan, reports))
+    for asset_key, metadata in iteration_metadata(topic_store, spider.topics_id, report).items():
+        yield dg.Output(None, output_name=asset_key, metadata=metadata)
+
+
+@dg.graph_multi_asset(
+    outs={
+        key: dg.AssetOut(
+            group_name=SPIDER_GROUP, kinds={"python", "sql"}, description=description, dagster_type=dg.Nothing
+        )
+        for key, description in SPIDER_ASSET_DESCRIPTIONS.items()
+    },
+    ins={"seeds": dg.AssetIn(dagster_type=dg.Nothing)},
+    partitions_def=topics_partitions,
+    can_subset=False,
+    name="spider_iteration_sharded",
+)
+def spider_iteration_sharded(seeds):  # noqa: ANN001, ANN201 - a graph body
+    """One spider iteration fanned out into URL-hash shards that run as separate steps (Celery tasks)."""
+    plan, shards = spider_plan(seeds)
+    parts = shards.map(spider_shard).collect()
+    return spider_finish(plan, parts)

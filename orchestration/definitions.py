@@ -10,15 +10,16 @@ import dagster as dg
 from assets.archive import archive_stories
 from assets.clusters import cluster_weeks, clusters
 from assets.seeds import seeds
-from assets.spider import spider_iteration
+from assets.spider import spider_iteration, spider_iteration_sharded
 from assets.warc_export import story_warc_archive
 from orchestration import commoncrawl, dedup, snapshots, social
+from orchestration.celery_app import SPIDER_JOB, executor_from_env, spider_shards
 from orchestration.env import env_or
 from resources.archive import ArchiveDropsResource
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from sensors.spider import SpiderSensorConfig, spider_iterations
+from sensors.spider import SPIDER_ASSETS, SpiderSensorConfig, spider_iterations
 from sensors.topics import topic_registry
 
 
@@ -41,10 +42,15 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
 
 # One Definitions per stage (orchestration/<stage>.py), merged here with the shared resources. The module
 # holds no other Definitions object, so tools that look for "the" Definitions find this one.
+# TOPICMAP_SPIDER_SHARDS > 1: each iteration fans out into shard steps; TOPICMAP_EXECUTOR=celery runs steps on
+# Celery workers (orchestration/celery_app.py, deploy/celery.md). Unset: one step, in process.
+spider_assets = spider_iteration_sharded if spider_shards() > 1 else spider_iteration
 defs = dg.Definitions.merge(
     dg.Definitions(
-        assets=[archive_stories, cluster_weeks, clusters, seeds, spider_iteration, story_warc_archive],
+        assets=[archive_stories, cluster_weeks, clusters, seeds, spider_assets, story_warc_archive],
         sensors=[topic_registry, spider_iterations],
+        jobs=[dg.define_asset_job(SPIDER_JOB, selection=SPIDER_ASSETS)],
+        executor=executor_from_env(),
     ),
     commoncrawl.commoncrawl_defs,
     dedup.dedup_defs,

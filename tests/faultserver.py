@@ -7,7 +7,9 @@
 Routes (GET):
 
     /robots.txt              "Disallow: /private/" for every agent; HTTP 500 when the Host starts with
-                             "robots-500.", 404 when it starts with "robots-404."
+                             "robots-500.", 404 when it starts with "robots-404."; when it starts with
+                             "robots-to-", 301 to the robots.txt of the rest of the Host (a renamed site:
+                             robots-to-new.test -> http://new.test:<port>/robots.txt)
     /redirect-to?u=<url>     302 to <url> (cross-host redirects through host_overrides)
     /page, /landing          a small HTML page (200)
     /private/<x>             HTML, but disallowed by robots.txt
@@ -17,6 +19,7 @@ Routes (GET):
     /ratelimited-date/<key>  429 with Retry-After as an HTTP date 1 s ahead the first time, then 200
     /ratelimited-long        429 with "Retry-After: 3600", always
     /slow-headers            headers only after 3 s (read timeout)
+    /trickle-headers         the status line, then one header byte every 0.1 s, forever (no read ever times out)
     /stall                   200, chunked, then 16 bytes every 0.1 s forever (a body that never ends)
     /loop/a, /loop/b         redirect to each other forever
     /chain/<n>               n redirects, then a page
@@ -208,6 +211,11 @@ class _Handler(ArrivalTimedHandler):
             self._send(500, b"robots are broken", "text/plain")
         elif path == "/robots.txt" and host.startswith("robots-404."):
             self._send(404, b"no robots here", "text/plain")
+        elif path == "/robots.txt" and host.startswith("robots-to-"):
+            port = (self.headers.get("Host") or "").partition(":")[2]
+            self._redirect(
+                f"http://{host.removeprefix('robots-to-')}{':' + port if port else ''}/robots.txt", 301
+            )
         elif path == "/robots.txt":
             self._send(200, b"User-agent: *\nDisallow: /private/\n", "text/plain")
         elif path == "/redirect-to":
@@ -238,6 +246,16 @@ class _Handler(ArrivalTimedHandler):
         elif path == "/slow-headers":
             time.sleep(3.0)
             self._send(200, PAGE_HTML)
+        elif path == "/trickle-headers":
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Trickle: ")
+                while not self.server.stopping.is_set():
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                pass  # the client hung up, as it should
+            self.close_connection = True
         elif path == "/stall":
             self._stream(-1, b"<p>still here</p>"[:16], delay=0.1)
         elif path == "/loop/a":

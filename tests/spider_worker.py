@@ -44,9 +44,13 @@ def main() -> None:
         FetcherSource(fetcher, max_workers=4, interval_overrides={"*": interval}),
         log=lambda line: print(line, flush=True),
     )
+    processed = 0
     for _ in range(40):
-        if spider.run_iteration().done:
+        report = spider.run_iteration()
+        processed += report.urls_processed
+        if report.done:
             break
+    print(f"PROCESSED {processed}", flush=True)  # this process's share (several may spider one topic)
     print("DONE", flush=True)
 
 

@@ -96,8 +96,8 @@ def test_500_then_200_is_retried(fetcher: WebFetcher, fault: FaultServer) -> Non
 def test_persistent_503_gives_up_after_max_retries(fetcher: WebFetcher, fault: FaultServer) -> None:
     outcome = fetcher.fetch(fault.url("/status/503"))
     assert outcome.status == 503
-    assert outcome.error == "HTTP 503 Service Unavailable (after 4 attempts)"
-    assert hits_for(fault, "/status/503") == 4
+    assert outcome.error == "HTTP 503 Service Unavailable (after 3 attempts)"  # max_retries=2 by default
+    assert hits_for(fault, "/status/503") == 3
 
 
 def test_429_waits_for_retry_after(fetcher: WebFetcher, fault: FaultServer) -> None:
@@ -119,11 +119,40 @@ def test_connect_timeout(fetcher: WebFetcher, fault: FaultServer) -> None:
     assert outcome.elapsed < 3.5
 
 
-def test_read_timeout(fetcher: WebFetcher, fault: FaultServer) -> None:
-    outcome = fetcher.fetch(fault.url("/slow-headers"))
+def test_read_timeout(fault: FaultServer) -> None:
+    with make_fetcher(fault, total_timeout=5.0, max_retries=0) as web:
+        outcome = web.fetch(fault.url("/slow-headers"))
     assert outcome.status is None
-    assert "no response within" in outcome.error
-    assert outcome.elapsed < 3.5
+    assert "no response within 1 s" in outcome.error
+    assert outcome.elapsed < 2.5
+
+
+def test_headers_that_trickle_forever_end_at_the_total_timeout(fault: FaultServer) -> None:
+    """A byte every 0.1 s never lets a 1 s read timeout fire: only the total time limit ends the request."""
+    with make_fetcher(fault, total_timeout=1.5, read_timeout=1.0) as web:
+        started = time.monotonic()
+        outcome = web.fetch(fault.url("/trickle-headers"))
+        took = time.monotonic() - started
+    assert outcome.status is None and outcome.content is None
+    assert outcome.error.startswith(
+        "timeout: total time limit of 1.5 s reached while waiting for the response headers"
+    )
+    assert outcome.attempts == 1  # a spent budget is not retried
+    assert 1.4 <= took < 2.5, took
+
+
+def test_a_retry_that_would_pass_the_total_timeout_is_not_made(fault: FaultServer) -> None:
+    # Retry-After: 1 on a fetch with 0.8 s in all: waiting would already pass the limit
+    with make_fetcher(fault, total_timeout=0.8, max_retries=2) as web:
+        outcome = web.fetch(fault.url("/ratelimited/budget"))
+    assert outcome.status == 429 and outcome.attempts == 1
+    assert "a retry in 1 s would pass the total time limit of 0.8 s; not retried" in outcome.error
+
+
+def test_retries_that_cannot_fit_in_the_total_timeout_are_refused_up_front() -> None:
+    with pytest.raises(ValueError, match=r"max_retries=5 waits 31 s in back-off .* total_timeout=30 s"):
+        WebFetcher(max_retries=5, backoff_base=1.0, total_timeout=30.0)
+    WebFetcher(max_retries=4, backoff_base=1.0, total_timeout=30.0).close()  # 15 s of back-off fits
 
 
 def test_body_that_never_ends_hits_the_total_timeout(fetcher: WebFetcher, fault: FaultServer) -> None:
@@ -135,7 +164,7 @@ def test_body_that_never_ends_hits_the_total_timeout(fetcher: WebFetcher, fault:
 
 def test_connection_reset_is_retried_then_reported(fetcher: WebFetcher, fault: FaultServer) -> None:
     outcome = fetcher.fetch(fault.url("/reset"))
-    assert outcome.attempts == 4
+    assert outcome.attempts == 3
     assert outcome.error.startswith("connection error:") and "reset" in outcome.error.lower()
 
 
@@ -195,15 +224,28 @@ def test_default_policy_refuses_loopback(fault: FaultServer) -> None:
     assert outcome.attempts == 0  # refused before any connection
 
 
-def test_cross_domain_redirect_takes_a_slot_of_the_target_domain(fault: FaultServer) -> None:
+def test_every_redirect_hop_takes_a_slot_of_its_domain(fault: FaultServer) -> None:
     throttle = RecordingThrottle()
     with make_fetcher(fault, throttle=throttle) as web:
         same = web.fetch("http://www.alpha.test/redirect-to?u=http://alpha.test/page")
-        assert same.ok and throttle.domains == ["alpha.test"]  # a hop within the domain is not throttled
+        # robots.txt of www.alpha.test, the page, robots.txt of alpha.test, the page it redirects to: four
+        # requests to one domain, four slots (Media Cloud let a hop within the domain go at once)
+        assert same.ok and throttle.domains == ["alpha.test"] * 4
         throttle.domains.clear()
         cross = web.fetch("http://alpha.test/redirect-to?u=http://beta.test/page")
-        assert cross.ok and throttle.domains == ["alpha.test", "beta.test"]
+        # alpha.test's robots.txt is cached now; beta.test's takes a slot before its page does
+        assert cross.ok and throttle.domains == ["alpha.test", "beta.test", "beta.test"]
         assert cross.final_url == "http://beta.test/page"
+
+
+def test_a_redirect_within_a_domain_keeps_the_interval(fault: FaultServer) -> None:
+    interval = 0.3
+    since = len(fault.hits)
+    with make_fetcher(fault, interval_overrides={"*": interval}, obey_robots=False) as web:
+        assert web.fetch("http://bare.test/redirect-to?u=http://www.bare.test/page").ok
+    hits = _gaps_by_host(fault, {"bare.test", "www.bare.test"}, since)
+    times = sorted(at for records in hits.values() for at, _ in records)
+    assert len(times) == 2 and times[1] - times[0] >= interval - 0.005
 
 
 # ---------------------------------------------------------------- size, type, encoding
@@ -275,6 +317,47 @@ def test_robots_txt_is_obeyed_on_every_hop_and_fetched_once(fault: FaultServer) 
     assert hits_for(fault, "/private/secret") == 0
     with make_fetcher(fault, obey_robots=False) as rude:
         assert rude.fetch(fault.url("/private/secret")).ok
+
+
+def _gaps_by_host(fault: FaultServer, hosts: set[str], since: int) -> dict[str, list[tuple[float, str]]]:
+    by_host: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    for hit in fault.hits[since:]:
+        host = hit.host.split(":")[0]
+        if host in hosts:
+            by_host[host].append((hit.at, hit.path))
+    return {host: sorted(hits) for host, hits in by_host.items()}
+
+
+def test_robots_txt_takes_a_slot_and_the_page_waits_for_the_next(fault: FaultServer) -> None:
+    interval = 0.3
+    since = len(fault.hits)
+    with make_fetcher(fault, interval_overrides={"*": interval}) as web:
+        assert web.fetch("http://slotted.test/page").ok
+    hits = _gaps_by_host(fault, {"slotted.test"}, since)["slotted.test"]
+    assert [path for _, path in hits] == ["/robots.txt", "/page"]
+    assert hits[1][0] - hits[0][0] >= interval - 0.005
+
+
+def test_robots_txt_redirected_to_another_domain_waits_for_that_domains_slot(fault: FaultServer) -> None:
+    """A renamed site's robots.txt redirects to the new name, whose pages are being fetched at the same time:
+    the robots.txt hop must keep the new domain's interval like any request to it (issue 18)."""
+    interval = 0.3
+    since = len(fault.hits)
+    urls = ["http://robots-to-newsite.test/page?n=0"] + [
+        f"http://newsite.test/page?n={n}" for n in range(1, 4)
+    ]
+    with make_fetcher(fault, interval_overrides={"*": interval}) as web:
+        outcomes = list(web.fetch_many(urls, max_workers=4))
+    assert all(outcome.ok for outcome in outcomes), [o.error or o.refused_reason for o in outcomes]
+    hits = _gaps_by_host(fault, {"newsite.test", "robots-to-newsite.test"}, since)
+    # newsite.test got its own robots.txt, the one robots-to-newsite.test redirected to, and three pages
+    assert (
+        sorted(path for _, path in hits["newsite.test"])
+        == ["/page?n=1", "/page?n=2", "/page?n=3"] + ["/robots.txt"] * 2
+    )
+    for host, records in hits.items():
+        gaps = [later[0] - earlier[0] for earlier, later in zip(records, records[1:], strict=False)]
+        assert min(gaps) >= interval - 0.005, (host, records)
 
 
 def test_robots_server_error_disallows_and_missing_robots_allows(fetcher: WebFetcher) -> None:
@@ -568,3 +651,39 @@ def test_fetch_many_runs_fewer_fetches_at_once_while_the_caller_is_the_bottlenec
         assert max(later) <= 2, later
     else:
         assert max(counting_server.concurrency) == 4
+
+
+# ---------------------------------------------------------------- the limits a user sets (PageSourceResource)
+
+
+def test_page_source_settings_reach_the_fetcher_and_bad_ones_name_themselves(fault: FaultServer) -> None:
+    import dagster as dg
+
+    from resources.fetcher import PageSourceResource
+
+    settings = PageSourceResource(
+        allow_networks=fault.allow_list,
+        host_overrides={"*.test": f"127.0.0.1:{fault.port}"},
+        total_timeout=1.5,
+        read_timeout=0.5,
+        max_retries=1,
+        max_body_bytes=2000,
+        max_redirects=2,
+    )
+    with settings.web_fetcher(interval_overrides={"*": 0.0}, obey_robots=False) as web:
+        started = time.monotonic()
+        endless = web.fetch(fault.url("/stall"))
+        assert endless.error.startswith("timeout: total time limit of 1.5 s exceeded while reading the body")
+        assert time.monotonic() - started < 2.5
+        assert web.fetch(fault.url("/big-chunked")).error == "body too large: more than 2000 bytes"
+        assert web.fetch(fault.url("/chain/2")).ok
+        assert web.fetch(fault.url("/chain/3")).error.startswith("too many redirects: more than 2")
+        assert web.fetch(fault.url("/status/503")).error == "HTTP 503 Service Unavailable (after 2 attempts)"
+    defaults = PageSourceResource()
+    assert (defaults.total_timeout, defaults.max_retries, defaults.max_redirects) == (30.0, 2, 7)
+    with pytest.raises(
+        dg.Failure, match=r"page_source settings are not valid: max_retries=5 .*total_timeout=10 s"
+    ):
+        PageSourceResource(max_retries=5, total_timeout=10.0).web_fetcher()
+    with pytest.raises(dg.Failure, match="total_timeout must be > 0"):
+        PageSourceResource(total_timeout=0).web_fetcher()

@@ -12,7 +12,12 @@ One call of ``Spider.run_iteration`` is one Dagster materialization:
 What became of each URL is written a batch at a time (up to ``WRITE_BATCH`` URLs, or what a few seconds
 gathered, in one transaction: new stories, relevance, topic stories, their links, URL states), and every
 insert is keyed, so a killed run is simply run again: the URLs of the unwritten batch are still pending and
-are processed again, nothing is duplicated. Media Cloud passed ``max_iterations`` itself as the
+are processed again, nothing is duplicated.
+
+Many processes can work on one iteration at once (``topicmap.spider.claims``): every pending URL is claimed
+before it is fetched, a few dozen at a time, so each is fetched once; step 2 can be split into shards
+(``process_pending(shard=...)``) that run anywhere, between ``begin_iteration`` (step 1) and
+``finish_iteration`` (step 3 and the iteration's bookkeeping). ``run_iteration`` does the three in one process. Media Cloud passed ``max_iterations`` itself as the
 iteration bound to every ``spider_new_links`` call, so its bound was never applied (fact sheet §10); here a
 link found by a story at iteration ``max_iterations`` is recorded but never queued.
 """
@@ -27,12 +32,22 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, and_, bindparam, func, select, tuple_, update
 
+from topicmap.spider.claims import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_PER_DOMAIN,
+    ClaimHeartbeat,
+    ClaimQueue,
+    Shard,
+    claim_keys,
+    fill_claim_keys,
+    new_holder,
+)
 from topicmap.store import schema as s
 from topicmap.store.topic_store import (
     SPIDER_SOURCE,
@@ -86,6 +101,10 @@ WRITE_BATCH_SECONDS = 5.0
 #: stored stories whose links are mined in one transaction
 MINE_BATCH = 100
 CONTENT_MATCH_BYTES = 1 << 20
+#: URLs claimed at a time by a source that fetches one URL after another (a WARC replay, a test's dict web)
+SEQUENTIAL_CLAIM = 50
+#: how often a spider that has nothing left to claim looks whether other workers' URLs are done or expired
+OTHERS_POLL_SECONDS = 0.5
 SENTENCE_SPLIT = re.compile(r"(?<=[.!?。！？])\s+")
 
 
@@ -94,7 +113,11 @@ class SpiderError(RuntimeError):
 
 
 class PageSource(Protocol):
-    """Where pages come from: the live web, the demo web on loopback, or a WARC replay."""
+    """Where pages come from: the live web, the demo web on loopback, or a WARC replay.
+
+    ``urls`` is the spider's claim feed: a source that fetches concurrently passes it to
+    ``WebFetcher.fetch_many`` (a :class:`~topicmap.web.fetch.UrlFeed`); a sequential source iterates it, and
+    each URL is claimed shortly before it is asked for."""
 
     def fetch_many(self, urls: Iterable[str]) -> Iterator[FetchOutcome]: ...
 
@@ -122,6 +145,47 @@ class IterationReport:
     @property
     def done(self) -> bool:
         return self.frontier_left == 0
+
+    def add(self, part: IterationReport) -> None:
+        """Count a shard's processing (URLs, states, stories, links, fetches, throttle waits) into this one."""
+        self.states.update(part.states)
+        self.urls_processed += part.urls_processed
+        self.stories_added += part.stories_added
+        self.links_added += part.links_added
+        self.fetched += part.fetched
+        self.throttle_wait += part.throttle_wait
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict (for passing between processes, e.g. Dagster ops on Celery workers)."""
+        data = asdict(self)
+        data["states"] = dict(self.states)
+        data["top_errors"] = [list(pair) for pair in self.top_errors]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> IterationReport:
+        report = cls(**{**data, "states": Counter(data.get("states", {}))})
+        report.top_errors = [tuple(pair) for pair in data.get("top_errors", [])]
+        return report
+
+
+@dataclass(frozen=True)
+class IterationPlan:
+    """What ``begin_iteration`` decided: the iteration to report and the one whose pending URLs to process
+    (None: nothing pending, only mining and bookkeeping). ``started_at`` is wall-clock seconds, so the
+    iteration's elapsed time can be measured across processes."""
+
+    topic: str
+    iteration: int
+    pending_iteration: int | None
+    started_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> IterationPlan:
+        return cls(**data)
 
 
 def week_start(day: date) -> date:
@@ -225,6 +289,78 @@ _STATE_UPDATE = (
 )
 
 
+class _ClaimFeed:
+    """The URLs a spider fetches, claimed from the store as the page source has room for them.
+
+    A ``UrlFeed`` for ``WebFetcher.fetch_many`` (``take``), and an iterable for sequential sources. Claimed
+    rows that need no fetch are resolved at once; the others are handed out and remembered until their
+    outcome comes back (``returned``). When nothing is left to claim but other workers still hold URLs of this
+    part, the feed waits for them (taking over those whose claims expire), so the part ends only when every
+    one of its URLs is written."""
+
+    def __init__(
+        self, spider: Spider, claims: ClaimQueue, report: IterationReport, limit: int | None
+    ) -> None:
+        self.spider = spider
+        self.claims = claims
+        self.report = report
+        self.limit = limit  # URLs this part may claim (max_fetches_per_iteration), None for all
+        self.claimed = 0
+        self.out: dict[str, dict] = {}  # url -> its row, handed out and not yet returned
+        self.per_site: Counter = Counter()
+        self._dry: tuple[float, frozenset[str]] | None = (
+            None  # when a claim last found nothing, and what was saturated
+        )
+
+    def returned(self, url: str) -> dict | None:
+        row = self.out.pop(url, None)
+        if row is not None:
+            self.per_site[row["domain"]] -= 1
+            if self.per_site[row["domain"]] <= 0:
+                del self.per_site[row["domain"]]
+        return row
+
+    def __iter__(self) -> Iterator[str]:
+        while (urls := self.take(SEQUENTIAL_CLAIM, idle=True)) is not None:
+            yield from urls
+
+    def take(self, room: int, idle: bool) -> list[str] | None:
+        while True:
+            left = None if self.limit is None else self.limit - self.claimed
+            if left is not None and left <= 0:
+                return None
+            saturated = frozenset(d for d, n in self.per_site.items() if n >= self.claims.per_domain)
+            recently_dry = self._dry is not None and time.monotonic() - self._dry[0] < OTHERS_POLL_SECONDS
+            if not idle and recently_dry and self._dry[1] == saturated:
+                return []  # nothing was claimable a moment ago, with the same sites saturated
+            want = room if left is None else min(room, left)
+            rows = self.claims.claim(want, saturated)
+            if rows:
+                self._dry = None
+                self.claimed += len(rows)
+                urls = []
+                for row in self.spider._resolve_claimed(rows, self.report):
+                    self.out[row["url"]] = row
+                    self.per_site[row["domain"]] += 1
+                    urls.append(row["url"])
+                if urls:
+                    return urls
+                continue  # all of them were resolved without a fetch: claim more
+            self._dry = (time.monotonic(), saturated)
+            if not idle:
+                return []
+            # nothing to fetch here and nothing of ours in flight: are other workers still at it?
+            self.spider._write_batch(self.report)
+            others = self.claims.others()
+            if not others.count:
+                return None
+            wait = OTHERS_POLL_SECONDS
+            if others.next_expiry is not None:
+                wait = min(wait, max(0.0, others.next_expiry - time.time()) + 0.01)
+            self.spider.log_waiting(others.count, others.next_expiry)
+            time.sleep(wait)
+
+
 class Spider:
     """Grows one topic, one iteration per call, against a topic store and a page source."""
 
@@ -236,6 +372,8 @@ class Spider:
         log: Callable[[str], None] = print,
         progress_every: int = 200,
         max_error_rate: float = MAX_ERROR_RATE,
+        claim_lease: float = DEFAULT_LEASE_SECONDS,
+        claim_per_domain: int = DEFAULT_PER_DOMAIN,
     ) -> None:
         self.store = store
         self.topic = topic
@@ -250,6 +388,11 @@ class Spider:
         self._batch_started = 0.0
         self._progress = _Progress(total=0, every=progress_every, iteration=0)
         self._compressor: ThreadPoolExecutor | None = None  # set while pages are being fetched
+        self.claim_lease = claim_lease
+        self.claim_per_domain = claim_per_domain
+        self._waiting_logged = float("-inf")
+        # what was known when the iteration being processed first started (see _known_outcomes)
+        self._known_at: tuple[datetime, int] = (datetime.max.replace(tzinfo=UTC), 2**31 - 1)
 
     # ------------------------------------------------------------------ state
 
@@ -288,35 +431,146 @@ class Spider:
     # ------------------------------------------------------------------ one iteration
 
     def run_iteration(self) -> IterationReport:
-        started = time.monotonic()
+        """One whole iteration in this process: begin, process every pending URL, finish."""
+        plan = self.begin_iteration()
+        parts = []
+        if plan.pending_iteration is not None:
+            parts.append(self.process_pending(plan.pending_iteration))
+        return self.finish_iteration(plan, parts)
+
+    def begin_iteration(self) -> IterationPlan:
+        """Step 1: import new seeds, decide which iteration is processed, check the topic's size."""
+        started_at = time.time()
         self.import_seeds()
+        fill_claim_keys(self.store, self.topics_id)
         pending_iteration = self.lowest_pending_iteration()
         if pending_iteration is None and self.iterations_done() > 0:
             iteration = self._last_iteration()
         else:
             iteration = pending_iteration if pending_iteration is not None else 0
-        report = IterationReport(topic=self.topic.name, iteration=iteration)
         self._check_max_stories()
-        if pending_iteration is not None:
+        return IterationPlan(self.topic.name, iteration, pending_iteration, started_at)
+
+    def process_pending(
+        self, iteration: int, shard: Shard = Shard(), holder: str | None = None
+    ) -> IterationReport:
+        """Step 2: claim, fetch and judge the pending URLs of ``iteration`` (those of ``shard``), writing what
+        became of them a batch at a time. Returns only this part's counts. Returns when no URL of the part is
+        left open: the ones other workers claimed are waited for (and taken over if their claims expire).
+
+        ``holder`` names the claims: a task that is run again after its worker died passes the same holder and
+        takes its predecessor's claims back at once; by default each call is a new holder."""
+        report = IterationReport(topic=self.topic.name, iteration=iteration)
+        self._iteration = iteration
+        self._known_at = self._iteration_start(iteration)
+        claims = ClaimQueue(
+            self.store,
+            self.topics_id,
+            iteration,
+            holder or new_holder(),
+            shard=shard,
+            lease=self.claim_lease,
+            per_domain=self.claim_per_domain,
+        )
+        claims.take_back()
+        total = self._open_count(claims)
+        where = f" ({shard})" if shard.count > 1 else ""
+        self.log(f"{self.topic.name}: iteration {iteration}{where}: {total} pending URLs")
+        self._progress = _Progress(total=total, every=self.progress_every, iteration=iteration)
+        limit = self.topic.fetch.max_fetches_per_iteration
+        if limit and shard.count > 1:
+            limit = limit // shard.count + (1 if shard.index < limit % shard.count else 0)
+        feed = _ClaimFeed(self, claims, report, limit or None)
+        try:
+            with (
+                ClaimHeartbeat(claims),
+                ThreadPoolExecutor(1, thread_name_prefix="topicmap-page-compress") as self._compressor,
+            ):
+                for outcome in self.source.fetch_many(feed):
+                    row = feed.returned(outcome.url)
+                    if row is None:
+                        continue
+                    report.fetched += 1
+                    report.throttle_wait += float(getattr(outcome, "throttle_wait_seconds", 0.0) or 0.0)
+                    try:
+                        resolution = self._judge_outcome(row, outcome)
+                    except Exception as exc:  # noqa: BLE001
+                        resolution = _Resolution(row, ERROR, code=outcome.status, message=_error_text(exc))
+                    self._queue(resolution, report)
+        finally:
             try:
-                self._process_pending(pending_iteration, report)
-            finally:
                 self._write_batch(report)
+            finally:
+                # what was claimed and not written (an error, or the fetch limit) goes back to the pool now
+                claims.release()
+        return report
+
+    def finish_iteration(self, plan: IterationPlan, parts: Iterable[IterationReport]) -> IterationReport:
+        """Step 3: mine the links of the topic stories not yet mined, point links at known stories, record the
+        iteration's metrics (``parts``: what each ``process_pending`` call returned) and check its health."""
+        report = IterationReport(topic=self.topic.name, iteration=plan.iteration)
+        for part in parts:
+            report.add(part)
         report.links_added += self.mine_topic_stories()
-        if pending_iteration is not None or report.links_added:
+        if plan.pending_iteration is not None or report.links_added:
             # links written in this run (or in a killed one before it) may point at URLs resolved since
             self._link_known_refs()
         report.frontier_left = self.frontier_size()
         report.topic_stories = self.topic_story_count()
-        report.elapsed = time.monotonic() - started
+        report.elapsed = max(0.0, time.time() - plan.started_at)
         self._record_metrics(report)
         self._check_error_rate(report)
         self.log(
-            f"{self.topic.name}: iteration {iteration} done: {report.urls_processed} URLs processed "
+            f"{self.topic.name}: iteration {plan.iteration} done: {report.urls_processed} URLs processed "
             f"({dict(report.states)}), {report.stories_added} stories added, {report.links_added} new links, "
             f"{report.frontier_left} pending, {report.topic_stories} topic stories"
         )
         return report
+
+    def _iteration_start(self, iteration: int) -> tuple[datetime, int]:
+        """When ``iteration`` first started and the newest story id then (recorded by whichever worker came
+        first; every later worker and re-run reads the same)."""
+        table = s.topic_spider_iterations
+        with self.store.engine.begin() as conn:
+            newest = conn.execute(select(func.coalesce(func.max(s.stories.c.stories_id), 0))).scalar_one()
+            self.store.insert_ignore(
+                conn,
+                table,
+                [
+                    {
+                        "topics_id": self.topics_id,
+                        "iteration": iteration,
+                        "started_at": now_utc(),
+                        "max_stories_id": int(newest),
+                    }
+                ],
+                ["topics_id", "iteration"],
+            )
+            row = conn.execute(
+                select(table.c.started_at, table.c.max_stories_id).where(
+                    table.c.topics_id == self.topics_id, table.c.iteration == iteration
+                )
+            ).one()
+        return utc(row.started_at), int(row.max_stories_id)
+
+    def _open_count(self, claims: ClaimQueue) -> int:
+        with self.store.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).where(claims._mine())).scalar_one())
+
+    def log_waiting(self, count: int, next_expiry: float | None) -> None:
+        """Say (at most every 10 s) that this worker waits for URLs other workers hold."""
+        now = time.monotonic()
+        if now - self._waiting_logged < 10.0:
+            return
+        self._waiting_logged = now
+        expiry = (
+            ""
+            if next_expiry is None
+            else f"; the first claim expires in {max(0.0, next_expiry - time.time()):.0f} s"
+        )
+        self.log(
+            f"{self.topic.name}: iteration {self._iteration}: waiting for {count} URLs other workers hold{expiry}"
+        )
 
     def _last_iteration(self) -> int:
         m = s.topic_spider_metrics
@@ -377,70 +631,47 @@ class Spider:
         assume_match: bool = False,
         topic_links_id: int | None = None,
     ) -> dict:
+        url = url[: s.MAX_URL_LENGTH]
         return {
             "topics_id": self.topics_id,
-            "url": url[: s.MAX_URL_LENGTH],
+            "url": url,
             "iteration": iteration,
             "state": state,
             "stories_id": stories_id,
             "assume_match": assume_match,
             "topic_links_id": topic_links_id,
+            **claim_keys(url),
         }
 
     # ------------------------------------------------------------------ processing pending URLs
 
-    def _pending_rows(self, iteration: int) -> list[dict]:
-        f = s.topic_fetch_urls
-        limit = self.topic.fetch.max_fetches_per_iteration
-        query = (
-            select(f.c.topic_fetch_urls_id, f.c.url, f.c.state, f.c.assume_match)
-            .where(f.c.topics_id == self.topics_id, f.c.iteration == iteration, f.c.state.in_(OPEN_STATES))
-            .order_by(f.c.topic_fetch_urls_id)
-        )
-        if limit:
-            query = query.limit(limit)
-        with self.store.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(query).mappings()]
-
-    def _process_pending(self, iteration: int, report: IterationReport) -> None:
-        self._iteration = iteration
-        rows = self._pending_rows(iteration)
-        self.log(f"{self.topic.name}: iteration {iteration}: {len(rows)} pending URLs")
-        self._progress = _Progress(total=len(rows), every=self.progress_every, iteration=iteration)
+    def _resolve_claimed(self, rows: list[dict], report: IterationReport) -> list[dict]:
+        """The steps before a fetch for newly claimed rows: those resolved without a fetch (ignored, an
+        earlier failure of the same URL, a known story) are queued for writing; the rows to fetch are returned."""
         known = self._known_outcomes(rows)
-        to_fetch: dict[str, dict] = {}
+        to_fetch = []
         for row in rows:
             try:
                 resolved = self._resolve_without_fetch(row, known)
             except Exception as exc:  # noqa: BLE001 - one bad URL must not stop the iteration
                 resolved = _Resolution(row, ERROR, message=_error_text(exc))
             if resolved is None:
-                to_fetch[row["url"]] = row
+                to_fetch.append(row)
             else:
                 self._queue(resolved, report)
-        if not to_fetch:
-            return
-        with ThreadPoolExecutor(1, thread_name_prefix="topicmap-page-compress") as self._compressor:
-            for outcome in self.source.fetch_many(list(to_fetch)):
-                row = to_fetch.get(outcome.url)
-                if row is None:
-                    continue
-                report.fetched += 1
-                report.throttle_wait += float(getattr(outcome, "throttle_wait_seconds", 0.0) or 0.0)
-                try:
-                    resolution = self._judge_outcome(row, outcome)
-                except Exception as exc:  # noqa: BLE001
-                    resolution = _Resolution(row, ERROR, code=outcome.status, message=_error_text(exc))
-                self._queue(resolution, report)
+        return to_fetch
 
     def _known_outcomes(self, rows: list[dict]) -> dict[str, dict]:
-        """For every URL variant of the pending rows: an earlier failure in this topic, or a known story.
+        """For every URL variant of the pending rows: an earlier failure in this topic, or a known story, as
+        known when the iteration first started (``_iteration_start``), so that the outcome of a URL does not
+        depend on which URLs of the iteration happened to be processed before it, or by which worker.
 
         Two indexed queries per 500 variants for the whole batch, instead of two per URL."""
         variants = sorted(
             {v[: s.MAX_URL_LENGTH] for row in rows for v in (url_variants(row["url"]) or [row["url"]])}
         )
         f, su, st, media = s.topic_fetch_urls, s.story_urls, s.stories, s.media
+        started_at, max_stories_id = self._known_at
         known: dict[str, dict] = {}
         with self.store.engine.connect() as conn:
             for chunk in chunks(variants):
@@ -449,6 +680,7 @@ class Spider:
                         f.c.topics_id == self.topics_id,
                         f.c.url.in_(chunk),
                         f.c.state.in_((REQUEST_FAILED, CONTENT_MATCH_FAILED)),
+                        f.c.fetch_date < started_at,
                     )
                 ):
                     known.setdefault(r.url, {})["failure"] = (
@@ -461,7 +693,11 @@ class Spider:
                     select(su.c.url, su.c.stories_id, media.c.dup_media_id)
                     .join(st, st.c.stories_id == su.c.stories_id)
                     .join(media, media.c.media_id == st.c.media_id)
-                    .where(su.c.url.in_(chunk), media.c.foreign_rss_links.is_(False))
+                    .where(
+                        su.c.url.in_(chunk),
+                        media.c.foreign_rss_links.is_(False),
+                        su.c.stories_id <= max_stories_id,
+                    )
                 ):
                     rank = (
                         r.dup_media_id is not None,
@@ -498,7 +734,9 @@ class Spider:
         """A story known by one of ``urls``; prefers media that are not duplicates, then the oldest story.
 
         Every story's url, guid and their lossy forms are recorded in story_urls when it is added, so one
-        indexed lookup there covers Media Cloud's three (stories.url, stories.guid, story_urls.url)."""
+        indexed lookup there covers Media Cloud's three (stories.url, stories.guid, story_urls.url). Only
+        stories known when the iteration started count (see ``_known_outcomes``): a redirect to a story
+        another URL of the same iteration added is "story added" whichever worker got there first."""
         candidates = sorted({u[: s.MAX_URL_LENGTH] for u in urls if u})
         if not candidates:
             return None
@@ -508,7 +746,11 @@ class Spider:
                 select(su.c.stories_id)
                 .join(st, st.c.stories_id == su.c.stories_id)
                 .join(media, media.c.media_id == st.c.media_id)
-                .where(su.c.url.in_(candidates), media.c.foreign_rss_links.is_(False))
+                .where(
+                    su.c.url.in_(candidates),
+                    media.c.foreign_rss_links.is_(False),
+                    su.c.stories_id <= self._known_at[1],
+                )
                 .order_by(media.c.dup_media_id.is_(None).desc(), su.c.stories_id)
                 .limit(1)
             ).first()
@@ -900,7 +1142,29 @@ class Spider:
 
     def _mine_batch(self, conn: Connection, stories: list[_StoryLinks]) -> int:
         """Record the stories' links as topic links, queue them for the next iteration (within
-        max_iterations), count followed self links per site, and mark the stories mined. Returns links added."""
+        max_iterations), count followed self links per site, and mark the stories mined. Returns links added.
+
+        The stories are marked mined FIRST, by a conditional update: when two workers mine the same story at
+        once (both found it), only the one whose update flips the flag records its links, so the self-link
+        counts of its site are not counted twice."""
+        if not stories:
+            return 0
+        ts = s.topic_stories
+        won: set[int] = set()
+        for chunk in chunks(sorted({story.stories_id for story in stories})):
+            won.update(
+                conn.execute(
+                    update(ts)
+                    .where(
+                        ts.c.topics_id == self.topics_id,
+                        ts.c.stories_id.in_(chunk),
+                        ts.c.link_mined.is_(False),
+                    )
+                    .values(link_mined=True)
+                    .returning(ts.c.stories_id)
+                ).scalars()
+            )
+        stories = [story for story in stories if story.stories_id in won]
         if not stories:
             return 0
         td = s.topic_domains
@@ -948,11 +1212,10 @@ class Spider:
                 .values(self_links=td.c.self_links + bindparam("b_followed")),
                 [{"b_domain": d, "b_followed": n} for d, n in sorted(followed.items())],
             )
-        ts = s.topic_stories
         conn.execute(
             update(ts)
             .where(ts.c.topics_id == self.topics_id, ts.c.stories_id == bindparam("b_stories_id"))
-            .values(link_mined=True, link_mine_error=bindparam("b_error")),
+            .values(link_mine_error=bindparam("b_error")),
             [{"b_stories_id": story.stories_id, "b_error": story.error} for story in stories],
         )
         return added

@@ -203,9 +203,20 @@ topic_fetch_urls = Table(
     Column("assume_match", Boolean, nullable=False, server_default=false()),
     Column("topic_links_id", Integer, nullable=True),
     _url("redirect_url", nullable=True, since=2),
+    # Claimed work (version 4, topicmap.spider.claims): a pending URL is claimed before it is fetched, so any
+    # number of processes or Celery workers on one topic fetch it once. ``domain`` (the URL's throttle domain)
+    # caps how many URLs of one site a claim takes; ``shard_key`` (31 bits of the URL's MD5) splits an
+    # iteration into shards and spreads a claim over sites; ``claimed_by`` holds the claim until
+    # ``claim_expires_at`` (seconds since the epoch, renewed while the holder works): a claim whose holder
+    # died expires and the URL is claimed again. Rows written before version 4 get both keys on first claim.
+    Column("domain", String(256), nullable=True, info=_since(4)),
+    Column("shard_key", Integer, nullable=True, info=_since(4)),
+    Column("claimed_by", String(128), nullable=True, info=_since(4)),
+    Column("claim_expires_at", Float, nullable=True, info=_since(4)),
     # Media Cloud has no unique key here; one makes "every URL is processed once per topic" a database fact
     UniqueConstraint("topics_id", "url", name="topic_fetch_urls_topic_url_key"),
     Index("topic_fetch_urls_pending", "topics_id", "state"),
+    Index("topic_fetch_urls_claims", "topics_id", "iteration", "state", "shard_key", info=_since(4)),
     info=_since(2),
 )
 
@@ -271,6 +282,20 @@ topic_spider_metrics = Table(
     Column("processed_date", DateTime(timezone=True), nullable=False),
     UniqueConstraint("topics_id", "iteration", name="topic_spider_metrics_topic_iteration_key"),
     info=_since(2),
+)
+
+# When an iteration of a topic's spider first started, and the newest story then (version 4). The URLs of an
+# iteration are resolved without a fetch (an earlier failure, a known story) against what was known at that
+# moment, however many workers process them and in whatever order: the outcome does not depend on which URL
+# a worker happened to claim first.
+topic_spider_iterations = Table(
+    "topic_spider_iterations",
+    metadata,
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), primary_key=True),
+    Column("iteration", Integer, primary_key=True),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("max_stories_id", Integer, nullable=False),
+    info=_since(4),
 )
 
 # Which story first published a sentence in a medium and calendar week. Media Cloud's relevance test only

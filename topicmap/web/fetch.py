@@ -9,8 +9,11 @@ What every fetch guarantees:
 
 - the SSRF guard (:mod:`topicmap.web.netguard`) checks the resolved address of every connection, redirect hops
   and robots.txt included, and the socket connects to the checked address;
-- connect / read timeouts per socket operation, plus ``total_timeout`` on the network time of the whole
-  fetch (all hops and retries; not the throttle or backoff waits), so a body that trickles forever ends;
+- connect / read timeouts per socket operation, plus ``total_timeout`` on the whole fetch: every hop's and
+  retry's network time and the back-off waits between retries (not the waits for politeness slots, which
+  depend on the rest of the crawl). A watchdog closes a connection whose response headers have not all come
+  by then (a server trickling its headers defeats every per-read timeout), the body is read against the same
+  deadline (a body that never ends), and a retry whose back-off would pass it is not made;
 - a cap on the bytes read *and* on the decompressed bytes: the raw body is read with urllib3's decoding off
   and inflated here with ``zlib``'s ``max_length``, so a small gzip that inflates to gigabytes stops at the cap
   with "decompression bomb" instead of filling memory;
@@ -19,12 +22,16 @@ What every fetch guarantees:
 - retries with exponential backoff on 429, 5xx and connection failures, honouring ``Retry-After``;
 - robots.txt (RFC 9309) fetched once per origin, cached, and obeyed unless ``obey_robots=False``.
 
-Throttling rules (see :mod:`topicmap.web.throttle`): the first request of a fetch takes a slot of its distinctive
-domain; redirect hops *within* that domain follow at once (Media Cloud's rule: one page load, one slot);
-a hop to *another* distinctive domain takes a slot of that domain. Media Cloud did not throttle any
-redirect hop, so a topic full of bit.ly links hit their targets at the shortener's 1 s pace whatever the
-target's own interval; here each target domain keeps its own budget. Retries take a new slot too (a retry is
-another request to the same server). robots.txt is fetched inside the slot of the request that needs it.
+``fetch_many`` takes a list of URLs, or a :class:`UrlFeed` it asks for more URLs as it has room: the spider's
+feed claims pending URLs from the topic store a few dozen at a time, so many processes share one frontier.
+
+Throttling rules (see :mod:`topicmap.web.throttle`): every request takes a slot of the distinctive domain it is
+sent to, as Heritrix and Scrapy schedule them: the first request of a fetch, each redirect hop (to the same
+domain or another), each retry, and robots.txt, which takes the slot of the page that needs it (the page then
+waits for the domain's next slot) and, when it redirects, a slot of the domain of each hop. So no two requests
+to one domain are closer than its interval. Media Cloud throttled only a fetch's first request (one page load,
+one slot): a topic full of bit.ly links hit their targets at the shortener's 1 s pace whatever the target's
+own interval, and a site's bare-to-www redirect doubled its request rate.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import itertools
 import logging
 import queue
 import re
+import socket
 import threading
 import time
 import zlib
@@ -45,6 +53,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
@@ -66,6 +75,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_USER_AGENT = "topicmap/0.1 (+https://github.com/topicmap; research crawler)"
 MiB = 1024 * 1024
+# Defaults a polite crawler picks (Scrapy retries twice; 30 s is what a person waits for a page at most).
+DEFAULT_TOTAL_TIMEOUT = 30.0
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_MAX_BODY_BYTES = 10 * MiB
+DEFAULT_MAX_REDIRECTS = 7
 HTML_CONTENT_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -81,6 +95,8 @@ DRAIN_LIMIT = 64 * 1024
 ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2
 ROBOTS_TTL = 24 * 3600.0  # RFC 9309 §2.4: do not use a cached robots.txt for more than 24 hours
 ROBOTS_UNREACHABLE_TTL = 600.0  # a 5xx robots.txt means "disallow all" for a while, then ask again
+# A fetch whose origin's robots.txt another fetch is reading looks again after this long.
+ROBOTS_WAIT_POLL = 0.05
 
 _SNIFF_HTML = re.compile(
     rb"^\s*(?:<!doctype\s+html|<html|<head|<body|<title|<meta|<!--|<script|<div|<p[\s>]|<h1|<a\s|<table|<br)",
@@ -183,6 +199,115 @@ class _FetchState:
     last_failure: str | None = None
     on_sent: Callable[[], None] | None = None
     robots_allowed_url: str | None = None
+    robots_url: str | None = None  # while this fetch reads robots.txt for its origin: the URL to ask next
+    robots_hops: int = 0
+    interval_overrides: Mapping[str, float] | None = None  # the call's overrides, for hops to other domains
+
+
+@runtime_checkable
+class UrlFeed(Protocol):
+    """URLs handed to ``fetch_many`` as it has room for them, instead of a list given up front.
+
+    ``take(room, idle)`` returns up to ``room`` URLs, ``[]`` when none is ready now (``fetch_many`` asks again
+    once another outcome has been taken), or None when the feed is finished. ``idle`` is True when nothing
+    is being fetched: then the feed must wait until it has URLs, or finish (None), rather than answer ``[]``.
+    """
+
+    def take(self, room: int, idle: bool) -> list[str] | None: ...
+
+
+class _Watch:
+    """One request's deadline; the watchdog shuts its socket down if the response headers are not in by then."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline  # time.monotonic()
+        self.lock = threading.Lock()
+        self.sock: socket.socket | None = None
+        self.active = True
+        self.fired = False
+
+    def attach(self, sock: socket.socket | None) -> None:
+        with self.lock:
+            self.sock = sock
+        if time.monotonic() >= self.deadline:
+            self.fire()
+
+    def fire(self) -> None:
+        with self.lock:
+            if not self.active or self.sock is None:
+                return
+            self.fired = True
+            with contextlib.suppress(OSError):
+                # shutdown, not close: the blocked recv in the fetch thread returns at once, and the socket
+                # object stays valid for urllib3 to close
+                self.sock.shutdown(socket.SHUT_RDWR)
+
+    def disarm(self) -> None:
+        with self.lock:
+            self.active = False
+            self.sock = None
+
+
+class _Watchdog:
+    """One daemon thread per process that fires the watches whose deadline has passed."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._heap: list[tuple[float, int, _Watch]] = []
+        self._sequence = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, watch: _Watch) -> None:
+        with self._condition:
+            heapq.heappush(self._heap, (watch.deadline, next(self._sequence), watch))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="topicmap-fetch-watchdog", daemon=True)
+                self._thread.start()
+            if self._heap[0][2] is watch:
+                self._condition.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                while self._heap and not self._heap[0][2].active:
+                    heapq.heappop(self._heap)  # disarmed: the request ended in time
+                if not self._heap:
+                    self._condition.wait()
+                    continue
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._condition.wait(wait)
+                    continue
+                _, _, watch = heapq.heappop(self._heap)
+            watch.fire()
+
+
+_WATCHDOG = _Watchdog()
+_current_watch = threading.local()
+
+
+class _WatchedConnectionMixin:
+    """Hands the socket of a request waiting for its response headers to the current fetch's watch."""
+
+    def getresponse(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN204 - urllib3's signature
+        watch: _Watch | None = getattr(_current_watch, "watch", None)
+        if watch is not None:
+            watch.attach(getattr(self, "sock", None))
+        return super().getresponse(*args, **kwargs)  # type: ignore[misc]
+
+
+class _WatchedAdapter(GuardedHTTPAdapter):
+    """The SSRF-guarded adapter, with connections the watchdog can end (see ``total_timeout``)."""
+
+    def init_poolmanager(self, connections, maxsize, block=False, **pool_kwargs) -> None:  # noqa: ANN001
+        super().init_poolmanager(connections, maxsize, block=block, **pool_kwargs)
+        watched = {}
+        for scheme, pool in self.poolmanager.pool_classes_by_scheme.items():
+            connection = type(
+                "Watched" + pool.ConnectionCls.__name__, (_WatchedConnectionMixin, pool.ConnectionCls), {}
+            )
+            watched[scheme] = type("Watched" + pool.__name__, (pool,), {"ConnectionCls": connection})
+        self.poolmanager.pool_classes_by_scheme = watched
 
 
 class _InflateStage:
@@ -325,6 +450,20 @@ def _release(response: requests.Response) -> None:
     response._content_consumed = True
 
 
+def check_retry_budget(max_retries: int, backoff_base: float, total_timeout: float) -> None:
+    """Retries are bounded by the total timeout: their back-off waits alone must leave time for requests.
+
+    Raises ValueError naming the settings when ``max_retries`` back-offs (``backoff_base`` * 1, 2, 4, ...
+    seconds) would use up ``total_timeout`` before the last retry could be sent."""
+    backoff = backoff_base * (2**max_retries - 1)
+    if max_retries and backoff >= total_timeout:
+        raise ValueError(
+            f"max_retries={max_retries} waits {backoff:g} s in back-off (backoff_base={backoff_base:g} s, "
+            f"doubling), which does not fit in total_timeout={total_timeout:g} s: lower max_retries or "
+            "raise total_timeout"
+        )
+
+
 def _robots_refusal(url: str, rules: RobotsRules) -> str:
     where = f"{_origin(url)}/robots.txt"
     if rules.disallow_all and rules.note:
@@ -377,10 +516,10 @@ class WebFetcher:
         user_agent: str = DEFAULT_USER_AGENT,
         connect_timeout: float = 10.0,
         read_timeout: float = 30.0,
-        total_timeout: float = 60.0,
-        max_body_bytes: int = 10 * MiB,
-        max_redirects: int = 7,
-        max_retries: int = 3,
+        total_timeout: float = DEFAULT_TOTAL_TIMEOUT,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_redirects: int = DEFAULT_MAX_REDIRECTS,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         backoff_base: float = 1.0,
         max_retry_after: float = 120.0,
         obey_robots: bool = True,
@@ -405,6 +544,7 @@ class WebFetcher:
             raise ValueError(f"max_body_bytes must be > 0, got {max_body_bytes!r}")
         if max_redirects < 0 or max_retries < 0 or backoff_base < 0 or max_retry_after < 0:
             raise ValueError("max_redirects, max_retries, backoff_base and max_retry_after must be >= 0")
+        check_retry_budget(max_retries, backoff_base, total_timeout)
         self.user_agent = user_agent
         self.robots_token = product_token(user_agent)
         self.connect_timeout = connect_timeout
@@ -427,7 +567,7 @@ class WebFetcher:
         self._wall = wall_clock
         # One adapter (one urllib3 PoolManager, thread-safe) shared by all threads; no requests.Session, whose
         # cookie jar is not thread-safe: each fetch carries its own cookies.
-        self._adapter = GuardedHTTPAdapter(
+        self._adapter = _WatchedAdapter(
             self.policy, pool_connections=256, pool_maxsize=pool_maxsize, max_retries=0
         )
         self._headers = {
@@ -440,7 +580,8 @@ class WebFetcher:
         self._last_sent: dict[str, float] = {}
         self._last_sent_lock = threading.Lock()
         self._robots: dict[str, tuple[float, RobotsRules]] = {}
-        self._robots_locks: dict[str, threading.Lock] = {}
+        # origin -> the fetch reading its robots.txt (one per origin even when many threads ask at once)
+        self._robots_readers: dict[str, int] = {}
         self._robots_guard = threading.Lock()
 
     def close(self) -> None:
@@ -461,7 +602,7 @@ class WebFetcher:
 
     def fetch(self, url: str, interval_overrides: Mapping[str, float] | None = None) -> FetchOutcome:
         """Fetch one URL, waiting (sleeping) for its domain's throttle slot. Never raises for web failures."""
-        state_or_outcome = self._new_state(url)
+        state_or_outcome = self._new_state(url, interval_overrides)
         if isinstance(state_or_outcome, FetchOutcome):
             return state_or_outcome
         state = state_or_outcome
@@ -481,10 +622,11 @@ class WebFetcher:
 
     def fetch_many(
         self,
-        urls: Iterable[str],
+        urls: Iterable[str] | UrlFeed,
         max_workers: int = 8,
         interval_overrides: Mapping[str, float] | None = None,
         max_ready: int | None = None,
+        max_queued: int | None = None,
     ) -> Iterator[FetchOutcome]:
         """Fetch ``urls`` with ``max_workers`` threads; yield each outcome as it completes (any order).
 
@@ -499,21 +641,31 @@ class WebFetcher:
         every page of an iteration in memory. Resuming at half, not at the first page taken, makes the
         workers refill in bursts: each worker that wakes must take the GIL from the caller, and one wake-up
         of all of them per page taken cost an extracting caller a tenth of its speed (benchmarks/RESULTS.md).
+
+        ``urls`` may be a :class:`UrlFeed`: then at most ``max_queued`` URLs (default 8 per worker) are taken
+        and not yet handed back as outcomes at any time, and the feed is asked for more, on the caller's
+        thread, whenever a quarter of that room is free.
         """
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers!r}")
         max_ready = 4 * max_workers if max_ready is None else max_ready
         if max_ready < 1:
             raise ValueError(f"max_ready must be >= 1, got {max_ready!r}")
+        max_queued = 8 * max_workers if max_queued is None else max_queued
+        if max_queued < 1:
+            raise ValueError(f"max_queued must be >= 1, got {max_queued!r}")
         scheduler = _DomainScheduler(self, interval_overrides, max_ready, max_workers)
-        for url in urls:
-            prepared = self._new_state(url)
-            if isinstance(prepared, FetchOutcome):
-                yield prepared
-            else:
-                scheduler.add(prepared)
-        if not scheduler.pending:
-            return
+        feed = urls if isinstance(urls, UrlFeed) else None
+        if feed is None:
+            for url in urls:
+                prepared = self._new_state(url, interval_overrides)
+                if isinstance(prepared, FetchOutcome):
+                    yield prepared
+                else:
+                    scheduler.add(prepared)
+            if not scheduler.pending:
+                return
+            scheduler.close_input()
         workers = [
             threading.Thread(target=scheduler.work, name=f"topicmap-fetch-{n}", daemon=True)
             for n in range(max_workers)
@@ -522,6 +674,25 @@ class WebFetcher:
             worker.start()
         try:
             while True:
+                if feed is not None:
+                    outstanding = scheduler.outstanding()
+                    room = max_queued - outstanding
+                    if room >= max(1, max_queued // 4) or outstanding == 0:
+                        taken = feed.take(room, outstanding == 0)
+                        if taken is None:
+                            feed = None
+                            scheduler.close_input()
+                        else:
+                            if not taken and outstanding == 0:
+                                time.sleep(0.05)  # a feed that breaks its contract must not make us spin
+                            for url in taken:
+                                prepared = self._new_state(url, interval_overrides)
+                                if isinstance(prepared, FetchOutcome):
+                                    yield prepared
+                                else:
+                                    scheduler.add(prepared)
+                            if scheduler.outstanding() == 0:
+                                continue  # nothing to wait for: ask the feed again
                 try:
                     outcome = scheduler.results.get_nowait()
                 except queue.Empty:
@@ -549,20 +720,31 @@ class WebFetcher:
                 earliest = max(earliest, last_sent + interval + guard_band)
         return self.throttle.reserve(domain, interval, earliest)
 
-    def _note_sent(self, state: _FetchState, sent_before: float | None, page: bool) -> None:
+    def _note_sent(self, state: _FetchState, sent_before: float | None, domain: str) -> None:
+        """A request to ``domain`` may have gone out: record when, and, if it used the slot the fetch holds
+        (``domain`` is the slot's), let the domain's next slot be reserved."""
         sent_at = last_request_sent_at()
         if sent_at is None or sent_at == sent_before:
             return  # this call sent nothing (refused, could not connect)
         with self._last_sent_lock:
-            if sent_at > self._last_sent.get(state.domain, 0.0):
-                self._last_sent[state.domain] = sent_at
-        if page and state.on_sent is not None:  # robots.txt is not the request the slot is for
+            if sent_at > self._last_sent.get(domain, 0.0):
+                self._last_sent[domain] = sent_at
+        if domain == state.domain and state.on_sent is not None:
             callback, state.on_sent = state.on_sent, None
             callback()
 
-    def _new_state(self, url: str) -> _FetchState | FetchOutcome:
+    def _new_state(
+        self, url: str, interval_overrides: Mapping[str, float] | None = None
+    ) -> _FetchState | FetchOutcome:
         now = self._clock()
-        state = _FetchState(url=url, current_url=url, domain="", started=now, queued_at=self._wall())
+        state = _FetchState(
+            url=url,
+            current_url=url,
+            domain="",
+            started=now,
+            queued_at=self._wall(),
+            interval_overrides=interval_overrides,
+        )
         problem = self._precheck(url, state)
         if problem is not None:
             kind, message = problem
@@ -605,6 +787,7 @@ class WebFetcher:
         return None
 
     def _outcome(self, state: _FetchState, **fields) -> FetchOutcome:
+        self._stop_reading_robots(state)  # a fetch that ends while reading robots.txt lets another try
         fields.setdefault("status", state.last_status)
         return FetchOutcome(
             url=state.url,
@@ -624,7 +807,7 @@ class WebFetcher:
         interval: float,
         on_start: Callable[[], None] | None = None,
     ) -> FetchOutcome | _NeedSlot:
-        """Use one throttle slot of ``domain``: hops within the domain, until done or another slot is needed.
+        """Use one throttle slot of ``domain``: one request, then the outcome or the slot the next one needs.
 
         ``on_start`` (fetch_many's cue to reserve the domain's next slot) fires once the slot's first request
         has been *sent* (its send time then bounds the next slot), or at once for a zero interval.
@@ -658,7 +841,7 @@ class WebFetcher:
                 return self._outcome(state, error=str(failure))
             except _Retryable as failure:
                 if state.retries >= self.max_retries:
-                    attempts = f"after {state.attempts} attempts" if state.attempts > 1 else "not retried"
+                    attempts = f"after {state.retries + 1} attempts" if state.retries else "not retried"
                     return self._outcome(state, status=failure.status, error=f"{failure} ({attempts})")
                 if failure.delay is not None and failure.delay > self.max_retry_after:
                     return self._outcome(
@@ -668,11 +851,20 @@ class WebFetcher:
                         f"{self.max_retry_after:.0f} s cap; not retried)",
                     )
                 delay = failure.delay if failure.delay is not None else self.backoff_base * 2**state.retries
+                if state.network_seconds + delay >= self.total_timeout:
+                    return self._outcome(
+                        state,
+                        status=failure.status,
+                        error=f"{failure} (a retry in {delay:g} s would pass the total time limit of "
+                        f"{self.total_timeout:g} s; not retried)",
+                    )
+                # the back-off is part of the fetch's time budget (the politeness wait after it is not)
+                state.network_seconds += delay
                 state.retries += 1
                 state.last_failure = str(failure)
                 log.debug("retrying %s in %.2f s: %s", state.current_url, delay, failure)
                 return _NeedSlot(domain, earliest=self._wall() + delay)
-            if isinstance(next_url, FetchOutcome):
+            if isinstance(next_url, FetchOutcome | _NeedSlot):
                 return next_url
             # A redirect (HTTP or meta refresh) to next_url.
             if len(state.redirects) > self.max_redirects:
@@ -688,10 +880,9 @@ class WebFetcher:
             if problem is not None:
                 kind, message = problem
                 return self._outcome(state, **{kind: message})
-            next_domain = throttle_domain(next_url)
-            if next_domain != domain:
-                state.domain = next_domain
-                return _NeedSlot(next_domain)
+            # every hop is a request of its own and waits for a slot of its domain, the same domain too
+            state.domain = throttle_domain(next_url)
+            return _NeedSlot(state.domain)
 
     def _remaining(self, state: _FetchState) -> float:
         remaining = self.total_timeout - state.network_seconds
@@ -703,49 +894,85 @@ class WebFetcher:
             )
         return remaining
 
-    def _send(self, state: _FetchState, url: str, page: bool = True) -> requests.Response:
-        """One guarded GET (no redirect following, body not read). Network time is charged to ``state``."""
+    def _send(self, state: _FetchState, url: str, domain: str | None = None) -> requests.Response:
+        """One guarded GET (no redirect following, body not read) to ``url``, a URL of throttle ``domain``
+        (default: the domain of the slot the fetch holds). Network time is charged to ``state``; the watchdog
+        ends the request if its headers are not in when the fetch's total time runs out."""
         remaining = self._remaining(state)
         request = requests.Request("GET", url, headers=self._headers, cookies=state.cookies).prepare()
         timeout = (min(self.connect_timeout, remaining), min(self.read_timeout, remaining))
         began = self._clock()
         sent_before = last_request_sent_at()
+        watch = _Watch(time.monotonic() + remaining)
+        _WATCHDOG.arm(watch)
+        _current_watch.watch = watch
+        response = None
         try:
             response = self._adapter.send(request, stream=True, timeout=timeout, verify=self._verify)
-        except AddressRefused as refusal:
-            raise _Refused(f"ssrf: {refusal.reason}") from None
-        except requests.exceptions.ConnectTimeout as error:
-            raise _Retryable(
-                f"timeout: could not connect within {timeout[0]:.3g} s ({_origin(url)})"
-            ) from error
-        except requests.exceptions.ReadTimeout as error:
-            raise _Retryable(f"timeout: no response within {timeout[1]:.3g} s ({_origin(url)})") from error
-        except requests.exceptions.SSLError as error:
-            raise _BodyError(f"tls error: {_describe_exception(error)}") from error
-        except requests.exceptions.ConnectionError as error:
-            message = _describe_exception(error)
-            if isinstance(
-                error.args[0] if error.args else None, urllib3.exceptions.MaxRetryError
-            ) and isinstance(error.args[0].reason, urllib3.exceptions.NameResolutionError):
-                raise _BodyError(f"dns error: cannot resolve {urlsplit(url).hostname}") from error
-            raise _Retryable(f"connection error: {message}") from error
-        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidHeader, ValueError) as error:
-            raise _BodyError(f"invalid URL: {error}") from error
+        except Exception as error:
+            if not watch.fired:
+                self._raise_send_error(error, url, timeout)
         finally:
+            _current_watch.watch = None
+            watch.disarm()
             state.network_seconds += self._clock() - began
-            self._note_sent(state, sent_before, page)
+            self._note_sent(state, sent_before, domain or state.domain)
+        if watch.fired:
+            # the connection was shut down under http.client, which may even have taken the cut for the end
+            # of the headers: whatever came is not an answer
+            if response is not None:
+                response.close()
+            raise _BodyError(
+                f"timeout: total time limit of {self.total_timeout:g} s reached while waiting for the "
+                f"response headers of {url}"
+            )
         state.cookies.update(response.cookies)
         return response
 
-    def _hop(self, state: _FetchState) -> str | FetchOutcome:
-        """Request ``state.current_url``: return the next URL of a redirect, or the final outcome."""
+    def _raise_send_error(self, error: Exception, url: str, timeout: tuple[float, float]) -> None:
+        """Raise ``error`` as the fetch sees it: _Refused, _Retryable or _BodyError (anything else as is)."""
+        if isinstance(error, AddressRefused):
+            raise _Refused(f"ssrf: {error.reason}") from None
+        if isinstance(error, requests.exceptions.ConnectTimeout):
+            raise _Retryable(
+                f"timeout: could not connect within {timeout[0]:.3g} s ({_origin(url)})"
+            ) from error
+        if isinstance(error, requests.exceptions.ReadTimeout):
+            raise _Retryable(f"timeout: no response within {timeout[1]:.3g} s ({_origin(url)})") from error
+        if isinstance(error, requests.exceptions.SSLError):
+            raise _BodyError(f"tls error: {_describe_exception(error)}") from error
+        if isinstance(error, requests.exceptions.ConnectionError):
+            cause = error.args[0] if error.args else None
+            if isinstance(cause, urllib3.exceptions.MaxRetryError) and isinstance(
+                cause.reason, urllib3.exceptions.NameResolutionError
+            ):
+                raise _BodyError(f"dns error: cannot resolve {urlsplit(url).hostname}") from error
+            raise _Retryable(f"connection error: {_describe_exception(error)}") from error
+        if isinstance(error, requests.exceptions.InvalidURL | requests.exceptions.InvalidHeader | ValueError):
+            raise _BodyError(f"invalid URL: {error}") from error
+        raise error
+
+    def _hop(self, state: _FetchState) -> str | FetchOutcome | _NeedSlot:
+        """Request ``state.current_url``: return the next URL of a redirect, or the final outcome; or, when
+        robots.txt had to be fetched first (in this slot), the next slot of the domain, for the page."""
         url = state.current_url
-        state.attempts += 1
         if self.obey_robots and state.robots_allowed_url != url:
-            rules = self._robots_rules(state, url)
+            rules = self._cached_robots(_origin(url))
+            if rules is None:
+                # robots.txt is a request of its own: it uses this slot, the page waits for another
+                step = self._read_robots(state, _origin(url))
+                if isinstance(step, _NeedSlot):
+                    return step
+                rules = step
+                if not rules.allows(url, self.robots_token):
+                    raise _Refused(_robots_refusal(url, rules))
+                state.robots_allowed_url = url
+                state.domain = throttle_domain(url)
+                return _NeedSlot(state.domain)
             if not rules.allows(url, self.robots_token):
                 raise _Refused(_robots_refusal(url, rules))
             state.robots_allowed_url = url
+        state.attempts += 1
         response = self._send(state, url)
         began = self._clock()
         try:
@@ -865,56 +1092,102 @@ class WebFetcher:
 
     # ------------------------------------------------------------------ robots.txt
 
-    def _robots_rules(self, state: _FetchState, url: str) -> RobotsRules:
-        origin = _origin(url)
+    def _cached_robots(self, origin: str) -> RobotsRules | None:
         cached = self._robots.get(origin)
-        if cached and cached[0] > self._clock():
-            return cached[1]
-        with self._robots_guard:
-            lock = self._robots_locks.setdefault(origin, threading.Lock())
-        with lock:  # one fetch per origin even when many threads ask at once
-            cached = self._robots.get(origin)
-            if cached and cached[0] > self._clock():
-                return cached[1]
-            rules, ttl = self._fetch_robots(state, origin)
-            self._robots[origin] = (self._clock() + ttl, rules)
-            return rules
+        return cached[1] if cached and cached[0] > self._clock() else None
 
-    def _fetch_robots(self, state: _FetchState, origin: str) -> tuple[RobotsRules, float]:
-        """RFC 9309: 2xx parse; 4xx allow all; 5xx disallow all for a while. Network failures propagate
-        (the page request would fail the same way, and is retried as such)."""
-        url = origin + "/robots.txt"
-        for hop in range(ROBOTS_MAX_REDIRECTS + 1):
+    def _stop_reading_robots(self, state: _FetchState) -> None:
+        if state.robots_url is None:
+            return
+        state.robots_url = None
+        with self._robots_guard:
+            origin = _origin(state.current_url)
+            if self._robots_readers.get(origin) == id(state):
+                del self._robots_readers[origin]
+
+    def _read_robots(self, state: _FetchState, origin: str) -> RobotsRules | _NeedSlot:
+        """Read ``origin``'s robots.txt, one request per slot of the domain each request goes to.
+
+        RFC 9309: 2xx parse; 4xx allow all; 5xx disallow all for a while; up to 5 redirects. Network failures
+        propagate (retried like a page request). Returns the rules (cached), or the slot this fetch needs next:
+        a redirect to another domain continues in a slot of that domain, and while another fetch reads the
+        same robots.txt, this one looks again a moment later."""
+        with self._robots_guard:
+            reader = self._robots_readers.setdefault(origin, id(state))
+        if reader != id(state):
+            return _NeedSlot(state.domain, earliest=self._wall() + ROBOTS_WAIT_POLL)
+        if state.robots_url is None:
+            if self._cached_robots(origin) is not None:  # another fetch finished reading it meanwhile
+                self._stop_reading_robots(state)
+                return self._cached_robots(origin)
+            state.robots_url, state.robots_hops = origin + "/robots.txt", 0
+        while True:
+            url = state.robots_url
+            domain = throttle_domain(url)
+            if domain != state.domain:
+                state.domain = domain
+                return _NeedSlot(domain)  # a redirect to another domain: wait for its slot, like a page's
             try:
-                response = self._send(state, url, page=False)
+                response = self._send(state, url)
             except _Refused as refusal:
-                if hop == 0:
+                if state.robots_hops == 0:
                     raise  # the page's own origin is refused: so is the page
                 # robots.txt redirects somewhere we may not go: no rules can be read (RFC 9309: unavailable).
-                return RobotsRules.allowing_all(f"redirects to a refused address ({refusal})"), ROBOTS_TTL
+                return self._robots_found(
+                    state, origin, RobotsRules.allowing_all(f"redirects to a refused address ({refusal})")
+                )
             try:
                 status = response.status_code
                 if status in REDIRECT_STATUSES and response.headers.get("Location"):
                     self._drain(response)
-                    url = urljoin(url, response.headers["Location"])
-                    if urlsplit(url).scheme not in ("http", "https"):
-                        return RobotsRules.allowing_all("redirects to a non-HTTP URL"), ROBOTS_TTL
-                    continue
+                    target = urljoin(url, response.headers["Location"])
+                    state.robots_hops += 1
+                    if state.robots_hops > ROBOTS_MAX_REDIRECTS:
+                        # RFC 9309 §2.3.1.2: more redirects than that count as "unavailable".
+                        return self._robots_found(
+                            state, origin, RobotsRules.allowing_all("redirects too many times")
+                        )
+                    if urlsplit(target).scheme not in ("http", "https"):
+                        return self._robots_found(
+                            state, origin, RobotsRules.allowing_all("redirects to a non-HTTP URL")
+                        )
+                    problem = self._precheck(target)
+                    if problem is not None:
+                        note = f"redirects to a refused address ({problem[1]})"
+                        return self._robots_found(state, origin, RobotsRules.allowing_all(note))
+                    state.robots_url = target
+                    state.domain = throttle_domain(target)
+                    return _NeedSlot(
+                        state.domain
+                    )  # the next hop is a request of its own: a slot of its domain
                 if 200 <= status < 300:
-                    body = self._read_capped(response, MAX_ROBOTS_BYTES)
-                    return RobotsRules.parse(body.decode("utf-8", "replace")), ROBOTS_TTL
+                    body = self._read_capped(response, MAX_ROBOTS_BYTES, state, url)
+                    return self._robots_found(
+                        state, origin, RobotsRules.parse(body.decode("utf-8", "replace"))
+                    )
                 self._drain(response)  # keep the connection for the page request that follows
                 if 400 <= status < 500:
-                    return RobotsRules.allowing_all(f"answered HTTP {status}: no rules"), ROBOTS_TTL
+                    return self._robots_found(
+                        state, origin, RobotsRules.allowing_all(f"answered HTTP {status}: no rules")
+                    )
                 note = f"answered HTTP {status}: unreachable, so everything is disallowed for now (RFC 9309)"
-                return RobotsRules.disallowing_all(note), ROBOTS_UNREACHABLE_TTL
+                return self._robots_found(
+                    state, origin, RobotsRules.disallowing_all(note), ttl=ROBOTS_UNREACHABLE_TTL
+                )
             finally:
                 response.close()
-        # RFC 9309 §2.3.1.2: more redirects than that count as "unavailable".
-        return RobotsRules.allowing_all("redirects too many times"), ROBOTS_TTL
 
-    def _read_capped(self, response: requests.Response, limit: int) -> bytes:
-        """Up to ``limit`` decoded bytes of a small resource (robots.txt); the rest is ignored."""
+    def _robots_found(
+        self, state: _FetchState, origin: str, rules: RobotsRules, ttl: float = ROBOTS_TTL
+    ) -> RobotsRules:
+        self._robots[origin] = (self._clock() + ttl, rules)
+        self._stop_reading_robots(state)
+        return rules
+
+    def _read_capped(self, response: requests.Response, limit: int, state: _FetchState, url: str) -> bytes:
+        """Up to ``limit`` decoded bytes of a small resource (robots.txt); the rest is ignored. Read against
+        the fetch's total time limit, like a page."""
+        deadline = self._clock() + self._remaining(state)
         raw = response.raw
         encodings = [
             t.strip().lower() for t in response.headers.get("Content-Encoding", "").split(",") if t.strip()
@@ -924,6 +1197,10 @@ class WebFetcher:
         body = bytearray()
         try:
             while len(body) < limit:
+                if self._clock() > deadline:
+                    raise _BodyError(
+                        f"timeout: total time limit of {self.total_timeout:g} s exceeded while reading {url}"
+                    )
                 chunk = raw.read1(READ_CHUNK, decode_content=False)
                 if not chunk:
                     _release(response)
@@ -979,6 +1256,7 @@ class _DomainScheduler:
         self.intervals: dict[str, float] = {}
         self.sequence = itertools.count()
         self.pending = 0  # fetches not finished
+        self.input_closed = False  # no URL will be added any more: the workers end once pending is 0
         self.stopped = False
 
     def interval_of(self, domain: str) -> float:
@@ -992,6 +1270,19 @@ class _DomainScheduler:
         with self.condition:
             self.pending += 1
             self._enqueue(state, state.domain)
+            self.condition.notify()  # a worker may be waiting for work (fed from a UrlFeed)
+
+    def close_input(self) -> None:
+        with self.condition:
+            self.input_closed = True
+            if not self.pending:
+                self.results.put(None)
+            self.condition.notify_all()
+
+    def outstanding(self) -> int:
+        """URLs added and not yet taken by the caller (being fetched, queued, or waiting in ``results``)."""
+        with self.condition:
+            return self.pending + self.ready
 
     def _enqueue(self, state: _FetchState, domain: str, front: bool = False) -> None:
         state.queued_at = self.fetcher._wall()
@@ -1027,7 +1318,7 @@ class _DomainScheduler:
 
     def _next_job(self) -> tuple[str, object] | None:
         """("reserve", domain) or ("fetch", (state, domain, slot, interval)); None when finished. Waits."""
-        while not self.stopped and self.pending:
+        while not self.stopped and (self.pending or not self.input_closed):
             now = self.fetcher._wall()
             while self.delayed and self.delayed[0][0] <= now:
                 _, _, state, domain = heapq.heappop(self.delayed)
@@ -1124,6 +1415,6 @@ class _DomainScheduler:
         self.results.put(outcome)
         self.ready += 1
         self.pending -= 1
-        if not self.pending:
+        if not self.pending and self.input_closed:
             self.results.put(None)
             self.condition.notify_all()

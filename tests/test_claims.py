@@ -1,0 +1,242 @@
+"""Claimed work (issue 18): a pending URL is claimed atomically before it is fetched, so several processes
+spidering one topic fetch each URL once and end with the store one process makes; a claim whose holder died
+expires and is taken again; no URL is left behind in a claimed state. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, update
+
+from tests.spider_demo_topic import SMALL_WEB, demo_topic, differences, seed_demo_topic, store_summary, topic_json
+from topicmap.demo.server import serve_demo_web
+from topicmap.demo.web import DemoWeb, generate_demo_web
+from topicmap.spider.claims import ClaimQueue, Shard, fill_claim_keys, url_domain, url_shard_key
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore
+from topicmap.topics.declarations import TopicConfig
+
+WORKER = Path(__file__).resolve().parent / "spider_worker.py"
+F = s.topic_fetch_urls
+
+
+# ---------------------------------------------------------------- the claim queue itself
+
+
+def _topic_with_urls(store: TopicStore, urls: list[str], iteration: int = 1) -> int:
+    from datetime import date
+
+    topics_id = store.upsert_topic(
+        TopicConfig(name="claims", query="climate", start_date=date(2026, 1, 1), end_date=date(2026, 2, 1))
+    )
+    with store.engine.begin() as conn:
+        store.insert_ignore(
+            conn,
+            F,
+            [
+                {"topics_id": topics_id, "url": url, "iteration": iteration, "state": "pending"}
+                | {"domain": url_domain(url), "shard_key": url_shard_key(url)}
+                for url in urls
+            ],
+            ["topics_id", "url"],
+        )
+    return topics_id
+
+
+def _urls(sites: int, per_site: int) -> list[str]:
+    return [f"http://site{site}.test/story/{n}" for site in range(sites) for n in range(per_site)]
+
+
+def test_a_claim_interleaves_sites_and_takes_few_of_each(store: TopicStore) -> None:
+    topics_id = _topic_with_urls(store, _urls(3, 10) + _urls(1, 1)[:0])
+    claims = ClaimQueue(store, topics_id, 1, "worker-a", per_domain=2)
+    rows = claims.claim(100)
+    assert len(rows) == 6  # two of each of the three sites, however much room there is
+    assert [row["domain"] for row in rows[:3]] != [rows[0]["domain"]] * 3  # sites interleaved
+    assert Counter(row["domain"] for row in rows) == {"site0.test": 2, "site1.test": 2, "site2.test": 2}
+    more = claims.claim(100, saturated={"site0.test"})
+    assert Counter(row["domain"] for row in more) == {"site1.test": 2, "site2.test": 2}
+    assert not {r["topic_fetch_urls_id"] for r in rows} & {r["topic_fetch_urls_id"] for r in more}
+
+
+def test_claims_by_two_holders_never_overlap_and_expired_claims_are_taken_again(store: TopicStore) -> None:
+    clock = [1000.0]
+    topics_id = _topic_with_urls(store, _urls(4, 5))
+    a = ClaimQueue(store, topics_id, 1, "worker-a", lease=60, clock=lambda: clock[0])
+    b = ClaimQueue(store, topics_id, 1, "worker-b", lease=60, clock=lambda: clock[0])
+    first = a.claim(12)
+    second = b.claim(100)
+    assert len(first) == 12 and len(second) == 8
+    assert not {r["url"] for r in first} & {r["url"] for r in second}
+    assert b.claim(100) == []  # everything is held
+    assert b.others().count == 12 and b.others().next_expiry == 1060.0
+    clock[0] = 1050.0
+    assert a.renew() == 12 and b.renew() == 8  # both alive: leases end at 1110
+    clock[0] = 1100.0
+    assert b.claim(100) == [] and b.renew() == 8
+    clock[0] = 1111.0  # a stopped renewing (it died): its claims expired
+    taken_over = b.claim(100)
+    assert {r["url"] for r in taken_over} == {r["url"] for r in first}
+    # a's late renewal no longer touches them: b holds them now
+    assert a.renew() == 0
+
+
+def test_a_redelivered_holder_takes_its_claims_back_at_once_and_release_frees_them(store: TopicStore) -> None:
+    topics_id = _topic_with_urls(store, _urls(2, 5))
+    dead = ClaimQueue(store, topics_id, 1, "run-1/shard-0", lease=3600)
+    held = dead.claim(6)
+    other = ClaimQueue(store, topics_id, 1, "someone-else", lease=3600)
+    assert len(other.claim(100)) == 4  # the dead holder's six stay out of reach for an hour...
+    again = ClaimQueue(store, topics_id, 1, "run-1/shard-0", lease=3600)
+    assert again.take_back() == 6  # ... but the same task, redelivered, frees them at once
+    assert {r["url"] for r in again.claim(100)} == {r["url"] for r in held}
+    assert again.release() == 6 and other.release() == 4
+    with store.engine.connect() as conn:
+        assert conn.execute(select(func.count()).where(F.c.claimed_by.is_not(None))).scalar_one() == 0
+
+
+def test_shards_split_an_iteration_by_url_hash(store: TopicStore) -> None:
+    urls = _urls(5, 20)
+    topics_id = _topic_with_urls(store, urls)
+    parts = [
+        {
+            r["url"]
+            for r in ClaimQueue(store, topics_id, 1, f"s{i}", shard=Shard(i, 3), per_domain=100).claim(1000)
+        }
+        for i in range(3)
+    ]
+    assert set().union(*parts) == set(urls) and sum(map(len, parts)) == len(urls)
+    assert all(url_shard_key(url) % 3 == i for i, part in enumerate(parts) for url in part)
+    assert min(map(len, parts)) >= 20  # a hash spreads 100 URLs over three shards
+    with pytest.raises(ValueError, match="shard index must be in 0..2"):
+        Shard(3, 3)
+
+
+def test_rows_written_before_version_4_get_their_claim_keys(store: TopicStore) -> None:
+    topics_id = _topic_with_urls(store, _urls(2, 3))
+    with store.engine.begin() as conn:
+        conn.execute(update(F).values(domain=None, shard_key=None))
+    assert fill_claim_keys(store, topics_id) == 6
+    assert len(ClaimQueue(store, topics_id, 1, "w").claim(100)) == 6
+
+
+def test_concurrent_claimers_never_get_the_same_url(store: TopicStore) -> None:
+    urls = _urls(10, 30)
+    topics_id = _topic_with_urls(store, urls)
+    got: list[list[str]] = [[] for _ in range(4)]
+
+    def claimer(n: int) -> None:
+        queue = ClaimQueue(store, topics_id, 1, f"thread-{n}", per_domain=3)
+        while rows := queue.claim(7):
+            got[n].extend(r["url"] for r in rows)
+            with store.engine.begin() as conn:  # "process" them, as the spider's batch write would
+                conn.execute(
+                    update(F)
+                    .where(F.c.topic_fetch_urls_id.in_([r["topic_fetch_urls_id"] for r in rows]))
+                    .values(state="story added")
+                )
+
+    threads = [threading.Thread(target=claimer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    everything = [url for part in got for url in part]
+    assert sorted(everything) == sorted(urls)  # each URL claimed exactly once
+    assert sum(1 for part in got if part) >= 2  # and the work was really shared
+
+
+# ---------------------------------------------------------------- spiders in several processes
+
+
+@pytest.fixture(scope="module")
+def small_web() -> DemoWeb:
+    return generate_demo_web(**SMALL_WEB)
+
+
+def _open_store(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, name: str
+) -> tuple[TopicStore, str, str]:
+    if kind == "sqlite":
+        url = f"sqlite:///{tmp_path / f'{name}.sqlite3'}"
+        return TopicStore.open(url), url, ""
+    url, schema = request.getfixturevalue("pg_schema")
+    schema = f"{schema}_{name}"
+    store = TopicStore.open(url, schema=schema)
+    request.addfinalizer(lambda: _drop_schema(store, schema))
+    return store, url, schema
+
+
+def _drop_schema(store: TopicStore, schema: str) -> None:
+    from sqlalchemy import text
+
+    with store.engine.begin() as conn:
+        conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    store.dispose()
+
+
+def _spider_with(
+    processes: int, url: str, schema: str, topic: TopicConfig, port: int
+) -> list[subprocess.Popen]:
+    settings = json.dumps(
+        {"allow_networks": [f"127.0.0.1:{port}"], "host_overrides": {"*.test": f"127.0.0.1:{port}"}}
+    )
+    return [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), url, schema, topic_json(topic), settings],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for _ in range(processes)
+    ]
+
+
+def _page_requests(server, since: int) -> Counter:  # noqa: ANN001 - a DemoServer
+    return Counter((host, path) for _, host, path in server.request_log[since:] if path != "/robots.txt")
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_two_and_four_spiders_fetch_each_page_once_and_make_the_store_one_spider_makes(
+    kind: str, small_web: DemoWeb, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    topic = demo_topic(small_web)
+    results = {}
+    with serve_demo_web(small_web) as server:
+        for processes in (1, 2, 4):
+            store, url, schema = _open_store(kind, tmp_path, request, f"p{processes}")
+            seed_demo_topic(store, small_web, topic, tmp_path)
+            since = len(server.request_log)
+            workers = _spider_with(processes, url, schema, topic, server.port)
+            outputs = [worker.communicate(timeout=600)[0].decode() for worker in workers]
+            assert all(
+                worker.returncode == 0 and "DONE" in out for worker, out in zip(workers, outputs, strict=True)
+            ), outputs
+            requests = _page_requests(server, since)
+            with store.engine.connect() as conn:
+                left = conn.execute(
+                    select(func.count()).where(F.c.state.in_(("pending", "requeued")))
+                ).scalar_one()
+            results[processes] = (store_summary(store, topic.name), requests, outputs, left)
+            store.dispose()
+    single, single_requests, _, _ = results[1]
+    assert len(single["topic_stories"]) > 50 and sum(single_requests.values()) > 80  # a real crawl
+    for processes in (2, 4):
+        summary, requests, outputs, left = results[processes]
+        assert left == 0
+        assert differences(single, summary) == [], processes
+        # each page asked for once, as by one spider (a page several pending URLs redirect to is asked for
+        # once per such URL, by one spider as by four)
+        assert requests == single_requests, (
+            processes,
+            requests - single_requests,
+            single_requests - requests,
+        )
+        # and the work was shared
+        shares = [int(out.split("PROCESSED ")[1].split()[0]) for out in outputs]
+        assert sum(1 for share in shares if share > 0) >= 2, shares

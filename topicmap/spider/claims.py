@@ -1,0 +1,316 @@
+"""Claimed work: a pending URL is claimed atomically before it is fetched, so any number of processes or
+Celery workers spidering one topic fetch each URL once.
+
+A claim is two columns of ``topic_fetch_urls``: ``claimed_by`` (the holder) and ``claim_expires_at`` (a lease,
+seconds since the epoch on the holder's clock, as the politeness throttle's slots are: hosts must run NTP).
+The holder renews its lease while it works (:class:`ClaimHeartbeat`); a holder that dies stops renewing, its
+claims expire, and any other worker takes those URLs again. A URL's claim ends when its outcome is written
+(its state leaves "pending"/"requeued" in the same transaction as the stories it produced), so a URL is never
+lost in a claimed state: it is either done, or pending with a claim that expires.
+
+One claim is ONE statement, atomic on both databases:
+
+- PostgreSQL: ``UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING``. Rows another claimer
+  has locked are skipped instead of waited for, and the claimable condition is checked again on the locked row
+  (READ COMMITTED re-evaluates it), so two claimers never get the same row.
+- SQLite: the same UPDATE; SQLite takes its write lock when a write statement starts, before it reads, so
+  claims are serialized.
+
+What a claim takes (StormCrawler's "max URLs per bucket" rule, Heritrix's per-host queues): the candidates are
+ranked per site (``domain``, the URL's throttle domain) and at most ``per_domain`` URLs of one site are taken
+per claim, in ``shard_key`` order (a hash: URLs of one site found together are spread out), sites interleaved.
+A site whose politeness interval makes it slow therefore never fills a worker's whole window while other sites
+wait. ``shard_key % count == index`` selects a shard of an iteration (the Celery fan-out).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from sqlalchemy import and_, bindparam, func, or_, select, update
+
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore, chunks
+from topicmap.web.throttle import throttle_domain
+
+log = logging.getLogger(__name__)
+
+OPEN_STATES = ("pending", "requeued")
+#: A holder renews its claims every LEASE / 4; one that stopped renewing loses them after LEASE.
+DEFAULT_LEASE_SECONDS = 120.0
+#: URLs of one site taken by one claim.
+DEFAULT_PER_DOMAIN = 16
+SHARD_KEY_BITS = 31  # fits a signed 32-bit INTEGER on both databases
+
+
+def url_shard_key(url: str) -> int:
+    """A stable hash of the URL (31 bits of its MD5): the same on every worker, host and Python run."""
+    return int.from_bytes(hashlib.md5(url.encode("utf-8", "surrogatepass")).digest()[:4], "big") >> (
+        32 - SHARD_KEY_BITS
+    )
+
+
+def url_domain(url: str) -> str:
+    """The site a URL's claim is counted under: its throttle domain ("" when it has no host)."""
+    try:
+        return throttle_domain(url)[:256]
+    except ValueError:
+        return ""
+
+
+def claim_keys(url: str) -> dict[str, object]:
+    """The two claim keys a new ``topic_fetch_urls`` row is written with."""
+    return {"domain": url_domain(url), "shard_key": url_shard_key(url)}
+
+
+def new_holder(label: str = "") -> str:
+    """A holder name that says where the work runs: host, process, and a random part (or ``label``)."""
+    return f"{socket.gethostname()[:60]}:{os.getpid()}:{label or uuid.uuid4().hex[:12]}"[:128]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count``: the URLs whose ``shard_key % count == index``. ``Shard()`` is everything."""
+
+    index: int = 0
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.count, int) or self.count < 1:
+            raise ValueError(f"shard count must be an integer >= 1, got {self.count!r}")
+        if not isinstance(self.index, int) or not 0 <= self.index < self.count:
+            raise ValueError(f"shard index must be in 0..{self.count - 1}, got {self.index!r}")
+
+    def __str__(self) -> str:
+        return f"shard {self.index + 1}/{self.count}"
+
+
+@dataclass
+class OthersWork:
+    """Open URLs of the claimer's part of the iteration that other holders have claimed."""
+
+    count: int
+    next_expiry: float | None  # the earliest of their leases, seconds since the epoch
+
+
+_F = s.topic_fetch_urls
+
+
+def fill_claim_keys(store: TopicStore, topics_id: int) -> int:
+    """Give the open URLs written before schema version 4 (no ``domain``/``shard_key``) their claim keys."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(_F.c.topic_fetch_urls_id, _F.c.url).where(
+                _F.c.topics_id == topics_id,
+                _F.c.state.in_(OPEN_STATES),
+                or_(_F.c.domain.is_(None), _F.c.shard_key.is_(None)),
+            )
+        ).all()
+    if not rows:
+        return 0
+    statement = (
+        update(_F)
+        .where(_F.c.topic_fetch_urls_id == bindparam("b_id"))
+        .values(domain=bindparam("b_domain"), shard_key=bindparam("b_shard_key"))
+    )
+    for chunk in chunks(rows, 1000):
+        with store.engine.begin() as conn:
+            conn.execute(
+                statement,
+                [
+                    {
+                        "b_id": row.topic_fetch_urls_id,
+                        "b_domain": url_domain(row.url),
+                        "b_shard_key": url_shard_key(row.url),
+                    }
+                    for row in chunk
+                ],
+            )
+    log.info("topic %s: claim keys given to %d URLs written before schema version 4", topics_id, len(rows))
+    return len(rows)
+
+
+class ClaimQueue:
+    """Claims the open URLs of one topic iteration (or of one shard of it) for ``holder``."""
+
+    def __init__(
+        self,
+        store: TopicStore,
+        topics_id: int,
+        iteration: int,
+        holder: str,
+        shard: Shard = Shard(),
+        lease: float = DEFAULT_LEASE_SECONDS,
+        per_domain: int = DEFAULT_PER_DOMAIN,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not lease > 0:
+            raise ValueError(f"claim lease must be > 0 seconds, got {lease!r}")
+        if per_domain < 1:
+            raise ValueError(f"per_domain must be >= 1, got {per_domain!r}")
+        if not holder or len(holder) > 128:
+            raise ValueError(f"claim holder must be 1..128 characters, got {holder!r}")
+        self.store = store
+        self.topics_id = topics_id
+        self.iteration = iteration
+        self.holder = holder
+        self.shard = shard
+        self.lease = lease
+        self.per_domain = per_domain
+        self._clock = clock
+        self._postgres = store.dialect == "postgresql"
+
+    def _mine(self, table=_F):  # noqa: ANN001, ANN202 - a SQLAlchemy table and condition
+        """This iteration's open URLs in this claimer's shard."""
+        condition = and_(
+            table.c.topics_id == self.topics_id,
+            table.c.iteration == self.iteration,
+            table.c.state.in_(OPEN_STATES),
+        )
+        if self.shard.count > 1:
+            condition = and_(condition, table.c.shard_key % self.shard.count == self.shard.index)
+        return condition
+
+    def _claimable(self, now: float, table=_F):  # noqa: ANN001, ANN202
+        return or_(table.c.claimed_by.is_(None), table.c.claim_expires_at < now)
+
+    def take_back(self) -> int:
+        """Free the open URLs a previous run of this holder claimed (a Celery task redelivered after its worker
+        died runs under the same holder): they are claimable again at once instead of after their lease."""
+        return self.release()
+
+    def claim(self, limit: int, saturated: Collection[str] = ()) -> list[dict]:
+        """Claim up to ``limit`` open URLs, at most ``per_domain`` per site, none of the ``saturated`` sites
+        (where the caller already holds enough). Returns the claimed rows (topic_fetch_urls_id, url, state,
+        assume_match, domain, shard_key), sites interleaved, in the order to fetch them."""
+        if limit < 1:
+            return []
+        now = self._clock()
+        candidate = _F.alias("candidate")  # the subqueries must not correlate with the UPDATE's own table
+        where = and_(self._mine(candidate), self._claimable(now, candidate))
+        if saturated:
+            where = and_(
+                where, or_(candidate.c.domain.is_(None), candidate.c.domain.not_in(sorted(saturated)))
+            )
+        ranked = (
+            select(
+                candidate.c.topic_fetch_urls_id.label("id"),
+                candidate.c.shard_key.label("shard_key"),
+                func.row_number()
+                .over(
+                    partition_by=candidate.c.domain,
+                    order_by=(candidate.c.shard_key, candidate.c.topic_fetch_urls_id),
+                )
+                .label("rank"),
+            )
+            .where(where)
+            .subquery("ranked")
+        )
+        # rank first: the first URL of every site, then the second of every site... (sites interleaved)
+        picked = (
+            select(ranked.c.id)
+            .where(ranked.c.rank <= self.per_domain)
+            .order_by(ranked.c.rank, ranked.c.shard_key, ranked.c.id)
+            .limit(limit)
+        )
+        if self._postgres:
+            locked = _F.alias("locked")
+            picked = (
+                select(locked.c.topic_fetch_urls_id)
+                .where(locked.c.topic_fetch_urls_id.in_(picked.scalar_subquery()))
+                .with_for_update(skip_locked=True)
+            )
+        statement = (
+            update(_F)
+            # the claimable test again on the row itself: PostgreSQL re-checks it on a row another claimer
+            # changed meanwhile, so a row is never claimed twice
+            .where(_F.c.topic_fetch_urls_id.in_(picked.scalar_subquery()), self._claimable(now))
+            .values(claimed_by=self.holder, claim_expires_at=now + self.lease)
+            .returning(
+                _F.c.topic_fetch_urls_id,
+                _F.c.url,
+                _F.c.state,
+                _F.c.assume_match,
+                _F.c.domain,
+                _F.c.shard_key,
+            )
+        )
+        with self.store.engine.begin() as conn:
+            rows = [dict(r) for r in conn.execute(statement).mappings()]
+        # RETURNING keeps no order: interleave the sites again
+        by_site: dict[str | None, list[dict]] = {}
+        for row in sorted(rows, key=lambda r: (r["shard_key"] or 0, r["topic_fetch_urls_id"])):
+            by_site.setdefault(row["domain"], []).append(row)
+        groups = list(by_site.values())
+        return [
+            group[rank]
+            for rank in range(max(map(len, groups), default=0))
+            for group in groups
+            if rank < len(group)
+        ]
+
+    def renew(self) -> int:
+        """Extend the lease of every open URL this holder has claimed. Returns how many."""
+        with self.store.engine.begin() as conn:
+            return conn.execute(
+                update(_F)
+                .where(self._mine(), _F.c.claimed_by == self.holder)
+                .values(claim_expires_at=self._clock() + self.lease)
+            ).rowcount
+
+    def release(self) -> int:
+        """Give back the open URLs this holder claimed and did not finish (a clean stop: others take them at
+        once instead of waiting for the lease to run out). Returns how many."""
+        with self.store.engine.begin() as conn:
+            return conn.execute(
+                update(_F)
+                .where(self._mine(), _F.c.claimed_by == self.holder)
+                .values(claimed_by=None, claim_expires_at=None)
+            ).rowcount
+
+    def others(self) -> OthersWork:
+        """Open URLs of this claimer's part that other live holders have claimed."""
+        now = self._clock()
+        with self.store.engine.connect() as conn:
+            count, next_expiry = conn.execute(
+                select(func.count(), func.min(_F.c.claim_expires_at)).where(
+                    self._mine(),
+                    _F.c.claimed_by.is_not(None),
+                    _F.c.claimed_by != self.holder,
+                    _F.c.claim_expires_at >= now,
+                )
+            ).one()
+        return OthersWork(int(count), None if next_expiry is None else float(next_expiry))
+
+
+class ClaimHeartbeat:
+    """Renews a claim queue's leases every ``lease / 4`` seconds on a daemon thread, while a block runs."""
+
+    def __init__(self, claims: ClaimQueue, every: float | None = None) -> None:
+        self.claims = claims
+        self.every = every if every is not None else claims.lease / 4
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="topicmap-claim-heartbeat", daemon=True)
+
+    def __enter__(self) -> ClaimHeartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.claims.renew()
+            except Exception:  # noqa: BLE001 - a failed renewal is retried; the lease covers three misses
+                log.exception("renewing the claims of %s failed", self.claims.holder)
