@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from assets.jobs import POOL_ARCHIVE
 from assets.metadata import table
 from resources.archive import ArchiveDropsResource
 from resources.store import TopicStoreResource
@@ -11,6 +12,8 @@ from topicmap.archive.drops import ArchiveFileError, file_sha256, parse_drop
 @dg.asset(
     group_name="archive",
     kinds={"python", "sql"},
+    tags={"topicmap/stage": "archive"},
+    pool=POOL_ARCHIVE,
     description=(
         "Stories (url, title, text, publish_date, medium) loaded from the archive drops folder: CSV, "
         "Parquet and WARC files (story-indexer archives or generic crawls). Each file is loaded once (recognised by content hash); a bad row is reported with "

@@ -2,11 +2,13 @@
 
 import dagster as dg
 
+from assets.jobs import POOL_ANALYSIS
+from assets.metadata import png_markdown
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
-from topicmap.clusters.store import MIN_STORIES, build_topic_clusters
 
 CLUSTERS_GROUP = "clusters"
+CLUSTERS_TAGS = {"topicmap/stage": "clusters"}
 
 
 def _clusters_markdown(sizes: dict[int, int], top_terms: dict[int, list[str]]) -> dg.MarkdownMetadataValue:
@@ -18,16 +20,21 @@ def _clusters_markdown(sizes: dict[int, int], top_terms: dict[int, list[str]]) -
 @dg.asset(
     group_name=CLUSTERS_GROUP,
     kinds={"python", "scikit-learn"},
+    tags=CLUSTERS_TAGS,
+    pool=POOL_ANALYSIS,
     partitions_def=topics_partitions,
-    deps=[dg.AssetKey("deduped_stories")],
+    deps=[dg.AssetDep("deduped_stories", partition_mapping=dg.IdentityPartitionMapping())],
     description=(
         "Stories grouped into clusters (hashed TF-IDF projected by random indexing, KMeans with "
         "k = min(8, max(2, n // 40))) and, week by week, streaming KMeans with a two-week half-life whose "
-        "clusters are linked into a mutation graph. Writes TOPICMAP_HOME/exports/clusters/<topic>/stories.parquet "
-        "and timeline.png."
+        "clusters are linked into a mutation graph. Writes `TOPICMAP_HOME/exports/clusters/{topic}/stories.parquet` "
+        "and `timeline.png` (shown on the asset page)."
     ),
 )
 def clusters(context: dg.AssetExecutionContext, store: TopicStoreResource) -> dg.MaterializeResult:
+    # scikit-learn, scipy and pandas load here, in the run that needs them, not with the code location
+    from topicmap.clusters.store import MIN_STORIES, build_topic_clusters
+
     result = build_topic_clusters(store.open(), context.partition_key)
     if result is None:
         context.log.info(f"fewer than {MIN_STORIES} stories: nothing to cluster")
@@ -38,13 +45,15 @@ def clusters(context: dg.AssetExecutionContext, store: TopicStoreResource) -> dg
         f"{result.stories} stories in {len(result.clusters.sizes)} clusters, "
         f"{len(result.stream.batches)} weekly batches, {len(result.mutations)} mutation edges"
     )
-    return dg.MaterializeResult(
-        metadata={
-            "dagster/row_count": result.stories,
-            "clusters": _clusters_markdown(result.clusters.sizes, result.clusters.top_terms),
-            "weeks": len(result.stream.batches),
-            "mutation_edges": len(result.mutations),
-            "parquet_path": dg.MetadataValue.path(str(result.parquet_path)),
-            "timeline_png": dg.MetadataValue.path(str(result.png_path)),
-        }
-    )
+    metadata = {
+        "dagster/row_count": result.stories,
+        "clusters": _clusters_markdown(result.clusters.sizes, result.clusters.top_terms),
+        "weeks": len(result.stream.batches),
+        "mutation_edges": len(result.mutations),
+        "parquet_path": dg.MetadataValue.path(str(result.parquet_path)),
+        "timeline_png": dg.MetadataValue.path(str(result.png_path)),
+    }
+    picture = png_markdown(result.png_path, f"cluster timeline of {context.partition_key}")
+    if picture is not None:
+        metadata["timeline"] = picture
+    return dg.MaterializeResult(metadata=metadata)

@@ -4,6 +4,7 @@ from collections import Counter
 
 import dagster as dg
 
+from assets.jobs import POOL_ANALYSIS
 from assets.metadata import counts_markdown, table
 from assets.partitions import topics_partitions
 from resources.dedup import MediaDupsResource
@@ -19,6 +20,7 @@ from topicmap.dedup.store import (
 )
 
 DEDUP_GROUP = "dedup"
+DEDUP_TAGS = {"topicmap/stage": "dedup"}
 
 
 def _merge_metadata(report, topic_store, topics_id: int) -> dict:  # noqa: ANN001
@@ -35,8 +37,10 @@ def _merge_metadata(report, topic_store, topics_id: int) -> dict:  # noqa: ANN00
 @dg.asset(
     group_name=DEDUP_GROUP,
     kinds={"python", "sql"},
+    tags=DEDUP_TAGS,
+    pool=POOL_ANALYSIS,
     partitions_def=topics_partitions,
-    deps=[dg.AssetKey("relevant_stories")],
+    deps=[dg.AssetDep("relevant_stories", partition_mapping=dg.IdentityPartitionMapping())],
     description=(
         "Topic stories in duplicate media (dup_media_id chains followed to their end) merged into a matching "
         "story of the final medium (same URL/guid, or same title and day) or moved there; links and iterations "
@@ -58,7 +62,7 @@ def deduped_media(
     try:
         report = merge_duplicate_media(topic_store, topics_id)
     except MergeCycleError as exc:
-        raise dg.Failure(f"duplicate media: {exc}") from exc
+        raise dg.Failure(f"duplicate media: {exc}", allow_retries=False) from exc
     context.log.info(f"{len(report.merges)} stories merged, {len(report.moved)} moved to their final medium")
     return dg.MaterializeResult(
         metadata={
@@ -73,8 +77,10 @@ def deduped_media(
 @dg.asset(
     group_name=DEDUP_GROUP,
     kinds={"python", "sql"},
+    tags=DEDUP_TAGS,
+    pool=POOL_ANALYSIS,
     partitions_def=topics_partitions,
-    deps=[deduped_media],
+    deps=[dg.AssetDep(deduped_media, partition_mapping=dg.IdentityPartitionMapping())],
     description=(
         "Stories of one medium that are one story (same normalized title on the same day, or the same lossy "
         "URL) merged into a survivor (most text, then earliest, then lowest id); links re-pointed."
@@ -91,8 +97,10 @@ def deduped_stories(context: dg.AssetExecutionContext, store: TopicStoreResource
 @dg.asset(
     group_name=DEDUP_GROUP,
     kinds={"python", "sql"},
+    tags=DEDUP_TAGS,
+    pool=POOL_ANALYSIS,
     partitions_def=topics_partitions,
-    deps=[deduped_stories],
+    deps=[dg.AssetDep(deduped_stories, partition_mapping=dg.IdentityPartitionMapping())],
     description=(
         "Near-duplicate groups across media (syndicated copies): 64-bit simhash fingerprints (stored per story), "
         "pairs found with block-permutation tables and verified by shingle overlap, grouped as connected "

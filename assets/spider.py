@@ -5,6 +5,7 @@ import json
 import dagster as dg
 from sqlalchemy import func, select
 
+from assets.jobs import POOL_SPIDER
 from assets.metadata import counts_markdown, table
 from assets.partitions import topics_partitions
 from assets.seeds import seeds
@@ -15,6 +16,12 @@ from topicmap.spider.iteration import Spider, SpiderError
 from topicmap.store import schema as s
 
 SPIDER_GROUP = "spider"
+SPIDER_TAGS = {"topicmap/stage": "spider"}
+#: an iteration is idempotent (every write keyed), so a step that died on a network or database error is retried
+#: after a growing pause; a SpiderError (the topic is unusable) is not
+SPIDER_RETRY_POLICY = dg.RetryPolicy(
+    max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+)
 
 
 def _preview(store, query, columns: list[str]) -> dg.TableMetadataValue:  # noqa: ANN001
@@ -29,26 +36,31 @@ def _preview(store, query, columns: list[str]) -> dg.TableMetadataValue:  # noqa
             "fetched_links",
             group_name=SPIDER_GROUP,
             kinds={"python", "sql"},
-            deps=[seeds],
+            tags=SPIDER_TAGS,
+            deps=[dg.AssetDep(seeds, partition_mapping=dg.IdentityPartitionMapping())],
             description="Rows in topic_fetch_urls: every URL the spider met, with its state, HTTP code and message.",
         ),
         dg.AssetSpec(
             "relevant_stories",
             group_name=SPIDER_GROUP,
             kinds={"python", "sql"},
-            deps=[seeds],
+            tags=SPIDER_TAGS,
+            deps=[dg.AssetDep(seeds, partition_mapping=dg.IdentityPartitionMapping())],
             description="Rows in topic_stories: the stories that match the topic, with the iteration that found them.",
         ),
         dg.AssetSpec(
             "topic_links",
             group_name=SPIDER_GROUP,
             kinds={"python", "sql"},
-            deps=[seeds],
+            tags=SPIDER_TAGS,
+            deps=[dg.AssetDep(seeds, partition_mapping=dg.IdentityPartitionMapping())],
             description="Rows in topic_links: links mined from topic stories, pointed at the story they lead to.",
         ),
     ],
     partitions_def=topics_partitions,
     can_subset=False,
+    pool=POOL_SPIDER,
+    retry_policy=SPIDER_RETRY_POLICY,
     description="One spider iteration: fetch pending links, keep relevant stories, mine their links.",
 )
 def spider_iteration(
@@ -66,7 +78,7 @@ def spider_iteration(
             report = spider.run_iteration()
         except SpiderError as exc:
             topic_store.set_topic_state(spider.topics_id, "error", str(exc))
-            raise dg.Failure(str(exc)) from exc
+            raise dg.Failure(str(exc), allow_retries=False) from exc
     topics_id = spider.topics_id
     if report.done:
         topic_store.set_topic_state(topics_id, "spidering completed", f"{report.iteration} iterations")

@@ -9,6 +9,7 @@ import dagster as dg
 
 from assets.archive import archive_stories
 from assets.clusters import clusters
+from assets.jobs import ALL_JOBS
 from assets.seeds import seeds
 from assets.spider import spider_iteration
 from assets.warc_export import story_warc_archive
@@ -18,6 +19,7 @@ from resources.archive import ArchiveDropsResource
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
+from sensors.automation import AUTOMATION_SCHEDULES, AUTOMATION_SENSORS
 from sensors.spider import SpiderSensorConfig, spider_iterations
 from sensors.topics import topic_registry
 
@@ -44,7 +46,10 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
 defs = dg.Definitions.merge(
     dg.Definitions(
         assets=[archive_stories, clusters, seeds, spider_iteration, story_warc_archive],
-        sensors=[topic_registry, spider_iterations],
+        sensors=[topic_registry, spider_iterations, *AUTOMATION_SENSORS],
+        schedules=AUTOMATION_SCHEDULES,
+        # every run is one of these named jobs (assets/jobs.py): sensors, schedules, the demo, `topicmap topic run`
+        jobs=ALL_JOBS,
     ),
     dedup.dedup_defs,
     social.social_defs,

@@ -53,7 +53,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import insert, select, text
 
-from assets.snapshots import EMBED_MAX_BYTES, png_markdown, snapshot_files_intact, snapshots
+from assets.metadata import EMBED_MAX_BYTES, png_markdown
+from assets.snapshots import snapshot_files_intact, snapshots
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from topicmap.snapshots import store as snapshot_store

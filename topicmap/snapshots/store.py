@@ -53,14 +53,18 @@ from topicmap.snapshots.compute import (
     write_snapshot_files,
 )
 from topicmap.snapshots.linkmap import render_link_map, write_gexf
+from topicmap.snapshots.names import (  # noqa: F401 - re-exported: part of this module's public names
+    CHECK_DATES,
+    CHECK_LINK_COUNTS,
+    CHECK_NAMES,
+    CHECK_TOPIC_STORIES,
+    DEFAULT_PICTURE_PERIODS,
+)
 from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, topicmap_home, utc
 
 #: Bumped whenever this code would write different files from the same inputs: part of every snapshot key.
 SNAPSHOT_CODE_VERSION = 1
-#: Periods whose timespans get a rendered PNG by default. A weekly picture costs ~0.5-3 s each (a topic of
-#: four months has ~17 weeks); every timespan always gets its GEXF.
-DEFAULT_PICTURE_PERIODS: tuple[str, ...] = ("overall", "monthly", "custom")
 MANIFEST_NAME = "manifest.json"
 PROVENANCE_NAME = "provenance.json"
 GEXF_NAME = "link_map.gexf"
@@ -69,11 +73,6 @@ SNAPSHOT_STATE = "completed"
 #: state of a snapshot whose consistency checks failed: kept for inspection, rebuilt by the next run
 INCONSISTENT_STATE = "inconsistent"
 
-# The consistency checks (asset check names); snapshot_problems' messages are sorted into them.
-CHECK_LINK_COUNTS = "medium_link_counts_match_story_links"
-CHECK_TOPIC_STORIES = "counted_stories_are_topic_stories"
-CHECK_DATES = "timespans_within_topic_dates"
-CHECK_NAMES: tuple[str, ...] = (CHECK_LINK_COUNTS, CHECK_TOPIC_STORIES, CHECK_DATES)
 
 _SAFE_TOPIC = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
 _CHUNK = 500
