@@ -6,7 +6,6 @@ from assets.jobs import POOL_ARCHIVE
 from assets.metadata import table
 from resources.archive import ArchiveDropsResource
 from resources.store import TopicStoreResource
-from topicmap.archive.drops import ArchiveFileError, file_sha256, parse_drop
 
 
 @dg.asset(
@@ -23,6 +22,9 @@ from topicmap.archive.drops import ArchiveFileError, file_sha256, parse_drop
 def archive_stories(
     context: dg.AssetExecutionContext, store: TopicStoreResource, drops: ArchiveDropsResource
 ) -> dg.MaterializeResult:
+    # pyarrow, warcio and the HTML extractors load with the run that reads drops, not with the code location
+    from topicmap.archive.drops import ArchiveFileError, file_sha256, parse_drop
+
     topic_store = store.open()
     files = drops.files()
     loaded_files, skipped_files, created, existing = [], [], 0, 0

@@ -9,21 +9,16 @@ from assets.metadata import counts_markdown, table
 from assets.partitions import topics_partitions
 from resources.dedup import MediaDupsResource
 from resources.store import TopicStoreResource
-from topicmap.dedup.rules import MergeCycleError
-from topicmap.dedup.store import (
-    declare_duplicate_media,
-    find_near_duplicates,
-    merge_counts,
-    merge_duplicate_media,
-    merge_duplicate_stories,
-    read_media_dups_csv,
-)
+
+# topicmap.dedup (pandas, numpy) is imported in each asset function: loading the code location does not pay for it.
 
 DEDUP_GROUP = "dedup"
 DEDUP_TAGS = {"topicmap/stage": "dedup"}
 
 
 def _merge_metadata(report, topic_store, topics_id: int) -> dict:  # noqa: ANN001
+    from topicmap.dedup.store import merge_counts
+
     return {
         "merged_now": len(report.merges),
         "merged_by_reason_now": counts_markdown(dict(report.reasons), "reason", "stories"),
@@ -50,6 +45,9 @@ def _merge_metadata(report, topic_store, topics_id: int) -> dict:  # noqa: ANN00
 def deduped_media(
     context: dg.AssetExecutionContext, store: TopicStoreResource, media_dups: MediaDupsResource
 ) -> dg.MaterializeResult:
+    from topicmap.dedup.rules import MergeCycleError
+    from topicmap.dedup.store import declare_duplicate_media, merge_duplicate_media, read_media_dups_csv
+
     topic_store = store.open()
     topics_id = topic_store.topic_row(context.partition_key)["topics_id"]
     declared = 0
@@ -87,6 +85,8 @@ def deduped_media(
     ),
 )
 def deduped_stories(context: dg.AssetExecutionContext, store: TopicStoreResource) -> dg.MaterializeResult:
+    from topicmap.dedup.store import merge_duplicate_stories
+
     topic_store = store.open()
     topics_id = topic_store.topic_row(context.partition_key)["topics_id"]
     report = merge_duplicate_stories(topic_store, topics_id)
@@ -108,6 +108,8 @@ def deduped_stories(context: dg.AssetExecutionContext, store: TopicStoreResource
     ),
 )
 def near_duplicates(context: dg.AssetExecutionContext, store: TopicStoreResource) -> dg.MaterializeResult:
+    from topicmap.dedup.store import find_near_duplicates
+
     topic_store = store.open()
     topics_id = topic_store.topic_row(context.partition_key)["topics_id"]
     report = find_near_duplicates(topic_store, topics_id)

@@ -8,7 +8,6 @@ from assets.metadata import counts_markdown, table
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from topicmap.topics.seeding import TooManySeedsError, select_seeds
 
 
 @dg.asset(
@@ -28,6 +27,8 @@ from topicmap.topics.seeding import TooManySeedsError, select_seeds
 def seeds(
     context: dg.AssetExecutionContext, store: TopicStoreResource, topics_file: TopicsFileResource
 ) -> dg.MaterializeResult:
+    from topicmap.topics.seeding import TooManySeedsError, select_seeds  # reads drops: pyarrow, extractors
+
     topic = topics_file.topic(context.partition_key)
     topic_store = store.open()
     topics_id = topic_store.upsert_topic(topic)

@@ -12,7 +12,6 @@ from assets.seeds import seeds
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from topicmap.spider.iteration import Spider, SpiderError
 from topicmap.store import schema as s
 
 SPIDER_GROUP = "spider"
@@ -69,6 +68,8 @@ def spider_iteration(
     topics_file: TopicsFileResource,
     page_source: PageSourceResource,
 ):
+    from topicmap.spider.iteration import Spider, SpiderError  # the fetchers and HTML extractors load here
+
     topic = topics_file.topic(context.partition_key)
     topic_store = store.open()
     topic_store.upsert_topic(topic)

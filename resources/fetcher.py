@@ -2,17 +2,14 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import dagster as dg
 
-from topicmap.spider.iteration import PageSource
-from topicmap.spider.sources import FetcherSource, WarcReplaySource
-from topicmap.store.throttle import SqlThrottle
-from topicmap.store.topic_store import TopicStore
-from topicmap.topics.declarations import TopicConfig
-from topicmap.web.fetch import WebFetcher
-from topicmap.web.netguard import AddressPolicy
+if TYPE_CHECKING:
+    from topicmap.spider.iteration import PageSource
+    from topicmap.store.topic_store import TopicStore
+    from topicmap.topics.declarations import TopicConfig
 
 
 class PageSourceResource(dg.ConfigurableResource):
@@ -35,7 +32,14 @@ class PageSourceResource(dg.ConfigurableResource):
     warc_paths: list[str] = []
 
     @contextmanager
-    def open(self, store: TopicStore, topic: TopicConfig) -> Iterator[PageSource]:
+    def open(self, store: "TopicStore", topic: "TopicConfig") -> Iterator["PageSource"]:
+        # the fetcher, its HTML extractors and the WARC reader load with the run that spiders, not with the code
+        # location
+        from topicmap.spider.sources import FetcherSource, WarcReplaySource
+        from topicmap.store.throttle import SqlThrottle
+        from topicmap.web.fetch import WebFetcher
+        from topicmap.web.netguard import AddressPolicy
+
         if self.mode == "warc":
             if not self.warc_paths:
                 raise dg.Failure("page_source mode 'warc' needs warc_paths")

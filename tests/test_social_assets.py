@@ -266,7 +266,9 @@ def test_a_week_backfill_runs_in_one_run_and_writes_one_row_per_story(
         of_day = [st for st in week if st.publish_date.date().isoformat() == day]
         assert day_meta["clicks_30d_total"].value == sum(expected[ids[st.url]][1] for st in of_day)
         assert day_meta["bitlinks_found"].value == sum(counts[st.url] for st in of_day)
-    assert sum(m["clicks_30d_total"].value for m in by_day.values()) == sum(v[1] for v in expected.values()) > 0
+    assert (
+        sum(m["clicks_30d_total"].value for m in by_day.values()) == sum(v[1] for v in expected.values()) > 0
+    )
     assert result.get_asset_check_evaluations()[0].passed
 
     exports = tmp_path / "home" / "exports" / "click_totals"
