@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ANCHOR = '''import dagster as dg
+ANCHOR = """import dagster as dg
 
 
 @dg.asset
@@ -35,7 +35,7 @@ def noop() -> None:
 
 
 defs = dg.Definitions(assets=[noop], jobs=[dg.define_asset_job("noop_job", selection=[noop])])
-'''
+"""
 
 
 def _timed(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, str]:
@@ -48,7 +48,9 @@ def _timed(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[floa
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--runs", type=int, default=3)
     options = parser.parse_args()
@@ -56,7 +58,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
         home = Path(tmp)
         (home / "dagster_home").mkdir()
-        (home / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+        (home / "dagster_home" / "dagster.yaml").write_text(
+            "telemetry:\n  enabled: false\n", encoding="utf-8"
+        )
         (home / "drops").mkdir()
         (home / "anchor").mkdir()
         (home / "anchor" / "anchor_defs.py").write_text(ANCHOR, encoding="utf-8")
@@ -83,11 +87,22 @@ def main() -> int:
             bare.append(times["bare"])
             defs.append(times["defs"])
             ratios.append(times["defs"] / times["bare"])
-            print(f"round {round_no + 1}: dagster {times['bare']:.2f} s, definitions {times['defs']:.2f} s", flush=True)
+            print(
+                f"round {round_no + 1}: dagster {times['bare']:.2f} s, definitions {times['defs']:.2f} s",
+                flush=True,
+            )
 
         dagster = str(Path(python).parent / "dagster")
         run_cmd = [dagster, "job", "execute", "-j", "archive_job", "-m", "orchestration.definitions"]
-        anchor_cmd = [dagster, "job", "execute", "-j", "noop_job", "-f", str(home / "anchor" / "anchor_defs.py")]
+        anchor_cmd = [
+            dagster,
+            "job",
+            "execute",
+            "-j",
+            "noop_job",
+            "-f",
+            str(home / "anchor" / "anchor_defs.py"),
+        ]
         run_times, anchor_times = [], []
         for _ in range(options.runs):
             run_times.append(_timed(run_cmd, env)[0])
@@ -95,7 +110,9 @@ def main() -> int:
 
     median = statistics.median
     print(f"\n## Code location load time (issue 17 point 8), {datetime.now(UTC):%Y-%m-%d}")
-    print(f"\nCommand: `.venv/bin/python benchmarks/bench_load.py --rounds {options.rounds} --runs {options.runs}`")
+    print(
+        f"\nCommand: `.venv/bin/python benchmarks/bench_load.py --rounds {options.rounds} --runs {options.runs}`"
+    )
     print(f"Machine: {platform.machine()}, {os.cpu_count()} cores, shared with other helpers' work.\n")
     print("| measure | median | min | max |")
     print("|---|---:|---:|---:|")
@@ -103,7 +120,9 @@ def main() -> int:
     print(
         f"| `import orchestration.definitions` | {median(defs):.2f} s | {min(defs):.2f} s | {max(defs):.2f} s |"
     )
-    print(f"| ratio per pair (goal <= 1.6) | {median(ratios):.2f}x | {min(ratios):.2f}x | {max(ratios):.2f}x |")
+    print(
+        f"| ratio per pair (goal <= 1.6) | {median(ratios):.2f}x | {min(ratios):.2f}x | {max(ratios):.2f}x |"
+    )
     print(
         f"| trivial run, no-op anchor location (`dagster job execute`) | {median(anchor_times):.2f} s | "
         f"{min(anchor_times):.2f} s | {max(anchor_times):.2f} s |"
