@@ -32,13 +32,6 @@ def prepare_instance_environment() -> None:
 def run_topic(name: str, load_archive: bool = False, say: Callable[[str], None] = print) -> int:
     """Drive topic ``name`` from seeds to snapshot in-process, as the sensors would (same jobs, tags, run keys: a
     daemon started afterwards finds the work done). Returns the exit code."""
-    import dagster as dg
-
-    from assets.jobs import topic_run_tags
-    from orchestration.definitions import defs
-    from orchestration.runs import as_sensor_run, run_job
-    from topicmap.spider.plan import decide, read_spider_facts
-    from topicmap.store.topic_store import TopicStore
     from topicmap.topics.declarations import load_topics
 
     topics_file = os.environ.get("TOPICMAP_TOPICS_FILE") or "topics.yaml"
@@ -52,6 +45,14 @@ def run_topic(name: str, load_archive: bool = False, say: Callable[[str], None] 
         )
         say(f"declared topics: {known}")
         return 2
+    import dagster as dg
+
+    from assets.jobs import topic_run_tags
+    from orchestration.definitions import defs
+    from orchestration.runs import as_sensor_run, run_job
+    from topicmap.spider.plan import decide, read_spider_facts
+    from topicmap.store.topic_store import TopicStore
+
     instance = dg.DagsterInstance.get()
     if not instance.has_dynamic_partition("topics", name):
         instance.add_dynamic_partitions("topics", [name])

@@ -42,7 +42,7 @@ def bitly_not_configured(bitly: BitlyResource) -> dg.SkipReason | None:
     if bitly.configured:
         return None
     return dg.SkipReason(
-        f"Bit.ly is not configured ({BITLY_TOKEN_ENV} is not set): no click_totals run requested; the days stay "
+        f"Bit.ly is not configured ({BITLY_TOKEN_ENV} is not set): no click_totals run requested; due days stay "
         "due and are requested once a token is set"
     )
 
