@@ -705,6 +705,7 @@ def test_code_location_wires_the_snapshots_asset() -> None:
         "deduped_stories",
         "near_duplicates",
         "story_statistics",
+        "click_totals",  # every publication day (AllPartitionMapping): the snapshot reads the stories' clicks
     }
     spec = snapshots.specs_by_key[dg.AssetKey("snapshots")]
     assert spec.group_name == "snapshots" and set(spec.kinds) == {"python", "parquet"}
