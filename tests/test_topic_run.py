@@ -11,6 +11,9 @@ import dagster as dg
 import pytest
 
 from orchestration.cli import main
+from resources.store import TopicStoreResource
+from resources.topics import TopicsFileResource
+from sensors.spider import SpiderSensorConfig, spider_iterations
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 
@@ -85,3 +88,17 @@ def test_topic_run_drives_a_topic_to_its_snapshot_as_named_jobs(project: dict) -
         assert all(r.tags["dagster/sensor_name"] == "spider_iterations" for r in spider)
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
         assert instance.has_dynamic_partition("topics", "run-climate")
+        # the spider sensor, asked now, requests exactly the post-spider run already done under its name and key:
+        # the sensor daemon skips a request whose run key a run of that sensor already carries
+        (request,) = spider_iterations(
+            dg.build_sensor_context(
+                instance=instance,
+                resources={
+                    "store": TopicStoreResource(database_url=f"sqlite:///{home / 'topicmap.sqlite3'}"),
+                    "topics_file": TopicsFileResource(path=project["TOPICMAP_TOPICS_FILE"]),
+                    "spider_sensor_config": SpiderSensorConfig(),
+                },
+            )
+        ).run_requests
+        (post,) = [r for r in runs if r.job_name == "post_spider_job"]
+        assert request.job_name == "post_spider_job" and request.run_key == post.tags["dagster/run_key"]
