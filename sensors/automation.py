@@ -116,6 +116,7 @@ class TopicFreshness:
 
     topic: str
     state: str
+    removed: bool
     snapshot_at: datetime | None
     data_at: datetime | None
     metrics_at: datetime | None
@@ -139,7 +140,9 @@ def topic_freshness(store: TopicStore, topic: str) -> TopicFreshness | None:
     and Facebook statistics (``metrics_at``: clicks and statistics only). None for an unknown topic."""
     t, ts, snap = s.topics, s.topic_stories, s.snapshots
     with store.engine.connect() as conn:
-        row = conn.execute(select(t.c.topics_id, t.c.state, t.c.updated_at).where(t.c.name == topic)).first()
+        row = conn.execute(
+            select(t.c.topics_id, t.c.state, t.c.updated_at, t.c.removed_from_config).where(t.c.name == topic)
+        ).first()
         if row is None:
             return None
         story_ids = select(ts.c.stories_id).where(ts.c.topics_id == row.topics_id)
@@ -174,7 +177,9 @@ def topic_freshness(store: TopicStore, topic: str) -> TopicFreshness | None:
         ]
     metrics_at = max((v for v in metric_times if v is not None), default=None)
     data_at = max((v for v in [*metric_times, *other_times] if v is not None), default=None)
-    return TopicFreshness(topic, row.state, _utc(snapshot_at), data_at, metrics_at)
+    return TopicFreshness(
+        topic, row.state, bool(row.removed_from_config), _utc(snapshot_at), data_at, metrics_at
+    )
 
 
 def _snapshot_requests(
@@ -192,6 +197,9 @@ def _snapshot_requests(
         freshness = topic_freshness(topic_store, topic)
         if freshness is None or freshness.state != SPIDERED_STATE:
             notes.append(f"{topic}: not spidered yet")
+            continue
+        if freshness.removed:  # no longer declared: its data is kept, but it is not refreshed
+            notes.append(f"{topic}: removed from the topics file")
             continue
         if not freshness.stale(metrics_only):
             notes.append(f"{topic}: snapshot up to date")
@@ -223,7 +231,7 @@ def _snapshot_requests(
     target=snapshot_job,
     default_status=dg.DefaultScheduleStatus.STOPPED,
     description=(
-        "Mondays 05:00 UTC: a `snapshot_job` run for each topic whose spidering is complete and whose snapshot is "
+        "Mondays 05:00 UTC: a `snapshot_job` run for each declared topic whose spidering is complete and whose snapshot is "
         "missing or older than its stories, merges, clicks or Facebook statistics. Up-to-date topics get nothing; "
         "a snapshot whose inputs did not change in content keeps its files. Stopped by default."
     ),

@@ -290,3 +290,8 @@ def test_snapshots_are_requested_only_for_spidered_topics_missing_or_stale(store
         tags={"topicmap/topic": TOPIC.name, "dagster/partition": TOPIC.name},
     )
     assert not late().run_requests
+    # a topic removed from the topics file keeps its data but is no longer refreshed
+    with store.engine.begin() as conn:
+        conn.execute(update(s.topics).values(removed_from_config=True))
+    skipped = weekly_snapshots(dg.build_schedule_context(instance=instance, resources=resources))
+    assert isinstance(skipped, dg.SkipReason) and "removed from the topics file" in skipped.skip_message
