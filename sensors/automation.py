@@ -18,7 +18,7 @@ from datetime import UTC, date, datetime
 import dagster as dg
 from sqlalchemy import func, select
 
-from assets.jobs import API_TAG, TOPIC_TAG, click_totals_job, snapshot_job
+from assets.jobs import API_TAG, TOPIC_TAG, snapshot_job
 from assets.partitions import topics_partitions
 from assets.social import click_totals
 from resources.social import BitlyResource
@@ -54,7 +54,9 @@ def catch_up_days(store: TopicStore, now: datetime, earliest: date, busy: set[da
 
 @dg.sensor(
     name="click_totals_catch_up",
-    target=click_totals_job,
+    # asset_selection, not a job (nor target=): only a sensor declared with an asset selection may request a
+    # backfill (its runs are the backfill daemon's, tagged with the backfill and, here, with topicmap/api=bitly)
+    asset_selection=dg.AssetSelection.assets(click_totals),
     minimum_interval_seconds=3600,
     default_status=dg.DefaultSensorStatus.STOPPED,
     description=(

@@ -184,8 +184,10 @@ def test_catch_up_launches_one_backfill_over_the_due_days_once_a_day(store_world
     context = dg.build_sensor_context(
         instance=store_world["instance"], resources=_resources(store_world, "token"), definitions=defs
     )
+    # evaluate_tick validates the request as the daemon does (a backfill needs a sensor targeting assets)
+    (request,) = click_totals_catch_up.evaluate_tick(context).run_requests
     result = click_totals_catch_up(context)
-    (request,) = result.run_requests
+    assert result.run_requests[0].asset_graph_subset == request.asset_graph_subset
     assert request.requires_backfill_daemon()
     partitions = {p.partition_key for p in request.asset_graph_subset.iterate_asset_partitions()}
     assert partitions == {"2024-01-10", "2024-01-11", "2024-01-12"}
