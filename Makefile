@@ -22,7 +22,7 @@ endif
 PG_VARS := DAGSTER_PG_HOST DAGSTER_PG_PORT DAGSTER_PG_DB DAGSTER_PG_USERNAME DAGSTER_PG_PASSWORD
 MANAGED := \# topicmap-managed
 
-.PHONY: demo test ui lint bench clean venv instance
+.PHONY: demo test ui demo-ui lint bench clean venv instance
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,11 @@ test: $(STAMP)
 # webserver + daemon (`dagster dev`) on the instance above; production runs them apart (deploy/README.md)
 ui: $(STAMP) instance
 	$(BIN)/dagster dev -w workspace.yaml
+
+# The UI on the demo's instance with the demo's settings: the demo web and the Bit.ly/Facebook stand-ins are
+# served for as long as it runs, so runs launched from the UI (a click_totals backfill, a re-execution) work.
+demo-ui: $(STAMP) instance
+	$(BIN)/topicmap demo-ui
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -3,15 +3,17 @@
 import dagster as dg
 from sqlalchemy.exc import SQLAlchemyError
 
+from assets.jobs import POOL_ARCHIVE
 from assets.metadata import table
 from resources.archive import ArchiveDropsResource
 from resources.store import TopicStoreResource
-from topicmap.archive.drops import STATE_FAILED, load_drop
 
 
 @dg.asset(
     group_name="archive",
     kinds={"python", "sql"},
+    tags={"topicmap/stage": "archive"},
+    pool=POOL_ARCHIVE,
     description=(
         "Stories (url, title, text, publish_date, medium) loaded from the archive drops folder: CSV, "
         "Parquet and WARC files (story-indexer archives or generic crawls). Each file is loaded once (recognised by content hash); a bad row is reported with "
@@ -21,6 +23,9 @@ from topicmap.archive.drops import STATE_FAILED, load_drop
 def archive_stories(
     context: dg.AssetExecutionContext, store: TopicStoreResource, drops: ArchiveDropsResource
 ) -> dg.MaterializeResult:
+    # pyarrow, warcio and the HTML extractors load with the run that reads drops, not with the code location
+    from topicmap.archive.drops import STATE_FAILED, load_drop
+
     topic_store = store.open()
     limits = drops.read_limits()
     loaded, already_loaded, failed, failed_before = [], [], [], []

@@ -11,13 +11,15 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from assets.jobs import POOL_ANALYSIS
+from assets.metadata import png_markdown
 from assets.partitions import topics_partitions
-from assets.snapshots import png_markdown
 from resources.store import TopicStoreResource
 from topicmap.clusters.mutation import StreamConfig
 from topicmap.clusters.store import MIN_STORIES, build_topic_clusters, build_topic_week, stale_weeks
 
 CLUSTERS_GROUP = "clusters"
+CLUSTERS_TAGS = {"topicmap/stage": "clusters"}
 #: the first week of the weekly partitions (a Monday); weeks before a topic's start date start it afresh
 WEEKS_START = "2024-01-01"
 
@@ -77,12 +79,14 @@ def _picture(path: Path, alt: str) -> dict[str, dg.MetadataValue]:
 @dg.asset(
     group_name=CLUSTERS_GROUP,
     kinds={"python", "scikit-learn"},
+    tags=CLUSTERS_TAGS,
+    pool=POOL_ANALYSIS,
     partitions_def=topics_partitions,
-    deps=[dg.AssetKey("deduped_stories")],
+    deps=[dg.AssetDep("deduped_stories", partition_mapping=dg.IdentityPartitionMapping())],
     description=(
         "All the topic's stories clustered at once: hashed TF-IDF projected by random indexing, KMeans with k "
         "at the elbow of the SSE curve (kneedle; the chapter's sqrt(n/2) when the curve has no knee). Writes "
-        "TOPICMAP_HOME/exports/clusters/<topic>/overall/ (stories, clusters with top terms and central titles, "
+        "`TOPICMAP_HOME/exports/clusters/{topic}/overall/` (stories, clusters with top terms and central titles, "
         "the SSE curve, a stream graph of the clusters week by week)."
     ),
 )
@@ -122,6 +126,8 @@ def clusters(
 @dg.asset(
     group_name=CLUSTERS_GROUP,
     kinds={"python", "numpy"},
+    tags=CLUSTERS_TAGS,
+    pool=POOL_ANALYSIS,
     partitions_def=topic_weeks_partitions,
     deps=[
         dg.AssetDep("deduped_stories", partition_mapping=dg.MultiToSingleDimensionPartitionMapping("topic")),
@@ -131,7 +137,7 @@ def clusters(
         "Streaming KMeans over a topic's weeks, exactly Spark MLlib's model (half-life in weeks, dying clusters "
         "re-seeded by splitting the largest), carried from the previous week's partition. After each week's "
         "update the last four weeks' stories are predicted again; stories that changed cluster are the mutation "
-        "edges. Writes TOPICMAP_HOME/exports/clusters/<topic>/weeks/<monday>/ (state, stories, vectors, edges, "
+        "edges. Writes `TOPICMAP_HOME/exports/clusters/{topic}/weeks/{monday}/` (state, stories, vectors, edges, "
         "nodes, mutations.gexf and pictures). Build weeks in order: a backfill does."
     ),
     check_specs=[

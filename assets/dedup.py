@@ -4,25 +4,21 @@ from collections import Counter
 
 import dagster as dg
 
+from assets.jobs import POOL_ANALYSIS
 from assets.metadata import counts_markdown, table
 from assets.partitions import topics_partitions
 from resources.dedup import MediaDupsResource
 from resources.store import TopicStoreResource
-from topicmap.dedup.rules import MergeCycleError
-from topicmap.dedup.store import (
-    declare_duplicate_media,
-    find_near_duplicates,
-    media_dups_digest,
-    merge_counts,
-    merge_duplicate_media,
-    merge_duplicate_stories,
-    read_media_dups_csv,
-)
+
+# topicmap.dedup (pandas, numpy) is imported in each asset function: loading the code location does not pay for it.
 
 DEDUP_GROUP = "dedup"
+DEDUP_TAGS = {"topicmap/stage": "dedup"}
 
 
 def _merge_metadata(report, topic_store, topics_id: int) -> dict:  # noqa: ANN001
+    from topicmap.dedup.store import merge_counts
+
     return {
         "merged_now": len(report.merges),
         "merged_by_reason_now": counts_markdown(dict(report.reasons), "reason", "stories"),
@@ -36,8 +32,10 @@ def _merge_metadata(report, topic_store, topics_id: int) -> dict:  # noqa: ANN00
 @dg.asset(
     group_name=DEDUP_GROUP,
     kinds={"python", "sql"},
+    tags=DEDUP_TAGS,
+    pool=POOL_ANALYSIS,
     partitions_def=topics_partitions,
-    deps=[dg.AssetKey("relevant_stories")],
+    deps=[dg.AssetDep("relevant_stories", partition_mapping=dg.IdentityPartitionMapping())],
     description=(
         "Topic stories in duplicate media (dup_media_id chains followed to their end) merged into a matching "
         "story of the final medium (same URL/guid, or same title and day) or moved there; links and iterations "
@@ -47,6 +45,14 @@ def _merge_metadata(report, topic_store, topics_id: int) -> dict:  # noqa: ANN00
 def deduped_media(
     context: dg.AssetExecutionContext, store: TopicStoreResource, media_dups: MediaDupsResource
 ) -> dg.MaterializeResult:
+    from topicmap.dedup.rules import MergeCycleError
+    from topicmap.dedup.store import (
+        declare_duplicate_media,
+        media_dups_digest,
+        merge_duplicate_media,
+        read_media_dups_csv,
+    )
+
     topic_store = store.open()
     topics_id = topic_store.topic_row(context.partition_key)["topics_id"]
     declared = 0
@@ -62,7 +68,7 @@ def deduped_media(
     try:
         report = merge_duplicate_media(topic_store, topics_id)
     except MergeCycleError as exc:
-        raise dg.Failure(f"duplicate media: {exc}") from exc
+        raise dg.Failure(f"duplicate media: {exc}", allow_retries=False) from exc
     context.log.info(f"{len(report.merges)} stories merged, {len(report.moved)} moved to their final medium")
     return dg.MaterializeResult(
         data_version=dg.DataVersion(f"media-dups:{(dups_digest or 'none')[:16]}:merged:{len(report.merges)}"),
@@ -79,14 +85,18 @@ def deduped_media(
 @dg.asset(
     group_name=DEDUP_GROUP,
     kinds={"python", "sql"},
+    tags=DEDUP_TAGS,
+    pool=POOL_ANALYSIS,
     partitions_def=topics_partitions,
-    deps=[deduped_media],
+    deps=[dg.AssetDep(deduped_media, partition_mapping=dg.IdentityPartitionMapping())],
     description=(
         "Stories of one medium that are one story (same normalized title on the same day, or the same lossy "
         "URL) merged into a survivor (most text, then earliest, then lowest id); links re-pointed."
     ),
 )
 def deduped_stories(context: dg.AssetExecutionContext, store: TopicStoreResource) -> dg.MaterializeResult:
+    from topicmap.dedup.store import merge_duplicate_stories
+
     topic_store = store.open()
     topics_id = topic_store.topic_row(context.partition_key)["topics_id"]
     report = merge_duplicate_stories(topic_store, topics_id)
@@ -97,8 +107,10 @@ def deduped_stories(context: dg.AssetExecutionContext, store: TopicStoreResource
 @dg.asset(
     group_name=DEDUP_GROUP,
     kinds={"python", "sql"},
+    tags=DEDUP_TAGS,
+    pool=POOL_ANALYSIS,
     partitions_def=topics_partitions,
-    deps=[deduped_stories],
+    deps=[dg.AssetDep(deduped_stories, partition_mapping=dg.IdentityPartitionMapping())],
     description=(
         "Near-duplicate groups across media (syndicated copies): 64-bit simhash fingerprints (stored per story), "
         "pairs found with block-permutation tables and verified by shingle overlap, grouped as connected "
@@ -106,6 +118,8 @@ def deduped_stories(context: dg.AssetExecutionContext, store: TopicStoreResource
     ),
 )
 def near_duplicates(context: dg.AssetExecutionContext, store: TopicStoreResource) -> dg.MaterializeResult:
+    from topicmap.dedup.store import find_near_duplicates
+
     topic_store = store.open()
     topics_id = topic_store.topic_row(context.partition_key)["topics_id"]
     report = find_near_duplicates(topic_store, topics_id)

@@ -3,26 +3,32 @@
 import dagster as dg
 
 from assets.archive import archive_stories
+from assets.jobs import POOL_ARCHIVE
 from assets.metadata import counts_markdown, table
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from topicmap.topics.seeding import TooManySeedsError, select_seeds
 
 
 @dg.asset(
     group_name="topics",
     kinds={"python", "sql"},
+    tags={"topicmap/stage": "topics"},
+    # a query over the whole archive: it shares the archive's slots rather than the spider's
+    pool=POOL_ARCHIVE,
     partitions_def=topics_partitions,
+    # every topic queries the one (unpartitioned) archive
     deps=[archive_stories],
     description=(
-        "Rows in topic_seed_urls: archive stories in the topic's date range that match its boolean query "
+        "Rows in `topic_seed_urls`: archive stories in the topic's date range that match its boolean query "
         "(run month by month), plus URLs from the topic's seed CSV files. Fails if more than max_stories match."
     ),
 )
 def seeds(
     context: dg.AssetExecutionContext, store: TopicStoreResource, topics_file: TopicsFileResource
 ) -> dg.MaterializeResult:
+    from topicmap.topics.seeding import TooManySeedsError, select_seeds  # reads drops: pyarrow, extractors
+
     topic = topics_file.topic(context.partition_key)
     topic_store = store.open()
     topics_id = topic_store.upsert_topic(topic)
@@ -30,7 +36,7 @@ def seeds(
         selection = select_seeds(topic_store, topic, progress=context.log.info)
     except TooManySeedsError as exc:
         topic_store.set_topic_state(topics_id, "error", str(exc))
-        raise dg.Failure(str(exc)) from exc
+        raise dg.Failure(str(exc), allow_retries=False) from exc
     for error in selection.csv_errors:
         context.log.warning(f"skipped bad seed URL row: {error}")
     inserted = topic_store.add_seed_urls(topics_id, selection.rows)

@@ -4,37 +4,33 @@ The rules live in topicmap.snapshots.compute (counting), topicmap.snapshots.link
 topicmap.snapshots.store (reading the deduplicated topic, keying, the immutable folder, the store rows).
 """
 
-import base64
-import io
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from pydantic import Field
 
-from assets.metadata import table
+from assets.jobs import POOL_ANALYSIS
+from assets.metadata import png_markdown, table
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from topicmap.snapshots.compute import PERIODS
-from topicmap.snapshots.store import (
+from topicmap.snapshots.names import (
     CHECK_DATES,
     CHECK_LINK_COUNTS,
     CHECK_TOPIC_STORIES,
     DEFAULT_PICTURE_PERIODS,
-    BuiltSnapshot,
-    SnapshotOptions,
-    build_snapshot,
-    latest_snapshot_ids,
-    snapshot_paths,
-    timespan_rows,
-    verify_snapshot_files,
+    PERIODS,
 )
 from topicmap.store.topic_store import StoreError, topicmap_home
 
+if TYPE_CHECKING:
+    from topicmap.snapshots.store import BuiltSnapshot
+
+# topicmap.snapshots.store (pandas, pyarrow, matplotlib, networkx) is imported inside the functions that run a
+# snapshot: loading the code location does not pay for it.
+
 SNAPSHOTS_GROUP = "snapshots"
-#: A picture larger than this is embedded in the metadata as a smaller copy (the event log keeps it).
-EMBED_MAX_BYTES = 400_000
-EMBED_WIDTH = 800
+SNAPSHOTS_TAGS = {"topicmap/stage": "snapshots"}
 TOP_MEDIA = 10
 
 CHECK_DESCRIPTIONS = {
@@ -66,32 +62,7 @@ class SnapshotConfig(dg.Config):
     )
 
 
-def png_markdown(path: Path, alt: str) -> dg.MarkdownMetadataValue | None:
-    """The picture inline (a data URL): the UI renders markdown images but cannot open local files.
-
-    A picture over EMBED_MAX_BYTES is embedded as a smaller copy (the event log keeps every byte of it);
-    None if even a 200 px copy is too large (the path metadata still points at the full picture).
-    """
-    data = path.read_bytes()
-    width = EMBED_WIDTH
-    while len(data) > EMBED_MAX_BYTES:
-        if width < 200:
-            return None
-        from PIL import Image  # Pillow comes with matplotlib
-
-        with Image.open(path) as image:
-            width = min(width, image.width)
-            height = max(round(image.height * width / image.width), 1)
-            smaller = image.convert("RGB").resize((width, height), Image.Resampling.LANCZOS)
-        buffer = io.BytesIO()
-        smaller.save(buffer, format="PNG", optimize=True)
-        data = buffer.getvalue()
-        width //= 2
-    encoded = base64.b64encode(data).decode("ascii")
-    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{encoded})")
-
-
-def _check_results(built: BuiltSnapshot) -> list[dg.AssetCheckResult]:
+def _check_results(built: "BuiltSnapshot") -> list[dg.AssetCheckResult]:
     results = []
     for name, problems in built.problems.items():
         results.append(
@@ -109,7 +80,9 @@ def _check_results(built: BuiltSnapshot) -> list[dg.AssetCheckResult]:
     return results
 
 
-def _metadata(built: BuiltSnapshot) -> dict[str, object]:
+def _metadata(built: "BuiltSnapshot") -> dict[str, object]:
+    from topicmap.snapshots.store import timespan_rows
+
     result = built.result
     overall = next((snap for snap in result.timespans if snap.timespan.period == "overall"), None)
     counts = [
@@ -183,14 +156,24 @@ def _metadata(built: BuiltSnapshot) -> dict[str, object]:
     partitions_def=topics_partitions,
     group_name=SNAPSHOTS_GROUP,
     kinds={"python", "parquet"},
+    tags=SNAPSHOTS_TAGS,
+    pool=POOL_ANALYSIS,
     # by key, so this stage imports no other stage's module (a key not in the code location would show as an
-    # external asset rather than fail to load)
+    # external asset rather than fail to load). The same topic's partition of each topic asset; click totals are
+    # per publication day, and a topic's snapshot reads the days its stories fall on: every day, as far as the
+    # graph can say (the days are the topic's dates, unknown to a partition mapping).
     deps=[
-        dg.AssetKey("relevant_stories"),
-        dg.AssetKey("topic_links"),
-        dg.AssetKey("deduped_stories"),
-        dg.AssetKey("near_duplicates"),
-        dg.AssetKey("story_statistics"),
+        *(
+            dg.AssetDep(key, partition_mapping=dg.IdentityPartitionMapping())
+            for key in (
+                "relevant_stories",
+                "topic_links",
+                "deduped_stories",
+                "near_duplicates",
+                "story_statistics",
+            )
+        ),
+        dg.AssetDep("click_totals", partition_mapping=dg.AllPartitionMapping()),
     ],
     check_specs=[
         dg.AssetCheckSpec(name, asset="snapshots", description=description, blocking=True)
@@ -198,9 +181,11 @@ def _metadata(built: BuiltSnapshot) -> dict[str, object]:
     ],
     description=(
         "A snapshot of the deduplicated topic: per timespan (overall, monthly, weekly, custom) its cross-media "
-        "story links, story and medium link counts and medium links, as Parquet + Media Cloud style CSV, a GEXF "
-        "link map and, for overall/monthly/custom timespans, a PNG picture. Written once per distinct input to "
-        "TOPICMAP_HOME/exports/snapshots/<topic>/<key>/ (never overwritten) and recorded in snapshots/timespans."
+        "story links, story and medium link counts and medium links, with each story's Facebook shares and Bit.ly "
+        "clicks, as Parquet + Media Cloud style CSV, a GEXF link map and, for overall/monthly/custom timespans, a "
+        "PNG picture (the overall one shown on the asset page). Written once per distinct input to "
+        "`TOPICMAP_HOME/exports/snapshots/{topic}/{key}/` (never overwritten) and recorded in `snapshots` / "
+        "`timespans`."
     ),
 )
 def snapshots(
@@ -209,6 +194,8 @@ def snapshots(
     store: TopicStoreResource,
     topics_file: TopicsFileResource,
 ):
+    from topicmap.snapshots.store import SnapshotOptions, build_snapshot
+
     topic = topics_file.topic(context.partition_key)
     topic_store = store.open()
     topic_store.upsert_topic(topic)  # the snapshot records the declaration as it is now
@@ -218,7 +205,7 @@ def snapshots(
         )
         built = build_snapshot(topic_store, topic.name, options, home=topicmap_home(), log=context.log.info)
     except (StoreError, ValueError) as exc:
-        raise dg.Failure(f"snapshot of {topic.name!r} failed: {exc}") from exc
+        raise dg.Failure(f"snapshot of {topic.name!r} failed: {exc}", allow_retries=False) from exc
     context.log.info(
         f"snapshot {built.snapshots_id} ({built.snapshot_key[:16]}) "
         f"{'written to' if built.written else 'already complete in'} {built.folder}"
@@ -235,6 +222,8 @@ def snapshots(
     ),
 )
 def snapshot_files_intact(store: TopicStoreResource) -> dg.AssetCheckResult:
+    from topicmap.snapshots.store import latest_snapshot_ids, snapshot_paths, verify_snapshot_files
+
     topic_store = store.open()
     home = topicmap_home()
     problems: list[str] = []

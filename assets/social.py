@@ -2,15 +2,23 @@
 engagement per topic story. The rules live in topicmap.social.clicks / topicmap.social.refetch / topicmap.social.store."""
 
 from collections import Counter
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any, Literal
 
 import dagster as dg
 from pydantic import Field
 
+from assets.jobs import POOL_SOCIAL_API
 from assets.metadata import counts_markdown, table
-from assets.partitions import topics_partitions
-from resources.social import FACEBOOK_APP_ID_ENV, FACEBOOK_APP_SECRET_ENV, BitlyResource, FacebookResource
+from assets.partitions import clicks_start_day, topics_partitions
+from resources.social import (
+    BITLY_TOKEN_ENV,
+    FACEBOOK_APP_ID_ENV,
+    FACEBOOK_APP_SECRET_ENV,
+    BitlyResource,
+    FacebookResource,
+)
 from resources.store import TopicStoreResource
 from topicmap.social import refetch
 from topicmap.social.bitly import BitlyAuthError, BitlyError, BitlyRateLimitError
@@ -37,10 +45,19 @@ SOCIAL_GROUP = "social"
 WRITE_EVERY = 50
 """Stories fetched between two writes: a failing run keeps what it already fetched."""
 
-#: One partition per publication day (UTC). end_offset=0: the last partition is yesterday, the last complete day;
+#: One partition per publication day (UTC), from the first day a declared topic can have stories (see
+#: assets.partitions.clicks_start_day). end_offset=0: the last partition is yesterday, the last complete day;
 #: nothing of today's stories is due before three days have passed, so a partition for today would only invite
 #: runs that have nothing to fetch.
-publication_days = dg.DailyPartitionsDefinition(start_date=refetch.EARLIEST_DAY.isoformat(), end_offset=0)
+publication_days = dg.DailyPartitionsDefinition(start_date=clicks_start_day().isoformat(), end_offset=0)
+
+#: Steps that call an external API are retried after a pause that grows (a network or database hiccup); failures
+#: that a retry cannot fix (refused credentials, stories the API could not measure) raise with allow_retries=False.
+API_RETRY_POLICY = dg.RetryPolicy(
+    max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+)
+#: what the stage is (asset tag and owner), shown and filterable in the UI's catalog
+SOCIAL_TAGS = {"topicmap/stage": "social"}
 
 
 class ClickStageConfig(dg.Config):
@@ -55,16 +72,55 @@ class ClickStageConfig(dg.Config):
     )
 
 
+#: metadata that describes the whole run, kept on every day of a range run beside the day's own figures
+RUN_WIDE_METADATA = ("stage", "run_days", "parquet_folder", "raw_answers_folder")
+
+
+def _day_metadata(
+    day: str,
+    rows: list[dict[str, Any]],
+    per_day: dict[str, dict[str, Any]],
+    stories: list[Any],
+    fetched_by_day: Counter[tuple[str, str]],
+    not_due_by_day: Counter[str],
+) -> dict[str, Any]:
+    """One publication day's own figures (a range run records one materialization per day)."""
+    day_rows = [r for r in rows if r["publish_day"].isoformat() == day]
+    figures = per_day.get(day, {"bitlinks": 0, "clicks_3d": 0, "clicks_30d": 0})
+    return {
+        "dagster/row_count": len(day_rows),
+        "topic_stories": sum(1 for story in stories if story.day.isoformat() == day),
+        "stories_fetched_3d": fetched_by_day[day, STAGE_3D],
+        "stories_fetched_30d": fetched_by_day[day, STAGE_30D],
+        "stories_not_yet_due": not_due_by_day[day],
+        "bitlinks_found": figures["bitlinks"],
+        "stories_with_bitlinks": sum(1 for r in day_rows if r["bitlinks_found"]),
+        "clicks_3d_total": figures["clicks_3d"],
+        "clicks_30d_total": figures["clicks_30d"],
+        "preview": table(
+            sorted(day_rows, key=lambda r: -(r["clicks_30d"] or r["clicks_3d"] or 0)),
+            ["publish_day", "stories_id", "url", "bitlinks_found", "clicks_3d", "clicks_30d"],
+        ),
+    }
+
+
 @dg.asset(
     partitions_def=publication_days,
     backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=31),
+    # every topic's stories of the day are counted: each day depends on every topic's relevant stories
+    deps=[dg.AssetDep("relevant_stories", partition_mapping=dg.AllPartitionMapping())],
     group_name=SOCIAL_GROUP,
     kinds={"python", "sql", "parquet"},
+    tags=SOCIAL_TAGS,
+    pool=POOL_SOCIAL_API,
+    retry_policy=API_RETRY_POLICY,
+    output_required=False,
     description=(
-        "Rows in bitly_clicks_total and TOPICMAP_HOME/exports/click_totals/<day>.parquet: per topic story of the "
-        "publication day, the bitlinks found for its URL variants and its Bit.ly clicks 3 and 30 days after "
-        "publication. Requested by the click_refetch_3d / click_refetch_30d sensors; a backfill runs up to 31 "
-        "days per run."
+        "Rows in `bitly_clicks_total` and `TOPICMAP_HOME/exports/click_totals/{day}.parquet`: per topic story "
+        "published that day, the bitlinks found for its URL variants and its Bit.ly clicks 3 and 30 days after "
+        "publication. Requested by the `click_refetch_3d` / `click_refetch_30d` sensors and the daily catch-up; a "
+        "backfill runs up to 31 days per run, and each day records its own figures. Without a Bit.ly token the "
+        "run materializes nothing and says so (the days stay missing)."
     ),
 )
 def click_totals(
@@ -72,9 +128,20 @@ def click_totals(
     config: ClickStageConfig,
     store: TopicStoreResource,
     bitly: BitlyResource,
-) -> dg.MaterializeResult:
+) -> Iterator[dg.MaterializeResult]:
+    # a generator: with output_required=False, yielding nothing is how a run materializes nothing
     window = context.partition_time_window
     first_day, last_day = window.start.date(), (window.end - timedelta(days=1)).date()
+    if not bitly.configured:
+        # Like story_statistics without Facebook: say why and materialize nothing, so the days stay missing (a
+        # backfill or the sensors fill them once a token is set) instead of showing empty figures as a success.
+        reason = f"skipped: Bit.ly is not configured ({BITLY_TOKEN_ENV} is not set)"
+        context.log.warning(f"click_totals {first_day}..{last_day} {reason}")
+        for key in context.partition_keys:  # shown on the asset page, beside its materializations
+            context.log_event(
+                dg.AssetObservation(asset_key=context.asset_key, partition=key, metadata={"skipped": reason})
+            )
+        return
     now = refetch.current_time()
     topic_store = store.open()
     stories = click_stories(topic_store, first_day, last_day, now)
@@ -85,7 +152,9 @@ def click_totals(
     )
     pending: dict[str, list[dict[str, Any]]] = {stage: [] for stage in refetch.STAGES}
     fetched: Counter[str] = Counter()
+    fetched_by_day: Counter[tuple[str, str]] = Counter()
     not_due: list[int] = []
+    not_due_by_day: Counter[str] = Counter()
     failed: list[dict[str, Any]] = []
 
     def write_pending() -> None:
@@ -98,6 +167,7 @@ def click_totals(
         stage = refetch.stage_for_story(config.stage, story.story_ts, now)
         if stage is None:
             not_due.append(story.stories_id)
+            not_due_by_day[story.day.isoformat()] += 1
             continue
         try:
             clicks = client.story_clicks(list(story.url_variants), click_window(stage, story.story_ts, now))
@@ -107,12 +177,15 @@ def click_totals(
             raise dg.Failure(
                 description=f"Bit.ly stopped the run after {sum(fetched.values())} stories: {exc}",
                 metadata={"stories_written": sum(fetched.values())},
+                # a rate limit passes; a refused token does not
+                allow_retries=isinstance(exc, BitlyRateLimitError),
             ) from exc
         except BitlyError as exc:
             context.log.warning(f"story {story.stories_id} ({story.url}): {exc}")
             failed.append({"stories_id": story.stories_id, "url": story.url, "problem": str(exc)})
             continue
         pending[stage].append(click_total_row(stage, story, clicks))
+        fetched_by_day[story.day.isoformat(), stage] += 1
         if sum(len(rows) for rows in pending.values()) >= WRITE_EVERY:
             write_pending()
     write_pending()
@@ -138,6 +211,7 @@ def click_totals(
     metadata: dict[str, Any] = {
         "dagster/row_count": len(rows),
         "stage": config.stage,
+        "run_days": f"{first_day}..{last_day}",
         "topic_stories": len(stories),
         "stories_fetched_3d": fetched[STAGE_3D],
         "stories_fetched_30d": fetched[STAGE_30D],
@@ -158,6 +232,13 @@ def click_totals(
         "parquet_folder": dg.MetadataValue.path(str(click_exports_dir())),
         "raw_answers_folder": dg.MetadataValue.path(str(client.raw_store.root if client.raw_store else "")),
     }
+    if context.has_partition_key_range and first_day != last_day:
+        # A range run (backfill): each day's materialization carries that day's figures, not the run's.
+        for key in context.partition_keys:
+            context.add_asset_metadata(
+                _day_metadata(key, rows, per_day, stories, fetched_by_day, not_due_by_day), partition_key=key
+            )
+        metadata = {k: v for k, v in metadata.items() if k in RUN_WIDE_METADATA}
     if not_due:
         context.log.info(f"{len(not_due)} stories have no {config.stage} stage due yet; they were left alone")
     if failed:
@@ -167,8 +248,10 @@ def click_totals(
                 f"first: story {failed[0]['stories_id']}: {failed[0]['problem']}"
             ),
             metadata={**metadata, "failures": table(failed, ["stories_id", "url", "problem"])},
+            # the client already retried each story; the sensors re-request the day once (a late- key)
+            allow_retries=False,
         )
-    return dg.MaterializeResult(metadata=metadata)
+    yield dg.MaterializeResult(metadata=metadata)
 
 
 @dg.asset_check(
@@ -209,13 +292,17 @@ class StoryStatisticsConfig(dg.Config):
 
 @dg.asset(
     partitions_def=topics_partitions,
-    deps=[dg.AssetKey("relevant_stories")],
+    deps=[dg.AssetDep("relevant_stories", partition_mapping=dg.IdentityPartitionMapping())],
     group_name=SOCIAL_GROUP,
     kinds={"python", "sql"},
+    tags=SOCIAL_TAGS,
+    pool=POOL_SOCIAL_API,
+    retry_policy=API_RETRY_POLICY,
     description=(
-        "Rows in story_statistics: Facebook share, comment and reaction counts for each topic story that has none "
-        "yet (or whose last soft failure is older than retry_errors_after_days). A URL Facebook cannot measure is "
-        "recorded as a soft failure in facebook_api_error; refused credentials stop the run."
+        "Rows in `story_statistics`: Facebook share, comment and reaction counts for each topic story that has "
+        "none yet (or whose last soft failure is older than `retry_errors_after_days`). A URL Facebook cannot "
+        "measure is recorded as a soft failure in `facebook_api_error`; refused credentials stop the run. Without "
+        "Facebook credentials the run records `skipped: not configured`."
     ),
 )
 def story_statistics(
@@ -228,13 +315,19 @@ def story_statistics(
     try:
         topics_id = int(topic_store.topic_row(context.partition_key)["topics_id"])
     except StoreError as exc:
-        raise dg.Failure(str(exc)) from exc
+        raise dg.Failure(str(exc), allow_retries=False) from exc
     if not facebook.configured:
         # An optional source: a topic without Facebook credentials still gets its snapshot (share counts null).
         context.log.warning(
             f"story_statistics skipped: Facebook is not configured ({FACEBOOK_APP_ID_ENV}, {FACEBOOK_APP_SECRET_ENV})"
         )
-        return dg.MaterializeResult(metadata={"facebook_configured": False, "stories_measured_now": 0})
+        return dg.MaterializeResult(
+            metadata={
+                "facebook_configured": False,
+                "stories_measured_now": 0,
+                "skipped": "not configured",
+            }
+        )
     now = refetch.current_time()
     todo = stories_needing_statistics(
         topic_store, topics_id, now - timedelta(days=config.retry_errors_after_days)
@@ -260,6 +353,7 @@ def story_statistics(
             raise dg.Failure(
                 description=f"Facebook refused the configured app credentials; nothing more can be fetched: {exc}",
                 metadata={"stories_written": measured},
+                allow_retries=False,
             ) from exc
         except FacebookError as exc:
             write_batch()

@@ -5,6 +5,7 @@ import json
 import dagster as dg
 from sqlalchemy import func, select
 
+from assets.jobs import POOL_SPIDER
 from assets.metadata import counts_markdown, table
 from assets.partitions import topics_partitions
 from assets.seeds import seeds
@@ -16,6 +17,12 @@ from topicmap.spider.iteration import IterationPlan, IterationReport, Spider, Sp
 from topicmap.store import schema as s
 
 SPIDER_GROUP = "spider"
+SPIDER_TAGS = {"topicmap/stage": "spider"}
+#: an iteration is idempotent (every write keyed), so a step that died on a network or database error is retried
+#: after a growing pause; a SpiderError (the topic is unusable) is not
+SPIDER_RETRY_POLICY = dg.RetryPolicy(
+    max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+)
 
 
 def _preview(store, query, columns: list[str]) -> dg.TableMetadataValue:  # noqa: ANN001
@@ -30,26 +37,31 @@ def _preview(store, query, columns: list[str]) -> dg.TableMetadataValue:  # noqa
             "fetched_links",
             group_name=SPIDER_GROUP,
             kinds={"python", "sql"},
-            deps=[seeds],
+            tags=SPIDER_TAGS,
+            deps=[dg.AssetDep(seeds, partition_mapping=dg.IdentityPartitionMapping())],
             description="Rows in topic_fetch_urls: every URL the spider met, with its state, HTTP code and message.",
         ),
         dg.AssetSpec(
             "relevant_stories",
             group_name=SPIDER_GROUP,
             kinds={"python", "sql"},
-            deps=[seeds],
+            tags=SPIDER_TAGS,
+            deps=[dg.AssetDep(seeds, partition_mapping=dg.IdentityPartitionMapping())],
             description="Rows in topic_stories: the stories that match the topic, with the iteration that found them.",
         ),
         dg.AssetSpec(
             "topic_links",
             group_name=SPIDER_GROUP,
             kinds={"python", "sql"},
-            deps=[seeds],
+            tags=SPIDER_TAGS,
+            deps=[dg.AssetDep(seeds, partition_mapping=dg.IdentityPartitionMapping())],
             description="Rows in topic_links: links mined from topic stories, pointed at the story they lead to.",
         ),
     ],
     partitions_def=topics_partitions,
     can_subset=False,
+    pool=POOL_SPIDER,
+    retry_policy=SPIDER_RETRY_POLICY,
     description="One spider iteration: fetch pending links, keep relevant stories, mine their links.",
 )
 def spider_iteration(
@@ -74,7 +86,7 @@ def _failing_the_topic(topic_store, spider: Spider, step):  # noqa: ANN001, ANN2
         return step()
     except SpiderError as exc:
         topic_store.set_topic_state(spider.topics_id, "error", str(exc))
-        raise dg.Failure(str(exc)) from exc
+        raise dg.Failure(str(exc), allow_retries=False) from exc
 
 
 def iteration_metadata(topic_store, topics_id: int, report: IterationReport) -> dict[str, dict]:  # noqa: ANN001
@@ -212,7 +224,11 @@ def spider_plan(
         )
 
 
-@dg.op(description="Claim, fetch and judge the pending URLs of one shard of the iteration (any worker).")
+@dg.op(
+    description="Claim, fetch and judge the pending URLs of one shard of the iteration (any worker).",
+    pool=POOL_SPIDER,
+    retry_policy=SPIDER_RETRY_POLICY,
+)
 def spider_shard(
     context: dg.OpExecutionContext,
     shard: dict,
@@ -257,7 +273,11 @@ def spider_finish(
 @dg.graph_multi_asset(
     outs={
         key: dg.AssetOut(
-            group_name=SPIDER_GROUP, kinds={"python", "sql"}, description=description, dagster_type=dg.Nothing
+            group_name=SPIDER_GROUP,
+            kinds={"python", "sql"},
+            tags=SPIDER_TAGS,
+            description=description,
+            dagster_type=dg.Nothing,
         )
         for key, description in SPIDER_ASSET_DESCRIPTIONS.items()
     },

@@ -4,31 +4,41 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from assets.jobs import POOL_ARCHIVE
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
-from topicmap.archive.warc_export import STORIES_PER_FILE, count_archived_stories, export_topic_warc
 from topicmap.store.topic_store import topicmap_home
 
 
 @dg.asset(
-    group_name="archive",
+    # an export of a finished topic, read by whoever studies it (beside the snapshots), not an input of the archive
+    group_name="exports",
     kinds={"python", "warc"},
+    tags={"topicmap/stage": "exports"},
+    pool=POOL_ARCHIVE,
     partitions_def=topics_partitions,
-    deps=[dg.AssetKey("deduped_stories")],
+    # the deduplicated topic: merged-away stories are not exported twice
+    deps=[dg.AssetDep("deduped_stories", partition_mapping=dg.IdentityPartitionMapping())],
     description=(
-        "The topic's stories (their stored pages plus story-indexer metadata) written as WARC files in Media "
-        "Cloud's story-indexer layout under TOPICMAP_HOME/exports/warc/<topic>/, one folder per export; "
-        "read back after writing."
+        "The topic's deduplicated stories (their stored pages plus story-indexer metadata) written as WARC files "
+        "in Media Cloud's story-indexer layout under `TOPICMAP_HOME/exports/warc/{topic}/`, one folder per "
+        "export; read back after writing."
     ),
 )
 def story_warc_archive(context: dg.AssetExecutionContext, store: TopicStoreResource) -> dg.MaterializeResult:
+    from topicmap.archive.warc_export import (
+        count_archived_stories,
+        export_topic_warc,
+    )  # warcio: load when used
+
     now = datetime.now(UTC).replace(microsecond=0)
     folder = topicmap_home() / "exports" / "warc" / context.partition_key / now.strftime("%Y%m%dT%H%M%SZ")
     export = export_topic_warc(store.open(), context.partition_key, folder, now=now)
     read_back = count_archived_stories(export.files)
     if read_back != export.stories_written:
         raise dg.Failure(
-            f"WARC export wrote {export.stories_written} stories but {read_back} read back from {folder}"
+            allow_retries=False,
+            description=f"WARC export wrote {export.stories_written} stories but {read_back} read back from {folder}",
         )
     context.log.info(f"{export.stories_written} stories in {len(export.files)} WARC file(s) under {folder}")
     return dg.MaterializeResult(

@@ -102,4 +102,4 @@ def spider_iteration_job() -> dg.JobDefinition:
     return defs.resolve_job_def(SPIDER_JOB)
 
 
-SPIDER_JOB = "spider_iteration_sharded_job"
+SPIDER_JOB = "spider_iteration_job"  # assets/jobs.py: the same job, whichever spider asset is defined

@@ -9,17 +9,19 @@ import dagster as dg
 
 from assets.archive import archive_stories
 from assets.clusters import cluster_weeks, clusters
+from assets.jobs import ALL_JOBS
 from assets.seeds import seeds
 from assets.spider import spider_iteration, spider_iteration_sharded
 from assets.warc_export import story_warc_archive
 from orchestration import commoncrawl, dedup, snapshots, social
-from orchestration.celery_app import SPIDER_JOB, executor_from_env, spider_shards
+from orchestration.celery_app import executor_from_env, spider_shards
 from orchestration.env import env_or
 from resources.archive import ArchiveDropsResource
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from sensors.spider import SPIDER_ASSETS, SpiderSensorConfig, spider_iterations
+from sensors.automation import AUTOMATION_SCHEDULES, AUTOMATION_SENSORS
+from sensors.spider import SpiderSensorConfig, spider_iterations
 from sensors.topics import topic_registry
 
 
@@ -48,8 +50,10 @@ spider_assets = spider_iteration_sharded if spider_shards() > 1 else spider_iter
 defs = dg.Definitions.merge(
     dg.Definitions(
         assets=[archive_stories, cluster_weeks, clusters, seeds, spider_assets, story_warc_archive],
-        sensors=[topic_registry, spider_iterations],
-        jobs=[dg.define_asset_job(SPIDER_JOB, selection=SPIDER_ASSETS)],
+        sensors=[topic_registry, spider_iterations, *AUTOMATION_SENSORS],
+        schedules=AUTOMATION_SCHEDULES,
+        # every run is one of these named jobs (assets/jobs.py): sensors, schedules, the demo, `topicmap topic run`
+        jobs=ALL_JOBS,
         executor=executor_from_env(),
     ),
     commoncrawl.commoncrawl_defs,

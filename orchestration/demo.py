@@ -11,7 +11,6 @@ import json
 import os
 import sys
 import time
-import warnings
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -42,6 +41,18 @@ def _write_media_dups(web, path: Path) -> None:  # noqa: ANN001
     os.environ["TOPICMAP_MEDIA_DUPS_FILE"] = str(path)
 
 
+def demo_page_source(port: int) -> dict:
+    """Page-source settings that point the spider at the demo web on loopback (and nothing else private)."""
+    return {
+        # the demo web lives on loopback: allow exactly its server, nothing else private
+        "allow_networks": [f"127.0.0.1:{port}"],
+        "host_overrides": {"*.test": f"127.0.0.1:{port}"},
+        # the demo server is ours: a short politeness interval keeps the demo quick
+        "default_interval": 0.02,
+        "max_workers": 8,
+    }
+
+
 def _print_metadata(result, node: str, keys: Sequence[str]) -> None:  # noqa: ANN001
     for materialization in result.asset_materializations_for_node(node):
         meta = materialization.metadata
@@ -50,8 +61,6 @@ def _print_metadata(result, node: str, keys: Sequence[str]) -> None:  # noqa: AN
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # click_totals' backfill policy is a Dagster beta parameter; its notice is not news to a demo reader
-    warnings.filterwarnings("ignore", message=r"Parameter `backfill_policy`")
     home = Path(os.environ.get("TOPICMAP_HOME") or ROOT / ".topicmap").resolve()
     _prepare_environment(home)
 
@@ -69,8 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"  {len(web.media)} media, {len(web.pages)} pages, {len(web.archive_stories)} stories already archived"
     )
 
-    from orchestration.snapshots import run_snapshot_demo
-    from orchestration.social_demo import demo_social_config, run_social_demo
+    from orchestration.snapshots import report_snapshot
+    from orchestration.social_demo import demo_social_config, run_click_demo, statistics_line
     from topicmap.demo.standins import StandinDataset, run_standin_server
 
     with ExitStack() as stack:
@@ -78,22 +87,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the demo's own stand-in of the Bit.ly and Facebook APIs (made-up figures, never the real services)
         standin = stack.enter_context(run_standin_server(StandinDataset()))
         os.environ.update(demo_social_config(standin))
-        os.environ["TOPICMAP_PAGE_SOURCE_JSON"] = json.dumps(
-            {
-                # the demo web lives on loopback: allow exactly its server, nothing else private
-                "allow_networks": [f"127.0.0.1:{server.port}"],
-                "host_overrides": {"*.test": f"127.0.0.1:{server.port}"},
-                # the demo server is ours: a short politeness interval keeps the demo quick
-                "default_interval": 0.02,
-                "max_workers": 8,
-            }
-        )
+        os.environ["TOPICMAP_PAGE_SOURCE_JSON"] = json.dumps(demo_page_source(server.port))
         _say(f"  demo web served on 127.0.0.1:{server.port} (hosts *.test)")
 
         import dagster as dg
 
+        from assets.jobs import topic_run_tags
         from orchestration.definitions import defs
-        from orchestration.runs import materialize_selection
+        from orchestration.runs import as_sensor_run, run_job
         from topicmap.clusters.store import topic_weeks
         from topicmap.spider.plan import decide, read_spider_facts
         from topicmap.store import schema
@@ -109,31 +110,46 @@ def main(argv: Sequence[str] | None = None) -> int:
             "topics", [n for n in names if not instance.has_dynamic_partition("topics", n)]
         )
 
-        _say("\n== archive_stories")
-        materialize_selection(defs, instance, ["archive_stories"])
+        # Every run is a named job, tagged as the sensor that would have requested it (its run key), so the
+        # sensors find this work done when the daemon starts (`make ui`) and request nothing again.
+        _say("\n== archive_stories (archive_job)")
+        run_job(defs, instance, "archive_job")
         store = TopicStore.open()
         _say(f"  stories in the archive: {store.story_count(archive_only=True)}")
 
+        topic_sizes: dict[str, int] = {}
         for topic in topics.topics:
-            _say(f"\n== seeds [{topic.name}]  query: {topic.query}")
-            result = materialize_selection(defs, instance, ["seeds"], topic.name)
+            _say(f"\n== seeds [{topic.name}] (seeds_job)  query: {topic.query}")
+            result = run_job(
+                defs,
+                instance,
+                "seeds_job",
+                topic.name,
+                tags={
+                    "topicmap/topic": topic.name,
+                    **as_sensor_run("topic_registry", f"seeds:{topic.name}:{topic.config_hash[:12]}"),
+                },
+            )
             meta = result.asset_materializations_for_node("seeds")[0].metadata
             _say(f"  seeds: {meta['dagster/row_count'].value}  (new: {meta['seeds_new'].value})")
             _say("  " + meta["seeds_per_month"].value.replace("\n", "\n  "))
 
-            _say(f"\n== spider [{topic.name}]")
+            _say(f"\n== spider [{topic.name}] (spider_iteration_job)")
             for _ in range(topic.max_iterations + 2):
                 facts = read_spider_facts(store, topic.name, topic.max_iterations)
                 decision = decide(facts, None, time.time())
                 if decision.action != "run_iteration":
                     _say(f"  {decision.reason}")
                     break
-                result = materialize_selection(
+                result = run_job(
                     defs,
                     instance,
-                    ["fetched_links", "relevant_stories", "topic_links"],
+                    "spider_iteration_job",
                     topic.name,
-                    tags={"topicmap/topic": topic.name, "topicmap/iteration": str(decision.iteration)},
+                    tags={
+                        **topic_run_tags(topic.name, decision.iteration, "spider"),
+                        **as_sensor_run("spider_iterations", decision.run_key),
+                    },
                 )
                 fetched = result.asset_materializations_for_node("spider_iteration")
                 by_key = {m.asset_key.to_user_string(): m.metadata for m in fetched}
@@ -145,10 +161,33 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             facts = read_spider_facts(store, topic.name, topic.max_iterations)
             topics_id = store.topic_row(topic.name)["topics_id"]
-            topic_size = store.table_count(schema.topic_stories, topics_id=topics_id)
-            _say(f"  final size: {topic_size} stories after {facts.iterations_done} iterations")
+            topic_sizes[topic.name] = store.table_count(schema.topic_stories, topics_id=topics_id)
+            _say(f"  final size: {topic_sizes[topic.name]} stories after {facts.iterations_done} iterations")
 
-            _say(f"\n== dedup [{topic.name}]")
+        _say("\n== click totals by publication day (click_totals_job, backfilled over the topics' days)")
+        run_click_demo(defs, instance, standin, say=_say)
+
+        found: dict[str, dict] = {}
+        for topic in topics.topics:
+            facts = read_spider_facts(store, topic.name, topic.max_iterations)
+            decision = decide(facts, None, time.time())
+            _say(
+                f"\n== post-spider [{topic.name}] (post_spider_job: dedup, statistics, WARC, clusters, snapshot)"
+            )
+            result = run_job(
+                defs,
+                instance,
+                "post_spider_job",
+                topic.name,
+                tags={
+                    **topic_run_tags(topic.name, decision.iteration, "post-spider"),
+                    **(
+                        as_sensor_run("spider_iterations", decision.run_key)
+                        if decision.action == "post_spider"
+                        else {}
+                    ),
+                },
+            )
             for node, keys in (
                 (
                     "deduped_media",
@@ -159,26 +198,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ("story_warc_archive", ["dagster/row_count", "folder"]),
                 ("clusters", ["dagster/row_count", "k", "k_reason", "timeline_png"]),
             ):
-                _print_metadata(materialize_selection(defs, instance, [node], topic.name), node, keys)
-            _say(f"\n== clusters week by week [{topic.name}] (cluster_weeks, each week from the one before)")
+                _print_metadata(result, node, keys)
+            _say(f"\n== clusters week by week [{topic.name}] (cluster_weeks_job, each week from the one before)")
             for week in topic_weeks(topic.start_date, topic.end_date):
                 key = dg.MultiPartitionKey({"topic": topic.name, "week": week})
-                weekly = materialize_selection(defs, instance, ["cluster_weeks"], key)
+                weekly = run_job(defs, instance, "cluster_weeks_job", key)
                 _print_metadata(weekly, "cluster_weeks", ["dagster/row_count", "k", "stories_moved"])
+            topics_id = store.topic_row(topic.name)["topics_id"]
             size_after = store.table_count(schema.topic_stories, topics_id=topics_id)
-            _say(f"  topic size after dedup: {size_after} stories")
-
-        _say("\n== social metrics (click_totals by publication day, story_statistics per topic)")
-        run_social_demo(defs, instance, standin, names, say=_say)
-
-        _say("\n== snapshots")
-        found = run_snapshot_demo(defs, instance, names)
+            _say(f"  topic size after dedup: {size_after} stories (before: {topic_sizes[topic.name]})")
+            stats = result.asset_materializations_for_node("story_statistics")[0].metadata
+            _say(statistics_line(stats, topic.name))
+            found[topic.name] = report_snapshot(result, topic.name, say=_say)
 
     for name, paths in found.items():
         _say(f"\n{name}: link map {paths['link_map_png']}  (files: python -m topicmap.snapshots.cli {name})")
 
     _say(
-        f"\ndone in {time.monotonic() - started:.0f} s. Open the UI with `make ui` (DAGSTER_HOME={os.environ['DAGSTER_HOME']})."
+        f"\ndone in {time.monotonic() - started:.0f} s. Open the UI with `make ui` (DAGSTER_HOME="
+        f"{os.environ['DAGSTER_HOME']}): the runs above are its named jobs; the sensors find this work done. "
+        "`make demo-ui` opens it with the demo's settings and stand-ins, so runs launched there (e.g. a "
+        "click_totals backfill) use them."
     )
     return 0
 

@@ -1,6 +1,6 @@
 """`make demo` support for the social metrics: point the clients at the loopback STAND-IN of the Bit.ly and Facebook
-APIs (topicmap.demo.standins — made-up figures, never the real services), then backfill click totals and fetch Facebook
-statistics for the demo's topic stories.
+APIs (topicmap.demo.standins — made-up figures, never the real services), then backfill click totals for the demo's
+topic stories (the Facebook statistics run in each topic's post_spider_job).
 
 Import order matters: the code location reads the base URLs when orchestration.definitions is imported, so
 
@@ -8,19 +8,20 @@ Import order matters: the code location reads the base URLs when orchestration.d
     os.environ.update(demo_social_config(server))
     from orchestration.definitions import defs
     ...spider...
-    run_social_demo(defs, instance, server, topic_names, say=_say)
+    run_click_demo(defs, instance, server, say=_say)
 
 This module imports no asset or definitions module, so it can be imported before the environment is set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import date, timedelta
+from typing import Any
 
 import dagster as dg
 
-from orchestration.runs import materialize_selection
+from orchestration.runs import run_job
 from resources.social import (
     BITLY_BASE_URL_ENV,
     BITLY_TOKEN_ENV,
@@ -70,55 +71,67 @@ def _check_wiring(defs: dg.Definitions, server: StandinServer) -> None:
             )
 
 
-def run_social_demo(
-    defs: dg.Definitions,
-    instance: dg.DagsterInstance,
-    server: StandinServer,
-    topics: list[str],
-    say: Callable[[str], None] = print,
-    seed: int = 11,
-) -> dict[str, int]:
-    """Teach the stand-in every topic story, backfill click_totals over the topic stories' publication days (stage
-    auto, one run per 31 days, as a UI backfill would), then story_statistics per topic. Prints and returns totals."""
-    _check_wiring(defs, server)
+def teach_standin(server: StandinServer, seed: int = 11) -> int:
+    """Teach the stand-in every topic story of the store (made-up bitlinks, clicks and engagement); returns how many."""
     store = TopicStore.open()
-    now = refetch.current_time()
-    stamps = topic_story_timestamps(store, now)
+    stamps = topic_story_timestamps(store, refetch.current_time())
     server.dataset.stories.update(
         StandinDataset.from_urls(list(stamps), seed=seed, publish_date=stamps).stories
     )
-    say(f"  API stand-in (not the real Bit.ly / Facebook) on {server.base_url}: {len(stamps)} topic stories")
+    return len(stamps)
+
+
+def run_click_demo(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    server: StandinServer,
+    say: Callable[[str], None] = print,
+) -> dict[str, int]:
+    """Backfill ``click_totals_job`` over the topic stories' publication days (stage auto, one run per 31 days, as
+    a UI backfill would) against the stand-in. Prints and returns totals."""
+    _check_wiring(defs, server)
+    taught = teach_standin(server)
+    say(f"  API stand-in (not the real Bit.ly / Facebook) on {server.base_url}: {taught} topic stories")
+    store = TopicStore.open()
+    now = refetch.current_time()
     totals = {"click_runs": 0, "stories_with_clicks": 0, "bitlinks": 0, "clicks_3d": 0, "clicks_30d": 0}
     last_partition = now.date() - timedelta(days=1)
     for first, last in day_ranges([d for d in topic_story_days(store, now) if d <= last_partition]):
-        result = materialize_selection(
+        result = run_job(
             defs,
             instance,
-            ["click_totals"],
+            "click_totals_job",
             tags={refetch.RANGE_START_TAG: first.isoformat(), refetch.RANGE_END_TAG: last.isoformat()},
         )
-        meta = result.asset_materializations_for_node("click_totals")[0].metadata
+        days = result.asset_materializations_for_node("click_totals")
+        figures = {
+            key: sum(m.metadata[name].value for m in days)
+            for key, name in (
+                ("stories_with_clicks", "dagster/row_count"),
+                ("bitlinks", "bitlinks_found"),
+                ("clicks_3d", "clicks_3d_total"),
+                ("clicks_30d", "clicks_30d_total"),
+                ("not_due", "stories_not_yet_due"),
+            )
+        }
         totals["click_runs"] += 1
-        for key, name in (
-            ("stories_with_clicks", "dagster/row_count"),
-            ("bitlinks", "bitlinks_found"),
-            ("clicks_3d", "clicks_3d_total"),
-            ("clicks_30d", "clicks_30d_total"),
-        ):
-            totals[key] += meta[name].value
+        for key in ("stories_with_clicks", "bitlinks", "clicks_3d", "clicks_30d"):
+            totals[key] += figures[key]
         say(
-            f"  click_totals {first}..{last}: {meta['dagster/row_count'].value} stories, "
-            f"{meta['bitlinks_found'].value} bitlinks; clicks at 3 days {meta['clicks_3d_total'].value}, "
-            f"at 30 days {meta['clicks_30d_total'].value}; not yet due {meta['stories_not_yet_due'].value}"
-        )
-    for topic in topics:
-        result = materialize_selection(defs, instance, ["story_statistics"], partition_key=topic)
-        meta = result.asset_materializations_for_node("story_statistics")[0].metadata
-        totals[f"facebook_shares[{topic}]"] = meta["facebook_share_count_total"].value
-        say(
-            f"  story_statistics [{topic}]: {meta['dagster/row_count'].value} stories; shares "
-            f"{meta['facebook_share_count_total'].value}, comments {meta['facebook_comment_count_total'].value}, "
-            f"reactions {meta['facebook_reaction_count_total'].value}; soft failures "
-            f"{meta['stories_with_error'].value}"
+            f"  click_totals {first}..{last} ({len(days)} days): {figures['stories_with_clicks']} stories, "
+            f"{figures['bitlinks']} bitlinks; clicks at 3 days {figures['clicks_3d']}, "
+            f"at 30 days {figures['clicks_30d']}; not yet due {figures['not_due']}"
         )
     return totals
+
+
+def statistics_line(meta: Mapping[str, Any], topic: str) -> str:
+    """The demo's summary line of one topic's story_statistics materialization."""
+    if "facebook_share_count_total" not in meta:
+        return f"  story_statistics [{topic}]: skipped ({meta.get('skipped', 'not configured')})"
+    return (
+        f"  story_statistics [{topic}]: {meta['dagster/row_count'].value} stories; shares "
+        f"{meta['facebook_share_count_total'].value}, comments {meta['facebook_comment_count_total'].value}, "
+        f"reactions {meta['facebook_reaction_count_total'].value}; soft failures "
+        f"{meta['stories_with_error'].value}"
+    )

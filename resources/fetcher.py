@@ -2,24 +2,23 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import dagster as dg
 from pydantic import Field
 
-from topicmap.spider.iteration import PageSource
-from topicmap.spider.sources import FetcherSource, WarcReplaySource
-from topicmap.store.throttle import SqlThrottle
-from topicmap.store.topic_store import TopicStore
-from topicmap.topics.declarations import TopicConfig
 from topicmap.web.fetch import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_REDIRECTS,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TOTAL_TIMEOUT,
-    WebFetcher,
 )
-from topicmap.web.netguard import AddressPolicy
+
+if TYPE_CHECKING:
+    from topicmap.spider.iteration import PageSource
+    from topicmap.store.topic_store import TopicStore
+    from topicmap.topics.declarations import TopicConfig
+    from topicmap.web.fetch import WebFetcher
 
 
 class PageSourceResource(dg.ConfigurableResource):
@@ -56,9 +55,12 @@ class PageSourceResource(dg.ConfigurableResource):
     max_redirects: int = Field(default=DEFAULT_MAX_REDIRECTS, description="redirects followed per URL")
     warc_paths: list[str] = []
 
-    def web_fetcher(self, **extra) -> WebFetcher:  # noqa: ANN003 - WebFetcher's keyword arguments
+    def web_fetcher(self, **extra) -> "WebFetcher":  # noqa: ANN003 - WebFetcher's keyword arguments
         """A WebFetcher with these settings (``extra``: throttle, interval overrides, obey_robots ...).
         Raises dg.Failure naming the settings when they do not fit together."""
+        from topicmap.web.fetch import WebFetcher
+        from topicmap.web.netguard import AddressPolicy
+
         settings = {
             "user_agent": self.user_agent,
             "connect_timeout": self.connect_timeout,
@@ -78,7 +80,14 @@ class PageSourceResource(dg.ConfigurableResource):
             raise dg.Failure(f"page_source settings are not valid: {error}") from error
 
     @contextmanager
-    def open(self, store: TopicStore, topic: TopicConfig) -> Iterator[PageSource]:
+    def open(self, store: "TopicStore", topic: "TopicConfig") -> Iterator["PageSource"]:
+        # the fetcher, its HTML extractors and the WARC reader load with the run that spiders, not with the code
+        # location
+        from topicmap.spider.sources import FetcherSource, WarcReplaySource
+        from topicmap.store.throttle import SqlThrottle
+        from topicmap.web.fetch import WebFetcher
+        from topicmap.web.netguard import AddressPolicy
+
         if self.mode == "warc":
             if not self.warc_paths:
                 raise dg.Failure("page_source mode 'warc' needs warc_paths")

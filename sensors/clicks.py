@@ -4,9 +4,13 @@ The decisions are in topicmap.social.refetch (see its docstring); a tick only re
 instance's in-progress runs, and requests runs with stable run keys, so replaying a tick requests nothing new.
 """
 
+from datetime import date
+
 import dagster as dg
 
-from assets.social import ClickStageConfig, click_totals
+from assets.jobs import click_totals_job
+from assets.social import ClickStageConfig, click_totals, publication_days
+from resources.social import BITLY_TOKEN_ENV, BitlyResource
 from resources.store import TopicStoreResource
 from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
 from topicmap.social import refetch
@@ -17,29 +21,49 @@ from topicmap.social.store import days_lacking_stage
 MAX_DAYS_PER_TICK = refetch.MAX_DAYS_PER_TICK
 
 
-def _click_runs_in_progress(instance: dg.DagsterInstance) -> list[dict[str, str]]:
-    """Tags of the queued or running runs that materialize click_totals."""
+def click_runs_in_progress(instance: dg.DagsterInstance) -> list[dict[str, str]]:
+    """Tags of the queued or running runs that materialize click_totals (the job's, or any run selecting it)."""
     records = instance.get_run_records(filters=dg.RunsFilter(statuses=RUNS_IN_PROGRESS), limit=1000)
     return [
         dict(record.dagster_run.tags)
         for record in records
-        if record.dagster_run.asset_selection and click_totals.key in record.dagster_run.asset_selection
+        if record.dagster_run.job_name == click_totals_job.name
+        or (record.dagster_run.asset_selection and click_totals.key in record.dagster_run.asset_selection)
     ]
 
 
+def first_click_day() -> date:
+    """The first publication-day partition: no run is requested for a day the asset has no partition for."""
+    return date.fromisoformat(publication_days.get_first_partition_key())
+
+
+def bitly_not_configured(bitly: BitlyResource) -> dg.SkipReason | None:
+    """A visible reason to request nothing when Bit.ly has no token: every such run would fail."""
+    if bitly.configured:
+        return None
+    return dg.SkipReason(
+        f"Bit.ly is not configured ({BITLY_TOKEN_ENV} is not set): no click_totals run requested; due days stay "
+        "due and are requested once a token is set"
+    )
+
+
 def evaluate_click_refetch(
-    context: dg.SensorEvaluationContext, store: TopicStoreResource, stage: str
+    context: dg.SensorEvaluationContext, store: TopicStoreResource, bitly: BitlyResource, stage: str
 ) -> dg.SensorResult:
     """One tick of the ``stage`` sensor."""
+    skip = bitly_not_configured(bitly)
+    if skip is not None:
+        return dg.SensorResult(skip_reason=skip)
     now = refetch.current_time()
-    span = refetch.stage_day_range(stage, now)
+    earliest = first_click_day()
+    span = refetch.stage_day_range(stage, now, earliest)
     if span is None:
         return dg.SensorResult(skip_reason=dg.SkipReason(f"no publication day has its {stage} stage due yet"))
-    busy = refetch.busy_days(_click_runs_in_progress(context.instance), stage)
+    busy = refetch.busy_days(click_runs_in_progress(context.instance), stage)
     candidates = days_lacking_stage(
         store.open(), stage, span[0], span[1], now, MAX_DAYS_PER_TICK + len(busy) + 1
     )
-    plan = refetch.plan_refetch(stage, candidates, context.cursor, now, busy, MAX_DAYS_PER_TICK)
+    plan = refetch.plan_refetch(stage, candidates, context.cursor, now, busy, MAX_DAYS_PER_TICK, earliest)
     context.log.info(plan.describe(stage))
     if not plan.requests:
         return dg.SensorResult(skip_reason=dg.SkipReason(plan.describe(stage)), cursor=plan.cursor)
@@ -50,6 +74,7 @@ def evaluate_click_refetch(
                 partition_key=request.day.isoformat(),
                 run_config=dg.RunConfig(ops={click_totals.op.name: ClickStageConfig(stage=stage)}),
                 tags={refetch.STAGE_TAG: stage},
+                job_name=click_totals_job.name,
             )
             for request in plan.requests
         ],
@@ -59,31 +84,36 @@ def evaluate_click_refetch(
 
 def _description(stage: str, delay: str) -> str:
     return (
-        f"Requests one click_totals run per publication day once its {delay} stage is due (the day's end + {delay}), "
-        f"run key clicks:<day>:{stage}, oldest first, at most {MAX_DAYS_PER_TICK} per tick; catches up after "
-        "downtime, re-requests a day once for stories that arrive late (key suffix late-<stories_id>), and leaves "
-        "days with a click run in progress alone. Cursor: the last day requested."
+        f"Requests one `click_totals_job` run per publication day once its {delay} stage is due (the day's end + {delay}), "
+        f"run key `clicks:{{day}}:{stage}`, oldest first, at most {MAX_DAYS_PER_TICK} per tick; catches up after "
+        "downtime, re-requests a day once for stories that arrive late (key suffix `late-{stories_id}`), and leaves "
+        "days with a click run in progress alone. Requests nothing (and says why) while Bit.ly has no token. "
+        "Cursor: the last day requested."
     )
 
 
 @dg.sensor(
     name="click_refetch_3d",
-    target=dg.AssetSelection.assets(click_totals),
+    target=click_totals_job,
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=_description(STAGE_3D, "3 days")
     + " Days whose 30-day stage is due are left to click_refetch_30d.",
 )
-def click_refetch_3d(context: dg.SensorEvaluationContext, store: TopicStoreResource) -> dg.SensorResult:
-    return evaluate_click_refetch(context, store, STAGE_3D)
+def click_refetch_3d(
+    context: dg.SensorEvaluationContext, store: TopicStoreResource, bitly: BitlyResource
+) -> dg.SensorResult:
+    return evaluate_click_refetch(context, store, bitly, STAGE_3D)
 
 
 @dg.sensor(
     name="click_refetch_30d",
-    target=dg.AssetSelection.assets(click_totals),
+    target=click_totals_job,
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=_description(STAGE_30D, "30 days") + " The 30-day fetch also fills a missing 3-day figure.",
 )
-def click_refetch_30d(context: dg.SensorEvaluationContext, store: TopicStoreResource) -> dg.SensorResult:
-    return evaluate_click_refetch(context, store, STAGE_30D)
+def click_refetch_30d(
+    context: dg.SensorEvaluationContext, store: TopicStoreResource, bitly: BitlyResource
+) -> dg.SensorResult:
+    return evaluate_click_refetch(context, store, bitly, STAGE_30D)

@@ -6,23 +6,12 @@ from dataclasses import replace
 
 import dagster as dg
 
+from assets.jobs import STAGE_TAG, TOPIC_TAG, post_spider_job, spider_iteration_job, topic_run_tags
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
 from topicmap.spider.plan import ProgressMark, decide, read_spider_facts
-
-SPIDER_ASSETS = ["fetched_links", "relevant_stories", "topic_links"]
-#: what runs once a topic has no pending link left (dedup, social metrics, snapshot)
-POST_SPIDER_ASSETS: list[str] = [
-    "deduped_media",
-    "deduped_stories",
-    "near_duplicates",
-    "story_statistics",
-    "story_warc_archive",
-    "clusters",
-    "snapshots",
-]
 
 
 class SpiderSensorConfig(dg.ConfigurableResource):
@@ -41,7 +30,7 @@ def retries_pending(instance: dg.DagsterInstance, topic: str) -> int:
     have not yet: the sensor waits for them instead of launching the same work a second time."""
     failed = instance.get_run_records(
         filters=dg.RunsFilter(
-            tags={"topicmap/topic": topic, "dagster/will_retry": "true"},
+            tags={TOPIC_TAG: topic, "dagster/will_retry": "true"},
             statuses=[dg.DagsterRunStatus.FAILURE],
         ),
         limit=20,
@@ -55,19 +44,16 @@ def retries_pending(instance: dg.DagsterInstance, topic: str) -> int:
     )
 
 
-def spider_tags(topic: str, iteration: int | None, stage: str) -> dict[str, str]:
-    return {"topicmap/topic": topic, "topicmap/iteration": str(iteration), "topicmap/stage": stage}
-
-
 @dg.sensor(
     name="spider_iterations",
-    target=dg.AssetSelection.assets(*SPIDER_ASSETS, *POST_SPIDER_ASSETS),
+    jobs=[spider_iteration_job, post_spider_job],
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
-        "For each topic: requests the next spider iteration (run_key = topic + iteration + progress), the "
-        "post-spider stages once no pending link is left, or marks the topic failed when an iteration fails "
-        "repeatedly or no progress is made for too long (the reason is recorded on the topic)."
+        "For each topic: requests the next `spider_iteration_job` run (run key = topic + iteration + progress), "
+        "the `post_spider_job` once no pending link is left, or marks the topic failed when an iteration fails "
+        "repeatedly or no progress is made for too long (the reason is recorded on the topic). Never two runs of "
+        "one topic at once."
     ),
 )
 def spider_iterations(
@@ -92,10 +78,12 @@ def spider_iterations(
         iteration = facts.pending_iteration if facts.pending_iteration is not None else facts.iterations_done
         facts = replace(
             facts,
-            runs_in_progress=_runs(context.instance, {"topicmap/topic": topic_name}, RUNS_IN_PROGRESS)
+            runs_in_progress=_runs(context.instance, {TOPIC_TAG: topic_name}, RUNS_IN_PROGRESS)
             + retries_pending(context.instance, topic_name),
             failed_attempts=_runs(
-                context.instance, spider_tags(topic_name, iteration, "spider"), [dg.DagsterRunStatus.FAILURE]
+                context.instance,
+                {TOPIC_TAG: topic_name, "topicmap/iteration": str(iteration), STAGE_TAG: "spider"},
+                [dg.DagsterRunStatus.FAILURE],
             ),
         )
         last = cursor.get(topic_name)
@@ -115,17 +103,17 @@ def spider_iterations(
                 dg.RunRequest(
                     run_key=decision.run_key,
                     partition_key=topic_name,
-                    asset_selection=[dg.AssetKey(k) for k in SPIDER_ASSETS],
-                    tags=spider_tags(topic_name, decision.iteration, "spider"),
+                    job_name=spider_iteration_job.name,
+                    tags=topic_run_tags(topic_name, decision.iteration, "spider"),
                 )
             )
-        elif decision.action == "post_spider" and POST_SPIDER_ASSETS:
+        elif decision.action == "post_spider":
             run_requests.append(
                 dg.RunRequest(
                     run_key=decision.run_key,
                     partition_key=topic_name,
-                    asset_selection=[dg.AssetKey(k) for k in POST_SPIDER_ASSETS],
-                    tags=spider_tags(topic_name, decision.iteration, "post-spider"),
+                    job_name=post_spider_job.name,
+                    tags=topic_run_tags(topic_name, decision.iteration, "post-spider"),
                 )
             )
         elif decision.action == "fail":

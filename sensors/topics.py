@@ -4,8 +4,8 @@ import json
 
 import dagster as dg
 
+from assets.jobs import TOPIC_TAG, seeds_job
 from assets.partitions import topics_partitions
-from assets.seeds import seeds
 from resources.topics import TopicsFileResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
 from topicmap.topics.declarations import TopicConfigError, plan_topic_sync
@@ -13,11 +13,11 @@ from topicmap.topics.declarations import TopicConfigError, plan_topic_sync
 
 @dg.sensor(
     name="topic_registry",
-    target=dg.AssetSelection.assets(seeds),
+    target=seeds_job,
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
-        "Adds a `topics` partition for each new topic in the topics file and requests its seeds; re-seeds a "
+        "Adds a `topics` partition for each new topic in the topics file and requests its `seeds_job` run; re-seeds a "
         "topic whose declaration changed; reports removed or invalid topics (their data is kept)."
     ),
 )
@@ -37,7 +37,9 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
             f"topic {name!r} is no longer in {topics_file.path}; its partition and data are kept"
         )
     run_requests = [
-        dg.RunRequest(run_key=f"seeds:{name}:{declared[name][:12]}", partition_key=name)
+        dg.RunRequest(
+            run_key=f"seeds:{name}:{declared[name][:12]}", partition_key=name, tags={TOPIC_TAG: name}
+        )
         for name in plan.to_seed
     ]
     requests = [topics_partitions.build_add_request(list(plan.add))] if plan.add else []

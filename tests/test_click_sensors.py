@@ -57,7 +57,10 @@ def _tick(world: dict, sensor: dg.SensorDefinition, now: datetime, cursor: str |
         context = dg.build_sensor_context(
             instance=world["instance"],
             cursor=cursor,
-            resources={"store": TopicStoreResource(database_url=world["db_url"])},
+            resources={
+                "store": TopicStoreResource(database_url=world["db_url"]),
+                "bitly": social_resources(world["server"], world["db_url"], world["tmp"])["bitly"],
+            },
         )
         return sensor(context)
 

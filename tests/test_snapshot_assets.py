@@ -53,7 +53,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, insert, select, text
 
-from assets.snapshots import EMBED_MAX_BYTES, png_markdown, snapshot_files_intact, snapshots
+from assets.metadata import EMBED_MAX_BYTES, png_markdown
+from assets.snapshots import snapshot_files_intact, snapshots
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from topicmap.snapshots import store as snapshot_store
@@ -725,6 +726,7 @@ def test_code_location_wires_the_snapshots_asset() -> None:
         "deduped_stories",
         "near_duplicates",
         "story_statistics",
+        "click_totals",  # every publication day (AllPartitionMapping): the snapshot reads the stories' clicks
     }
     spec = snapshots.specs_by_key[dg.AssetKey("snapshots")]
     assert spec.group_name == "snapshots" and set(spec.kinds) == {"python", "parquet"}

@@ -258,9 +258,17 @@ def test_a_week_backfill_runs_in_one_run_and_writes_one_row_per_story(
     expected = {ids[st.url]: _expected(dataset, st) for st in week}
     assert {sid: (row["clicks_3d"], row["clicks_30d"]) for sid, row in table.items()} == expected
     assert {table[ids[st.url]]["bitlinks_found"] for st in week if counts[st.url] == 3} == {3}
-    assert meta["dagster/row_count"].value == 14 and meta["stories_fetched_30d"].value == 14
-    assert meta["clicks_30d_total"].value == sum(v[1] for v in expected.values()) > 0
-    assert meta["bitlinks_found"].value == sum(counts[st.url] for st in week)
+    # each day's materialization carries that day's own figures (two stories a day), the run's range beside them
+    by_day = {m.partition: m.metadata for m in materializations}
+    assert {day: m["dagster/row_count"].value for day, m in by_day.items()} == dict.fromkeys(by_day, 2)
+    assert meta["stories_fetched_30d"].value == 2 and meta["run_days"].value == "2024-01-10..2024-01-16"
+    for day, day_meta in by_day.items():
+        of_day = [st for st in week if st.publish_date.date().isoformat() == day]
+        assert day_meta["clicks_30d_total"].value == sum(expected[ids[st.url]][1] for st in of_day)
+        assert day_meta["bitlinks_found"].value == sum(counts[st.url] for st in of_day)
+    assert (
+        sum(m["clicks_30d_total"].value for m in by_day.values()) == sum(v[1] for v in expected.values()) > 0
+    )
     assert result.get_asset_check_evaluations()[0].passed
 
     exports = tmp_path / "home" / "exports" / "click_totals"
@@ -473,6 +481,7 @@ def test_social_definitions_load_without_deprecations() -> None:
     keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
     assert {"click_totals", "story_statistics"} <= keys
     assert click_totals.backfill_policy == dg.BackfillPolicy.multi_run(max_partitions_per_run=31)
+    # the tests set TOPICMAP_CLICKS_START_DATE=2008-01-01 (tests/conftest.py): the setting wins
     assert publication_days.get_first_partition_key() == "2008-01-01"
     assert story_statistics.partitions_def.name == "topics"
     assert dg.AssetKey("relevant_stories") in story_statistics.asset_deps[story_statistics.key]

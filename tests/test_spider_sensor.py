@@ -91,11 +91,9 @@ def test_a_new_topic_gets_iteration_zero_then_the_next_pending_iteration(setup) 
     assert len(first.run_requests) == 1
     request = first.run_requests[0]
     assert request.partition_key == "sensed" and request.tags["topicmap/iteration"] == "0"
-    assert {k.to_user_string() for k in request.asset_selection} == {
-        "fetched_links",
-        "relevant_stories",
-        "topic_links",
-    }
+    # a named job, one at a time per topic (the deployment's tag limit on topicmap/spider_topic)
+    assert request.job_name == "spider_iteration_job"
+    assert request.tags["topicmap/spider_topic"] == "sensed"
     add_fetch_rows(store, topics_id, 1, ["pending", "pending", "story added"])
     second = evaluate(instance, resources, first.cursor)
     assert second.run_requests[0].tags["topicmap/iteration"] == "1"
@@ -108,11 +106,8 @@ def test_when_no_pending_url_is_left_the_post_spider_stages_are_requested(setup)
     result = evaluate(instance, resources)
     (request,) = result.run_requests
     assert request.run_key == "post-spider:sensed:iterations-1"
-    assert {k.to_user_string() for k in request.asset_selection} >= {
-        "deduped_media",
-        "deduped_stories",
-        "near_duplicates",
-    }
+    assert request.job_name == "post_spider_job"
+    assert "topicmap/spider_topic" not in request.tags  # only spider iterations are limited per topic
 
 
 def test_no_progress_for_too_long_fails_the_topic_and_records_why(setup) -> None:  # noqa: ANN001

@@ -57,7 +57,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-PERIODS: tuple[str, ...] = ("overall", "monthly", "weekly", "custom")
+from topicmap.snapshots.names import PERIODS
+
 STAT_COLUMNS: tuple[str, ...] = ("facebook_share_count", "bitly_clicks_3d", "bitly_clicks_30d")
 
 _DAY = timedelta(days=1)

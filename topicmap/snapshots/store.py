@@ -54,6 +54,13 @@ from topicmap.snapshots.compute import (
     write_snapshot_files,
 )
 from topicmap.snapshots.linkmap import render_link_map, write_gexf
+from topicmap.snapshots.names import (  # noqa: F401 - re-exported: part of this module's public names
+    CHECK_DATES,
+    CHECK_LINK_COUNTS,
+    CHECK_NAMES,
+    CHECK_TOPIC_STORIES,
+    DEFAULT_PICTURE_PERIODS,
+)
 from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, topicmap_home, utc
 
@@ -70,11 +77,6 @@ SNAPSHOT_STATE = "completed"
 #: state of a snapshot whose consistency checks failed: kept for inspection, rebuilt by the next run
 INCONSISTENT_STATE = "inconsistent"
 
-# The consistency checks (asset check names); snapshot_problems' messages are sorted into them.
-CHECK_LINK_COUNTS = "medium_link_counts_match_story_links"
-CHECK_TOPIC_STORIES = "counted_stories_are_topic_stories"
-CHECK_DATES = "timespans_within_topic_dates"
-CHECK_NAMES: tuple[str, ...] = (CHECK_LINK_COUNTS, CHECK_TOPIC_STORIES, CHECK_DATES)
 
 _SAFE_TOPIC = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
 _CHUNK = 500

@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from sqlalchemy import Date, and_, case, cast, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
@@ -332,27 +330,33 @@ def click_rows(store: TopicStore, first_day: date, last_day: date) -> list[dict[
     return [{c: row[c] for c in CLICK_COLUMNS} for row in rows]
 
 
-CLICK_PARQUET_SCHEMA = pa.schema(
-    [
-        pa.field("publish_day", pa.date32(), nullable=False),
-        pa.field("stories_id", pa.int64(), nullable=False),
-        pa.field("url", pa.string(), nullable=False),
-        pa.field("bitlinks_found", pa.int32()),
-        pa.field("clicks_3d", pa.int64()),
-        pa.field("clicks_30d", pa.int64()),
-        pa.field("fetched_3d_at", pa.timestamp("us", tz="UTC")),
-        pa.field("fetched_30d_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
+def click_parquet_schema():  # noqa: ANN201 - a pyarrow.Schema; pyarrow is imported when a file is written
+    """The click export's columns. pyarrow loads here, not with this module (which the sensors import)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("publish_day", pa.date32(), nullable=False),
+            pa.field("stories_id", pa.int64(), nullable=False),
+            pa.field("url", pa.string(), nullable=False),
+            pa.field("bitlinks_found", pa.int32()),
+            pa.field("clicks_3d", pa.int64()),
+            pa.field("clicks_30d", pa.int64()),
+            pa.field("fetched_3d_at", pa.timestamp("us", tz="UTC")),
+            pa.field("fetched_30d_at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
 
 
 def write_click_parquet(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     """Write click rows to ``path`` atomically (temp file in the same folder, then rename); the same rows give the
     same bytes, so a re-run that changes nothing rewrites an identical file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = click_parquet_schema()
     ordered = sorted(rows, key=lambda r: (r["publish_day"], r["stories_id"]))
-    table = pa.Table.from_pylist(
-        [{c: r[c] for c in CLICK_PARQUET_SCHEMA.names} for r in ordered], CLICK_PARQUET_SCHEMA
-    )
+    table = pa.Table.from_pylist([{c: r[c] for c in schema.names} for r in ordered], schema)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=path.parent)
     os.close(fd)

@@ -62,8 +62,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from enum import Enum
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["QuerySyntaxError", "TopicQuery", "parse"]
 
@@ -202,7 +204,8 @@ def _lower_ascii(text: str) -> str:
 
 
 _ACCENTED_UP_TO = 0x2000  # Latin, Greek, Cyrillic and their extended blocks all lie below U+2000
-_DROP = np.uint32(0xFFFFFFFF)
+#: the table value of a combining accent: dropped (numpy loads with the first accented text, not on import)
+_DROP = 0xFFFFFFFF
 #: the only code points the accent table changes (most pages in English have none: skip the table)
 _MAY_BE_ACCENTED = re.compile(f"[\\u00c0-\\u{_ACCENTED_UP_TO - 1:04x}]")
 
@@ -210,6 +213,8 @@ _MAY_BE_ACCENTED = re.compile(f"[\\u00c0-\\u{_ACCENTED_UP_TO - 1:04x}]")
 @functools.cache
 def _accent_table() -> np.ndarray:
     """BMP code point -> code point without Latin/Greek/Cyrillic diacritics; combining accents -> _DROP."""
+    import numpy as np
+
     table = np.arange(0x10000, dtype=np.uint32)
     for code in range(0xC0, _ACCENTED_UP_TO):
         decomposed = unicodedata.normalize("NFD", chr(code))
@@ -226,6 +231,8 @@ def _strip_accents(folded: str) -> str:
     """
     if folded.isascii() or not _MAY_BE_ACCENTED.search(folded):
         return folded
+    import numpy as np
+
     codes = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32)
     table = _accent_table()
     if codes.max() < len(table):

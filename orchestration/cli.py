@@ -1,0 +1,197 @@
+"""The `topicmap` command. Commands that drive Dagster live here; the store look-ups are topicmap.cli's
+(the library stays free of Dagster, and `topicmap near-dups` does not pay for loading it).
+
+topicmap topic run NAME [--load-archive]   start and drive one topic without the daemon: add its partition, seed
+                                           it, run spider iterations until done, then the post-spider stages
+topicmap demo-ui                           the Dagster UI on the demo's instance with the demo's settings: the demo
+                                           web and the Bit.ly/Facebook stand-ins served while it runs
+topicmap near-dups ... | snapshot ...      see topicmap.cli
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def prepare_instance_environment() -> None:
+    """TOPICMAP_HOME and DAGSTER_HOME as `make` sets them (the state folder of the checkout by default)."""
+    from orchestration.demo import _prepare_environment
+
+    _prepare_environment(Path(os.environ.get("TOPICMAP_HOME") or ROOT / ".topicmap").resolve())
+
+
+def run_topic(name: str, load_archive: bool = False, say: Callable[[str], None] = print) -> int:
+    """Drive topic ``name`` from seeds to snapshot in-process, as the sensors would (same jobs, tags, run keys: a
+    daemon started afterwards finds the work done). Returns the exit code."""
+    from topicmap.topics.declarations import load_topics
+
+    topics_file = os.environ.get("TOPICMAP_TOPICS_FILE") or "topics.yaml"
+    loaded = load_topics(topics_file)
+    topic = loaded.by_name().get(name)
+    if topic is None:
+        problems = [str(e) for e in loaded.errors if e.topic == name]
+        known = ", ".join(sorted(loaded.by_name())) or "none"
+        say(
+            f"topic {name!r} is not a valid topic in {topics_file}: {problems[0] if problems else 'not declared'}"
+        )
+        say(f"declared topics: {known}")
+        return 2
+    import dagster as dg
+
+    from assets.jobs import topic_run_tags
+    from orchestration.definitions import defs
+    from orchestration.runs import as_sensor_run, run_job
+    from topicmap.spider.plan import decide, read_spider_facts
+    from topicmap.store.topic_store import TopicStore
+
+    instance = dg.DagsterInstance.get()
+    if not instance.has_dynamic_partition("topics", name):
+        instance.add_dynamic_partitions("topics", [name])
+        say(f"added partition {name!r} of `topics`")
+    if load_archive:
+        meta = run_job(defs, instance, "archive_job").asset_materializations_for_node("archive_stories")[0]
+        say(f"archive_job: {meta.metadata['stories_added'].value} stories added")
+    result = run_job(
+        defs,
+        instance,
+        "seeds_job",
+        name,
+        tags={
+            "topicmap/topic": name,
+            **as_sensor_run("topic_registry", f"seeds:{name}:{topic.config_hash[:12]}"),
+        },
+    )
+    meta = result.asset_materializations_for_node("seeds")[0].metadata
+    say(f"seeds_job: {meta['dagster/row_count'].value} seeds ({meta['seeds_new'].value} new)")
+    store = TopicStore.open()
+    while True:
+        facts = read_spider_facts(store, name, topic.max_iterations)
+        decision = decide(facts, None, time.time())
+        if decision.action == "run_iteration":
+            result = run_job(
+                defs,
+                instance,
+                "spider_iteration_job",
+                name,
+                tags={
+                    **topic_run_tags(name, decision.iteration, "spider"),
+                    **as_sensor_run("spider_iterations", decision.run_key),
+                },
+            )
+            by_key = {
+                m.asset_key.to_user_string(): m.metadata
+                for m in result.asset_materializations_for_node("spider_iteration")
+            }
+            fetched, stories = by_key["fetched_links"], by_key["relevant_stories"]
+            say(
+                f"spider_iteration_job: iteration {fetched['iteration'].value}: "
+                f"{fetched['urls_processed_this_iteration'].value} URLs, {stories['new_stories'].value} new "
+                f"stories, {fetched['frontier_left'].value} pending"
+            )
+            continue
+        if decision.action == "post_spider":
+            say(f"spidering done: {decision.reason}")
+            result = run_job(
+                defs,
+                instance,
+                "post_spider_job",
+                name,
+                tags={
+                    **topic_run_tags(name, decision.iteration, "post-spider"),
+                    **as_sensor_run("spider_iterations", decision.run_key),
+                },
+            )
+            snapshot = result.asset_materializations_for_node("snapshots")[0].metadata
+            say(
+                f"post_spider_job: snapshot {snapshot['snapshot_id'].value} in {snapshot['snapshot_folder'].value} "
+                f"(run {result.run_id})"
+            )
+            return 0
+        say(f"topic {name!r}: {decision.action}: {decision.reason}")
+        return 1 if decision.action == "fail" else 0
+
+
+def demo_ui(dagster_args: Sequence[str] = ()) -> int:
+    """`dagster dev` with the demo's settings, serving the demo web and the API stand-ins for as long as it runs."""
+    from contextlib import ExitStack
+
+    from orchestration.demo import _write_media_dups, demo_page_source
+    from orchestration.social_demo import demo_social_config, teach_standin
+    from topicmap.demo.server import serve_demo_web
+    from topicmap.demo.standins import StandinDataset, run_standin_server
+    from topicmap.demo.web import generate_demo_web
+
+    home = Path(os.environ["TOPICMAP_HOME"])
+    web = generate_demo_web()
+    with ExitStack() as stack:
+        server = stack.enter_context(serve_demo_web(web))
+        standin = stack.enter_context(run_standin_server(StandinDataset()))
+        taught = teach_standin(standin)
+        env = {
+            **os.environ,
+            **demo_social_config(standin),
+            "TOPICMAP_PAGE_SOURCE_JSON": json.dumps(demo_page_source(server.port)),
+        }
+        _write_media_dups(web, home / "media_dups.csv")  # sets TOPICMAP_MEDIA_DUPS_FILE in os.environ
+        env["TOPICMAP_MEDIA_DUPS_FILE"] = os.environ["TOPICMAP_MEDIA_DUPS_FILE"]
+        print(
+            f"demo web on 127.0.0.1:{server.port}, Bit.ly/Facebook stand-ins on {standin.base_url} "
+            f"({taught} topic stories); they stop when the UI stops (Ctrl-C)",
+            flush=True,
+        )
+        dagster = Path(sys.executable).parent / "dagster"
+        try:
+            return subprocess.call(
+                [str(dagster), "dev", "-w", "workspace.yaml", *dagster_args], cwd=ROOT, env=env
+            )
+        except KeyboardInterrupt:
+            return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    if args[:1] == ["topic"]:
+        parser = argparse.ArgumentParser(prog="topicmap topic", description="Drive a topic with Dagster.")
+        sub = parser.add_subparsers(dest="action", required=True)
+        run = sub.add_parser(
+            "run",
+            help="add the topic's partition, seed it, spider it until done, then dedup/statistics/WARC/clusters/"
+            "snapshot: every step a named job in the Dagster instance (DAGSTER_HOME), no daemon needed",
+        )
+        run.add_argument(
+            "name", help="a topic declared in the topics file (TOPICMAP_TOPICS_FILE, topics.yaml)"
+        )
+        run.add_argument(
+            "--load-archive", action="store_true", help="load new archive drops (archive_job) before seeding"
+        )
+        options = parser.parse_args(args[1:])
+        prepare_instance_environment()
+        try:
+            return run_topic(options.name, load_archive=options.load_archive)
+        except SystemExit as exc:  # run_job's message naming the failed job
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+                return 1
+            raise
+    if args[:1] == ["demo-ui"]:
+        prepare_instance_environment()
+        return demo_ui(args[1:])
+    from topicmap.cli import main as library_main
+
+    return library_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""Scheduled catch-up work, all listed under Automation and stopped until a data engineer starts it:
+
+* ``click_totals_catch_up`` — once a day (after 04:00 UTC): one asset backfill (Backfills tab) over every
+  publication day whose 3-day or 30-day click stage is due and still lacking, i.e. days missed by the refetch
+  sensors (downtime, a token set late, failed runs). Days with a click run in progress are left out.
+* ``weekly_snapshots`` — Mondays 05:00 UTC: a `snapshot_job` run for every topic whose spidering is complete and
+  whose snapshot is missing or older than its data.
+* ``snapshot_refresh`` — hourly: a `snapshot_job` run for a topic as soon as clicks or Facebook statistics of its
+  stories arrived after its newest snapshot (Media Cloud re-queued such stories to Solr; here the snapshot is redone).
+
+Each launches only what is missing or stale: run keys carry the data's newest timestamp, so an unchanged topic or
+day is never requested twice.
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+
+import dagster as dg
+from sqlalchemy import func, select
+
+from assets.jobs import API_TAG, TOPIC_TAG, snapshot_job
+from assets.partitions import topics_partitions
+from assets.social import click_totals
+from resources.social import BitlyResource
+from resources.store import TopicStoreResource
+from sensors.clicks import bitly_not_configured, click_runs_in_progress, first_click_day
+from sensors.settings import RUNS_IN_PROGRESS
+from topicmap.social import refetch
+from topicmap.social.store import days_lacking_stage
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore
+
+#: the daily catch-up fires on the first tick at or after this hour (UTC) of each day
+CATCH_UP_HOUR_UTC = 4
+#: publication days one catch-up backfill covers at most (the rest the next day)
+CATCH_UP_MAX_DAYS = 366
+#: a topic's spidering is over (the post-spider stages have run or are due): its snapshot can be refreshed
+SPIDERED_STATE = "spidering completed"
+
+
+def catch_up_days(store: TopicStore, now: datetime, earliest: date, busy: set[date]) -> list[date]:
+    """Publication days (oldest first, at most CATCH_UP_MAX_DAYS) with topic stories lacking a stage that is due."""
+    days: set[date] = set()
+    for stage in refetch.STAGES:
+        span = refetch.stage_day_range(stage, now, earliest)
+        if span is None:
+            continue
+        limit = CATCH_UP_MAX_DAYS + len(busy)
+        days.update(
+            c.day for c in days_lacking_stage(store, stage, span[0], span[1], now, limit) if c.stories
+        )
+    return sorted(days - busy)[:CATCH_UP_MAX_DAYS]
+
+
+@dg.sensor(
+    name="click_totals_catch_up",
+    # asset_selection, not a job (nor target=): only a sensor declared with an asset selection may request a
+    # backfill (its runs are the backfill daemon's, tagged with the backfill and, here, with topicmap/api=bitly)
+    asset_selection=dg.AssetSelection.assets(click_totals),
+    minimum_interval_seconds=3600,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description=(
+        f"Daily click catch-up (first tick after {CATCH_UP_HOUR_UTC:02d}:00 UTC): launches ONE asset backfill of "
+        "`click_totals` over every publication day whose 3-day or 30-day stage is due and still lacking for some "
+        f"topic story (at most {CATCH_UP_MAX_DAYS} days; 31 days per run), visible in the Backfills tab. Days with "
+        "a click run in progress are left out; nothing is launched while Bit.ly has no token. Stopped by default: "
+        "the refetch sensors do the regular work; start this one to repair what they missed. Cursor: the last "
+        "day (UTC) it ran."
+    ),
+)
+def click_totals_catch_up(
+    context: dg.SensorEvaluationContext, store: TopicStoreResource, bitly: BitlyResource
+) -> dg.SensorResult:
+    now = refetch.current_time()
+    today = now.date().isoformat()
+    if context.cursor == today:
+        return dg.SensorResult(skip_reason=dg.SkipReason(f"already caught up today ({today})"))
+    if now.hour < CATCH_UP_HOUR_UTC:
+        return dg.SensorResult(skip_reason=dg.SkipReason(f"waiting for {CATCH_UP_HOUR_UTC:02d}:00 UTC"))
+    skip = bitly_not_configured(bitly)
+    if skip is not None:
+        return dg.SensorResult(skip_reason=skip)
+    busy: set[date] = set()
+    for stage in refetch.STAGES:
+        busy |= refetch.busy_days(click_runs_in_progress(context.instance), stage)
+    days = catch_up_days(store.open(), now, first_click_day(), busy)
+    if not days:
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason("no publication day has a due click stage lacking"), cursor=today
+        )
+    context.log.info(f"backfilling click_totals over {len(days)} days {days[0]}..{days[-1]}")
+    return dg.SensorResult(
+        run_requests=[click_backfill_request(context.repository_def, days)],
+        cursor=today,
+    )
+
+
+def click_backfill_request(repository_def: dg.RepositoryDefinition | None, days: list[date]) -> dg.RunRequest:
+    """A run request the sensor daemon turns into an asset backfill over ``days`` of `click_totals` (stage auto)."""
+    # AssetGraphSubset is how Dagster's own automation asks for a backfill; no public constructor exists in 1.13.
+    from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
+    from dagster._core.definitions.events import AssetKeyPartitionKey
+
+    if repository_def is None:
+        raise dg.DagsterInvariantViolationError("the catch-up needs the code location's asset graph")
+    subset = AssetGraphSubset.from_asset_partition_set(
+        {AssetKeyPartitionKey(click_totals.key, day.isoformat()) for day in days},
+        repository_def.asset_graph,
+    )
+    return dg.RunRequest.for_asset_graph_subset(
+        subset, tags={API_TAG: "bitly", "topicmap/catch_up": days[-1].isoformat()}
+    )
+
+
+@dataclass(frozen=True)
+class TopicFreshness:
+    """When a topic's data and its newest snapshot last changed (None: never)."""
+
+    topic: str
+    state: str
+    removed: bool
+    snapshot_at: datetime | None
+    data_at: datetime | None
+    metrics_at: datetime | None
+
+    def stale(self, metrics_only: bool) -> bool:
+        changed = self.metrics_at if metrics_only else self.data_at
+        if self.snapshot_at is None:
+            return not metrics_only
+        return changed is not None and changed > self.snapshot_at
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    value = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def topic_freshness(store: TopicStore, topic: str) -> TopicFreshness | None:
+    """The newest snapshot of ``topic`` against the newest change of what it reads: its stories, merges, clicks
+    and Facebook statistics (``metrics_at``: clicks and statistics only). None for an unknown topic."""
+    t, ts, snap = s.topics, s.topic_stories, s.snapshots
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            select(t.c.topics_id, t.c.state, t.c.updated_at, t.c.removed_from_config).where(t.c.name == topic)
+        ).first()
+        if row is None:
+            return None
+        story_ids = select(ts.c.stories_id).where(ts.c.topics_id == row.topics_id)
+        clicks = s.bitly_clicks_total
+        stats = s.story_statistics
+        merged = s.topic_merged_stories_map
+        snapshot_at = conn.execute(
+            select(func.max(snap.c.snapshot_date)).where(
+                snap.c.topics_id == row.topics_id, snap.c.state == "completed"
+            )
+        ).scalar_one()
+        metrics = [
+            conn.execute(select(func.max(clicks.c.fetched_3d_at)).where(clicks.c.stories_id.in_(story_ids))),
+            conn.execute(select(func.max(clicks.c.fetched_30d_at)).where(clicks.c.stories_id.in_(story_ids))),
+            conn.execute(
+                select(func.max(stats.c.facebook_api_collect_date)).where(stats.c.stories_id.in_(story_ids))
+            ),
+        ]
+        metric_times = [_utc(result.scalar_one()) for result in metrics]
+        other_times = [
+            _utc(row.updated_at),
+            _utc(
+                conn.execute(
+                    select(func.max(ts.c.added_at)).where(ts.c.topics_id == row.topics_id)
+                ).scalar_one()
+            ),
+            _utc(
+                conn.execute(
+                    select(func.max(merged.c.merged_at)).where(merged.c.topics_id == row.topics_id)
+                ).scalar_one()
+            ),
+        ]
+    metrics_at = max((v for v in metric_times if v is not None), default=None)
+    data_at = max((v for v in [*metric_times, *other_times] if v is not None), default=None)
+    return TopicFreshness(
+        topic, row.state, bool(row.removed_from_config), _utc(snapshot_at), data_at, metrics_at
+    )
+
+
+def _snapshot_requests(
+    context: dg.SensorEvaluationContext | dg.ScheduleEvaluationContext,
+    store: TopicStoreResource,
+    metrics_only: bool,
+    reason: str,
+) -> tuple[list[dg.RunRequest], list[str]]:
+    """snapshot_job runs for spidered topics whose snapshot is missing or older than their data (or, with
+    ``metrics_only``, than their clicks and statistics), skipping topics with a run in progress."""
+    topic_store = store.open()
+    requests: list[dg.RunRequest] = []
+    notes: list[str] = []
+    for topic in sorted(context.instance.get_dynamic_partitions(topics_partitions.name)):
+        freshness = topic_freshness(topic_store, topic)
+        if freshness is None or freshness.state != SPIDERED_STATE:
+            notes.append(f"{topic}: not spidered yet")
+            continue
+        if freshness.removed:  # no longer declared: its data is kept, but it is not refreshed
+            notes.append(f"{topic}: removed from the topics file")
+            continue
+        if not freshness.stale(metrics_only):
+            notes.append(f"{topic}: snapshot up to date")
+            continue
+        busy = context.instance.get_run_records(
+            filters=dg.RunsFilter(tags={TOPIC_TAG: topic}, statuses=RUNS_IN_PROGRESS), limit=1
+        )
+        if busy:
+            notes.append(f"{topic}: a run of this topic is in progress")
+            continue
+        marker = (freshness.metrics_at if metrics_only else freshness.data_at) or datetime.min.replace(
+            tzinfo=UTC
+        )
+        requests.append(
+            dg.RunRequest(
+                run_key=f"snapshot:{topic}:{reason}:{marker.isoformat()}",
+                partition_key=topic,
+                tags={TOPIC_TAG: topic, "topicmap/snapshot_reason": reason},
+            )
+        )
+        notes.append(f"{topic}: snapshot requested ({reason})")
+    return requests, notes
+
+
+@dg.schedule(
+    name="weekly_snapshots",
+    cron_schedule="0 5 * * 1",
+    execution_timezone="UTC",
+    target=snapshot_job,
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description=(
+        "Mondays 05:00 UTC: a `snapshot_job` run for each declared topic whose spidering is complete and whose snapshot is "
+        "missing or older than its stories, merges, clicks or Facebook statistics. Up-to-date topics get nothing; "
+        "a snapshot whose inputs did not change in content keeps its files. Stopped by default."
+    ),
+)
+def weekly_snapshots(
+    context: dg.ScheduleEvaluationContext, store: TopicStoreResource
+) -> dg.SkipReason | list:
+    requests, notes = _snapshot_requests(context, store, metrics_only=False, reason="weekly")
+    return requests or dg.SkipReason("; ".join(notes) or "no topics")
+
+
+@dg.sensor(
+    name="snapshot_refresh",
+    target=snapshot_job,
+    minimum_interval_seconds=3600,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description=(
+        "Hourly: a `snapshot_job` run for each spidered topic as soon as Bit.ly clicks (3-day or 30-day) or "
+        "Facebook statistics of its stories arrived after its newest snapshot, so late figures reach the snapshot "
+        "without waiting for the week. Run key: topic + the newest figure's time (one run per arrival). Stopped "
+        "by default."
+    ),
+)
+def snapshot_refresh(context: dg.SensorEvaluationContext, store: TopicStoreResource) -> dg.SensorResult:
+    requests, notes = _snapshot_requests(context, store, metrics_only=True, reason="late-metrics")
+    if not requests:
+        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes) or "no topics"))
+    return dg.SensorResult(run_requests=requests)
+
+
+AUTOMATION_SENSORS = [click_totals_catch_up, snapshot_refresh]
+AUTOMATION_SCHEDULES = [weekly_snapshots]
