@@ -26,10 +26,8 @@ from topicmap.store.topic_store import topicmap_home
     ),
 )
 def story_warc_archive(context: dg.AssetExecutionContext, store: TopicStoreResource) -> dg.MaterializeResult:
-    from topicmap.archive.warc_export import (
-        count_archived_stories,
-        export_topic_warc,
-    )  # warcio: load when used
+    # warcio: load when used
+    from topicmap.archive.warc_export import STORIES_PER_FILE, count_archived_stories, export_topic_warc
 
     now = datetime.now(UTC).replace(microsecond=0)
     folder = topicmap_home() / "exports" / "warc" / context.partition_key / now.strftime("%Y%m%dT%H%M%SZ")

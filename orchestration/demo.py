@@ -199,7 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ("clusters", ["dagster/row_count", "k", "k_reason", "timeline_png"]),
             ):
                 _print_metadata(result, node, keys)
-            _say(f"\n== clusters week by week [{topic.name}] (cluster_weeks_job, each week from the one before)")
+            _say(
+                f"\n== clusters week by week [{topic.name}] (cluster_weeks_job, each week from the one before)"
+            )
             for week in topic_weeks(topic.start_date, topic.end_date):
                 key = dg.MultiPartitionKey({"topic": topic.name, "week": week})
                 weekly = run_job(defs, instance, "cluster_weeks_job", key)

@@ -85,8 +85,6 @@ class PageSourceResource(dg.ConfigurableResource):
         # location
         from topicmap.spider.sources import FetcherSource, WarcReplaySource
         from topicmap.store.throttle import SqlThrottle
-        from topicmap.web.fetch import WebFetcher
-        from topicmap.web.netguard import AddressPolicy
 
         if self.mode == "warc":
             if not self.warc_paths:

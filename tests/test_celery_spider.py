@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from tests.spider_demo_topic import SMALL_WEB, demo_topic, differences, seed_demo_topic, store_summary
 from tests.faultserver import ArrivalTimedHandler
+from tests.spider_demo_topic import SMALL_WEB, demo_topic, differences, seed_demo_topic, store_summary
 from topicmap.demo.server import _DemoHandler, serve_demo_web
 from topicmap.demo.web import generate_demo_web
 from topicmap.spider.iteration import Spider

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, update
 
-from tests.spider_demo_topic import SMALL_WEB, demo_topic, differences, seed_demo_topic, store_summary, topic_json
+from tests.spider_demo_topic import (
+    SMALL_WEB,
+    demo_topic,
+    differences,
+    seed_demo_topic,
+    store_summary,
+    topic_json,
+)
 from topicmap.demo.server import serve_demo_web
 from topicmap.demo.web import DemoWeb, generate_demo_web
 from topicmap.spider.claims import ClaimQueue, Shard, fill_claim_keys, url_domain, url_shard_key

@@ -66,9 +66,6 @@ from topicmap.store.topic_store import StoreError, TopicStore, now_utc, topicmap
 
 #: Bumped whenever this code would write different files from the same inputs: part of every snapshot key.
 SNAPSHOT_CODE_VERSION = 2  # 2: no files for empty timespans, delta-encoded Parquet integers
-#: Periods whose timespans get a rendered PNG by default. A weekly picture costs ~0.5-3 s each (a topic of
-#: four months has ~17 weeks); every timespan always gets its GEXF.
-DEFAULT_PICTURE_PERIODS: tuple[str, ...] = ("overall", "monthly", "custom")
 MANIFEST_NAME = "manifest.json"
 PROVENANCE_NAME = "provenance.json"
 GEXF_NAME = "link_map.gexf"
