@@ -7,6 +7,7 @@ version (a digest of the state) whenever its state changed, which marks the late
 """
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from pydantic import Field
@@ -15,8 +16,10 @@ from assets.jobs import POOL_ANALYSIS
 from assets.metadata import png_markdown
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
-from topicmap.clusters.mutation import StreamConfig
-from topicmap.clusters.store import MIN_STORIES, build_topic_clusters, build_topic_week, stale_weeks
+from topicmap.clusters.names import MIN_STORIES
+
+if TYPE_CHECKING:
+    from topicmap.clusters.mutation import StreamConfig
 
 CLUSTERS_GROUP = "clusters"
 CLUSTERS_TAGS = {"topicmap/stage": "clusters"}
@@ -55,7 +58,9 @@ class ClusterWeeksConfig(dg.Config):
     )
     seed: int = Field(default=0, description="Seed of the random indexing and of KMeans.")
 
-    def stream_config(self) -> StreamConfig:
+    def stream_config(self) -> "StreamConfig":
+        from topicmap.clusters.mutation import StreamConfig  # scikit-learn loads with the run
+
         return StreamConfig(
             k_min=self.k_min,
             k_max=self.k_max,
@@ -93,6 +98,8 @@ def _picture(path: Path, alt: str) -> dict[str, dg.MetadataValue]:
 def clusters(
     context: dg.AssetExecutionContext, config: ClustersConfig, store: TopicStoreResource
 ) -> dg.MaterializeResult:
+    from topicmap.clusters.store import build_topic_clusters  # scikit-learn loads with the run
+
     result = build_topic_clusters(
         store.open(), context.partition_key, k_min=config.k_min, k_max=config.k_max, seed=config.seed
     )
@@ -156,6 +163,8 @@ def cluster_weeks(
 ) -> dg.MaterializeResult:
     keys = context.partition_key.keys_by_dimension
     topic, week = keys["topic"], keys["week"]
+    from topicmap.clusters.store import build_topic_week, stale_weeks
+
     built = build_topic_week(store.open(), topic, week, config.stream_config())
     step, state = built.step, built.step.state
     edges = step.edges

@@ -1,6 +1,8 @@
 """The spider: one materialization per iteration of the topic's fetched links, stories and links."""
 
 import json
+import os
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from sqlalchemy import func, select
@@ -12,9 +14,10 @@ from assets.seeds import seeds
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from topicmap.spider.claims import Shard
-from topicmap.spider.iteration import IterationPlan, IterationReport, Spider, SpiderError
 from topicmap.store import schema as s
+
+if TYPE_CHECKING:
+    from topicmap.spider.iteration import IterationReport, Spider
 
 SPIDER_GROUP = "spider"
 SPIDER_TAGS = {"topicmap/stage": "spider"}
@@ -70,6 +73,8 @@ def spider_iteration(
     topics_file: TopicsFileResource,
     page_source: PageSourceResource,
 ):
+    from topicmap.spider.iteration import Spider  # the fetchers and HTML extractors load here
+
     topic = topics_file.topic(context.partition_key)
     topic_store = store.open()
     topic_store.upsert_topic(topic)
@@ -80,8 +85,10 @@ def spider_iteration(
         yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
 
 
-def _failing_the_topic(topic_store, spider: Spider, step):  # noqa: ANN001, ANN202
+def _failing_the_topic(topic_store, spider: "Spider", step):  # noqa: ANN001, ANN202
     """Run a spider step; a SpiderError marks the topic failed (with why) and fails the run."""
+    from topicmap.spider.iteration import SpiderError
+
     try:
         return step()
     except SpiderError as exc:
@@ -89,7 +96,7 @@ def _failing_the_topic(topic_store, spider: Spider, step):  # noqa: ANN001, ANN2
         raise dg.Failure(str(exc), allow_retries=False) from exc
 
 
-def iteration_metadata(topic_store, topics_id: int, report: IterationReport) -> dict[str, dict]:  # noqa: ANN001
+def iteration_metadata(topic_store, topics_id: int, report: "IterationReport") -> dict[str, dict]:  # noqa: ANN001
     """The three spider assets' metadata after an iteration (the topic's state is recorded too)."""
     if report.done:
         topic_store.set_topic_state(topics_id, "spidering completed", f"{report.iteration} iterations")
@@ -173,7 +180,7 @@ def iteration_metadata(topic_store, topics_id: int, report: IterationReport) -> 
 #
 # plan (seeds, which iteration, the topic's size) -> N shard steps (each claims and fetches the pending URLs
 # whose URL hash falls in its shard; on any Celery worker) -> finish (link mining, link pointing, metrics,
-# health). Selected by TOPICMAP_SPIDER_SHARDS > 1 (orchestration/celery_app.py); the outcome is the same as
+# health). Selected by TOPICMAP_SPIDER_SHARDS > 1 (spider_shards below); the outcome is the same as
 # the single-step asset's, because every URL is claimed before it is fetched and resolved against what was
 # known when the iteration started (topicmap.spider.claims, Spider.process_pending).
 
@@ -183,6 +190,18 @@ SPIDER_ASSET_DESCRIPTIONS = {
     "relevant_stories": "Rows in topic_stories: the stories that match the topic, with the iteration that found them.",
     "topic_links": "Rows in topic_links: links mined from topic stories, pointed at the story they lead to.",
 }
+
+
+def spider_shards() -> int:
+    """How many shard steps one spider iteration fans out into (TOPICMAP_SPIDER_SHARDS, default 1)."""
+    raw = os.environ.get("TOPICMAP_SPIDER_SHARDS") or "1"
+    try:
+        shards = int(raw)
+    except ValueError:
+        raise ValueError(f"TOPICMAP_SPIDER_SHARDS must be a whole number >= 1, got {raw!r}") from None
+    if shards < 1:
+        raise ValueError(f"TOPICMAP_SPIDER_SHARDS must be >= 1, got {shards}")
+    return shards
 
 
 class SpiderShardsConfig(dg.Config):
@@ -202,7 +221,7 @@ def spider_plan(
     store: TopicStoreResource,
     topics_file: TopicsFileResource,
 ):
-    from orchestration.celery_app import spider_shards
+    from topicmap.spider.iteration import Spider
 
     count = config.shards or spider_shards()
     if count < 1:
@@ -236,6 +255,9 @@ def spider_shard(
     topics_file: TopicsFileResource,
     page_source: PageSourceResource,
 ) -> dict:
+    from topicmap.spider.claims import Shard
+    from topicmap.spider.iteration import IterationPlan, Spider
+
     plan = IterationPlan.from_json(shard["plan"])
     topic = topics_file.topic(plan.topic)
     topic_store = store.open()
@@ -260,6 +282,8 @@ def spider_finish(
     store: TopicStoreResource,
     topics_file: TopicsFileResource,
 ):
+    from topicmap.spider.iteration import IterationPlan, IterationReport, Spider
+
     iteration_plan = IterationPlan.from_json(plan)
     topic = topics_file.topic(iteration_plan.topic)
     topic_store = store.open()

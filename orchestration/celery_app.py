@@ -19,67 +19,12 @@ is keyed, and the URLs the first run wrote are not pending any more.
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
-from dagster_celery import celery_executor
 from dagster_celery.config import DEFAULT_CONFIG, dict_wrapper
 from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_task
 
-DEFAULT_BROKER = "amqp://guest:guest@127.0.0.1:5672//"
-DEFAULT_BACKEND = "rpc://"
-
-#: what every worker and the run's executor must agree on (worker-side: acks and redelivery)
-CELERY_SETTINGS = {
-    "task_acks_late": True,
-    "task_reject_on_worker_lost": True,
-    "worker_prefetch_multiplier": 1,  # a worker holds no task it has not started: a free worker takes it
-    "broker_connection_retry_on_startup": True,
-}
-
-
-def broker_url() -> str:
-    return os.environ.get("TOPICMAP_CELERY_BROKER") or DEFAULT_BROKER
-
-
-def backend_url() -> str:
-    return os.environ.get("TOPICMAP_CELERY_BACKEND") or DEFAULT_BACKEND
-
-
-def spider_shards() -> int:
-    """How many shard steps one spider iteration fans out into (TOPICMAP_SPIDER_SHARDS, default 1)."""
-    raw = os.environ.get("TOPICMAP_SPIDER_SHARDS") or "1"
-    try:
-        shards = int(raw)
-    except ValueError:
-        raise ValueError(f"TOPICMAP_SPIDER_SHARDS must be a whole number >= 1, got {raw!r}") from None
-    if shards < 1:
-        raise ValueError(f"TOPICMAP_SPIDER_SHARDS must be >= 1, got {shards}")
-    return shards
-
-
-def executor_from_env() -> dg.ExecutorDefinition | None:
-    """The celery executor when TOPICMAP_EXECUTOR=celery; None keeps Dagster's default executor."""
-    choice = (os.environ.get("TOPICMAP_EXECUTOR") or "").strip().lower()
-    if choice in ("", "default", "multiprocess", "in_process"):
-        return None
-    if choice != "celery":
-        raise ValueError(f"TOPICMAP_EXECUTOR must be 'celery' or unset, got {choice!r}")
-    # The broker URL may carry a password: it is passed as an env reference, never as a literal in run config.
-    return celery_executor.configured(
-        {
-            "broker": {"env": "TOPICMAP_CELERY_BROKER"}
-            if os.environ.get("TOPICMAP_CELERY_BROKER")
-            else DEFAULT_BROKER,
-            "backend": {"env": "TOPICMAP_CELERY_BACKEND"}
-            if os.environ.get("TOPICMAP_CELERY_BACKEND")
-            else DEFAULT_BACKEND,
-            "config_source": CELERY_SETTINGS,
-        },
-        name="topicmap_celery",
-    )
-
+from orchestration.executor import CELERY_SETTINGS, backend_url, broker_url
 
 # The worker app: `celery -A orchestration.celery_app worker`. dagster-celery's execute_plan task on an app with
 # our broker, backend and settings (its stock `dagster_celery.app` would use early acknowledgement).

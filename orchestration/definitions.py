@@ -11,11 +11,11 @@ from assets.archive import archive_stories
 from assets.clusters import cluster_weeks, clusters
 from assets.jobs import ALL_JOBS
 from assets.seeds import seeds
-from assets.spider import spider_iteration, spider_iteration_sharded
+from assets.spider import spider_iteration, spider_iteration_sharded, spider_shards
 from assets.warc_export import story_warc_archive
 from orchestration import commoncrawl, dedup, snapshots, social
-from orchestration.celery_app import executor_from_env, spider_shards
 from orchestration.env import env_or
+from orchestration.executor import executor_from_env
 from resources.archive import ArchiveDropsResource
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
@@ -45,7 +45,7 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
 # One Definitions per stage (orchestration/<stage>.py), merged here with the shared resources. The module
 # holds no other Definitions object, so tools that look for "the" Definitions find this one.
 # TOPICMAP_SPIDER_SHARDS > 1: each iteration fans out into shard steps; TOPICMAP_EXECUTOR=celery runs steps on
-# Celery workers (orchestration/celery_app.py, deploy/celery.md). Unset: one step, in process.
+# Celery workers (orchestration/executor.py, orchestration/celery_app.py, deploy/celery.md). Unset: one step, in process.
 spider_assets = spider_iteration_sharded if spider_shards() > 1 else spider_iteration
 defs = dg.Definitions.merge(
     dg.Definitions(

@@ -1,12 +1,15 @@
 """Where archive drops (CSV, Parquet, WARC) are picked up, and the bounds they are read under."""
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from pydantic import Field
 
-from topicmap.archive.warc import MIB, ReadLimits
 from topicmap.store.topic_store import topicmap_home
+
+if TYPE_CHECKING:
+    from topicmap.archive.warc import ReadLimits
 
 ARCHIVE_SUFFIXES = (".csv", ".parquet", ".pq", ".warc", ".warc.gz", ".arc", ".arc.gz")
 
@@ -31,7 +34,9 @@ class ArchiveDropsResource(dg.ConfigurableResource):
     def folder(self) -> Path:
         return Path(self.drops_dir) if self.drops_dir else topicmap_home() / "drops"
 
-    def read_limits(self) -> ReadLimits:
+    def read_limits(self) -> "ReadLimits":
+        from topicmap.archive.warc import MIB, ReadLimits  # warcio loads with the run that reads drops
+
         return ReadLimits(
             max_payload_bytes=self.max_payload_mib * MIB, max_file_bytes=self.max_file_mib * MIB
         )

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal
 import dagster as dg
 from pydantic import Field
 
-from topicmap.web.fetch import (
+from topicmap.web.fetch_limits import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_REDIRECTS,
     DEFAULT_MAX_RETRIES,

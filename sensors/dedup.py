@@ -7,7 +7,6 @@ from assets.dedup import deduped_media, deduped_stories
 from assets.partitions import topics_partitions
 from resources.dedup import MediaDupsResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
-from topicmap.dedup.store import media_dups_digest
 
 
 @dg.sensor(
@@ -23,6 +22,8 @@ from topicmap.dedup.store import media_dups_digest
 )
 def media_dups_changed(context: dg.SensorEvaluationContext, media_dups: MediaDupsResource) -> dg.SensorResult:
     path = media_dups.file()
+    from topicmap.dedup.store import media_dups_digest  # pandas loads with the tick, not the code location
+
     digest = media_dups_digest(path) or "none"  # a removed list is a change too (nothing more to apply)
     if context.cursor is None:
         return dg.SensorResult(

@@ -40,8 +40,6 @@ import requests
 from warcio.archiveiterator import ArchiveIterator
 
 from topicmap.store.topic_store import NewStory
-from topicmap.web.extract import decode_html, extract_story
-from topicmap.web.fetch import retry_after_seconds
 from topicmap.web.media import medium_url_and_name
 from topicmap.web.netguard import AddressPolicy, AddressRefused, GuardedHTTPAdapter
 from topicmap.web.urls import is_http_url
@@ -188,6 +186,8 @@ class _Http:
         self.retries = 0  # how many retries were needed (metadata: a sign the server asked us to slow down)
 
     def backoff(self, attempt: int, response: requests.Response | None) -> float:
+        from topicmap.web.fetch import retry_after_seconds  # the fetcher loads its HTML extractors
+
         hinted = retry_after_seconds(response.headers.get("Retry-After")) if response is not None else None
         base = self.settings.backoff_seconds * (2**attempt)
         delay = hinted if hinted is not None else base * (0.5 + random.random() / 2)
@@ -508,6 +508,9 @@ def story_from_page(page: FetchedPage, url: str | None = None) -> NewStory:
     mime, charset = _mime_and_charset(page.content_type)
     if mime is not None and mime not in HTML_MIME_TYPES:
         raise StoryRejected("not html", f"{url}: content type {mime}")
+    # trafilatura and friends load with the first page, not with whoever only reads the settings
+    from topicmap.web.extract import decode_html, extract_story
+
     text = decode_html(page.payload, charset)
     extracted = extract_story(text, url)
     if not (extracted.title or "").strip() and not (extracted.text or "").strip():

@@ -10,5 +10,18 @@
 working; code inside the repository imports from the modules.
 """
 
-from topicmap.clusters.model import *  # noqa: F403  (the stable public path)
-from topicmap.clusters.streaming import StreamingKMeans  # noqa: F401  (topicmap.clusters.StreamingKMeans)
+import importlib
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """The stable public names, loaded on first use: importing a submodule (``topicmap.clusters.names``) must
+    not pull in scikit-learn for a code location that only declares the stage."""
+    if name == "StreamingKMeans":
+        from topicmap.clusters.streaming import StreamingKMeans
+
+        return StreamingKMeans
+    model = importlib.import_module("topicmap.clusters.model")
+    if name.startswith("_") or not hasattr(model, name):
+        raise AttributeError(f"module 'topicmap.clusters' has no attribute {name!r}")
+    return getattr(model, name)

@@ -43,12 +43,12 @@ from topicmap.clusters.mutation import (
     advance,
     write_gexf,
 )
+from topicmap.clusters.names import MIN_STORIES
 from topicmap.clusters.pictures import draw_mutation_graph, draw_sse_curve, draw_stream_graph
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, topicmap_home, utc
 
 #: below this many stories a topic is not clustered (KMeans on a handful of texts says nothing)
-MIN_STORIES = 10
 
 
 class ClusterStateError(RuntimeError):

@@ -61,6 +61,12 @@ import urllib3.exceptions
 from requests.cookies import RequestsCookieJar
 
 from topicmap.web.extract import decode_html
+from topicmap.web.fetch_limits import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_REDIRECTS,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TOTAL_TIMEOUT,
+)
 from topicmap.web.netguard import AddressPolicy, AddressRefused, GuardedHTTPAdapter, last_request_sent_at
 from topicmap.web.robots import MAX_ROBOTS_BYTES, RobotsRules, product_token
 from topicmap.web.throttle import (
@@ -74,12 +80,6 @@ from topicmap.web.throttle import (
 log = logging.getLogger(__name__)
 
 DEFAULT_USER_AGENT = "topicmap/0.1 (+https://github.com/topicmap; research crawler)"
-MiB = 1024 * 1024
-# Defaults a polite crawler picks (Scrapy retries twice; 30 s is what a person waits for a page at most).
-DEFAULT_TOTAL_TIMEOUT = 30.0
-DEFAULT_MAX_RETRIES = 2
-DEFAULT_MAX_BODY_BYTES = 10 * MiB
-DEFAULT_MAX_REDIRECTS = 7
 HTML_CONTENT_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
