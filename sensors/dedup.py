@@ -23,6 +23,8 @@ from topicmap.dedup.store import media_dups_digest
 )
 def media_dups_changed(context: dg.SensorEvaluationContext, media_dups: MediaDupsResource) -> dg.SensorResult:
     path = media_dups.file()
+    if path is None:
+        return dg.SensorResult(skip_reason=dg.SkipReason("no duplicate-media list configured"))
     digest = media_dups_digest(path) or "none"  # a removed list is a change too (nothing more to apply)
     if context.cursor is None:
         return dg.SensorResult(
