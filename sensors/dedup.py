@@ -22,6 +22,8 @@ from sensors.settings import SENSOR_INTERVAL_SECONDS
 )
 def media_dups_changed(context: dg.SensorEvaluationContext, media_dups: MediaDupsResource) -> dg.SensorResult:
     path = media_dups.file()
+    if path is None:
+        return dg.SensorResult(skip_reason=dg.SkipReason("no duplicate-media list configured"))
     from topicmap.dedup.store import media_dups_digest  # pandas loads with the tick, not the code location
 
     digest = media_dups_digest(path) or "none"  # a removed list is a change too (nothing more to apply)

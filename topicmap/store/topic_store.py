@@ -199,6 +199,8 @@ class TopicStore:
         # INSERT ... ON CONFLICT statements by (table, keys, returning, update): built once, so SQLAlchemy's
         # compiled-statement cache is hit without recomputing the statement's cache key on every call.
         self._statements: dict[tuple, Any] = {}
+        # Whether `stories` has the schema-6 reading columns (a store opened without upgrading may not).
+        self._has_reading_columns: bool | None = None
 
     # ------------------------------------------------------------------ opening and upgrading
 
@@ -257,6 +259,7 @@ class TopicStore:
             for version in range(current + 1, target + 1):
                 self._apply_version(conn, version)
                 log.info("topic store upgraded to schema version %d", version)
+        self._has_reading_columns = None
         return max(current, target)
 
     def _lock_for_upgrade(self, conn: Connection) -> None:
@@ -456,6 +459,13 @@ class TopicStore:
         with self.engine.begin() as conn:
             return self.insert_stories(conn, batch, source)
 
+    def _reading_columns(self, conn: Connection) -> bool:
+        """Does `stories` have the schema-6 columns (title_method, language_method, publish_utc_offset)?"""
+        if self._has_reading_columns is None:
+            names = {column["name"] for column in inspect(conn).get_columns("stories")}
+            self._has_reading_columns = {"title_method", "language_method", "publish_utc_offset"} <= names
+        return self._has_reading_columns
+
     def insert_stories(self, conn: Connection, batch: Sequence[NewStory], source: str) -> AddStoriesResult:
         """``add_stories`` inside the caller's transaction (the spider writes a batch of URLs at once)."""
         st = s.stories
@@ -476,11 +486,14 @@ class TopicStore:
                     "language": story.language,
                     "source": source[:256],
                     "date_guess_method": (story.date_guess_method or "")[:64] or None,
-                    "title_method": (story.title_method or "")[:64] or None,
-                    "language_method": (story.language_method or "")[:32] or None,
-                    "publish_utc_offset": utc_offset_minutes(story.publish_date),
                 }
             )
+            if self._reading_columns(conn):
+                rows[-1].update(
+                    title_method=(story.title_method or "")[:64] or None,
+                    language_method=(story.language_method or "")[:32] or None,
+                    publish_utc_offset=utc_offset_minutes(story.publish_date),
+                )
         created = self.insert_ignore(conn, st, rows, ["media_id", "guid"])
         # one indexed lookup per CHUNK guids instead of one per story
         ids_by_key: dict[tuple[int, str], int] = {}
