@@ -7,7 +7,7 @@ The rules live in topicmap.archive.commoncrawl (index client, Range fetcher), to
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import dagster as dg
@@ -206,10 +206,17 @@ ccnews_daily_job = dg.define_asset_job(
     tags={"dagster/max_runtime": "21600"},
 )
 
-#: Loads yesterday (the last whole day) every morning; stopped until a user turns it on.
-ccnews_yesterday_schedule = dg.build_schedule_from_partitioned_job(
-    ccnews_daily_job,
-    hour_of_day=6,
+
+@dg.schedule(
+    job=ccnews_daily_job,
+    cron_schedule="0 6 * * *",
+    execution_timezone="UTC",
     name="ccnews_yesterday",
     default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Loads yesterday's CC-NEWS partition (the last whole UTC day) every morning; stopped until turned on.",
 )
+def ccnews_yesterday_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    moment = context.scheduled_execution_time or datetime.now(UTC)
+    day = (moment.astimezone(UTC).date() - timedelta(days=1)).isoformat()
+    # one run per day: a tick evaluated twice (daemon restart) does not load the day twice
+    return dg.RunRequest(run_key=f"ccnews:{day}", partition_key=day)

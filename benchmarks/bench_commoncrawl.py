@@ -56,8 +56,8 @@ def corpus() -> list[bytes]:
     return [p.body for p in web.pages.values() if p.status == 200 and p.content_type == "text/html"]
 
 
-def extraction_rate(pages: list[bytes], n: int) -> float:
-    """Records per minute that extraction alone allows (one process, no I/O)."""
+def extraction_rate(pages: list[bytes], n: int) -> tuple[float, float]:
+    """Records per minute (wall, CPU) that extraction alone allows (one process, no I/O)."""
     start, cpu = time.perf_counter(), time.process_time()
     for i in range(n):
         page = FetchedPage(f"http://x{i}.bench.test/a/{i}", 200, "text/html", pages[i % len(pages)], None)
@@ -183,15 +183,20 @@ def main() -> None:
         f"\n{datetime.now(UTC):%Y-%m-%d}, {os.cpu_count()} cores, {platform.machine()}, {len(pages)} distinct pages, "
         f"{args.records} captures over {args.outlets} outlets"
     )
-    print(f"extraction alone (1 process, no I/O): {extraction:,.0f} records/min")
+    print(f"load average at the end: {os.getloadavg()}")
     print(
-        "| worker processes | captures | stories | rejected | loading time (s) | records/min | per process | vs seed (50/min/process) |"
+        f"extraction alone (1 process, no I/O): {extraction:,.0f} records/min, {extraction_cpu:,.0f} per CPU-minute"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| worker processes | captures | stories | rejected | loading time (s) | records/min | per process "
+        "| vs seed (50/min/process) | worker CPU (s) | records per CPU-minute |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(
             f"| {r['workers']} | {r['captures']} | {r['stories']} | {r['rejected']} | {r['loading_s']:.1f} | "
-            f"{r['per_min']:,.0f} | {r['per_min_per_process']:,.0f} | {r['per_min_per_process'] / 50:.0f}x |"
+            f"{r['per_min']:,.0f} | {r['per_min_per_process']:,.0f} | {r['per_min_per_process'] / 50:.0f}x | "
+            f"{r['cpu_s']:.0f} | {r['per_cpu_min']:,.0f} |"
         )
     if len(results) > 1:
         print(

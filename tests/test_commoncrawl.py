@@ -406,7 +406,6 @@ def test_ccnews_partition_asset_and_yesterday_schedule(tmp_path: Path, web) -> N
         data.close()
     # The schedule loads yesterday, and starts stopped.
     assert ccnews_yesterday_schedule.default_status == dg.DefaultScheduleStatus.STOPPED
-    context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 3, 2, 6, 0, tzinfo=UTC))
     defs = dg.Definitions(
         assets=[ccnews_stories],
         jobs=[ccnews_daily_job],
@@ -414,5 +413,9 @@ def test_ccnews_partition_asset_and_yesterday_schedule(tmp_path: Path, web) -> N
         resources=resources,
     )
     schedule = defs.resolve_schedule_def("ccnews_yesterday")
+    context = dg.build_schedule_context(
+        scheduled_execution_time=datetime(2026, 3, 2, 6, 0, tzinfo=UTC),
+        repository_def=defs.get_repository_def(),
+    )
     requests = list(schedule.evaluate_tick(context).run_requests or [])
     assert [r.partition_key for r in requests] == ["2026-03-01"]

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import and_, func, or_, select, text, update
+from sqlalchemy import and_, func, or_, select, update
 
 from topicmap.archive.commoncrawl import (
     Capture,
@@ -507,5 +507,4 @@ __all__ = [
     "claim_outlet",
     "enqueue_outlets",
     "queue_counts",
-    "text",
 ]
