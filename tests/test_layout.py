@@ -69,9 +69,9 @@ def test_library_packages_import_only_the_layers_below(package: str) -> None:
     for path in (LIBRARY / package).rglob("*.py"):
         for name, type_only in _imports(path):
             target = _library_package(name)
-            if target and target != package and target in ALLOWED and target not in ALLOWED[package]:
-                if not type_only:
-                    offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+            upward = target and target != package and target in ALLOWED and target not in ALLOWED[package]
+            if upward and not type_only:
+                offenders.append(f"{path.relative_to(ROOT)} imports {name}")
     assert offenders == [], "a package imports one above it (or beside it)"
 
 
