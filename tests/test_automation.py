@@ -255,8 +255,13 @@ def test_snapshots_are_requested_only_for_spidered_topics_missing_or_stale(store
     instance = store_world["instance"]
     resources = {"store": TopicStoreResource(database_url=store_world["db_url"])}
 
+    def weekly_answer() -> dg.SkipReason | list[dg.RunRequest]:
+        # as a context manager: the schedule context opens its own instance from the ref and must close it
+        with dg.build_schedule_context(instance=instance, resources=resources) as context:
+            return weekly_snapshots(context)
+
     def weekly() -> list[dg.RunRequest]:
-        answer = weekly_snapshots(dg.build_schedule_context(instance=instance, resources=resources))
+        answer = weekly_answer()
         return [] if isinstance(answer, dg.SkipReason) else list(answer)
 
     def late() -> dg.SensorResult:
@@ -295,5 +300,5 @@ def test_snapshots_are_requested_only_for_spidered_topics_missing_or_stale(store
     # a topic removed from the topics file keeps its data but is no longer refreshed
     with store.engine.begin() as conn:
         conn.execute(update(s.topics).values(removed_from_config=True))
-    skipped = weekly_snapshots(dg.build_schedule_context(instance=instance, resources=resources))
+    skipped = weekly_answer()
     assert isinstance(skipped, dg.SkipReason) and "removed from the topics file" in skipped.skip_message
