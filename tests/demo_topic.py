@@ -120,7 +120,7 @@ def run_in_process(post_spider: bool) -> dict[str, int]:
     import dagster as dg
 
     from orchestration.definitions import defs
-    from orchestration.runs import materialize_selection
+    from orchestration.runs import run_job
     from topicmap.spider.plan import decide, read_spider_facts
     from topicmap.topics.declarations import load_topics
 
@@ -128,16 +128,16 @@ def run_in_process(post_spider: bool) -> dict[str, int]:
     topic = load_topics(os.environ["TOPICMAP_TOPICS_FILE"]).by_name()[TOPIC]
     if not instance.has_dynamic_partition("topics", TOPIC):
         instance.add_dynamic_partitions("topics", [TOPIC])
-    materialize_selection(defs, instance, ["archive_stories"])
-    materialize_selection(defs, instance, ["seeds"], TOPIC)
+    run_job(defs, instance, "archive_job")
+    run_job(defs, instance, "seeds_job", TOPIC)
     store = TopicStore.open()
     while True:
         decision = decide(read_spider_facts(store, TOPIC, topic.max_iterations), None, time.time())
         if decision.action != "run_iteration":
             break
-        materialize_selection(defs, instance, SPIDER_ASSETS, TOPIC)
-    for asset in DEDUP_ASSETS + (LATER_ASSETS if post_spider else []):
-        materialize_selection(defs, instance, [asset], TOPIC)
+        run_job(defs, instance, "spider_iteration_job", TOPIC)
+    stages = DEDUP_ASSETS + (LATER_ASSETS if post_spider else [])
+    run_job(defs, instance, "post_spider_job", TOPIC, asset_selection=stages)
     return store_counts(store)
 
 
