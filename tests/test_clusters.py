@@ -162,6 +162,9 @@ def test_labels_skip_stop_words_of_the_stories_languages() -> None:
     assert set(named[2]) <= set(VOCABULARIES["football"])  # not "said", "told", "officials"
     unnamed = top_terms(texts, labels, [0, 1, 2], languages=["en"] * 50)
     assert set(unnamed[0]) & set(french)  # without the stories' language, French stop words name the cluster
+    # stories whose language is unknown (None from the store, NaN through pandas) are clustered all the same
+    unknown = top_terms(texts, labels, [0, 1, 2], languages=["fr"] * 19 + [None, float("nan")] + ["en"] * 29)
+    assert set(unknown[0]) == {"inondation", "barrage", "rivière"}
 
 
 def test_clustering_is_deterministic_for_a_seed() -> None:
