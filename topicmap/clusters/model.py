@@ -394,7 +394,9 @@ def _stop_words_for(languages: tuple[str, ...]) -> frozenset[str]:
 def stop_words(languages: Sequence[str | None] | None) -> frozenset[str]:
     """English stop words, newswire boilerplate, and the stop words of each language the stories are in."""
     # a story whose language is unknown reads back from the store as None, or NaN through pandas: no stop words
-    codes = sorted({lang.split("-")[0].lower() for lang in (languages or []) if isinstance(lang, str) and lang})
+    codes = sorted(
+        {lang.split("-")[0].lower() for lang in (languages or []) if isinstance(lang, str) and lang}
+    )
     return _stop_words_for(tuple(codes))
 
 
