@@ -4,7 +4,9 @@ usage: python tests/spider_worker.py DB_URL SCHEMA TOPIC_JSON PAGE_SOURCE_JSON [
 """
 
 import json
+import os
 import sys
+import time
 from datetime import date
 from pathlib import Path
 
@@ -44,6 +46,7 @@ def main() -> None:
         FetcherSource(fetcher, max_workers=4, interval_overrides={"*": interval}),
         log=lambda line: print(line, flush=True),
     )
+    wait_for_the_others()
     processed = 0
     for _ in range(40):
         report = spider.run_iteration()
@@ -52,6 +55,17 @@ def main() -> None:
             break
     print(f"PROCESSED {processed}", flush=True)  # this process's share (several may spider one topic)
     print("DONE", flush=True)
+
+
+def wait_for_the_others() -> None:
+    """With TOPICMAP_TEST_START_BARRIER (a folder), say we are ready and start when the test says go, so that
+    concurrent spiders really overlap (on a quiet machine one would otherwise finish while another imports)."""
+    barrier = os.environ.get("TOPICMAP_TEST_START_BARRIER")
+    if not barrier:
+        return
+    Path(barrier, f"ready-{os.getpid()}").touch()
+    while not Path(barrier, "go").exists():
+        time.sleep(0.01)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,9 @@ NO_PROGRESS_SECONDS = 300.0
 #: MonitoringDaemon (poll 5 s here) through PidCheckingRunLauncher at the latest one poll later
 FAILURE_DETECTION_BOUND_SECONDS = 90.0
 #: per-domain politeness on the demo web: slow enough that an iteration runs for a while (to be killed)
-SPIDER_INTERVAL = 1.5
+# Slow enough that an iteration writes several batches (one every 5 s) on a quiet machine too, so a run is
+# caught with rows written on both sides of the kill; a faster crawl can finish between two polls.
+SPIDER_INTERVAL = 4.0
 IN_PROGRESS = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"}
 PID_EVENT = re.compile(r"Started process for run \(pid: (\d+)\)")
 T = TypeVar("T")
