@@ -15,7 +15,17 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from assets.jobs import POST_SPIDER_ASSETS, SPIDER_ASSETS
 from tests.conftest import postgres_url, require_postgres
+
+#: the assets of the named jobs (assets/jobs.py) the tests look for in runs
+JOB_ASSETS: dict[str, list[str]] = {
+    "archive_job": ["archive_stories"],
+    "seeds_job": ["seeds"],
+    "spider_iteration_job": SPIDER_ASSETS,
+    "post_spider_job": POST_SPIDER_ASSETS,
+    "snapshot_job": ["snapshots"],
+}
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -193,13 +203,15 @@ class DagsterGraphQL:
         data = self.query(
             "query($filter: RunsFilter) { runsOrError(filter: $filter, limit: 500) { __typename "
             "... on Runs { results { runId status creationTime startTime endTime "
-            "tags { key value } assetSelection { path } } } } }",
+            "jobName tags { key value } assetSelection { path } } } } }",
             filter={"tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]},
         )
         runs = data["runsOrError"]["results"]
         for run in runs:
             run["tags"] = {tag["key"]: tag["value"] for tag in run["tags"]}
-            run["assets"] = {"/".join(key["path"]) for key in run["assetSelection"] or []}
+            # a named job's run has no run-level asset selection: its assets are the job's own
+            selected = {"/".join(key["path"]) for key in run["assetSelection"] or []}
+            run["assets"] = selected or set(JOB_ASSETS.get(run["jobName"], ()))
         return runs
 
     def run_messages(self, run_id: str) -> list[str]:

@@ -54,7 +54,8 @@ NO_PROGRESS_SECONDS = 300.0
 #: MonitoringDaemon (poll 5 s here) through PidCheckingRunLauncher at the latest one poll later
 FAILURE_DETECTION_BOUND_SECONDS = 90.0
 #: per-domain politeness on the demo web: slow enough that an iteration runs for a while (to be killed)
-# Slow enough that a spider run is still running when the test sees its worker's pid, on a quiet machine too.
+# Slow enough that an iteration writes several batches (one every 5 s) on a quiet machine too, so a run is
+# caught with rows written on both sides of the kill.
 SPIDER_INTERVAL = 4.0
 IN_PROGRESS = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"}
 PID_EVENT = re.compile(r"Started process for run \(pid: (\d+)\)")
@@ -254,18 +255,17 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
             )
             if pid is None:
                 continue
-            # kill it as soon as its worker is known: on a quiet machine an iteration can finish between two
-            # polls, so waiting for a batch of rows to land first may never catch one (the store must still end
-            # equal to an in-process run's, whatever the kill interrupted)
-            watched[run["runId"]] = deployed.processed_urls()
-            return run, pid
+            processed = deployed.processed_urls()
+            before = watched.setdefault(run["runId"], processed)
+            if processed > before:  # the run has written a batch: kill it with rows on both sides
+                return run, pid
         if any(r["status"] == "SUCCESS" for r in deployed.topic_runs() if "snapshots" in r["assets"]):
             pytest.fail(
                 f"every spider run finished before it could be killed; raise SPIDER_INTERVAL ({watched})"
             )
         return None
 
-    victim, pid = deployed.wait_for("a running spider run with a known worker", killable_run, poll=0.3)
+    victim, pid = deployed.wait_for("a spider run that has written rows", killable_run, poll=0.3)
     tree = [pid, *descendants(pid)]  # the run worker and its step process
     for member in tree:
         os.kill(member, signal.SIGKILL)
