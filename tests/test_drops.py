@@ -32,6 +32,7 @@ from tests.shared_data import WARC_DIR
 from topicmap.archive.drops import (
     ArchiveFileError,
     archive_file_record,
+    iter_drop,
     load_drop,
     parse_drop,
 )
@@ -45,7 +46,7 @@ from topicmap.archive.warc import (
     read_warc_pages,
 )
 from topicmap.store import schema as s
-from topicmap.store.topic_store import TopicStore
+from topicmap.store.topic_store import NewStory, TopicStore
 from topicmap.topics.seeding import read_seed_url_csv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -454,3 +455,27 @@ def test_real_files_read_clean_under_the_caps_and_report_when_cut(tmp_path: Path
         errors = []
         list(read_warc_pages(cut, errors=errors))
         assert errors and errors[-1].file_level, size
+
+
+def test_a_generic_crawl_page_keeps_its_own_day_and_how_it_was_read(tmp_path: Path) -> None:
+    """A WARC drop of a generic crawl goes through the spider's extraction: the story keeps the page's own
+    UTC offset (its calendar day) and records how its title, date and language were found."""
+    html = (
+        b"<html lang='en'><head><title>Storm hits the coast | Daily Bugle</title>"
+        b'<meta property="og:title" content="Storm hits the coast">'
+        b'<meta property="article:published_time" content="2026-02-03T23:30:00+09:00"></head>'
+        b"<body><article><h1>Storm hits the coast</h1><p>"
+        + b"The storm reached the coast late on Tuesday and cut power to thousands of homes. " * 6
+        + b"</p></article></body></html>"
+    )
+    drop = tmp_path / "crawl.warc.gz"
+    drop.write_bytes(
+        _response_member("https://bugle.test/2026/02/03/storm", html, [("Content-Type", "text/html")])
+    )
+    stories = [item for item in iter_drop(drop) if isinstance(item, NewStory)]
+    assert len(stories) == 1
+    story = stories[0]
+    assert story.title == "Storm hits the coast"
+    assert story.publish_date is not None and story.publish_date.isoformat() == "2026-02-03T23:30:00+09:00"
+    assert story.title_method and story.date_guess_method and story.language_method
+    assert story.language == "en"

@@ -321,3 +321,41 @@ def test_a_url_whose_story_cannot_be_stored_ends_in_error_and_the_rest_of_its_ba
         topic_stories = conn.execute(select(ts.c.stories_id)).scalars().all()
     assert message.startswith("RuntimeError: disk full while creating the medium of site2.test")
     assert len(topic_stories) == len(set(topic_stories)) == 4  # the seed and three stories, once each
+
+
+def test_urls_longer_than_the_store_holds_are_never_cut(store: TopicStore) -> None:
+    """A cut URL is another URL: an over-long link is left out (and said so), a redirect to an over-long URL
+    keeps the URL that was asked for, and the store refuses to cut what it is given."""
+    long_link = "https://post.test/2026/02/09/climate?" + "q=" + "x" * 1100
+    long_target = "https://deep.test/2026/02/07/climate-3?" + "r=" + "y" * 1100
+    web = dict(WEB)
+    web["https://ledger.test/2026/02/03/carbon-tax"] = page(
+        "Carbon tax debate",
+        "Lawmakers debate the climate bill.",
+        [long_link, "https://post.test/2026/02/05/emissions", "https://redirect.test/to-long"],
+    )
+    web["https://redirect.test/to-long"] = (301, long_target)
+    web[long_target] = page("Climate far away", "A climate story behind a long redirect.")
+    topic = make_topic(store, max_iterations=3)
+    logged: list[str] = []
+    run_to_end(Spider(store, topic, DictSource(web), log=logged.append))
+
+    with store.engine.connect() as conn:
+        url_columns = [
+            (s.topic_fetch_urls, s.topic_fetch_urls.c.url),
+            (s.topic_fetch_urls, s.topic_fetch_urls.c.redirect_url),
+            (s.topic_links, s.topic_links.c.url),
+            (s.stories, s.stories.c.url),
+            (s.story_urls, s.story_urls.c.url),
+        ]
+        stored = {u for _, column in url_columns for u in conn.execute(select(column)).scalars() if u}
+    assert not any(u.startswith((long_link[:200], long_target[:200])) for u in stored), "a cut URL was stored"
+    assert any("1 link(s) longer than the store's 1024 characters left out" in line for line in logged)
+    found = states(store)
+    assert found["https://redirect.test/to-long"] == "story added"  # kept under the URL that was asked for
+    assert "https://post.test/2026/02/05/emissions" in found
+
+    with pytest.raises(ValueError, match="seed url is 1139 characters, longer than the store's 1024"):
+        store.add_seed_urls(1, [{"url": long_link, "source": "test"}])
+    with pytest.raises(ValueError, match="url is .* characters, longer than the store's 1024"):
+        store.add_stories([NewStory(url=long_link, title="t", text="x", publish_date=None)], source="test")

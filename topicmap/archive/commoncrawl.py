@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 import requests
 from warcio.archiveiterator import ArchiveIterator
 
+from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory
 from topicmap.web.media import medium_url_and_name
 from topicmap.web.netguard import AddressPolicy, AddressRefused, GuardedHTTPAdapter
@@ -503,6 +504,10 @@ def story_from_page(page: FetchedPage, url: str | None = None) -> NewStory:
     url = url or page.url
     if not is_http_url(url) or medium_url_and_name(url) is None:
         raise StoryRejected("not an http(s) url", f"url {url!r} is not an absolute http(s) URL of a medium")
+    if not s.url_fits(url):  # never cut: a cut URL is another URL
+        raise StoryRejected(
+            "url too long", f"url is {len(url)} characters, over {s.MAX_URL_LENGTH}: {url[:80]}..."
+        )
     if page.status is not None and page.status != 200:
         raise StoryRejected(f"http {page.status}", f"{url}: captured with HTTP {page.status}")
     mime, charset = _mime_and_charset(page.content_type)
@@ -515,13 +520,9 @@ def story_from_page(page: FetchedPage, url: str | None = None) -> NewStory:
     extracted = extract_story(text, url)
     if not (extracted.title or "").strip() and not (extracted.text or "").strip():
         raise StoryRejected("no title or text", f"{url}: extraction found neither title nor text")
-    return NewStory(
-        url=url,
-        title=extracted.title,
-        text=extracted.text,
-        publish_date=extracted.publish_date,
-        description=extracted.description,
-        language=extracted.language,
+    return NewStory.from_extracted(
+        url,
+        extracted,
         collect_date=page.captured_at,
         html=page.payload,
         encoding=charset or "utf-8",

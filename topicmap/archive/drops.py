@@ -166,15 +166,19 @@ def story_from_row(row: dict, now: datetime | None = None) -> NewStory:
     html = row.get("html")
     if isinstance(html, str):
         html = html.encode("utf-8")
-    return NewStory(
-        url=url,
-        title=title.strip() if isinstance(title, str) else None,
-        text=text if isinstance(text, str) else "",
-        publish_date=publish_date,
-        medium_name=medium.strip() if isinstance(medium, str) and medium.strip() else None,
-        html=html if isinstance(html, bytes) and html else None,
-        encoding="utf-8" if html else None,
-    )
+    fields = {
+        "title": title.strip() if isinstance(title, str) else None,
+        "text": text if isinstance(text, str) else "",
+        "medium_name": medium.strip() if isinstance(medium, str) and medium.strip() else None,
+        "html": html if isinstance(html, bytes) and html else None,
+        "encoding": "utf-8" if html else None,
+    }
+    extracted = row.get("extracted")
+    if extracted is not None:
+        # a page of a generic crawl, read by the spider's extraction: its date keeps the page's own UTC offset
+        # (the page's calendar day), and how title, date and language were found is kept with the story
+        return NewStory.from_extracted(url, extracted, **fields)
+    return NewStory(url=url, publish_date=publish_date, **fields)
 
 
 def _check_columns(
@@ -307,6 +311,7 @@ def _warc_rows(path: Path, limits: ReadLimits) -> Iterator[SourceRow | RowError]
                 "title": extracted.title,
                 "text": extracted.text,
                 "publish_date": extracted.publish_date,
+                "extracted": extracted,
             }
         yield SourceRow(record["offset"], record["offset"], record, unit="offset")
     for error in errors:

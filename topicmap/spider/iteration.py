@@ -631,7 +631,7 @@ class Spider:
         assume_match: bool = False,
         topic_links_id: int | None = None,
     ) -> dict:
-        url = url[: s.MAX_URL_LENGTH]
+        url = s.checked_url(url)
         return {
             "topics_id": self.topics_id,
             "url": url,
@@ -668,7 +668,7 @@ class Spider:
 
         Two indexed queries per 500 variants for the whole batch, instead of two per URL."""
         variants = sorted(
-            {v[: s.MAX_URL_LENGTH] for row in rows for v in (url_variants(row["url"]) or [row["url"]])}
+            {v for row in rows for v in (url_variants(row["url"]) or [row["url"]]) if s.url_fits(v)}
         )
         f, su, st, media = s.topic_fetch_urls, s.story_urls, s.stories, s.media
         started_at, max_stories_id = self._known_at
@@ -713,7 +713,7 @@ class Spider:
         url = row["url"]
         if is_ignored_url(url) or is_ignored_url(normalize_url_lossy(url) or ""):
             return _Resolution(row, IGNORED, code=403, message="matches the ignore pattern")
-        variants = [v[: s.MAX_URL_LENGTH] for v in (url_variants(url) or [url])]
+        variants = [v for v in (url_variants(url) or [url]) if s.url_fits(v)]
         failures = [
             known[v]["failure"]
             for v in variants
@@ -737,7 +737,7 @@ class Spider:
         indexed lookup there covers Media Cloud's three (stories.url, stories.guid, story_urls.url). Only
         stories known when the iteration started count (see ``_known_outcomes``): a redirect to a story
         another URL of the same iteration added is "story added" whichever worker got there first."""
-        candidates = sorted({u[: s.MAX_URL_LENGTH] for u in urls if u})
+        candidates = sorted({u for u in urls if u and s.url_fits(u)})
         if not candidates:
             return None
         st, su, media = s.stories, s.story_urls, s.media
@@ -774,6 +774,9 @@ class Spider:
             message = outcome.error or f"HTTP {outcome.status}"
             return _Resolution(row, REQUEST_FAILED, code=outcome.status, message=message)
         final_url = outcome.final_url or outcome.url
+        if not s.url_fits(final_url):
+            # redirected to a URL the store cannot hold whole: the story keeps the URL that was asked for
+            final_url = outcome.url
         redirect_url = final_url if final_url != outcome.url else None
         if redirect_url:
             if is_ignored_url(redirect_url):
@@ -793,16 +796,9 @@ class Spider:
         # one parse gives the story and its links; the links are mined when the batch is written. The text the
         # source decoded (with the charset the server declared) is extracted: no second decoding.
         extracted, links = extract_story_and_links(outcome.text or outcome.content, final_url)
-        story = NewStory(
-            url=final_url,
-            title=extracted.title,
-            text=extracted.text,
-            publish_date=extracted.publish_date,
-            description=extracted.description,
-            language=extracted.language,
-            date_guess_method=extracted.date_method,
-            title_method=extracted.title_method,
-            language_method=extracted.language_method,
+        story = NewStory.from_extracted(
+            final_url,
+            extracted,
             guid=final_url,
             html=outcome.content,
             html_gz=page_gz.result(),
@@ -874,9 +870,9 @@ class Spider:
                 conn,
                 s.story_urls,
                 [
-                    {"stories_id": story_of[i], "url": batch[i].fetched_url[: s.MAX_URL_LENGTH]}
+                    {"stories_id": story_of[i], "url": batch[i].fetched_url}
                     for i in new
-                    if batch[i].fetched_url
+                    if batch[i].fetched_url and s.url_fits(batch[i].fetched_url)
                 ],
                 ["stories_id", "url"],
             )
@@ -913,7 +909,7 @@ class Spider:
                     "b_code": r.code,
                     "b_message": (message or None) and message[:4000],
                     "b_stories_id": stories_id,
-                    "b_redirect_url": r.redirect_url and r.redirect_url[: s.MAX_URL_LENGTH],
+                    "b_redirect_url": r.redirect_url,
                     "b_fetch_date": now_utc(),
                 }
             )
@@ -1183,7 +1179,15 @@ class Spider:
                 continue
             domain = distinctive_domain(story.url) or ""
             next_iteration = story.iteration + 1
+            too_long = [link for link in story.links if not s.url_fits(link)]
+            if too_long:  # never cut (a cut URL is another URL): left out, and said so
+                self.log(
+                    f"{self.topic.name}: story {story.stories_id}: {len(too_long)} link(s) longer than the "
+                    f"store's {s.MAX_URL_LENGTH} characters left out, e.g. {too_long[0][:80]}..."
+                )
             for link in story.links:
+                if not s.url_fits(link):
+                    continue
                 if is_self_link(story.url, link):
                     if skip_self_link(story.url, link, self_links.get(domain, 0) + followed[domain]):
                         continue
@@ -1192,7 +1196,7 @@ class Spider:
                     {
                         "topics_id": self.topics_id,
                         "stories_id": story.stories_id,
-                        "url": link[: s.MAX_URL_LENGTH],
+                        "url": link,
                     }
                 )
                 if next_iteration <= self.topic.max_iterations:

@@ -36,7 +36,23 @@ metadata = MetaData()
 #: The newest schema version; ``schema_version`` holds the version a store is at.
 SCHEMA_VERSION = 9
 
+#: Every URL column is an indexed VARCHAR of this length that lookups match exactly (as Media Cloud's are). A
+#: longer URL is rejected or skipped with a reason, never cut: a cut URL is another URL.
 MAX_URL_LENGTH = 1024
+
+
+def url_fits(url: str) -> bool:
+    return len(url) <= MAX_URL_LENGTH
+
+
+def checked_url(url: str, what: str = "url") -> str:
+    """``url`` unchanged, or a ValueError that names it: callers reject over-long URLs before they get here."""
+    if not url_fits(url):
+        raise ValueError(
+            f"{what} is {len(url)} characters, longer than the store's {MAX_URL_LENGTH} "
+            f"(not cut, which would make it another URL): {url[:80]}..."
+        )
+    return url
 
 
 def _since(version: int) -> dict[str, int]:

@@ -44,6 +44,7 @@ from topicmap.web.urls import normalize_url_lossy
 
 if TYPE_CHECKING:  # the store sits below the stages: a topic is only a parameter type here
     from topicmap.topics.declarations import TopicConfig
+    from topicmap.web.extract import ExtractedStory
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +181,24 @@ class NewStory:
     html_gz: bytes | None = None
     encoding: str | None = None
     http_status: int | None = None
+
+    @classmethod
+    def from_extracted(cls, url: str, extracted: ExtractedStory, **fields: Any) -> NewStory:
+        """The story a page's extraction describes, with how its title, date and language were found: the one
+        way the spider, the Common Crawl loader and the drops turn an extracted page into a story, so every
+        source records the same facts. ``fields``: the page's own (html, encoding, collect_date, ...), which
+        win over the extraction's (a drop's cleaned title, say)."""
+        found = {
+            "title": extracted.title,
+            "text": extracted.text,
+            "publish_date": extracted.publish_date,
+            "description": extracted.description,
+            "language": extracted.language,
+            "date_guess_method": extracted.date_method,
+            "title_method": extracted.title_method,
+            "language_method": extracted.language_method,
+        }
+        return cls(url=url, **{**found, **fields})
 
 
 @dataclass
@@ -476,8 +495,8 @@ class TopicStore:
             rows.append(
                 {
                     "media_id": media_id,
-                    "url": story.url[: s.MAX_URL_LENGTH],
-                    "guid": (story.guid or story.url)[: s.MAX_URL_LENGTH],
+                    "url": s.checked_url(story.url),
+                    "guid": s.checked_url(story.guid or story.url, "guid"),
                     "title": (story.title or "").replace("\x00", "") or None,
                     "description": story.description,
                     "text": (story.text or "").replace("\x00", ""),
@@ -509,7 +528,8 @@ class TopicStore:
             stories_id = ids_by_key[(row["media_id"], row["guid"])]
             ids.append(stories_id)
             for url in {row["url"], row["guid"], normalize_url_lossy(row["url"]) or row["url"]}:
-                url_rows.append({"stories_id": stories_id, "url": url[: s.MAX_URL_LENGTH]})
+                if s.url_fits(url):  # a lookup alias: one that does not fit is not kept, never cut
+                    url_rows.append({"stories_id": stories_id, "url": url})
             if story.html:
                 download_rows.append(
                     {
@@ -647,7 +667,7 @@ class TopicStore:
         clean = [
             {
                 "topics_id": topics_id,
-                "url": r["url"][: s.MAX_URL_LENGTH],
+                "url": s.checked_url(r["url"], "seed url"),
                 "source": r["source"][:512],
                 "stories_id": r.get("stories_id"),
                 "publish_date": utc(r.get("publish_date")),
