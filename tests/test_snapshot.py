@@ -394,6 +394,24 @@ def test_weeks(result):
         assert snap.story_link_counts["stories_id"].tolist() == stories, key
 
 
+def test_timespans_count_the_publishers_calendar_day():
+    """203 is Monday Jan 26, 00:00 UTC; published at 19:00-05:00 it is Sunday Jan 25 where it appeared: its week is
+    the one of Jan 19. The exported publish_date stays UTC."""
+    stories = stories_frame()
+    stories["publish_utc_offset"] = [None] * len(stories)
+    stories.loc[stories["stories_id"] == 203, "publish_utc_offset"] = -300
+    shifted = compute_snapshot(stories, media_frame(), links_frame(), topic_timespans())
+    assert shifted["weekly_2026-01-19"].story_link_counts["stories_id"].tolist() == [102, 203, 302]
+    assert rows(shifted["weekly_2026-01-19"].story_links) == [(102, 302), (203, 302)]
+    assert rows(shifted["weekly_2026-01-26"].story_links) == []
+    overall = shifted["overall"].story_link_counts
+    assert list(overall.columns) == list(
+        compute_snapshot(stories_frame(), media_frame(), links_frame(), topic_timespans())[
+            "overall"
+        ].story_link_counts.columns
+    )
+
+
 def test_week_of_jan_12_counts(result):
     snap = result["weekly_2026-01-12"]
     assert rows(snap.story_link_counts, SLC) == [

@@ -412,7 +412,9 @@ def _prepare_topic(
             f"media.media_id repeats (merge duplicate media first): {np.unique(repeated)[:10].tolist()}"
         )
 
-    frame = stories[["stories_id", "media_id", "url", "title", "publish_date"]].copy()
+    columns = ["stories_id", "media_id", "url", "title", "publish_date"]
+    has_offsets = "publish_utc_offset" in stories.columns
+    frame = stories[columns + (["publish_utc_offset"] if has_offsets else [])].copy()
     frame["stories_id"] = _int_ids(frame["stories_id"], "stories.stories_id")
     frame["media_id"] = _int_ids(frame["media_id"], "stories.media_id")
     try:  # naive datetimes are taken as UTC, aware ones converted to it
@@ -434,6 +436,14 @@ def _prepare_topic(
         unknown = np.unique(frame["media_id"].to_numpy()[story_medium < 0])
         raise ValueError(f"stories refer to media_id(s) not in media: {unknown[:10].tolist()}")
     story_date = _utc_ns(frame["publish_date"])
+    if has_offsets:
+        # Timespans count the publisher's calendar day, as dedup does: the UTC time moved by the page's own UTC
+        # offset (minutes; unknown = 0), so a story of 23:30+09:00 is in that day's week in Tokyo, not the day's
+        # before. The exported publish_date stays UTC.
+        offsets = pd.to_numeric(frame["publish_utc_offset"], errors="coerce").fillna(0).to_numpy(np.int64)
+        dated = story_date != _NAT
+        story_date = np.where(dated, story_date + offsets * 60_000_000_000, story_date)
+        frame = frame.drop(columns="publish_utc_offset")
 
     n = len(story_ids)
     index = _IdIndex(story_ids)

@@ -65,7 +65,8 @@ from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, topicmap_home, utc
 
 #: Bumped whenever this code would write different files from the same inputs: part of every snapshot key.
-SNAPSHOT_CODE_VERSION = 2  # 2: no files for empty timespans, delta-encoded Parquet integers
+# 2: no files for empty timespans, delta-encoded Parquet integers; 3: timespans by the publisher's calendar day
+SNAPSHOT_CODE_VERSION = 3
 MANIFEST_NAME = "manifest.json"
 PROVENANCE_NAME = "provenance.json"
 GEXF_NAME = "link_map.gexf"
@@ -256,7 +257,9 @@ def _read_topic(conn: Connection, topics_id: int) -> dict[str, Any]:
     )
 
     story_rows = conn.execute(
-        select(st.c.stories_id, st.c.media_id, st.c.url, st.c.title, st.c.publish_date)
+        select(
+            st.c.stories_id, st.c.media_id, st.c.url, st.c.title, st.c.publish_date, st.c.publish_utc_offset
+        )
         .join(ts, ts.c.stories_id == st.c.stories_id)
         .where(ts.c.topics_id == topics_id)
         .order_by(st.c.stories_id)
@@ -299,6 +302,7 @@ def _read_topic(conn: Connection, topics_id: int) -> dict[str, Any]:
             "publish_date": _utc_dates([r[4] for r in story_rows]),
             "url": [r[2] for r in story_rows],
             "title": [r[3] for r in story_rows],
+            "publish_utc_offset": [r[5] for r in story_rows],
         }
     )
 
