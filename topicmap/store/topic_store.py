@@ -601,24 +601,6 @@ class TopicStore:
                 yield out
             last = rows[-1]["stories_id"]
 
-    def archive_file_loaded(self, sha256: str) -> bool:
-        with self.engine.connect() as conn:
-            found = conn.execute(
-                select(s.archive_files.c.archive_files_id).where(s.archive_files.c.sha256 == sha256)
-            )
-            return found.first() is not None
-
-    def record_archive_file(self, path: str, sha256: str, rows_loaded: int, rows_rejected: int) -> None:
-        row = {
-            "path": path[:2048],
-            "sha256": sha256,
-            "rows_loaded": rows_loaded,
-            "rows_rejected": rows_rejected,
-            "loaded_at": now_utc(),
-        }
-        with self.engine.begin() as conn:
-            self.insert_ignore(conn, s.archive_files, [row], ["sha256"])
-
     # ------------------------------------------------------------------ topics
 
     def upsert_topic(self, topic: TopicConfig) -> int:
