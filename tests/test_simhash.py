@@ -13,13 +13,16 @@ from topicmap.dedup.simhash import (
     FEATURE_VERSION,
     NearDuplicateIndex,
     fingerprint,
+    fingerprint_and_shingles,
     fingerprints,
     hamming,
     jaccard,
+    jaccard_sorted,
     near_duplicate_groups,
     near_duplicate_pairs,
     near_duplicate_pairs_with_distances,
     pair_distances,
+    shingle_array,
     shingle_set,
     verified_near_duplicate_pairs,
 )
@@ -249,6 +252,44 @@ def test_shingles_and_jaccard() -> None:
     assert len(shingle_set("a b c a b", 2)) == 3
     assert jaccard(shingle_set("a b c d", 2), shingle_set("a b c e", 2)) == pytest.approx(2 / 4)
     assert jaccard(set(), set()) == 1.0
+
+
+def test_shingle_arrays_hold_the_shingle_sets_and_give_the_same_jaccard() -> None:
+    """The lookup service's array path answers exactly what the set path answers (same floats)."""
+    originals = [" ".join(article_words(seed, n)) for seed, n in ((0, 400), (1, 900), (2, 50))]
+    texts = [*originals, "Ünïcode ÉTÉ été, été!", "one", "", "   ,;  ", "x y", "a b a b a b"]
+    rng = np.random.default_rng(3)
+    for text in originals:  # edited copies: partial overlaps, not only 0 and 1
+        words = text.split()
+        for position in rng.choice(len(words), len(words) // 10, replace=False):
+            words[position] = f"sub{position}"
+        texts.append(" ".join(words))
+    for size in (1, 2, 3):
+        arrays = [shingle_array(t, size) for t in texts]
+        for text, array in zip(texts, arrays, strict=True):
+            assert array.dtype == np.uint64 and (np.diff(array.astype(object)) > 0).all()
+            assert set(array.tolist()) == shingle_set(text, size)
+        for a, text_a in zip(arrays, texts, strict=True):
+            for b, text_b in zip(arrays, texts, strict=True):
+                assert jaccard_sorted(a, b) == jaccard(shingle_set(text_a, size), shingle_set(text_b, size))
+    for text in texts:  # the query's path: one set of features for both, the same fingerprint bits
+        value, array = fingerprint_and_shingles(text)
+        assert value == fingerprint(text) and np.array_equal(array, shingle_array(text))
+    assert 0.0 < jaccard_sorted(shingle_array(texts[0]), shingle_array(texts[-3])) < 1.0  # its copy
+    with pytest.raises(ValueError, match="shingle size"):
+        shingle_array("a b", 0)
+
+
+def test_the_query_path_gives_the_bulk_fingerprint_bit_for_bit() -> None:
+    """``fingerprint_and_shingles`` groups one text's features its own way; every bit must still agree."""
+    texts = [" ".join(article_words(seed, n)) for seed, n in enumerate((1, 2, 3, 5, 40, 400, 1500, 4000))]
+    texts += ["s0 s0 s0 s0", "v1 s0 v1 s0 v1", "Straße STRASSE straße", "ﬁne ﬁnd — “quoted” 3.5 x_y"]
+    for text in texts:
+        value, array = fingerprint_and_shingles(text)
+        assert value == fingerprint(text) == int(fingerprints([text, "other words"])[0])
+        assert set(array.tolist()) == shingle_set(text)
+    value, array = fingerprint_and_shingles(" ,. ")
+    assert value == 0 == fingerprint(" ,. ") and array.size == 0
 
 
 def test_verified_pairs_find_edited_copies_and_reject_unrelated() -> None:
