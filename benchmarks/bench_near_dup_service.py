@@ -18,7 +18,10 @@ Measured:
    shingle cache emptied first (every candidate shingled from its text), and with the cache as it is (warm);
    every query's three answers are checked equal;
 2. the same through HTTP (uvicorn on loopback, ``POST /near-duplicates``, one client): p50/p99;
-3. requests/s with N concurrent clients (threads with their own connection), and their p50/p99.
+3. requests/s with N concurrent clients (threads with their own connection), and their p50/p99;
+4. warm lookups in process while 5,000 new fingerprints are added every 0.5 s (a refresh as stories land),
+   the previous locking and the current one taken in turn (``lookups_while_fingerprints_land``); this grows
+   the index past 1,000,000, so it runs last.
 Wall-clock latencies depend on what else the machine runs; the CPU time of a lookup (the "CPU" rows) does not.
 
 Goal (issue 21): p99 <= 20 ms for a lookup against 1,000,000 fingerprints.
@@ -91,6 +94,66 @@ def previous_lookup(catalog: FingerprintCatalog, text: str) -> tuple[int, list[M
             matches.append(Match(stories_id, row.url, row.title, row.name, distance, similarity))
     matches.sort(key=lambda m: (m.hamming_distance, -m.shingle_similarity, m.stories_id))
     return value, matches[:20]
+
+
+def lookups_while_fingerprints_land(
+    catalog: FingerprintCatalog, queries: list[str], requests: int, next_id: int
+) -> list[tuple]:
+    """Warm lookups while batches of 5,000 new fingerprints are added (a refresh as stories land), paired:
+    the previous catalog held one lock over each add and each index query (so a lookup arriving during an add
+    waited for all of it); now a lookup never waits (the index publishes an add's arrays in one assignment)."""
+    lock = threading.Lock()
+    stop = threading.Event()
+    adds: list[float] = []
+
+    def land() -> None:
+        rng, start = np.random.default_rng(22), next_id
+        while not stop.is_set():
+            batch = rng.integers(0, 2**64, size=5000, dtype=np.uint64)
+            began = time.perf_counter()
+            with lock:
+                catalog.index.add(range(start, start - len(batch), -1), batch)
+            adds.append(time.perf_counter() - began)
+            start -= len(batch)
+            stop.wait(0.5)
+
+    def locked_candidates(value: int, max_distance: int) -> list[tuple[int, int]]:
+        with lock:
+            return catalog.index.query(value, max_distance)  # type: ignore[return-value]
+
+    unlocked_candidates = catalog.candidates
+    wall: dict[str, list[float]] = {"previous: lock over adds and queries": [], "now: no lock": []}
+    found = 0
+    lander = threading.Thread(target=land)
+    lander.start()
+    try:
+        for n in range(2 * requests):
+            name = list(wall)[n % 2]
+            catalog.candidates = locked_candidates if n % 2 == 0 else unlocked_candidates  # type: ignore[method-assign]
+            began = time.perf_counter()
+            _, matches = catalog.lookup(queries[(n // 2) % len(queries)])
+            wall[name].append(time.perf_counter() - began)
+            found += bool(matches)
+    finally:
+        catalog.candidates = unlocked_candidates  # type: ignore[method-assign]
+        stop.set()
+        lander.join()
+    print(f"while landing: {len(adds)} adds of 5,000 fingerprints, median {np.median(adds) * 1000:.0f} ms each, "
+          f"index at {len(catalog):,}")  # fmt: skip
+    rows = []
+    for name, samples in wall.items():
+        p50, p99 = percentiles(samples)
+        rows.append(
+            (
+                f"lookup (warm) while fingerprints land, {name}, wall clock",
+                1,
+                p50,
+                p99,
+                len(samples) / sum(samples),
+                found / (2 * requests),
+            )
+        )
+    return rows
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -241,9 +304,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         server.should_exit = True
         thread.join()
+        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak RSS after the HTTP rows (1,000,000 fingerprints): {rss_mb:.0f} MB")
+        rows.extend(lookups_while_fingerprints_land(catalog, queries, options.requests, -filler - 1))
         store.dispose()
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"peak RSS at the end: {rss_mb:.0f} MB")
+        print(f"peak RSS at the end (index grown while fingerprints landed): {rss_mb:.0f} MB")
 
     print(f"\nload average while measuring (2 cores, shared): {os.getloadavg()[0]:.1f}")
     print("| lookup | concurrent clients | p50 ms | p99 ms | requests/s | queries with a match |")

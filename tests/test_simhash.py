@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pandas as pd
@@ -222,6 +223,49 @@ def test_index_query_matches_brute_force_and_incremental_adds() -> None:
             got = index.query(int(values[q]))
             assert [(d, int(i.split("-")[1])) for i, d in got] == expected
     assert whole.query(int(values[5]), max_distance=0)[0] == ("story-5", 0)
+
+
+def test_queries_during_adds_see_the_index_of_before_or_after_each_add() -> None:
+    """The lookup service queries while its refresh adds: an answer is never of half an add."""
+    rng = np.random.default_rng(5)
+    stored = rng.integers(0, 2**64, 20_000, dtype=np.uint64)
+    query = int(stored[0])
+    batches = []
+    for _ in range(25):  # each add: random items and three near copies of the query, so answers change
+        flips = [
+            sum(1 << int(b) for b in rng.choice(64, int(rng.integers(1, 6)), replace=False)) for _ in range(3)
+        ]
+        batches.append(
+            np.concatenate(
+                (
+                    rng.integers(0, 2**64, 2000, dtype=np.uint64),
+                    np.array([query ^ f for f in flips], dtype=np.uint64),
+                )
+            )
+        )
+    index = NearDuplicateIndex(range(len(stored)), stored, max_distance=6)
+    states = [index.query(query)]
+    items = stored
+    for batch in batches:  # the answer after each add, from an index built in one go
+        items = np.concatenate((items, batch))
+        states.append(NearDuplicateIndex(range(len(items)), items, max_distance=6).query(query))
+    assert len({len(state) for state in states}) == len(states)  # every add changes the answer
+
+    def add_all() -> None:
+        start = len(stored)
+        for batch in batches:
+            index.add(range(start, start + len(batch)), batch)
+            start += len(batch)
+
+    writer = threading.Thread(target=add_all)
+    answers = []
+    writer.start()
+    while writer.is_alive():
+        answers.append(index.query(query))
+    writer.join()
+    answers.append(index.query(query))
+    assert all(answer in states for answer in answers)
+    assert answers[-1] == states[-1]
 
 
 def test_index_query_many_and_errors() -> None:

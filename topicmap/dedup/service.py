@@ -188,7 +188,8 @@ class FingerprintCatalog:
         self.shingle_cache = ShingleCache(shingle_cache_bytes)
         self.max_distance = max_distance
         self.index = NearDuplicateIndex(max_distance=max_distance)
-        self._lock = threading.Lock()  # add() rewrites the index's arrays; a query must not see half of it
+        # One refresh at a time (the index's adds must not overlap); lookups never wait for it: an add
+        # publishes the index's new arrays in one assignment.
         self._refresh_lock = threading.Lock()
         self.watermark = 0  # highest stories_id loaded (stories are only ever added)
         self.refreshed_at: float | None = None
@@ -222,8 +223,7 @@ class FingerprintCatalog:
                     ).all()
                 new_ids = [int(row.stories_id) for row in rows]
                 values = simhashes_from_db([row.simhash for row in rows])
-                with self._lock:
-                    self.index.add(new_ids, values)
+                self.index.add(new_ids, values)
                 self.watermark = max(ids)
                 loaded += len(new_ids)
                 if progress is not None:
@@ -232,8 +232,7 @@ class FingerprintCatalog:
         return loaded
 
     def candidates(self, value: int, max_distance: int) -> list[tuple[int, int]]:
-        with self._lock:
-            return self.index.query(value, max_distance)  # type: ignore[return-value]
+        return self.index.query(value, max_distance)  # type: ignore[return-value]
 
     def story_id_for_url(self, url: str) -> int | None:
         """The stored story known by this URL (any of its variants), or None."""

@@ -495,12 +495,26 @@ def near_duplicate_groups(pairs: np.ndarray, n: int) -> np.ndarray:
 # Stored index
 
 
+@dataclass(frozen=True)
+class _IndexArrays:
+    """One consistent state of an index's arrays: a query reads one of these, ``add`` publishes a new one."""
+
+    values: np.ndarray
+    sorted_keys: tuple[np.ndarray, ...]
+    sorted_positions: tuple[np.ndarray, ...]
+
+
 class NearDuplicateIndex:
     """Stored fingerprints answering "which known items are within k bits of this one?".
 
     Keeps, per block table, the keys sorted (and the item positions in that order); a query does one
     binary search per table and compares only items sharing the table's key. ``add`` merges new items
     into the sorted arrays without recomputing or re-sorting the stored ones.
+
+    Queries may run in other threads while one ``add`` runs (adds themselves must not overlap): ``add``
+    builds new arrays beside the old ones and publishes them in one assignment, so a query sees the items
+    of before or of after the add, never half of it, and never waits for it (an add to 1,000,000 items
+    takes ~35 ms of copying).
     """
 
     def __init__(
@@ -517,10 +531,13 @@ class NearDuplicateIndex:
         self._tables = _BlockTables.build(self.n_blocks, self.max_distance)
         self._ids: list[Hashable] = []
         self._id_set: set[Hashable] = set()
-        self._values = np.zeros(0, dtype=np.uint64)
+        empty = np.zeros(0, dtype=np.uint64)
         n_tables = len(self._tables.table_blocks)
-        self._sorted_keys: list[np.ndarray] = [self._tables.keys(self._values, t) for t in range(n_tables)]
-        self._sorted_positions: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(n_tables)]
+        self._arrays = _IndexArrays(
+            empty,
+            tuple(self._tables.keys(empty, t) for t in range(n_tables)),
+            tuple(np.zeros(0, dtype=np.int64) for _ in range(n_tables)),
+        )
         self.add(ids, fps)
 
     def __len__(self) -> int:
@@ -532,7 +549,7 @@ class NearDuplicateIndex:
 
     @property
     def fingerprints(self) -> np.ndarray:
-        return self._values.copy()
+        return self._arrays.values.copy()
 
     def add(self, ids: Iterable[Hashable], fps: Iterable[int] | np.ndarray) -> None:
         """Store more items; ids must be new and as many as the fingerprints."""
@@ -547,18 +564,23 @@ class NearDuplicateIndex:
         known = [i for i in new_ids if i in self._id_set]
         if known:
             raise ValueError(f"ids already in the index: {known[:5]}")
-        base = len(self._ids)
+        old = self._arrays
+        base = len(old.values)
         new_positions = np.arange(base, base + len(new_ids), dtype=np.int64)
+        sorted_keys, sorted_positions = [], []
         for table in range(len(self._tables.table_blocks)):
             new_keys = self._tables.keys(new_values, table)
             order = np.argsort(new_keys, kind="stable")
             new_keys, positions = new_keys[order], new_positions[order]
-            insert_at = np.searchsorted(self._sorted_keys[table], new_keys, side="right")
-            self._sorted_keys[table] = np.insert(self._sorted_keys[table], insert_at, new_keys)
-            self._sorted_positions[table] = np.insert(self._sorted_positions[table], insert_at, positions)
-        self._values = np.concatenate((self._values, new_values))
+            insert_at = np.searchsorted(old.sorted_keys[table], new_keys, side="right")
+            sorted_keys.append(np.insert(old.sorted_keys[table], insert_at, new_keys))
+            sorted_positions.append(np.insert(old.sorted_positions[table], insert_at, positions))
+        # ids first: a query of the new arrays maps positions to ids, one of the old arrays only old positions
         self._ids.extend(new_ids)
         self._id_set.update(new_ids)
+        self._arrays = _IndexArrays(
+            np.concatenate((old.values, new_values)), tuple(sorted_keys), tuple(sorted_positions)
+        )
 
     def query_many(
         self, fps: Iterable[int] | np.ndarray, max_distance: int | None = None
@@ -568,17 +590,18 @@ class NearDuplicateIndex:
         if k > self.max_distance:
             raise ValueError(f"this index was built for max_distance <= {self.max_distance}, asked {k}")
         queries = _as_fingerprint_array(fps, "fps")
+        arrays = self._arrays  # one state throughout, whatever an add publishes meanwhile
         found_q, found_p, found_d = [], [], []
         for table in range(len(self._tables.table_blocks)):
             keys = self._tables.keys(queries, table)
-            sorted_keys = self._sorted_keys[table]
+            sorted_keys = arrays.sorted_keys[table]
             lo = np.searchsorted(sorted_keys, keys, side="left")
             hi = np.searchsorted(sorted_keys, keys, side="right")
             sizes = hi - lo
             query_index = np.repeat(np.arange(len(queries)), sizes)
             slot = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
-            positions = self._sorted_positions[table][slot]
-            xor = queries[query_index] ^ self._values[positions]
+            positions = arrays.sorted_positions[table][slot]
+            xor = queries[query_index] ^ arrays.values[positions]
             distance = np.bitwise_count(xor).astype(np.int64)
             close = np.flatnonzero(distance <= k)
             keep = close[self._tables.reported_here(xor[close], table)]
