@@ -47,12 +47,10 @@ sys.path.insert(0, str(REPO))
 
 import httpx  # noqa: E402
 import uvicorn  # noqa: E402
-from sqlalchemy import select  # noqa: E402
 
 from tests.shared_data import NEWS_HTML  # noqa: E402
 from topicmap.dedup.service import MAX_CANDIDATES, FingerprintCatalog, Match, ShingleCache, create_app  # noqa: E402
 from topicmap.dedup.simhash import DEFAULT_MIN_JACCARD, fingerprint, jaccard, shingle_set  # noqa: E402
-from topicmap.store import schema as s  # noqa: E402
 from topicmap.store.topic_store import NewStory, TopicStore  # noqa: E402
 
 FOOTER = " This story was first published by a partner newspaper and is republished with permission."
@@ -73,16 +71,7 @@ def previous_lookup(catalog: FingerprintCatalog, text: str) -> tuple[int, list[M
     found = catalog.candidates(value, catalog.max_distance)[:MAX_CANDIDATES]
     if not found:
         return value, []
-    st, media = s.stories, s.media
-    with catalog.store.engine.connect() as conn:
-        details = {
-            row.stories_id: row
-            for row in conn.execute(
-                select(st.c.stories_id, st.c.url, st.c.title, st.c.text, media.c.name)
-                .join(media, media.c.media_id == st.c.media_id)
-                .where(st.c.stories_id.in_([i for i, _ in found]))
-            )
-        }
+    details = catalog.candidate_details([i for i, _ in found])  # the same query as before
     own = shingle_set(text)
     matches = []
     for stories_id, distance in found:
@@ -140,20 +129,17 @@ def lookups_while_fingerprints_land(
         lander.join()
     print(f"while landing: {len(adds)} adds of 5,000 fingerprints, median {np.median(adds) * 1000:.0f} ms each, "
           f"index at {len(catalog):,}")  # fmt: skip
-    rows = []
-    for name, samples in wall.items():
-        p50, p99 = percentiles(samples)
-        rows.append(
-            (
-                f"lookup (warm) while fingerprints land, {name}, wall clock",
-                1,
-                p50,
-                p99,
-                len(samples) / sum(samples),
-                found / (2 * requests),
-            )
-        )
-    return rows
+    share = found / (2 * requests)
+    return [
+        in_process_row(f"lookup (warm) while fingerprints land, {name}, wall clock", samples, share)
+        for name, samples in wall.items()
+    ]
+
+
+def in_process_row(name: str, samples: list[float], share: float) -> tuple:
+    """A table row for lookups one after another in process: the rate is 1 / mean latency."""
+    p50, p99 = percentiles(samples)
+    return (name, 1, p50, p99, len(samples) / sum(samples), share)
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -241,20 +227,11 @@ def main(argv: list[str] | None = None) -> int:
             if not answers[0] == answers[1] == answers[2]:
                 raise AssertionError(f"query {n}: the three lookups answered differently: {answers}")
             found += bool(answers[0][1])
-        rows = []
-        for name in names:
-            for kind, samples in (("wall clock", wall[name]), ("CPU time", cpu[name])):
-                p50, p99 = percentiles(samples)
-                rows.append(
-                    (
-                        f"{name} in process, {kind}",
-                        1,
-                        p50,
-                        p99,
-                        len(samples) / sum(samples),
-                        found / options.requests,
-                    )
-                )
+        rows = [
+            in_process_row(f"{name} in process, {kind}", samples, found / options.requests)
+            for name in names
+            for kind, samples in (("wall clock", wall[name]), ("CPU time", cpu[name]))
+        ]
         print(f"warm shingle cache after the in-process lookups: {len(warm_cache)} stories, "
               f"{warm_cache.bytes / 1e6:.1f} MB (bound {warm_cache.max_bytes / 1e6:.0f} MB), "
               f"{warm_cache.hits} hits, {warm_cache.misses} misses")  # fmt: skip

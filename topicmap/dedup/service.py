@@ -254,6 +254,19 @@ class FingerprintCatalog:
             ).scalar_one_or_none()
         return text or ""
 
+    def candidate_details(self, ids: list[int]) -> dict[int, Any]:
+        """Rows (stories_id, url, title, text, name of the medium) of these stories, by stories_id."""
+        st, media = s.stories, s.media
+        with self.store.engine.connect() as conn:
+            return {
+                row.stories_id: row
+                for row in conn.execute(
+                    select(st.c.stories_id, st.c.url, st.c.title, st.c.text, media.c.name)
+                    .join(media, media.c.media_id == st.c.media_id)
+                    .where(st.c.stories_id.in_(ids))
+                )
+            }
+
     def lookup(
         self,
         text: str,
@@ -268,16 +281,7 @@ class FingerprintCatalog:
         found = [(i, d) for i, d in self.candidates(value, k) if i != exclude][:MAX_CANDIDATES]
         if not found:
             return value, []
-        st, media = s.stories, s.media
-        with self.store.engine.connect() as conn:
-            details = {
-                row.stories_id: row
-                for row in conn.execute(
-                    select(st.c.stories_id, st.c.url, st.c.title, st.c.text, media.c.name)
-                    .join(media, media.c.media_id == st.c.media_id)
-                    .where(st.c.stories_id.in_([i for i, _ in found]))
-                )
-            }
+        details = self.candidate_details([i for i, _ in found])
         matches = []
         for stories_id, distance in found:
             row = details.get(stories_id)
