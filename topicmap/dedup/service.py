@@ -76,7 +76,8 @@ MAX_CANDIDATES = 500
 REFRESH_BATCH = 5000
 # Shingle arrays of stored stories kept between lookups (a long article's is ~60 KB, a median one's ~4 KB).
 DEFAULT_SHINGLE_CACHE_BYTES = 64 * 1024 * 1024
-_CACHE_ENTRY_OVERHEAD = 330  # bytes beside the array's data (dict slot, key, digest, tuple, array header): measured
+# Measured bytes of a cache entry beside its array's data (dict slot, key, digest, tuple, array header).
+_CACHE_ENTRY_OVERHEAD = 330
 TOKEN_ENV = "TOPICMAP_SERVICE_TOKEN"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
