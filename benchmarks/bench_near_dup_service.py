@@ -11,11 +11,18 @@ story: they cost what a million stored stories cost the index, and a random fing
 query with probability ~5e-12, so none of them reaches the database stage).
 
 Measured:
-1. lookup in process (``FingerprintCatalog.lookup``: fingerprint the text, query the index, read the candidates'
-   texts, shingle Jaccard): p50/p99 over ``--requests`` queries (each article's edited copy, in turn);
+1. lookup in process (``FingerprintCatalog.lookup``: fingerprint and shingle the text, query the index, read the
+   candidates' texts, shingle Jaccard): p50/p99 over ``--requests`` queries (each article's edited copy, in
+   turn), three ways taken in turn for each query (paired, so machine load hits all three alike): the previous
+   lookup (``previous_lookup`` below: Python-set shingles, the text tokenized twice), the lookup with its
+   shingle cache emptied first (every candidate shingled from its text), and with the cache as it is (warm);
+   every query's three answers are checked equal;
 2. the same through HTTP (uvicorn on loopback, ``POST /near-duplicates``, one client): p50/p99;
-3. requests/s with N concurrent clients (threads with their own connection), and their p50/p99.
-Wall-clock latencies depend on what else the machine runs; the CPU time of a lookup (row 1b) does not.
+3. requests/s with N concurrent clients (threads with their own connection), and their p50/p99;
+4. warm lookups in process while 5,000 new fingerprints are added every 0.5 s (a refresh as stories land),
+   the previous locking and the current one taken in turn (``lookups_while_fingerprints_land``); this grows
+   the index past 1,000,000, so it runs last.
+Wall-clock latencies depend on what else the machine runs; the CPU time of a lookup (the "CPU" rows) does not.
 
 Goal (issue 21): p99 <= 20 ms for a lookup against 1,000,000 fingerprints.
 """
@@ -42,7 +49,8 @@ import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 
 from tests.shared_data import NEWS_HTML  # noqa: E402
-from topicmap.dedup.service import FingerprintCatalog, create_app  # noqa: E402
+from topicmap.dedup.service import MAX_CANDIDATES, FingerprintCatalog, Match, ShingleCache, create_app  # noqa: E402
+from topicmap.dedup.simhash import DEFAULT_MIN_JACCARD, fingerprint, jaccard, shingle_set  # noqa: E402
 from topicmap.store.topic_store import NewStory, TopicStore  # noqa: E402
 
 FOOTER = " This story was first published by a partner newspaper and is republished with permission."
@@ -53,6 +61,85 @@ def edited(text: str, rng: random.Random, vocabulary: list[str], rate: float = 0
     for _ in range(max(1, int(len(words) * rate))):
         words[rng.randrange(len(words))] = rng.choice(vocabulary)
     return " ".join(words) + FOOTER
+
+
+def previous_lookup(catalog: FingerprintCatalog, text: str) -> tuple[int, list[Match]]:
+    """``FingerprintCatalog.lookup`` as it was before issue 21 point 6 (default options), for the paired
+    comparison: the text tokenized for its fingerprint and again for its shingles, every candidate's text
+    shingled into a Python set on every lookup."""
+    value = fingerprint(text)
+    found = catalog.candidates(value, catalog.max_distance)[:MAX_CANDIDATES]
+    if not found:
+        return value, []
+    details = catalog.candidate_details([i for i, _ in found])  # the same query as before
+    own = shingle_set(text)
+    matches = []
+    for stories_id, distance in found:
+        row = details.get(stories_id)
+        if row is None:
+            continue
+        similarity = jaccard(own, shingle_set(row.text or ""))
+        if similarity >= DEFAULT_MIN_JACCARD:
+            matches.append(Match(stories_id, row.url, row.title, row.name, distance, similarity))
+    matches.sort(key=lambda m: (m.hamming_distance, -m.shingle_similarity, m.stories_id))
+    return value, matches[:20]
+
+
+def lookups_while_fingerprints_land(
+    catalog: FingerprintCatalog, queries: list[str], requests: int, next_id: int
+) -> list[tuple]:
+    """Warm lookups while batches of 5,000 new fingerprints are added (a refresh as stories land), paired:
+    the previous catalog held one lock over each add and each index query (so a lookup arriving during an add
+    waited for all of it); now a lookup never waits (the index publishes an add's arrays in one assignment)."""
+    lock = threading.Lock()
+    stop = threading.Event()
+    adds: list[float] = []
+
+    def land() -> None:
+        rng, start = np.random.default_rng(22), next_id
+        while not stop.is_set():
+            batch = rng.integers(0, 2**64, size=5000, dtype=np.uint64)
+            began = time.perf_counter()
+            with lock:
+                catalog.index.add(range(start, start - len(batch), -1), batch)
+            adds.append(time.perf_counter() - began)
+            start -= len(batch)
+            stop.wait(0.5)
+
+    def locked_candidates(value: int, max_distance: int) -> list[tuple[int, int]]:
+        with lock:
+            return catalog.index.query(value, max_distance)  # type: ignore[return-value]
+
+    unlocked_candidates = catalog.candidates
+    wall: dict[str, list[float]] = {"previous: lock over adds and queries": [], "now: no lock": []}
+    found = 0
+    lander = threading.Thread(target=land)
+    lander.start()
+    try:
+        for n in range(2 * requests):
+            name = list(wall)[n % 2]
+            catalog.candidates = locked_candidates if n % 2 == 0 else unlocked_candidates  # type: ignore[method-assign]
+            began = time.perf_counter()
+            _, matches = catalog.lookup(queries[(n // 2) % len(queries)])
+            wall[name].append(time.perf_counter() - began)
+            found += bool(matches)
+    finally:
+        catalog.candidates = unlocked_candidates  # type: ignore[method-assign]
+        stop.set()
+        lander.join()
+    print(f"while landing: {len(adds)} adds of 5,000 fingerprints, median {np.median(adds) * 1000:.0f} ms each, "
+          f"index at {len(catalog):,}")  # fmt: skip
+    share = found / (2 * requests)
+    return [
+        in_process_row(f"lookup (warm) while fingerprints land, {name}, wall clock", samples, share)
+        for name, samples in wall.items()
+    ]
+
+
+def in_process_row(name: str, samples: list[float], share: float) -> tuple:
+    """A table row for lookups one after another in process: the rate is 1 / mean latency."""
+    p50, p99 = percentiles(samples)
+    return (name, 1, p50, p99, len(samples) / sum(samples), share)
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -103,24 +190,51 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(catalog):,} fingerprints ({real} stored stories), filler added in {build_seconds:.1f} s, "
               f"peak RSS {rss_mb:.0f} MB")  # fmt: skip
 
-        for query in queries[:20]:  # warm-up: token hash cache, SQLite page cache
+        # Warm-up: token hash cache, SQLite page cache, and every query's candidates in the (warm) shingle cache.
+        for query in queries:
             catalog.lookup(query)
-        in_process, cpu, found = [], [], 0
+            previous_lookup(catalog, query)
+
+        # Cold and warm lookups each have a shingle cache of their own, so the order of the three ways never
+        # warms the cold one's or empties the warm one's.
+        warm_cache, cold_cache = catalog.shingle_cache, ShingleCache(catalog.shingle_cache.max_bytes)
+
+        def cold_lookup(text: str) -> tuple[int, list[Match]]:
+            cold_cache.clear()  # inside the timing: clearing a dict of a few entries costs microseconds
+            catalog.shingle_cache = cold_cache
+            try:
+                return catalog.lookup(text)
+            finally:
+                catalog.shingle_cache = warm_cache
+
+        ways = {
+            "previous lookup": lambda text: previous_lookup(catalog, text),
+            "lookup, shingle cache cold": cold_lookup,
+            "lookup, shingle cache warm": catalog.lookup,
+        }
+        wall: dict[str, list[float]] = {name: [] for name in ways}
+        cpu: dict[str, list[float]] = {name: [] for name in ways}
+        found = 0
+        names = list(ways)
         for n in range(options.requests):
             query = queries[n % len(queries)]
-            began, began_cpu = time.perf_counter(), time.thread_time()
-            _, matches = catalog.lookup(query)
-            cpu.append(time.thread_time() - began_cpu)
-            in_process.append(time.perf_counter() - began)
-            found += bool(matches)
-        p50, p99 = percentiles(in_process)
+            answers = []
+            for name in names[n % 3 :] + names[: n % 3]:  # rotate the order: none always runs first
+                began, began_cpu = time.perf_counter(), time.thread_time()
+                answers.append(ways[name](query))
+                cpu[name].append(time.thread_time() - began_cpu)
+                wall[name].append(time.perf_counter() - began)
+            if not answers[0] == answers[1] == answers[2]:
+                raise AssertionError(f"query {n}: the three lookups answered differently: {answers}")
+            found += bool(answers[0][1])
         rows = [
-            ("lookup in process", 1, p50, p99, len(in_process) / sum(in_process), found / len(in_process))
+            in_process_row(f"{name} in process, {kind}", samples, found / options.requests)
+            for name in names
+            for kind, samples in (("wall clock", wall[name]), ("CPU time", cpu[name]))
         ]
-        p50, p99 = percentiles(cpu)
-        rows.append(
-            ("lookup in process, CPU time of the lookup", 1, p50, p99, len(cpu) / sum(cpu), found / len(cpu))
-        )
+        print(f"warm shingle cache after the in-process lookups: {len(warm_cache)} stories, "
+              f"{warm_cache.bytes / 1e6:.1f} MB (bound {warm_cache.max_bytes / 1e6:.0f} MB), "
+              f"{warm_cache.hits} hits, {warm_cache.misses} misses")  # fmt: skip
 
         app = create_app(catalog, refresh_seconds=0, load_on_start=False)
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
@@ -167,7 +281,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         server.should_exit = True
         thread.join()
+        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak RSS after the HTTP rows (1,000,000 fingerprints): {rss_mb:.0f} MB")
+        rows.extend(lookups_while_fingerprints_land(catalog, queries, options.requests, -filler - 1))
         store.dispose()
+        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak RSS at the end (index grown while fingerprints landed): {rss_mb:.0f} MB")
 
     print(f"\nload average while measuring (2 cores, shared): {os.getloadavg()[0]:.1f}")
     print("| lookup | concurrent clients | p50 ms | p99 ms | requests/s | queries with a match |")

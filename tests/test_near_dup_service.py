@@ -1,5 +1,6 @@
 """The near-duplicate lookup service: GET by URL (stored or fetched), POST a text, bad input, the SSRF guard,
-the bearer token off loopback, size caps, and fingerprints refreshed as stories land."""
+the bearer token off loopback, size caps, fingerprints refreshed as stories land, and cached shingles that
+never change an answer."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 import uvicorn
+from sqlalchemy import update
 
 from topicmap.dedup.service import MAX_BODY_BYTES, TOKEN_ENV, FingerprintCatalog, create_app, service_token
+from topicmap.dedup.simhash import jaccard, shingle_set
+from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore
 from topicmap.web.fetch import WebFetcher
 from topicmap.web.netguard import AddressPolicy
@@ -250,3 +254,57 @@ def test_new_stories_are_fingerprinted_and_found_after_a_refresh(stored: TopicSt
     assert catalog.refresh() == 1
     _, after = catalog.lookup(ARTICLE)
     assert "https://tribune.test/2026/02/06/carbon" in {m.url for m in after}
+
+
+def fresh_similarity(query: str, stored_text: str) -> float:
+    """The shingle similarity computed from scratch (Python sets), as the service computed it before."""
+    return jaccard(shingle_set(query), shingle_set(stored_text))
+
+
+def test_cached_shingles_never_outlive_the_text_they_came_from(stored: TopicStore) -> None:
+    catalog = FingerprintCatalog(stored)
+    catalog.refresh()
+    copy_id = catalog.story_id_for_url("https://gazette.test/news/carbon-plan-copy")
+    assert copy_id is not None
+    _, first = catalog.lookup(ARTICLE)
+    by_url = {m.url: m for m in first}
+    assert by_url["https://gazette.test/news/carbon-plan-copy"].shingle_similarity == fresh_similarity(
+        ARTICLE, COPY
+    )
+    assert catalog.lookup(ARTICLE)[1] == first and catalog.shingle_cache.hits >= 2  # served from the cache
+
+    # The copy's text is rewritten in the store (its stored fingerprint stays): the cached shingles are
+    # of the old text and must not be used.
+    rewritten = COPY + " Readers wrote in about the heat pumps, the solar panels and the insulation."
+    with stored.engine.begin() as conn:
+        conn.execute(update(s.stories).where(s.stories.c.stories_id == copy_id).values(text=rewritten))
+    _, second = catalog.lookup(ARTICLE)
+    similarity = {m.url: m.shingle_similarity for m in second}["https://gazette.test/news/carbon-plan-copy"]
+    assert similarity == fresh_similarity(ARTICLE, rewritten) != fresh_similarity(ARTICLE, COPY)
+
+    # A story that lands later is shingled from its own text once refreshed.
+    late = ARTICLE.replace("forty percent", "half") + " Updated at noon."
+    stored.add_stories(
+        [NewStory("https://tribune.test/carbon-late", "Carbon plan, late", late, when(7))], "spider"
+    )
+    catalog.refresh()
+    _, third = catalog.lookup(ARTICLE)
+    assert {m.url: m.shingle_similarity for m in third}["https://tribune.test/carbon-late"] == (
+        fresh_similarity(ARTICLE, late)
+    )
+
+
+def test_a_small_shingle_cache_stays_within_its_bound_and_answers_the_same(stored: TopicStore) -> None:
+    uncached = FingerprintCatalog(stored, shingle_cache_bytes=0)
+    small = FingerprintCatalog(
+        stored, shingle_cache_bytes=1500
+    )  # room for one of these stories (~0.9-1.2 KB)
+    answers = []
+    for catalog in (uncached, small):
+        catalog.refresh()
+        answers.append([catalog.lookup(text) for text in (ARTICLE, COPY, OTHER, ARTICLE)])
+    assert answers[0] == answers[1]
+    assert len(uncached.shingle_cache) == 0
+    assert 0 < small.shingle_cache.bytes <= 1500 and len(small.shingle_cache) == 1
+    with pytest.raises(ValueError, match="max_bytes"):
+        FingerprintCatalog(stored, shingle_cache_bytes=-1)

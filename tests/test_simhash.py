@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pandas as pd
@@ -13,13 +14,16 @@ from topicmap.dedup.simhash import (
     FEATURE_VERSION,
     NearDuplicateIndex,
     fingerprint,
+    fingerprint_and_shingles,
     fingerprints,
     hamming,
     jaccard,
+    jaccard_sorted,
     near_duplicate_groups,
     near_duplicate_pairs,
     near_duplicate_pairs_with_distances,
     pair_distances,
+    shingle_array,
     shingle_set,
     verified_near_duplicate_pairs,
 )
@@ -221,6 +225,49 @@ def test_index_query_matches_brute_force_and_incremental_adds() -> None:
     assert whole.query(int(values[5]), max_distance=0)[0] == ("story-5", 0)
 
 
+def test_queries_during_adds_see_the_index_of_before_or_after_each_add() -> None:
+    """The lookup service queries while its refresh adds: an answer is never of half an add."""
+    rng = np.random.default_rng(5)
+    stored = rng.integers(0, 2**64, 20_000, dtype=np.uint64)
+    query = int(stored[0])
+    batches = []
+    for _ in range(25):  # each add: random items and three near copies of the query, so answers change
+        flips = [
+            sum(1 << int(b) for b in rng.choice(64, int(rng.integers(1, 6)), replace=False)) for _ in range(3)
+        ]
+        batches.append(
+            np.concatenate(
+                (
+                    rng.integers(0, 2**64, 2000, dtype=np.uint64),
+                    np.array([query ^ f for f in flips], dtype=np.uint64),
+                )
+            )
+        )
+    index = NearDuplicateIndex(range(len(stored)), stored, max_distance=6)
+    states = [index.query(query)]
+    items = stored
+    for batch in batches:  # the answer after each add, from an index built in one go
+        items = np.concatenate((items, batch))
+        states.append(NearDuplicateIndex(range(len(items)), items, max_distance=6).query(query))
+    assert len({len(state) for state in states}) == len(states)  # every add changes the answer
+
+    def add_all() -> None:
+        start = len(stored)
+        for batch in batches:
+            index.add(range(start, start + len(batch)), batch)
+            start += len(batch)
+
+    writer = threading.Thread(target=add_all)
+    answers = []
+    writer.start()
+    while writer.is_alive():
+        answers.append(index.query(query))
+    writer.join()
+    answers.append(index.query(query))
+    assert all(answer in states for answer in answers)
+    assert answers[-1] == states[-1]
+
+
 def test_index_query_many_and_errors() -> None:
     assert NearDuplicateIndex(max_distance=2).query(123) == []
     index = NearDuplicateIndex([10, 20, 30], [0b0, 0b1, 0b1111], max_distance=3)
@@ -249,6 +296,44 @@ def test_shingles_and_jaccard() -> None:
     assert len(shingle_set("a b c a b", 2)) == 3
     assert jaccard(shingle_set("a b c d", 2), shingle_set("a b c e", 2)) == pytest.approx(2 / 4)
     assert jaccard(set(), set()) == 1.0
+
+
+def test_shingle_arrays_hold_the_shingle_sets_and_give_the_same_jaccard() -> None:
+    """The lookup service's array path answers exactly what the set path answers (same floats)."""
+    originals = [" ".join(article_words(seed, n)) for seed, n in ((0, 400), (1, 900), (2, 50))]
+    texts = [*originals, "Ünïcode ÉTÉ été, été!", "one", "", "   ,;  ", "x y", "a b a b a b"]
+    rng = np.random.default_rng(3)
+    for text in originals:  # edited copies: partial overlaps, not only 0 and 1
+        words = text.split()
+        for position in rng.choice(len(words), len(words) // 10, replace=False):
+            words[position] = f"sub{position}"
+        texts.append(" ".join(words))
+    for size in (1, 2, 3):
+        arrays = [shingle_array(t, size) for t in texts]
+        for text, array in zip(texts, arrays, strict=True):
+            assert array.dtype == np.uint64 and (np.diff(array.astype(object)) > 0).all()
+            assert set(array.tolist()) == shingle_set(text, size)
+        for a, text_a in zip(arrays, texts, strict=True):
+            for b, text_b in zip(arrays, texts, strict=True):
+                assert jaccard_sorted(a, b) == jaccard(shingle_set(text_a, size), shingle_set(text_b, size))
+    for text in texts:  # the query's path: one set of features for both, the same fingerprint bits
+        value, array = fingerprint_and_shingles(text)
+        assert value == fingerprint(text) and np.array_equal(array, shingle_array(text))
+    assert 0.0 < jaccard_sorted(shingle_array(texts[0]), shingle_array(texts[-3])) < 1.0  # its copy
+    with pytest.raises(ValueError, match="shingle size"):
+        shingle_array("a b", 0)
+
+
+def test_the_query_path_gives_the_bulk_fingerprint_bit_for_bit() -> None:
+    """``fingerprint_and_shingles`` groups one text's features its own way; every bit must still agree."""
+    texts = [" ".join(article_words(seed, n)) for seed, n in enumerate((1, 2, 3, 5, 40, 400, 1500, 4000))]
+    texts += ["s0 s0 s0 s0", "v1 s0 v1 s0 v1", "Straße STRASSE straße", "ﬁne ﬁnd — “quoted” 3.5 x_y"]
+    for text in texts:
+        value, array = fingerprint_and_shingles(text)
+        assert value == fingerprint(text) == int(fingerprints([text, "other words"])[0])
+        assert set(array.tolist()) == shingle_set(text)
+    value, array = fingerprint_and_shingles(" ,. ")
+    assert value == 0 == fingerprint(" ,. ") and array.size == 0
 
 
 def test_verified_pairs_find_edited_copies_and_reject_unrelated() -> None:

@@ -104,6 +104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     serve.add_argument("--refresh-seconds", type=float, default=10.0, help="how often new fingerprints load")
     serve.add_argument(
+        "--shingle-cache-mb",
+        type=int,
+        default=64,
+        help="memory for stored stories' shingles kept between lookups (0: none; answers never depend on it)",
+    )
+    serve.add_argument(
         "--allow-address",
         action="append",
         default=[],
@@ -145,7 +151,10 @@ def serve_command(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     store = TopicStore.open(args.database_url)
     fetcher = WebFetcher(max_body_bytes=MAX_FETCH_BYTES, policy=AddressPolicy(allow=args.allow_address))
-    app = create_app(FingerprintCatalog(store), fetcher, token=token, refresh_seconds=args.refresh_seconds)
+    if args.shingle_cache_mb < 0:
+        raise SystemExit(f"--shingle-cache-mb must be >= 0, got {args.shingle_cache_mb}")
+    catalog = FingerprintCatalog(store, shingle_cache_bytes=args.shingle_cache_mb * 1024 * 1024)
+    app = create_app(catalog, fetcher, token=token, refresh_seconds=args.refresh_seconds)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 

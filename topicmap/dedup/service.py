@@ -18,6 +18,8 @@ The fingerprints of every stored story (archive and topics) are held in memory (
 a :class:`~topicmap.dedup.simhash.NearDuplicateIndex`) and refreshed every ``refresh_seconds``: stories added
 since the last refresh are fingerprinted if they have no fingerprint yet (stored, so the assets reuse them)
 and added to the index. Texts, titles and URLs stay in the database and are read only for the candidates.
+A lookup tokenizes its text once (fingerprint and shingles); the candidates' shingle arrays are kept in a
+memory-bounded cache (:class:`ShingleCache`) that is used only for the very text it was computed from.
 
 Safety: the service binds to 127.0.0.1 unless told otherwise, and any other address requires a bearer token
 (from the environment, never logged); request bodies and fetched pages are size-capped.
@@ -26,16 +28,19 @@ Safety: the service binds to 127.0.0.1 unless told otherwise, and any other addr
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy import func, select
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -47,9 +52,9 @@ from topicmap.dedup.simhash import (
     DEFAULT_CANDIDATE_DISTANCE,
     DEFAULT_MIN_JACCARD,
     NearDuplicateIndex,
-    fingerprint,
-    jaccard,
-    shingle_set,
+    fingerprint_and_shingles,
+    jaccard_sorted,
+    shingle_array,
 )
 from topicmap.dedup.store import SIMHASH_FEATURE_VERSION, ensure_fingerprints, simhashes_from_db
 from topicmap.store import schema as s
@@ -69,6 +74,10 @@ DEFAULT_LIMIT = 20
 # huge cluster of copies.
 MAX_CANDIDATES = 500
 REFRESH_BATCH = 5000
+# Shingle arrays of stored stories kept between lookups (a long article's is ~60 KB, a median one's ~4 KB).
+DEFAULT_SHINGLE_CACHE_BYTES = 64 * 1024 * 1024
+# Measured bytes of a cache entry beside its array's data (dict slot, key, digest, tuple, array header).
+_CACHE_ENTRY_OVERHEAD = 330
 TOKEN_ENV = "TOPICMAP_SERVICE_TOKEN"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -109,14 +118,79 @@ class Match:
         }
 
 
-class FingerprintCatalog:
-    """Every stored story's simhash in memory, for lookups; ``refresh`` loads the stories added since."""
+class ShingleCache:
+    """Stored stories' shingle arrays (``shingle_array``), least recently used first out past ``max_bytes``.
 
-    def __init__(self, store: TopicStore, max_distance: int = DEFAULT_CANDIDATE_DISTANCE) -> None:
+    An entry is used only for the very text it was computed from (a blake2b digest of the text read with the
+    candidate, compared on every hit), so a story whose text changed in the store is shingled afresh: the
+    cache saves the tokenizing and hashing of a lookup's candidates, never changes an answer.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_SHINGLE_CACHE_BYTES) -> None:
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.hits = self.misses = 0
+        self._entries: OrderedDict[int, tuple[bytes, np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()  # lookups run in a thread pool
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @staticmethod
+    def _digest(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def shingles(self, stories_id: int, text: str) -> np.ndarray:
+        """The shingle array of this story's ``text`` (from the cache when it holds this very text)."""
+        digest = self._digest(text)
+        with self._lock:
+            entry = self._entries.get(stories_id)
+            if entry is not None and entry[0] == digest:
+                self._entries.move_to_end(stories_id)
+                self.hits += 1
+                return entry[1]
+            self.misses += 1
+        computed = shingle_array(text)  # outside the lock: other lookups go on meanwhile
+        size = computed.nbytes + _CACHE_ENTRY_OVERHEAD
+        if size > self.max_bytes:
+            return computed
+        with self._lock:
+            old = self._entries.pop(stories_id, None)
+            if old is not None:
+                self.bytes -= old[1].nbytes + _CACHE_ENTRY_OVERHEAD
+            self._entries[stories_id] = (digest, computed)
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.bytes -= dropped.nbytes + _CACHE_ENTRY_OVERHEAD
+        return computed
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0
+
+
+class FingerprintCatalog:
+    """Every stored story's simhash in memory, for lookups; ``refresh`` loads the stories added since.
+
+    ``shingle_cache_bytes`` bounds the memory of the stored stories' shingle arrays kept between lookups
+    (:class:`ShingleCache`; 0 keeps none)."""
+
+    def __init__(
+        self,
+        store: TopicStore,
+        max_distance: int = DEFAULT_CANDIDATE_DISTANCE,
+        shingle_cache_bytes: int = DEFAULT_SHINGLE_CACHE_BYTES,
+    ) -> None:
         self.store = store
+        self.shingle_cache = ShingleCache(shingle_cache_bytes)
         self.max_distance = max_distance
         self.index = NearDuplicateIndex(max_distance=max_distance)
-        self._lock = threading.Lock()  # add() rewrites the index's arrays; a query must not see half of it
+        # One refresh at a time (the index's adds must not overlap); lookups never wait for it: an add
+        # publishes the index's new arrays in one assignment.
         self._refresh_lock = threading.Lock()
         self.watermark = 0  # highest stories_id loaded (stories are only ever added)
         self.refreshed_at: float | None = None
@@ -150,8 +224,7 @@ class FingerprintCatalog:
                     ).all()
                 new_ids = [int(row.stories_id) for row in rows]
                 values = simhashes_from_db([row.simhash for row in rows])
-                with self._lock:
-                    self.index.add(new_ids, values)
+                self.index.add(new_ids, values)
                 self.watermark = max(ids)
                 loaded += len(new_ids)
                 if progress is not None:
@@ -160,8 +233,7 @@ class FingerprintCatalog:
         return loaded
 
     def candidates(self, value: int, max_distance: int) -> list[tuple[int, int]]:
-        with self._lock:
-            return self.index.query(value, max_distance)  # type: ignore[return-value]
+        return self.index.query(value, max_distance)  # type: ignore[return-value]
 
     def story_id_for_url(self, url: str) -> int | None:
         """The stored story known by this URL (any of its variants), or None."""
@@ -183,6 +255,19 @@ class FingerprintCatalog:
             ).scalar_one_or_none()
         return text or ""
 
+    def candidate_details(self, ids: list[int]) -> dict[int, Any]:
+        """Rows (stories_id, url, title, text, name of the medium) of these stories, by stories_id."""
+        st, media = s.stories, s.media
+        with self.store.engine.connect() as conn:
+            return {
+                row.stories_id: row
+                for row in conn.execute(
+                    select(st.c.stories_id, st.c.url, st.c.title, st.c.text, media.c.name)
+                    .join(media, media.c.media_id == st.c.media_id)
+                    .where(st.c.stories_id.in_(ids))
+                )
+            }
+
     def lookup(
         self,
         text: str,
@@ -193,27 +278,17 @@ class FingerprintCatalog:
     ) -> tuple[int, list[Match]]:
         """(fingerprint of text, stored stories near-duplicate to it), nearest first."""
         k = self.max_distance if max_distance is None else max_distance
-        value = fingerprint(text)
+        value, own = fingerprint_and_shingles(text)  # one tokenization, one set of features for both
         found = [(i, d) for i, d in self.candidates(value, k) if i != exclude][:MAX_CANDIDATES]
         if not found:
             return value, []
-        st, media = s.stories, s.media
-        with self.store.engine.connect() as conn:
-            details = {
-                row.stories_id: row
-                for row in conn.execute(
-                    select(st.c.stories_id, st.c.url, st.c.title, st.c.text, media.c.name)
-                    .join(media, media.c.media_id == st.c.media_id)
-                    .where(st.c.stories_id.in_([i for i, _ in found]))
-                )
-            }
-        own = shingle_set(text)
+        details = self.candidate_details([i for i, _ in found])
         matches = []
         for stories_id, distance in found:
             row = details.get(stories_id)
             if row is None:  # a fingerprint without a story (benchmark filler, or deleted): nothing to show
                 continue
-            similarity = jaccard(own, shingle_set(row.text or ""))
+            similarity = jaccard_sorted(own, self.shingle_cache.shingles(stories_id, row.text or ""))
             if similarity >= min_similarity:
                 matches.append(Match(stories_id, row.url, row.title, row.name, distance, similarity))
         matches.sort(key=lambda m: (m.hamming_distance, -m.shingle_similarity, m.stories_id))
@@ -459,6 +534,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_FETCH_BYTES",
     "Match",
+    "ShingleCache",
     "TOKEN_ENV",
     "create_app",
     "service_token",

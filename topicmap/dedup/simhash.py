@@ -105,8 +105,12 @@ def _doc_features(
     keys = doc_of_token * np.int64(pair_base) + token_ids
     unique_keys, counts = np.unique(keys, return_counts=True)
     docs = unique_keys // pair_base
-    weights = (counts * _WEIGHT_SCALE - _HAPAX_DISCOUNT) * (factor * _WEIGHT_QUANTUM)
-    return docs, unique_keys % pair_base, np.round(weights)
+    return docs, unique_keys % pair_base, _feature_weights(counts, factor)
+
+
+def _feature_weights(counts: np.ndarray, factor: float) -> np.ndarray:
+    """(c - 0.9) * factor for features seen c times, scaled and rounded to integer-valued floats."""
+    return np.round((counts * _WEIGHT_SCALE - _HAPAX_DISCOUNT) * (factor * _WEIGHT_QUANTUM))
 
 
 def _aggregate_bits(docs: np.ndarray, hashes: np.ndarray, weights: np.ndarray, n_docs: int) -> np.ndarray:
@@ -491,12 +495,26 @@ def near_duplicate_groups(pairs: np.ndarray, n: int) -> np.ndarray:
 # Stored index
 
 
+@dataclass(frozen=True)
+class _IndexArrays:
+    """One consistent state of an index's arrays: a query reads one of these, ``add`` publishes a new one."""
+
+    values: np.ndarray
+    sorted_keys: tuple[np.ndarray, ...]
+    sorted_positions: tuple[np.ndarray, ...]
+
+
 class NearDuplicateIndex:
     """Stored fingerprints answering "which known items are within k bits of this one?".
 
     Keeps, per block table, the keys sorted (and the item positions in that order); a query does one
     binary search per table and compares only items sharing the table's key. ``add`` merges new items
     into the sorted arrays without recomputing or re-sorting the stored ones.
+
+    Queries may run in other threads while one ``add`` runs (adds themselves must not overlap): ``add``
+    builds new arrays beside the old ones and publishes them in one assignment, so a query sees the items
+    of before or of after the add, never half of it, and never waits for it (an add to 1,000,000 items
+    takes ~35 ms of copying).
     """
 
     def __init__(
@@ -513,10 +531,13 @@ class NearDuplicateIndex:
         self._tables = _BlockTables.build(self.n_blocks, self.max_distance)
         self._ids: list[Hashable] = []
         self._id_set: set[Hashable] = set()
-        self._values = np.zeros(0, dtype=np.uint64)
+        empty = np.zeros(0, dtype=np.uint64)
         n_tables = len(self._tables.table_blocks)
-        self._sorted_keys: list[np.ndarray] = [self._tables.keys(self._values, t) for t in range(n_tables)]
-        self._sorted_positions: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(n_tables)]
+        self._arrays = _IndexArrays(
+            empty,
+            tuple(self._tables.keys(empty, t) for t in range(n_tables)),
+            tuple(np.zeros(0, dtype=np.int64) for _ in range(n_tables)),
+        )
         self.add(ids, fps)
 
     def __len__(self) -> int:
@@ -528,7 +549,7 @@ class NearDuplicateIndex:
 
     @property
     def fingerprints(self) -> np.ndarray:
-        return self._values.copy()
+        return self._arrays.values.copy()
 
     def add(self, ids: Iterable[Hashable], fps: Iterable[int] | np.ndarray) -> None:
         """Store more items; ids must be new and as many as the fingerprints."""
@@ -543,18 +564,23 @@ class NearDuplicateIndex:
         known = [i for i in new_ids if i in self._id_set]
         if known:
             raise ValueError(f"ids already in the index: {known[:5]}")
-        base = len(self._ids)
+        old = self._arrays
+        base = len(old.values)
         new_positions = np.arange(base, base + len(new_ids), dtype=np.int64)
+        sorted_keys, sorted_positions = [], []
         for table in range(len(self._tables.table_blocks)):
             new_keys = self._tables.keys(new_values, table)
             order = np.argsort(new_keys, kind="stable")
             new_keys, positions = new_keys[order], new_positions[order]
-            insert_at = np.searchsorted(self._sorted_keys[table], new_keys, side="right")
-            self._sorted_keys[table] = np.insert(self._sorted_keys[table], insert_at, new_keys)
-            self._sorted_positions[table] = np.insert(self._sorted_positions[table], insert_at, positions)
-        self._values = np.concatenate((self._values, new_values))
+            insert_at = np.searchsorted(old.sorted_keys[table], new_keys, side="right")
+            sorted_keys.append(np.insert(old.sorted_keys[table], insert_at, new_keys))
+            sorted_positions.append(np.insert(old.sorted_positions[table], insert_at, positions))
+        # ids first: a query of the new arrays maps positions to ids, one of the old arrays only old positions
         self._ids.extend(new_ids)
         self._id_set.update(new_ids)
+        self._arrays = _IndexArrays(
+            np.concatenate((old.values, new_values)), tuple(sorted_keys), tuple(sorted_positions)
+        )
 
     def query_many(
         self, fps: Iterable[int] | np.ndarray, max_distance: int | None = None
@@ -564,17 +590,18 @@ class NearDuplicateIndex:
         if k > self.max_distance:
             raise ValueError(f"this index was built for max_distance <= {self.max_distance}, asked {k}")
         queries = _as_fingerprint_array(fps, "fps")
+        arrays = self._arrays  # one state throughout, whatever an add publishes meanwhile
         found_q, found_p, found_d = [], [], []
         for table in range(len(self._tables.table_blocks)):
             keys = self._tables.keys(queries, table)
-            sorted_keys = self._sorted_keys[table]
+            sorted_keys = arrays.sorted_keys[table]
             lo = np.searchsorted(sorted_keys, keys, side="left")
             hi = np.searchsorted(sorted_keys, keys, side="right")
             sizes = hi - lo
             query_index = np.repeat(np.arange(len(queries)), sizes)
             slot = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
-            positions = self._sorted_positions[table][slot]
-            xor = queries[query_index] ^ self._values[positions]
+            positions = arrays.sorted_positions[table][slot]
+            xor = queries[query_index] ^ arrays.values[positions]
             distance = np.bitwise_count(xor).astype(np.int64)
             close = np.flatnonzero(distance <= k)
             keep = close[self._tables.reported_here(xor[close], table)]
@@ -616,6 +643,92 @@ def jaccard(a: set[int], b: set[int]) -> float:
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)
+
+
+def _token_hashes(tokens: list[str]) -> np.ndarray:
+    """``_token_hash`` of each token as uint64: a C-level loop over the memo, a Python call per token only
+    when some token is not memoized yet."""
+    try:
+        return np.fromiter(map(_TOKEN_HASH_CACHE.__getitem__, tokens), dtype=np.uint64, count=len(tokens))
+    except KeyError:
+        return np.fromiter(map(_token_hash, tokens), dtype=np.uint64, count=len(tokens))
+
+
+def _sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of uint64s by sorting (numpy 2.4's ``np.unique`` took 13x longer on 10,000 hashes)."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
+def _shingles_of_tokens(tokens: list[str], size: int) -> np.ndarray:
+    if not tokens:
+        return np.zeros(0, dtype=np.uint64)
+    hashes = _token_hashes(tokens)
+    if len(tokens) < size:
+        return _sorted_distinct(hashes)
+    combined = hashes[: len(tokens) - size + 1].copy()
+    for step in range(1, size):
+        combined = _mix_pair(combined, hashes[step : len(tokens) - size + 1 + step])
+    return _sorted_distinct(combined)
+
+
+def shingle_array(text: str, size: int = 2) -> np.ndarray:
+    """``shingle_set`` as a sorted uint64 array of the same distinct hashes (compare with ``jaccard_sorted``).
+
+    Why: building a Python set of a long article's shingles costs a Python call per token; this path stays
+    in C loops and numpy (the lookup service shingles its candidates on every request).
+    """
+    if size < 1:
+        raise ValueError(f"shingle size must be >= 1, got {size}")
+    return _shingles_of_tokens(tokenize(text), size)
+
+
+def fingerprint_and_shingles(text: str) -> tuple[int, np.ndarray]:
+    """(``fingerprint(text)``, ``shingle_array(text, 2)``) from one tokenization and one set of features.
+
+    The lookup service's path for its query text: the fingerprint's bigram features are the word 2-shingles,
+    so the shingle array is the distinct hashes of those features. The same features and integer weights as
+    ``_fingerprint_chunk`` gives one document (its per-document grouping is a bincount and one unique here),
+    so the same bits: every vote is an exact sum of integers, in whatever order it is taken.
+    """
+    tokens = tokenize(text)
+    if not tokens:
+        return 0, np.zeros(0, dtype=np.uint64)
+    vocabulary = dict(zip(dict.fromkeys(tokens), itertools.count()))  # first-occurrence ids, C loops
+    token_ids = np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    vocab_hashes = _token_hashes(list(vocabulary))
+    n_vocab = len(vocabulary)
+    hashes, weights = [vocab_hashes], [_feature_weights(np.bincount(token_ids, minlength=n_vocab), 1.0)]
+    if len(tokens) < 2:
+        shingles = vocab_hashes  # one token: its own hash, as in ``shingle_set``
+    else:
+        pairs, pair_counts = np.unique(token_ids[:-1] * np.int64(n_vocab) + token_ids[1:], return_counts=True)
+        bigram_hashes = _mix_pair(vocab_hashes[pairs // n_vocab], vocab_hashes[pairs % n_vocab])
+        hashes.append(bigram_hashes)
+        weights.append(_feature_weights(pair_counts, _BIGRAM_FACTOR))
+        shingles = _sorted_distinct(bigram_hashes)
+    all_hashes, all_weights = np.concatenate(hashes), np.concatenate(weights)
+    value = _aggregate_bits(np.zeros(len(all_hashes), dtype=np.int64), all_hashes, all_weights, 1)
+    return int(value[0]), shingles
+
+
+def jaccard_sorted(a: np.ndarray, b: np.ndarray) -> float:
+    """``jaccard`` of two ``shingle_array`` results: the same float, since both divide the same two ints."""
+    if len(a) > len(b):
+        a, b = b, a
+    if not len(b):
+        return 1.0  # two empty sets count as identical, as in ``jaccard``
+    if not len(a):
+        return 0.0
+    at = np.searchsorted(b, a)  # the smaller array's items looked up in the larger one
+    np.minimum(at, len(b) - 1, out=at)
+    common = int(np.count_nonzero(b[at] == a))
+    return common / (len(a) + len(b) - common)
 
 
 DEFAULT_CANDIDATE_DISTANCE = 6  # k=8 finds a few more heavy edits but makes ~9x more candidates (RESULTS.md)
