@@ -1,7 +1,6 @@
 """The story archive: CSV, Parquet and WARC drops loaded into the topic store."""
 
 import dagster as dg
-from sqlalchemy.exc import SQLAlchemyError
 
 from assets.jobs import POOL_ARCHIVE
 from assets.metadata import table
@@ -23,7 +22,10 @@ from resources.store import TopicStoreResource
 def archive_stories(
     context: dg.AssetExecutionContext, store: TopicStoreResource, drops: ArchiveDropsResource
 ) -> dg.MaterializeResult:
-    # pyarrow, warcio and the HTML extractors load with the run that reads drops, not with the code location
+    # pyarrow, warcio, the HTML extractors and SQLAlchemy load with the run that reads drops, not with the code
+    # location
+    from sqlalchemy.exc import SQLAlchemyError
+
     from topicmap.archive.drops import STATE_FAILED, load_drop
 
     topic_store = store.open()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import Field
 
+from assets.beta import beta_api
 from assets.jobs import POOL_ANALYSIS
 from assets.metadata import png_markdown
 from assets.partitions import topics_partitions
@@ -29,16 +30,19 @@ WEEKS_START = "2024-01-01"
 weeks_partitions = dg.WeeklyPartitionsDefinition(start_date=WEEKS_START, day_offset=1)
 topic_weeks_partitions = dg.MultiPartitionsDefinition({"topic": topics_partitions, "week": weeks_partitions})
 
-#: the same topic, the week before (none for the first week of the partitions)
-PREVIOUS_WEEK = dg.MultiPartitionMapping(
+#: the same topic, the week before (none for the first week of the partitions); a beta class of Dagster
+PREVIOUS_WEEK = beta_api(
+    dg.MultiPartitionMapping,
     {
         "topic": dg.DimensionPartitionMapping("topic", dg.IdentityPartitionMapping()),
         "week": dg.DimensionPartitionMapping(
             "week",
             dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=-1),
         ),
-    }
+    },
 )
+#: a topic's week reads the topic's whole partition; a beta class of Dagster
+TOPIC_OF_WEEK = beta_api(dg.MultiToSingleDimensionPartitionMapping, "topic")
 
 
 class ClustersConfig(dg.Config):
@@ -137,7 +141,7 @@ def clusters(
     pool=POOL_ANALYSIS,
     partitions_def=topic_weeks_partitions,
     deps=[
-        dg.AssetDep("deduped_stories", partition_mapping=dg.MultiToSingleDimensionPartitionMapping("topic")),
+        dg.AssetDep("deduped_stories", partition_mapping=TOPIC_OF_WEEK),
         dg.AssetDep("cluster_weeks", partition_mapping=PREVIOUS_WEEK),
     ],
     description=(

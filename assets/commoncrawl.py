@@ -2,21 +2,21 @@
 
 The rules live in topicmap.archive.commoncrawl (index client, Range fetcher), topicmap.archive.cc_queue
 (queue and workers) and topicmap.archive.ccnews (CC-NEWS days); these assets call them and report metadata.
+Those modules (requests, warcio, SQLAlchemy) are imported by the steps that use them, not when the code
+location loads.
 """
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import dagster as dg
 
+from assets.beta import beta_api
 from assets.metadata import counts_markdown, table
 from resources.commoncrawl import CommonCrawlResource
 from resources.store import TopicStoreResource
-from topicmap.archive import cc_queue
-from topicmap.archive.ccnews import CCNEWS_START, CcNewsLoader
+from topicmap.archive.cc_settings import CCNEWS_START
 
 ARCHIVE_GROUP = "archive"
 
@@ -38,6 +38,8 @@ ccnews_days = dg.DailyPartitionsDefinition(
 def cc_outlet_queue(
     context: dg.AssetExecutionContext, store: TopicStoreResource, commoncrawl: CommonCrawlResource
 ) -> dg.MaterializeResult:
+    from topicmap.archive import cc_queue
+
     topic_store = store.open()
     added = 0
     if commoncrawl.outlets:
@@ -85,6 +87,8 @@ _QUEUE_COLUMNS = [
 def cc_outlet_stories(
     context: dg.AssetExecutionContext, store: TopicStoreResource, commoncrawl: CommonCrawlResource
 ) -> dg.MaterializeResult:
+    from topicmap.archive import cc_queue
+
     topic_store = store.open()
     settings = commoncrawl.settings()
     options = {
@@ -105,6 +109,9 @@ def cc_outlet_stories(
         reports.append(loader.run().as_dict())
     else:
         # Processes, not threads: extraction is CPU-bound. Each opens its own store and claims on its own.
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         spawn = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(commoncrawl.workers, mp_context=spawn) as pool:
             futures = [
@@ -147,6 +154,8 @@ def cc_outlet_stories(
 
 @dg.asset_check(asset=cc_outlet_stories, description="No outlet of the queue ended in error.")
 def cc_outlets_without_error(store: TopicStoreResource) -> dg.AssetCheckResult:
+    from topicmap.archive import cc_queue
+
     rows = [r for r in cc_queue.queue_rows(store.open()) if r["state"] == cc_queue.ERROR]
     return dg.AssetCheckResult(
         passed=not rows,
@@ -154,7 +163,8 @@ def cc_outlets_without_error(store: TopicStoreResource) -> dg.AssetCheckResult:
     )
 
 
-@dg.asset(
+@beta_api(  # backfill_policy is a beta parameter of dg.asset
+    dg.asset,
     group_name=ARCHIVE_GROUP,
     kinds={"python", "sql"},
     partitions_def=ccnews_days,
@@ -169,6 +179,8 @@ def cc_outlets_without_error(store: TopicStoreResource) -> dg.AssetCheckResult:
 def ccnews_stories(
     context: dg.AssetExecutionContext, store: TopicStoreResource, commoncrawl: CommonCrawlResource
 ) -> dg.MaterializeResult:
+    from topicmap.archive.ccnews import CcNewsLoader
+
     day = date.fromisoformat(context.partition_key)
     loader = CcNewsLoader(
         store.open(),

@@ -21,7 +21,7 @@ from topicmap.snapshots.names import (
     DEFAULT_PICTURE_PERIODS,
     PERIODS,
 )
-from topicmap.store.topic_store import StoreError, topicmap_home
+from topicmap.store.names import StoreError, topicmap_home
 
 if TYPE_CHECKING:
     from topicmap.snapshots.store import BuiltSnapshot

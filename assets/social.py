@@ -9,6 +9,7 @@ from typing import Any, Literal
 import dagster as dg
 from pydantic import Field
 
+from assets.beta import beta_api
 from assets.jobs import POOL_SOCIAL_API
 from assets.metadata import counts_markdown, table
 from assets.partitions import clicks_start_day, topics_partitions
@@ -24,22 +25,7 @@ from topicmap.social import refetch
 from topicmap.social.bitly import BitlyAuthError, BitlyError, BitlyRateLimitError
 from topicmap.social.clicks import STAGE_3D, STAGE_30D
 from topicmap.social.facebook import EngagementResult, FacebookAuthError, FacebookError
-from topicmap.social.store import (
-    click_exports_dir,
-    click_rows,
-    click_stories,
-    click_total_row,
-    click_window,
-    clicks_30d_below_3d,
-    error_kind,
-    statistics_rows,
-    statistics_summary,
-    stories_needing_statistics,
-    upsert_click_totals,
-    upsert_story_statistics,
-    write_click_exports,
-)
-from topicmap.store.topic_store import StoreError
+from topicmap.store.names import StoreError
 
 SOCIAL_GROUP = "social"
 WRITE_EVERY = 50
@@ -104,7 +90,8 @@ def _day_metadata(
     }
 
 
-@dg.asset(
+@beta_api(  # backfill_policy is a beta parameter of dg.asset
+    dg.asset,
     partitions_def=publication_days,
     backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=31),
     # every topic's stories of the day are counted: each day depends on every topic's relevant stories
@@ -129,6 +116,17 @@ def click_totals(
     store: TopicStoreResource,
     bitly: BitlyResource,
 ) -> Iterator[dg.MaterializeResult]:
+    # the store's reads and writes (SQLAlchemy) load with the run, not with the code location
+    from topicmap.social.store import (
+        click_exports_dir,
+        click_rows,
+        click_stories,
+        click_total_row,
+        click_window,
+        upsert_click_totals,
+        write_click_exports,
+    )
+
     # a generator: with output_required=False, yielding nothing is how a run materializes nothing
     window = context.partition_time_window
     first_day, last_day = window.start.date(), (window.end - timedelta(days=1)).date()
@@ -265,6 +263,8 @@ def click_totals(
     ),
 )
 def clicks_30d_not_below_3d(store: TopicStoreResource) -> dg.AssetCheckResult:
+    from topicmap.social.store import clicks_30d_below_3d  # with the check, not the code location
+
     flagged_count, flagged = clicks_30d_below_3d(store.open())
     return dg.AssetCheckResult(
         passed=flagged_count == 0,
@@ -311,6 +311,15 @@ def story_statistics(
     store: TopicStoreResource,
     facebook: FacebookResource,
 ) -> dg.MaterializeResult:
+    # the store's reads and writes (SQLAlchemy) load with the run, not with the code location
+    from topicmap.social.store import (
+        error_kind,
+        statistics_rows,
+        statistics_summary,
+        stories_needing_statistics,
+        upsert_story_statistics,
+    )
+
     topic_store = store.open()
     try:
         topics_id = int(topic_store.topic_row(context.partition_key)["topics_id"])

@@ -5,7 +5,6 @@ import os
 from typing import TYPE_CHECKING
 
 import dagster as dg
-from sqlalchemy import func, select
 
 from assets.jobs import POOL_SPIDER
 from assets.metadata import counts_markdown, table
@@ -14,7 +13,6 @@ from assets.seeds import seeds
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from topicmap.store import schema as s
 
 if TYPE_CHECKING:
     from topicmap.spider.iteration import IterationReport, Spider
@@ -98,6 +96,10 @@ def _failing_the_topic(topic_store, spider: "Spider", step):  # noqa: ANN001, AN
 
 def iteration_metadata(topic_store, topics_id: int, report: "IterationReport") -> dict[str, dict]:  # noqa: ANN001
     """The three spider assets' metadata after an iteration (the topic's state is recorded too)."""
+    from sqlalchemy import func, select  # SQLAlchemy loads with the run, not with the code location
+
+    from topicmap.store import schema as s
+
     if report.done:
         topic_store.set_topic_state(topics_id, "spidering completed", f"{report.iteration} iterations")
     else:

@@ -7,7 +7,7 @@ import dagster as dg
 from assets.jobs import POOL_ARCHIVE
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
-from topicmap.store.topic_store import topicmap_home
+from topicmap.store.names import topicmap_home
 
 
 @dg.asset(

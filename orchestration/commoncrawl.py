@@ -17,7 +17,7 @@ from assets.commoncrawl import (
 )
 from orchestration.env import env_or
 from resources.commoncrawl import CommonCrawlResource
-from topicmap.archive.commoncrawl import DEFAULT_DATA_URL, DEFAULT_INDEX_URL
+from topicmap.archive.cc_settings import DEFAULT_DATA_URL, DEFAULT_INDEX_URL
 
 
 def _env_list(name: str) -> list[str]:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import Field
 
-from topicmap.store.topic_store import topicmap_home
+from topicmap.store.names import topicmap_home
 
 if TYPE_CHECKING:
     from topicmap.archive.warc import ReadLimits

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import Field
 
-from topicmap.archive.commoncrawl import (
+from topicmap.archive.cc_settings import (
     DEFAULT_DATA_URL,
     DEFAULT_FILTERS,
     DEFAULT_INDEX_URL,

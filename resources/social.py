@@ -12,7 +12,7 @@ from pydantic import Field
 
 from topicmap.social import bitly, facebook
 from topicmap.social.rawstore import RawResponseStore
-from topicmap.store.topic_store import topicmap_home
+from topicmap.store.names import topicmap_home
 
 # Environment variables read by orchestration/social.py (secrets as dg.EnvVar, resolved at run time).
 BITLY_TOKEN_ENV = "TOPICMAP_BITLY_TOKEN"

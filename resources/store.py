@@ -1,14 +1,21 @@
 """The topic store as a Dagster resource: one ``TopicStore`` per process, opened and upgraded lazily."""
 
+from __future__ import annotations
+
 from functools import cache
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from topicmap.store.topic_store import TopicStore
+if TYPE_CHECKING:
+    from topicmap.store.topic_store import TopicStore
 
 
 @cache
 def _open_store(database_url: str | None, schema: str | None) -> TopicStore:
+    # SQLAlchemy loads with the first run or tick that opens the store, not with the code location
+    from topicmap.store.topic_store import TopicStore
+
     return TopicStore.open(database_url or None, schema=schema or None)
 
 

@@ -1,8 +1,13 @@
 """The topics file as a Dagster resource."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import dagster as dg
 
-from topicmap.topics.declarations import TopicConfig, TopicsFile, load_topics
+if TYPE_CHECKING:
+    from topicmap.topics.declarations import TopicConfig, TopicsFile
 
 
 class TopicsFileResource(dg.ConfigurableResource):
@@ -11,6 +16,9 @@ class TopicsFileResource(dg.ConfigurableResource):
     path: str = "topics.yaml"
 
     def load(self) -> TopicsFile:
+        # the declarations and the query parser load with the first tick or run that reads the file
+        from topicmap.topics.declarations import load_topics
+
         return load_topics(self.path)
 
     def topic(self, name: str) -> TopicConfig:

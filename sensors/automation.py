@@ -12,11 +12,13 @@ Each launches only what is missing or stale: run keys carry the data's newest ti
 day is never requested twice.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING
 
 import dagster as dg
-from sqlalchemy import func, select
 
 from assets.jobs import API_TAG, TOPIC_TAG, snapshot_job
 from assets.partitions import topics_partitions
@@ -26,9 +28,9 @@ from resources.store import TopicStoreResource
 from sensors.clicks import bitly_not_configured, click_runs_in_progress, first_click_day
 from sensors.settings import RUNS_IN_PROGRESS
 from topicmap.social import refetch
-from topicmap.social.store import days_lacking_stage
-from topicmap.store import schema as s
-from topicmap.store.topic_store import TopicStore
+
+if TYPE_CHECKING:
+    from topicmap.store.topic_store import TopicStore
 
 #: the daily catch-up fires on the first tick at or after this hour (UTC) of each day
 CATCH_UP_HOUR_UTC = 4
@@ -40,6 +42,9 @@ SPIDERED_STATE = "spidering completed"
 
 def catch_up_days(store: TopicStore, now: datetime, earliest: date, busy: set[date]) -> list[date]:
     """Publication days (oldest first, at most CATCH_UP_MAX_DAYS) with topic stories lacking a stage that is due."""
+    # the store's reads (SQLAlchemy) load with the tick, not with the code location
+    from topicmap.social.store import days_lacking_stage
+
     days: set[date] = set()
     for stage in refetch.STAGES:
         span = refetch.stage_day_range(stage, now, earliest)
@@ -140,6 +145,10 @@ def _utc(value: datetime | None) -> datetime | None:
 def topic_freshness(store: TopicStore, topic: str) -> TopicFreshness | None:
     """The newest snapshot of ``topic`` against the newest change of what it reads: its stories, merges, clicks
     and Facebook statistics (``metrics_at``: clicks and statistics only). None for an unknown topic."""
+    from sqlalchemy import func, select  # SQLAlchemy loads with the tick, not the code location
+
+    from topicmap.store import schema as s
+
     t, ts, snap = s.topics, s.topic_stories, s.snapshots
     with store.engine.connect() as conn:
         row = conn.execute(

@@ -15,7 +15,6 @@ from resources.store import TopicStoreResource
 from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
 from topicmap.social import refetch
 from topicmap.social.clicks import STAGE_3D, STAGE_30D
-from topicmap.social.store import days_lacking_stage
 
 #: runs requested per tick at most (the rest on the next tick); module-level so tests can lower it
 MAX_DAYS_PER_TICK = refetch.MAX_DAYS_PER_TICK
@@ -59,6 +58,9 @@ def evaluate_click_refetch(
     span = refetch.stage_day_range(stage, now, earliest)
     if span is None:
         return dg.SensorResult(skip_reason=dg.SkipReason(f"no publication day has its {stage} stage due yet"))
+    # the store's reads (SQLAlchemy) load with the tick, not with the code location
+    from topicmap.social.store import days_lacking_stage
+
     busy = refetch.busy_days(click_runs_in_progress(context.instance), stage)
     candidates = days_lacking_stage(
         store.open(), stage, span[0], span[1], now, MAX_DAYS_PER_TICK + len(busy) + 1

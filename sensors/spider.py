@@ -11,7 +11,6 @@ from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
-from topicmap.spider.plan import ProgressMark, decide, read_spider_facts
 
 
 class SpiderSensorConfig(dg.ConfigurableResource):
@@ -62,6 +61,9 @@ def spider_iterations(
     topics_file: TopicsFileResource,
     spider_sensor_config: SpiderSensorConfig,
 ) -> dg.SensorResult:
+    # the store's reads (SQLAlchemy) load with the tick, not with the code location
+    from topicmap.spider.plan import ProgressMark, decide, read_spider_facts
+
     cursor = json.loads(context.cursor) if context.cursor else {}
     declared = topics_file.load().by_name()
     partitions = context.instance.get_dynamic_partitions(topics_partitions.name)

@@ -8,7 +8,6 @@ from assets.jobs import TOPIC_TAG, seeds_job
 from assets.partitions import topics_partitions
 from resources.topics import TopicsFileResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
-from topicmap.topics.declarations import TopicConfigError, plan_topic_sync
 
 
 @dg.sensor(
@@ -22,6 +21,9 @@ from topicmap.topics.declarations import TopicConfigError, plan_topic_sync
     ),
 )
 def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileResource) -> dg.SensorResult:
+    # the declarations and the query parser load with the tick, not with the code location
+    from topicmap.topics.declarations import TopicConfigError, plan_topic_sync
+
     try:
         loaded = topics_file.load()
     except TopicConfigError as exc:

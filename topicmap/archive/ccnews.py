@@ -25,6 +25,7 @@ from datetime import date
 
 from sqlalchemy import select
 
+from topicmap.archive.cc_settings import CCNEWS_START as CCNEWS_START  # re-exported
 from topicmap.archive.commoncrawl import (
     CommonCrawlError,
     CommonCrawlSettings,
@@ -44,8 +45,6 @@ log = logging.getLogger(__name__)
 
 CCNEWS_PREFIX = "crawl-data/CC-NEWS"
 CCNEWS_SOURCE = "cc-news"
-#: CC-NEWS' first day
-CCNEWS_START = date(2016, 8, 26)
 _FILE_NAME = re.compile(r"CC-NEWS-(\d{8})(\d{6})-(\d{5})\.warc\.gz$")
 
 

@@ -39,6 +39,12 @@ from urllib.parse import urlsplit
 import requests
 from warcio.archiveiterator import ArchiveIterator
 
+# re-exported (``X as X``): the loaders import Common Crawl's settings from this module
+from topicmap.archive.cc_settings import DEFAULT_DATA_URL as DEFAULT_DATA_URL
+from topicmap.archive.cc_settings import DEFAULT_FILTERS as DEFAULT_FILTERS
+from topicmap.archive.cc_settings import DEFAULT_INDEX_URL as DEFAULT_INDEX_URL
+from topicmap.archive.cc_settings import DEFAULT_USER_AGENT as DEFAULT_USER_AGENT
+from topicmap.archive.cc_settings import CommonCrawlSettings as CommonCrawlSettings
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory
 from topicmap.web.media import medium_url_and_name
@@ -47,10 +53,6 @@ from topicmap.web.urls import is_http_url
 
 log = logging.getLogger(__name__)
 
-DEFAULT_INDEX_URL = "https://index.commoncrawl.org/{collection}-index"
-DEFAULT_DATA_URL = "https://data.commoncrawl.org/"
-DEFAULT_FILTERS = ("=status:200", "=mime:text/html")
-DEFAULT_USER_AGENT = "topicmap/0.1 (research; Common Crawl loader; +https://github.com/topicmap/topicmap)"
 #: statuses worth retrying: Common Crawl's "slow down" is a 503 (sometimes 429); 5xx are transient
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 HTML_MIME_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -68,37 +70,6 @@ class CaptureError(RuntimeError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class CommonCrawlSettings:
-    """Where the index and the data are, and how politely to use them. Endpoints are configuration."""
-
-    #: index endpoint per collection; ``{collection}`` is replaced (pywb: ``http://host:port/{collection}/cdx``)
-    index_url: str = DEFAULT_INDEX_URL
-    #: prefix of WARC file names (``filename`` of a capture, ``crawl-data/...`` paths of CC-NEWS)
-    data_url: str = DEFAULT_DATA_URL
-    collections: tuple[str, ...] = ()
-    filters: tuple[str, ...] = DEFAULT_FILTERS
-    #: exceptions to the SSRF guard (CIDR or IP:PORT): only for an index or data mirror on a private network
-    allow_networks: tuple[str, ...] = ()
-    user_agent: str = DEFAULT_USER_AGENT
-    index_min_interval: float = 1.0
-    max_retries: int = 5
-    backoff_seconds: float = 2.0
-    max_backoff_seconds: float = 120.0
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
-    #: a record (compressed) or its payload above this is refused, not read: memory stays bounded
-    max_record_bytes: int = 50 * 1024 * 1024
-
-    def index_endpoint(self, collection: str) -> str:
-        if "{collection}" not in self.index_url:
-            raise ValueError(f"index_url {self.index_url!r} must contain '{{collection}}'")
-        return self.index_url.replace("{collection}", collection)
-
-    def data_file_url(self, filename: str) -> str:
-        return self.data_url.rstrip("/") + "/" + filename.lstrip("/")
 
 
 @dataclass(frozen=True)

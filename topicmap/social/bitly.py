@@ -44,10 +44,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
-
-import requests
 
 from topicmap.social.clicks import (
     as_utc,
@@ -59,6 +57,10 @@ from topicmap.social.clicks import (
 )
 from topicmap.social.http import SecretMasker, protect_secrets_in_logs, retry_after_seconds
 from topicmap.social.rawstore import RawResponseStore
+
+# requests loads with the first client or call, not with a code location that only names the settings
+if TYPE_CHECKING:
+    import requests
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +264,11 @@ class BitlyClient:
         protect_secrets_in_logs(self._masker)
         self.base_url = base_url.rstrip("/")
         self.raw_store = raw_store
-        self._session = session or requests.Session()
+        if session is None:
+            import requests
+
+            session = requests.Session()
+        self._session = session
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
@@ -290,6 +296,8 @@ class BitlyClient:
         return min(wait, MAX_BACKOFF_SECONDS)
 
     def _get_json(self, path: str, params: list[tuple[str, str]]) -> dict[str, Any]:
+        import requests
+
         key = request_key(path, params)
         url = self.base_url + path
         last_problem = ""

@@ -35,13 +35,15 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import requests
-
 from topicmap.social.http import SecretMasker, protect_secrets_in_logs
-from topicmap.web.urls import fix_common_url_mistakes, is_http_url, normalize_url
+
+# requests and the URL rules (tld, idna) load with the first client or call, not with a code location that only
+# names the settings
+if TYPE_CHECKING:
+    import requests
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,8 @@ def never_works_reason(url: str) -> str | None:
 
 
 def _same_url(left: str, right: str) -> bool:
+    from topicmap.web.urls import normalize_url
+
     if left == right:
         return True
     canonical_left = normalize_url(left)
@@ -162,7 +166,11 @@ class FacebookClient:
         self.max_attempts = max_attempts
         self.retry_wait_seconds = retry_wait_seconds
         self._sleep = sleep
-        self._session = session or requests.Session()
+        if session is None:
+            import requests
+
+            session = requests.Session()
+        self._session = session
 
     def __repr__(self) -> str:
         return f"FacebookClient(base_url={self.base_url!r}, app_id={self.app_id!r}, app_secret='***')"
@@ -203,6 +211,8 @@ class FacebookClient:
     # -- steps -------------------------------------------------------------------------------------------------
     @staticmethod
     def _api_url(url: str) -> str:
+        from topicmap.web.urls import fix_common_url_mistakes, is_http_url, normalize_url
+
         if not isinstance(url, str) or not url.strip():
             raise _SoftFailure("URL is not set")
         fixed = fix_common_url_mistakes(url)
@@ -243,6 +253,8 @@ class FacebookClient:
 
     def _request(self, api_url: str) -> dict[str, Any]:
         """The Graph API answer for ``api_url``, retrying temporary errors; raises on hard/soft failures."""
+        import requests
+
         params = {"id": api_url, "fields": "engagement", "access_token": self._access_token}
         last_problem = ""
         for attempt in range(1, self.max_attempts + 1):

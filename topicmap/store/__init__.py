@@ -3,10 +3,27 @@
 - ``schema``: every table and column with the schema version that introduced it, and the in-place upgrade.
 - ``topic_store``: ``TopicStore`` (the engine, the upgrade, the writes every stage shares: media, stories,
   topics, seeds), the idempotent-write helpers (``insert_ignore``, ``upsert``) and page compression.
+- ``names``: where the store lives (``topicmap_home``) and its error (``StoreError``), free of SQLAlchemy.
+- ``throttle``: the politeness intervals the fetchers share through the store.
 
 Each stage keeps its own reads and writes in its package (``topicmap.dedup.store``, ``topicmap.social.store``,
 ...), built on the helpers here. ``topicmap.store`` re-exports ``topic_store`` so ``from topicmap.store import
 TopicStore`` keeps working; code inside the repository imports from ``topicmap.store.topic_store``.
 """
 
-from topicmap.store.topic_store import *  # noqa: F403  (the stable public path)
+import importlib
+from typing import Any
+
+_SUBMODULES = frozenset({"names", "schema", "throttle", "topic_store"})
+
+
+def __getattr__(name: str) -> Any:
+    """The stable public names, loaded on first use: importing a light submodule (``topicmap.store.names``)
+    must not pull in SQLAlchemy for a code location that only declares the stages."""
+    if name.startswith("_") or name in _SUBMODULES:
+        # not loaded yet: ``from topicmap.store import schema`` then imports the submodule itself
+        raise AttributeError(f"module 'topicmap.store' has no attribute {name!r}")
+    topic_store = importlib.import_module("topicmap.store.topic_store")
+    if not hasattr(topic_store, name):
+        raise AttributeError(f"module 'topicmap.store' has no attribute {name!r}")
+    return getattr(topic_store, name)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import logging
-import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.schema import CreateColumn
 
 from topicmap.store import schema as s
+
+# re-exported (``X as X``): code that opens the store imports everything it needs from this module
+from topicmap.store.names import DEFAULT_HOME as DEFAULT_HOME
+from topicmap.store.names import StoreError as StoreError
+from topicmap.store.names import default_database_url as default_database_url
+from topicmap.store.names import normalize_database_url as normalize_database_url
+from topicmap.store.names import topicmap_home as topicmap_home
 from topicmap.web.media import medium_url_and_name
 from topicmap.web.urls import normalize_url_lossy
 
@@ -48,35 +54,9 @@ if TYPE_CHECKING:  # the store sits below the stages: a topic is only a paramete
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HOME = ".topicmap"
 #: stories.source of the stories the spider generated (everything else came from an archive drop)
 SPIDER_SOURCE = "spider"
 CHUNK = 500
-
-
-class StoreError(RuntimeError):
-    """The store cannot do what was asked (bad data, a duplicate-media cycle, an unknown topic)."""
-
-
-def topicmap_home() -> Path:
-    return Path(os.environ.get("TOPICMAP_HOME") or DEFAULT_HOME).resolve()
-
-
-def normalize_database_url(url: str) -> str:
-    """SQLAlchemy 2.1 maps a bare ``postgresql://`` to psycopg 3, which is not installed: pin psycopg2."""
-    for prefix in ("postgresql://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg2://" + url[len(prefix) :]
-    return url
-
-
-def default_database_url(home: Path | None = None) -> str:
-    url = os.environ.get("TOPICMAP_DATABASE_URL")
-    if url:
-        return normalize_database_url(url)
-    home = home or topicmap_home()
-    home.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{home / 'topicmap.sqlite3'}"
 
 
 def chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[list[Any]]:
