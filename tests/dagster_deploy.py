@@ -371,6 +371,38 @@ class LocalDagster:
     def backfill_runs(self, backfill_id: str) -> list[dict]:
         return self.graphql.runs({"dagster/backfill": backfill_id})
 
+    def schedule_dry_run(self, name: str, timestamp: float) -> list[dict]:
+        """The schedule evaluated by the code location at ``timestamp`` (the UI's "Test schedule"): its run
+        requests, each with runKey, jobName and tags (as a dict)."""
+        data = self.graphql.query(
+            "mutation($sel: ScheduleSelector!, $at: Float) { scheduleDryRun(selectorData: $sel, timestamp: $at) { "
+            "__typename ... on DryRunInstigationTick { evaluationResult { skipReason error { message } "
+            "runRequests { runKey jobName tags { key value } } } } ... on PythonError { message } } }",
+            sel={**self.graphql.repository, "scheduleName": name},
+            at=timestamp,
+        )["scheduleDryRun"]
+        assert data["__typename"] == "DryRunInstigationTick", data
+        result = data["evaluationResult"]
+        assert not result["error"], result["error"]
+        return [
+            {**request, "tags": {tag["key"]: tag["value"] for tag in request["tags"]}}
+            for request in result["runRequests"] or []
+        ]
+
+    def launch_job(self, job_name: str, tags: dict[str, str]) -> str:
+        """A run of a named job with these tags (a partition's among them), as the UI launches it; its run id."""
+        data = self.graphql.query(
+            "mutation($params: ExecutionParams!) { launchRun(executionParams: $params) { __typename "
+            "... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }",
+            params={
+                "selector": {**self.graphql.repository, "jobName": job_name},
+                "mode": "default",
+                "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
+            },
+        )
+        assert data["launchRun"]["__typename"] == "LaunchRunSuccess", data
+        return data["launchRun"]["run"]["runId"]
+
     def wait_for_run(self, run_id: str) -> str:
         """The run's final status (SUCCESS, FAILURE, CANCELED)."""
 
