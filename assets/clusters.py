@@ -15,7 +15,7 @@ from pydantic import Field
 from assets.beta import beta_api
 from assets.jobs import POOL_ANALYSIS
 from assets.metadata import png_markdown
-from assets.partitions import topics_partitions
+from assets.partitions import topics_partitions, weeks_start_day
 from resources.store import TopicStoreResource
 from topicmap.clusters.names import MIN_STORIES
 
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 CLUSTERS_GROUP = "clusters"
 CLUSTERS_TAGS = {"topicmap/stage": "clusters"}
-#: the first week of the weekly partitions (a Monday); weeks before a topic's start date start it afresh
-WEEKS_START = "2024-01-01"
+#: the first week of the weekly partitions (a Monday; see weeks_start_day); a topic's first week starts afresh
+WEEKS_START = weeks_start_day().isoformat()
 
 weeks_partitions = dg.WeeklyPartitionsDefinition(start_date=WEEKS_START, day_offset=1)
 topic_weeks_partitions = dg.MultiPartitionsDefinition({"topic": topics_partitions, "week": weeks_partitions})

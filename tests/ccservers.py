@@ -19,10 +19,11 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -117,6 +118,45 @@ def write_pages_warc(path: Path, pages: Iterable[tuple[str, int, str, bytes]], w
             writer.write_record(record)
             count += 1
     return count
+
+
+def write_ccnews_month(
+    root: Path,
+    year: int,
+    month: int,
+    pages: list[tuple[str, int, str, bytes]],
+    files_per_day: int = 2,
+    pages_per_file: int = 3,
+) -> dict[date, list[str]]:
+    """CC-NEWS' layout of a month under ``root``: each day ``files_per_day`` WARC files named by crawl timestamp
+    (``CC-NEWS-YYYYMMDDhhmmss-nnnnn.warc.gz``), each with the next ``pages_per_file`` pages of ``pages`` (taken in
+    turn, from the start again once used up: later days capture pages seen before) plus a PDF and a 404 capture
+    (rejected with their reasons); and ``warc.paths.gz`` listing them all. Returns each day's paths in order."""
+    folder = root / "crawl-data" / "CC-NEWS" / f"{year:04d}" / f"{month:02d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    host = urllib.parse.urlsplit(pages[0][0]).netloc
+    by_day: dict[date, list[str]] = {}
+    serial, taken = 0, 0
+    day = date(year, month, 1)
+    while day.month == month:
+        for number in range(files_per_day):
+            hour = number * 24 // files_per_day
+            stamp = f"{day:%Y%m%d}{hour:02d}0000"
+            name = f"CC-NEWS-{stamp}-{serial:05d}.warc.gz"
+            chunk = [pages[(taken + i) % len(pages)] for i in range(pages_per_file)]
+            taken += pages_per_file
+            chunk += [
+                (f"http://{host}/feed-{serial}.pdf", 200, "application/pdf", b"%PDF-1.4"),
+                (f"http://{host}/gone-{serial}", 404, "text/html", b"<html>gone</html>"),
+            ]
+            when = datetime(day.year, day.month, day.day, hour, tzinfo=UTC)
+            write_pages_warc(folder / name, chunk, when)
+            by_day.setdefault(day, []).append(f"crawl-data/CC-NEWS/{year:04d}/{month:02d}/{name}")
+            serial += 1
+        day += timedelta(days=1)
+    listing = "".join(f"{path}\n" for paths in by_day.values() for path in paths)
+    (folder / "warc.paths.gz").write_bytes(gzip.compress(listing.encode()))
+    return by_day
 
 
 def build_zipnum(cdxj: Path, out_dir: Path, lines_per_block: int) -> Path:

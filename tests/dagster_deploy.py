@@ -7,10 +7,13 @@ import os
 import signal
 import socket
 import subprocess
+import sys
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
@@ -27,6 +30,7 @@ JOB_ASSETS: dict[str, list[str]] = {
     "snapshot_job": ["snapshots"],
 }
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 PG_ENV_VARS = (
@@ -236,3 +240,184 @@ class DagsterGraphQL:
             key={"path": [asset_name]},
         )
         return data["assetOrError"].get("assetMaterializations", [])
+
+
+# ------------------------------------------------------------------------------ webserver + daemon, SQLite
+
+#: a backfill still under way, in GraphQL; every other status is final
+BACKFILL_REQUESTED = "REQUESTED"
+
+
+class LocalDagster:
+    """``dagster-webserver`` and ``dagster-daemon run`` on workspace.yaml, apart as in production, with a
+    DAGSTER_HOME of their own from deploy/dagster.local.yaml (SQLite, the run queue and its limits). Every
+    sensor is stopped before the daemon starts, so only what the test launches runs. Waits on progress (runs,
+    their states, backfill states, the processes' logs), never on a total deadline."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str], stall_seconds: float = 600.0):
+        self.dagster_home = tmp_path / "dagster_home"
+        write_instance(self.dagster_home, "dagster.local.yaml")
+        self.env = {**env, "DAGSTER_HOME": str(self.dagster_home)}
+        self.logs = tmp_path / "logs"
+        self.logs.mkdir(exist_ok=True)
+        self.port = free_port()
+        self.graphql = DagsterGraphQL(self.port)
+        self.processes: dict[str, tuple[subprocess.Popen, Path]] = {}
+        self.stall_seconds = stall_seconds
+        self._last: object = None
+        self._since = 0.0
+
+    def _start(self, name: str, argv: list[str]) -> None:
+        bin_dir = Path(sys.executable).parent
+        log_path = self.logs / f"{name}.log"
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                [str(bin_dir / argv[0]), *argv[1:]],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.processes[name] = (process, log_path)
+
+    def start(self) -> None:
+        import requests
+
+        self._start(
+            "webserver",
+            ["dagster-webserver", "-h", "127.0.0.1", "-p", str(self.port), "-w", "workspace.yaml"],
+        )
+
+        def loaded() -> bool:
+            try:
+                return requests.get(f"{self.graphql.base_url}/server_info", timeout=5).ok and (
+                    self.graphql.location_loaded()
+                )
+            except requests.ConnectionError:
+                return False
+
+        self.wait_for("the webserver and its code location", loaded)
+        for sensor in self.graphql.sensors():
+            if sensor["sensorState"]["status"] == "RUNNING":
+                self.graphql.set_sensor(sensor, running=False)
+        self._start("daemon", ["dagster-daemon", "run", "-w", "workspace.yaml"])
+
+    def stop(self) -> None:
+        for process, _ in self.processes.values():
+            stop_process_tree(process)
+
+    def log_tails(self) -> str:
+        return "\n".join(
+            f"--- {name} (last lines):\n" + log.read_text(errors="replace")[-3000:]
+            for name, (_, log) in self.processes.items()
+        )
+
+    def _fingerprint(self) -> object:
+        sizes = tuple(log.stat().st_size for _, log in self.processes.values())
+        try:
+            runs = tuple(sorted((r["runId"], r["status"]) for r in self.graphql.runs()))
+            backfills = tuple(sorted((b["id"], b["status"]) for b in self.backfills()))
+        except Exception:  # noqa: BLE001 - the webserver still starting: its log shows the progress
+            return sizes
+        return runs, backfills, sizes
+
+    def wait_for(self, what: str, condition: Callable[[], T | None], poll: float = 1.0) -> T:
+        """Poll ``condition`` until it returns a value; fail only when nothing moves for ``stall_seconds``."""
+        self._since = self._since or time.monotonic()
+        while True:
+            found = condition()
+            if found:
+                return found
+            for name, (process, _) in self.processes.items():
+                assert process.poll() is None, (
+                    f"{name} exited ({process.returncode}) waiting for {what}\n{self.log_tails()}"
+                )
+            fingerprint = self._fingerprint()
+            if fingerprint != self._last:
+                self._last, self._since = fingerprint, time.monotonic()
+            elif time.monotonic() - self._since > self.stall_seconds:
+                raise AssertionError(
+                    f"no progress for {self.stall_seconds:.0f} s waiting for {what}\n{self.log_tails()}"
+                )
+            time.sleep(poll)
+
+    def launch_backfill(self, asset_name: str, partitions: list[str]) -> str:
+        """An asset backfill over ``partitions``, as the UI's Materialize → Launch backfill makes it; its id."""
+        data = self.graphql.query(
+            "mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) { "
+            "__typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } "
+            "... on InvalidSubsetError { message } ... on PartitionKeysNotFoundError { message } } }",
+            params={"assetSelection": [{"path": [asset_name]}], "partitionNames": partitions},
+        )
+        answer = data["launchPartitionBackfill"]
+        assert answer["__typename"] == "LaunchBackfillSuccess", answer
+        return answer["backfillId"]
+
+    def backfills(self) -> list[dict]:
+        data = self.graphql.query(
+            "{ partitionBackfillsOrError(limit: 100) { __typename ... on PartitionBackfills { results { id status } } } }"
+        )
+        return data["partitionBackfillsOrError"]["results"]
+
+    def wait_for_backfill(self, backfill_id: str) -> str:
+        """The backfill's final status (COMPLETED_SUCCESS, COMPLETED_FAILED, FAILED, CANCELED...)."""
+
+        def final() -> str | None:
+            status = next(b["status"] for b in self.backfills() if b["id"] == backfill_id)
+            return None if status == BACKFILL_REQUESTED else status
+
+        return self.wait_for(f"backfill {backfill_id}", final, poll=2.0)
+
+    def backfill_runs(self, backfill_id: str) -> list[dict]:
+        return self.graphql.runs({"dagster/backfill": backfill_id})
+
+    def schedule_dry_run(self, name: str, timestamp: float) -> list[dict]:
+        """The schedule evaluated by the code location at ``timestamp`` (the UI's "Test schedule"): its run
+        requests, each with runKey, jobName and tags (as a dict)."""
+        data = self.graphql.query(
+            "mutation($sel: ScheduleSelector!, $at: Float) { scheduleDryRun(selectorData: $sel, timestamp: $at) { "
+            "__typename ... on DryRunInstigationTick { evaluationResult { skipReason error { message } "
+            "runRequests { runKey jobName tags { key value } } } } ... on PythonError { message } } }",
+            sel={**self.graphql.repository, "scheduleName": name},
+            at=timestamp,
+        )["scheduleDryRun"]
+        assert data["__typename"] == "DryRunInstigationTick", data
+        result = data["evaluationResult"]
+        assert not result["error"], result["error"]
+        return [
+            {**request, "tags": {tag["key"]: tag["value"] for tag in request["tags"]}}
+            for request in result["runRequests"] or []
+        ]
+
+    def launch_job(self, job_name: str, tags: dict[str, str]) -> str:
+        """A run of a named job with these tags (a partition's among them), as the UI launches it; its run id."""
+        data = self.graphql.query(
+            "mutation($params: ExecutionParams!) { launchRun(executionParams: $params) { __typename "
+            "... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }",
+            params={
+                "selector": {**self.graphql.repository, "jobName": job_name},
+                "mode": "default",
+                "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
+            },
+        )
+        assert data["launchRun"]["__typename"] == "LaunchRunSuccess", data
+        return data["launchRun"]["run"]["runId"]
+
+    def wait_for_run(self, run_id: str) -> str:
+        """The run's final status (SUCCESS, FAILURE, CANCELED)."""
+
+        def final() -> str | None:
+            status = next(r["status"] for r in self.graphql.runs() if r["runId"] == run_id)
+            return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
+
+        return self.wait_for(f"run {run_id}", final)
+
+
+@contextmanager
+def local_dagster(tmp_path: Path, env: dict[str, str]) -> Iterator[LocalDagster]:
+    dagster = LocalDagster(tmp_path, env)
+    try:
+        dagster.start()
+        yield dagster
+    finally:
+        dagster.stop()

@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 from sklearn.metrics import adjusted_rand_score
 
-from assets.clusters import ClusterWeeksConfig, cluster_weeks, clusters
+from assets.clusters import WEEKS_START, ClusterWeeksConfig, cluster_weeks, clusters
+from assets.partitions import weeks_start_day
 from resources.store import TopicStoreResource
 from topicmap.clusters.model import (
     _projection,
@@ -311,6 +312,12 @@ def build_store(tmp_path: Path, stories_per_group: int) -> TopicStore:
     return store
 
 
+#: a story of the first week that arrives after the weeks were built
+LATE_STORY = NewStory(
+    "https://late.test/1", "late flood", "river flood levee rescue dam", datetime(2026, 2, 3, tzinfo=UTC)
+)
+
+
 def add_stories(store: TopicStore, stories: list[NewStory]) -> None:
     topics_id = store.topic_row(TOPIC)["topics_id"]
     ids = store.add_stories(stories, source="test").stories_ids
@@ -397,9 +404,9 @@ def staleness(instance: dg.DagsterInstance, week: str) -> str:
 
 def test_cluster_weeks_carry_the_model_week_to_week(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
-    # Dagster leaves staleness out for self-dependent assets of 100 partitions or more (a performance guard;
-    # weeks since 2024 are more): lifted here to show our data versions drive it where it is computed. The
-    # asset check below covers every size.
+    # Dagster leaves staleness out for self-dependent assets of 100 partitions or more in all (topics x weeks; a
+    # performance guard): lifted here so the test holds whatever the date; tests/test_cluster_weeks_daemon.py shows
+    # it below the limit as deployed. The asset check below covers every size.
     import dagster._core.definitions.data_version as data_version
 
     monkeypatch.setattr(data_version, "SKIP_PARTITION_DATA_VERSION_SELF_DEPENDENCY_THRESHOLD", 10**9)
@@ -439,17 +446,7 @@ def test_cluster_weeks_carry_the_model_week_to_week(tmp_path: Path, monkeypatch:
     assert materialize_week(store, instance, WEEKS[0]).success
     assert staleness(instance, WEEKS[1]) == "FRESH"
     # a story added to the first week changes its state: the later weeks are stale until built again
-    add_stories(
-        store,
-        [
-            NewStory(
-                "https://late.test/1",
-                "late flood",
-                "river flood levee rescue dam",
-                datetime(2026, 2, 3, tzinfo=UTC),
-            )
-        ],
-    )
+    add_stories(store, [LATE_STORY])
     rebuilt = materialize_week(store, instance, WEEKS[0])
     rebuilt_state = rebuilt.asset_materializations_for_node("cluster_weeks")[0].metadata["state"].value
     assert rebuilt_state != metadata[0]["state"].value
@@ -491,10 +488,27 @@ def test_cluster_weeks_depend_on_the_previous_week() -> None:
         return list(mapped.partitions_subset.get_partition_keys())
 
     assert previous("2026-02-09") == [week_key("2026-02-02")]
-    assert previous("2024-01-01") == []  # the first week starts afresh
+    assert previous(WEEKS_START) == []  # the first week starts afresh
 
 
 def test_topic_weeks_are_the_mondays_the_topic_spans() -> None:
     weeks = topic_weeks(date(2026, 1, 1), date(2026, 4, 30))
     assert weeks[0] == "2025-12-29" and weeks[-1] == "2026-04-27" and len(weeks) == 18
     assert all(date.fromisoformat(w).weekday() == 0 for w in weeks)
+
+
+def test_weeks_start_on_the_monday_of_the_setting_or_of_the_earliest_topic(tmp_path: Path) -> None:
+    topics = tmp_path / "topics.yaml"
+    topics.write_text(
+        "topics:\n  - {name: a, start_date: 2026-03-05}\n  - {name: b, start_date: 2026-02-12}\n",
+        encoding="utf-8",
+    )
+    today = date(2026, 11, 26)
+    files = {"TOPICMAP_TOPICS_FILE": str(topics)}
+    # the earliest topic's Monday: every week of every declared topic is a partition, years before are not
+    assert weeks_start_day(files, today) == date(2026, 2, 9)
+    assert weeks_start_day({**files, "TOPICMAP_WEEKS_START": "2026-06-03"}, today) == date(2026, 6, 1)
+    assert weeks_start_day({"TOPICMAP_TOPICS_FILE": str(tmp_path / "none.yaml")}, today) == date(2026, 5, 25)
+    with pytest.raises(ValueError, match="TOPICMAP_WEEKS_START must be an ISO day"):
+        weeks_start_day({"TOPICMAP_WEEKS_START": "June"}, today)
+    assert date.fromisoformat(WEEKS_START).weekday() == 0
