@@ -248,7 +248,47 @@ class DagsterGraphQL:
 BACKFILL_REQUESTED = "REQUESTED"
 
 
-class LocalDagster:
+class ProgressWaiter:
+    """Waiting on Dagster processes by progress, never by a total deadline: a subclass sets ``processes`` (name →
+    (process, log path)) and ``stall_seconds``, and says what moves when its deployment works
+    (``_fingerprint``) and what to show when it stalls (``log_tails``)."""
+
+    processes: dict[str, tuple[subprocess.Popen, Path]]
+    stall_seconds: float
+    _last: object = None
+    _since: float = 0.0
+
+    def _fingerprint(self) -> object:
+        raise NotImplementedError
+
+    def log_tails(self) -> str:
+        return "\n".join(
+            f"--- {name} (last lines):\n" + log.read_text(errors="replace")[-3000:]
+            for name, (_, log) in self.processes.items()
+        )
+
+    def wait_for(self, what: str, condition: Callable[[], T | None], poll: float = 1.0) -> T:
+        """Poll ``condition`` until it returns a value; fail only when nothing moves for ``stall_seconds``."""
+        self._since = self._since or time.monotonic()
+        while True:
+            found = condition()
+            if found:
+                return found
+            for name, (process, _) in self.processes.items():
+                assert process.poll() is None, (
+                    f"{name} exited ({process.returncode}) waiting for {what}\n{self.log_tails()}"
+                )
+            fingerprint = self._fingerprint()
+            if fingerprint != self._last:
+                self._last, self._since = fingerprint, time.monotonic()
+            elif time.monotonic() - self._since > self.stall_seconds:
+                raise AssertionError(
+                    f"no progress for {self.stall_seconds:.0f} s waiting for {what}\n{self.log_tails()}"
+                )
+            time.sleep(poll)
+
+
+class LocalDagster(ProgressWaiter):
     """``dagster-webserver`` and ``dagster-daemon run`` on workspace.yaml, apart as in production, with a
     DAGSTER_HOME of their own from deploy/dagster.local.yaml (SQLite, the run queue and its limits). Every
     sensor is stopped before the daemon starts, so only what the test launches runs. Waits on progress (runs,
@@ -264,8 +304,6 @@ class LocalDagster:
         self.graphql = DagsterGraphQL(self.port)
         self.processes: dict[str, tuple[subprocess.Popen, Path]] = {}
         self.stall_seconds = stall_seconds
-        self._last: object = None
-        self._since = 0.0
 
     def _start(self, name: str, argv: list[str]) -> None:
         bin_dir = Path(sys.executable).parent
@@ -306,12 +344,6 @@ class LocalDagster:
         for process, _ in self.processes.values():
             stop_process_tree(process)
 
-    def log_tails(self) -> str:
-        return "\n".join(
-            f"--- {name} (last lines):\n" + log.read_text(errors="replace")[-3000:]
-            for name, (_, log) in self.processes.items()
-        )
-
     def _fingerprint(self) -> object:
         sizes = tuple(log.stat().st_size for _, log in self.processes.values())
         try:
@@ -320,26 +352,6 @@ class LocalDagster:
         except Exception:  # noqa: BLE001 - the webserver still starting: its log shows the progress
             return sizes
         return runs, backfills, sizes
-
-    def wait_for(self, what: str, condition: Callable[[], T | None], poll: float = 1.0) -> T:
-        """Poll ``condition`` until it returns a value; fail only when nothing moves for ``stall_seconds``."""
-        self._since = self._since or time.monotonic()
-        while True:
-            found = condition()
-            if found:
-                return found
-            for name, (process, _) in self.processes.items():
-                assert process.poll() is None, (
-                    f"{name} exited ({process.returncode}) waiting for {what}\n{self.log_tails()}"
-                )
-            fingerprint = self._fingerprint()
-            if fingerprint != self._last:
-                self._last, self._since = fingerprint, time.monotonic()
-            elif time.monotonic() - self._since > self.stall_seconds:
-                raise AssertionError(
-                    f"no progress for {self.stall_seconds:.0f} s waiting for {what}\n{self.log_tails()}"
-                )
-            time.sleep(poll)
 
     def launch_backfill(self, asset_name: str, partitions: list[str]) -> str:
         """An asset backfill over ``partitions``, as the UI's Materialize → Launch backfill makes it; its id."""

@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -37,6 +37,7 @@ from tests.dagster_deploy import (
     DEPLOY,
     ROOT,
     DagsterGraphQL,
+    ProgressWaiter,
     dagster_pg_env,
     descendants,
     free_port,
@@ -62,7 +63,7 @@ PID_EVENT = re.compile(r"Started process for run \(pid: (\d+)\)")
 T = TypeVar("T")
 
 
-class Deployment:
+class Deployment(ProgressWaiter):
     """The running webserver + daemon, the store, and a progress meter over all of them."""
 
     def __init__(
@@ -73,8 +74,7 @@ class Deployment:
         self.store = store
         self._dagster_engine = create_engine(dagster_db)
         self.processes: dict[str, tuple[subprocess.Popen, Path]] = {}
-        self._last: object = None
-        self._since = time.monotonic()
+        self.stall_seconds = NO_PROGRESS_SECONDS
 
     def _fingerprint(self) -> object:
         """Anything that moves when the deployment works: runs and their states, events, store rows."""
@@ -90,29 +90,6 @@ class Deployment:
                 select(func.count()).where(s.topic_fetch_urls.c.state.not_in(("pending", "requeued")))
             ).scalar_one()
         return runs, events, processed
-
-    def logs(self) -> str:
-        return "\n".join(
-            f"--- {name} (last lines):\n" + log.read_text(errors="replace")[-4000:]
-            for name, (_, log) in self.processes.items()
-        )
-
-    def wait_for(self, what: str, condition: Callable[[], T | None], poll: float = 1.0) -> T:
-        """Poll ``condition`` until it returns a value; fail only when nothing progresses for a long time."""
-        while True:
-            found = condition()
-            if found:
-                return found
-            for name, (process, _) in self.processes.items():
-                assert process.poll() is None, (
-                    f"{name} exited ({process.returncode}) waiting for {what}\n{self.logs()}"
-                )
-            fingerprint = self._fingerprint()
-            if fingerprint != self._last:
-                self._last, self._since = fingerprint, time.monotonic()
-            elif time.monotonic() - self._since > NO_PROGRESS_SECONDS:
-                pytest.fail(f"no progress for {NO_PROGRESS_SECONDS:.0f} s waiting for {what}\n{self.logs()}")
-            time.sleep(poll)
 
     def topic_runs(self) -> list[dict]:
         return self.graphql.runs({"topicmap/topic": demo_topic.TOPIC})
