@@ -196,6 +196,10 @@ ABLATIONS: dict[str, Callable[[Page], Prediction]] = {
     "topicmap, full precision mode on every page (no fast first)": topicmap_variant(FAST_FIRST=False),
     "topicmap, no recall fallback": topicmap_variant(RECALL_FALLBACK_BELOW_CHARS=0),
     "topicmap, htmldate extensive search": topicmap_variant(dates_module, EXTENSIVE_DATE_SEARCH=True),
+    "topicmap, through bare_extraction (tree copied each pass)": topicmap_variant(DIRECT_SEQUENCE=False),
+    "topicmap, recall fallback in trafilatura's full mode": topicmap_variant(
+        RECALL_OPTIONS={**_NO_COMMENTS, "favor_recall": True}
+    ),
 }
 
 

@@ -13,6 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from tests.shared_data import NEWS_HTML
+from topicmap.web import extract as extract_module
 from topicmap.web.extract import (
     MAX_HTML_BYTES,
     ExtractedStory,
@@ -21,6 +22,7 @@ from topicmap.web.extract import (
     guess_language,
     page_title,
     parse_html,
+    tidy_text,
 )
 
 PROSE = (
@@ -405,6 +407,17 @@ def test_garbage_markup_never_raises() -> None:
     assert isinstance(extract_story(page(), None), ExtractedStory)  # type: ignore[arg-type]
 
 
+def test_characters_lxml_refuses_are_dropped_from_the_text() -> None:
+    # NUL and other C0 controls, U+FFFE/U+FFFF and lone surrogates cannot stand in an lxml tree: they go,
+    # the words around them stay.
+    dirty = page(body="<h2>Trans\x00it\x0b plan\ufffe upd\ud800ate\uffff</h2>")
+    result = extract_story(dirty, URL)
+    assert PROSE.strip() in result.text
+    assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]", result.text)
+    tree = parse_html(dirty)
+    assert tree is not None and tree.findtext(".//h2") == "Transit plan update"
+
+
 def test_gigantic_page_is_truncated_and_bounded_in_time() -> None:
     huge = page() + "<p>" + "filler words " * 1_000_000 + "</p>"  # ~13 MB
     started = time.monotonic()
@@ -443,6 +456,44 @@ def _f1(got: str, want: str) -> float:
     a, b = Counter(re.findall(r"\w+", got.lower())), Counter(re.findall(r"\w+", want.lower()))
     overlap = sum((a & b).values())
     return 0.0 if not overlap else 2 * overlap / (sum(a.values()) + sum(b.values()))
+
+
+def test_tidy_text_collapses_every_kind_of_inline_whitespace() -> None:
+    messy = (
+        "  Council\u00a0\u00a0debates \t the\u2028plan \r\n\n\u3000\n<!-- Second -->\n//]]>\n -->Third line  "
+    )
+    assert tidy_text(messy) == "Council debates the plan\nSecond\nThird line"
+    assert tidy_text(None) == tidy_text("") == tidy_text(" \n\t\n") == ""
+
+
+def test_trafilatura_is_called_without_its_tree_copy_and_gives_the_same_stories(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # extract_story runs trafilatura's cascade on its own tree (no deep copy); the installed trafilatura must
+    # still have that cascade, and every story must be what bare_extraction (which copies) gives.
+    assert extract_module._SEQUENCE is not None, "trafilatura.core.trafilatura_sequence changed: slower path"
+    rows = _rows()[::7]  # a spread of sites, ~25 pages, including short fixtures that take the fallbacks
+    pages = [(row, gzip.decompress((NEWS_HTML / row["file"]).read_bytes())) for row in rows]
+    direct = [extract_story(html, row["url"]) for row, html in pages]
+    monkeypatch.setattr(extract_module, "DIRECT_SEQUENCE", False)
+    copied = [extract_story(html, row["url"]) for row, html in pages]
+    assert direct == copied
+    assert sum(bool(result.text) for result in direct) >= len(direct) - 3
+
+
+def test_the_justext_stoplist_is_hashed_once_and_keeps_its_words() -> None:
+    from trafilatura import external
+
+    # a text this short makes trafilatura's full mode run, jusText (with its stoplist of every language) included
+    short = extract_story(
+        "<html><body><div><p>Council votes on the transit plan today.</p></div></body></html>", URL
+    )
+    assert short.text == "Council votes on the transit plan today."
+    stoplist = external.JT_STOPLIST
+    assert isinstance(stoplist, tuple) and len(stoplist) > 10_000
+    assert hash(stoplist) == hash(tuple(stoplist)) and stoplist == tuple(stoplist)
+    assert set(stoplist) == set(external.jt_stoplist_init())
+    external.JT_STOPLIST = stoplist  # jt_stoplist_init replaced it: restore the hashed-once tuple
 
 
 def test_real_page_yonhap_title_date_language() -> None:
