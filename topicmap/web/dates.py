@@ -30,11 +30,11 @@ import htmldate
 from dateutil import parser as dateutil_parser
 from lxml.html import HtmlElement
 
-from topicmap.web import extract as _extract
+from topicmap.web import page as _page
 
 log = logging.getLogger(__name__)
 
-MIN_PUBLISH_DATE = _extract.MIN_PUBLISH_DATE  # 2008-01-01: Media Cloud refuses earlier dates as misparsed
+MIN_PUBLISH_DATE = _page.MIN_PUBLISH_DATE  # 2008-01-01: Media Cloud refuses earlier dates as misparsed
 # date_guesser's tolerance for a later guess that disagrees with the URL's day.
 URL_AGREEMENT_DAYS = 2
 
@@ -293,7 +293,7 @@ def guess_date(html: str | bytes | None, url: str | None = None) -> DateGuess:
             url = None
         if undateable_reason(url) is not None:
             return DateGuess(None, f"{UNDATEABLE_PREFIX}: {undateable_reason(url)}")
-        tree = _extract.parse_html(html) if html else None
+        tree = _page.parse_html(html) if html else None
         if tree is None:
             day = url_day(url)
             moment = (
@@ -302,7 +302,7 @@ def guess_date(html: str | bytes | None, url: str | None = None) -> DateGuess:
                 else None
             )
             return DateGuess(moment, METHOD_URL) if moment is not None else NOT_FOUND
-        return date_from_tree(tree, _extract.meta_values(tree), _extract.json_ld_objects(tree), url)
+        return date_from_tree(tree, _page.meta_values(tree), _page.json_ld_objects(tree), url)
     except Exception:  # noqa: BLE001 - total function by contract
         log.warning("date guessing failed for %s", url, exc_info=True)
         return NOT_FOUND
