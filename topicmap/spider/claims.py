@@ -34,8 +34,9 @@ import time
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import and_, bindparam, func, or_, select, update
+from sqlalchemy import Float, Integer, and_, bindparam, func, or_, select, update
 
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, chunks
@@ -167,6 +168,7 @@ class ClaimQueue:
         self.per_domain = per_domain
         self._clock = clock
         self._postgres = store.dialect == "postgresql"
+        self._statements: dict[bool, Any] = {}  # the claim statement, by "some sites are saturated"
 
     def _mine(self, table=_F):  # noqa: ANN001, ANN202 - a SQLAlchemy table and condition
         """This iteration's open URLs in this claimer's shard."""
@@ -179,7 +181,7 @@ class ClaimQueue:
             condition = and_(condition, table.c.shard_key % self.shard.count == self.shard.index)
         return condition
 
-    def _claimable(self, now: float, table=_F):  # noqa: ANN001, ANN202
+    def _claimable(self, now, table=_F):  # noqa: ANN001, ANN202 - seconds, or a bound parameter
         return or_(table.c.claimed_by.is_(None), table.c.claim_expires_at < now)
 
     def take_back(self) -> int:
@@ -194,11 +196,45 @@ class ClaimQueue:
         if limit < 1:
             return []
         now = self._clock()
+        params: dict[str, object] = {
+            "c_now": now,
+            "c_expires": now + self.lease,
+            "c_limit": limit,
+            "c_per_domain": self.per_domain,
+        }
+        if saturated:
+            params["c_saturated"] = sorted(saturated)
+        statement = self._claim_statement(bool(saturated))
+        with self.store.engine.begin() as conn:
+            rows = [dict(r) for r in conn.execute(statement, params).mappings()]
+        # RETURNING keeps no order: interleave the sites again
+        by_site: dict[str | None, list[dict]] = {}
+        for row in sorted(rows, key=lambda r: (r["shard_key"] or 0, r["topic_fetch_urls_id"])):
+            by_site.setdefault(row["domain"], []).append(row)
+        groups = list(by_site.values())
+        return [
+            group[rank]
+            for rank in range(max(map(len, groups), default=0))
+            for group in groups
+            if rank < len(group)
+        ]
+
+    def _claim_statement(self, saturated: bool):  # noqa: ANN202 - a SQLAlchemy UPDATE
+        """The claim UPDATE, built once per queue (with or without a list of saturated sites) and run with bound
+        values: building it and computing its cache key cost ~1 ms of the spider's main thread per claim."""
+        statement = self._statements.get(saturated)
+        if statement is not None:
+            return statement
+        now = bindparam("c_now", type_=Float)
         candidate = _F.alias("candidate")  # the subqueries must not correlate with the UPDATE's own table
         where = and_(self._mine(candidate), self._claimable(now, candidate))
         if saturated:
             where = and_(
-                where, or_(candidate.c.domain.is_(None), candidate.c.domain.not_in(sorted(saturated)))
+                where,
+                or_(
+                    candidate.c.domain.is_(None),
+                    candidate.c.domain.not_in(bindparam("c_saturated", expanding=True)),
+                ),
             )
         ranked = (
             select(
@@ -217,9 +253,9 @@ class ClaimQueue:
         # rank first: the first URL of every site, then the second of every site... (sites interleaved)
         picked = (
             select(ranked.c.id)
-            .where(ranked.c.rank <= self.per_domain)
+            .where(ranked.c.rank <= bindparam("c_per_domain", type_=Integer))
             .order_by(ranked.c.rank, ranked.c.shard_key, ranked.c.id)
-            .limit(limit)
+            .limit(bindparam("c_limit", type_=Integer))
         )
         if self._postgres:
             locked = _F.alias("locked")
@@ -233,7 +269,7 @@ class ClaimQueue:
             # the claimable test again on the row itself: PostgreSQL re-checks it on a row another claimer
             # changed meanwhile, so a row is never claimed twice
             .where(_F.c.topic_fetch_urls_id.in_(picked.scalar_subquery()), self._claimable(now))
-            .values(claimed_by=self.holder, claim_expires_at=now + self.lease)
+            .values(claimed_by=self.holder, claim_expires_at=bindparam("c_expires", type_=Float))
             .returning(
                 _F.c.topic_fetch_urls_id,
                 _F.c.url,
@@ -243,19 +279,8 @@ class ClaimQueue:
                 _F.c.shard_key,
             )
         )
-        with self.store.engine.begin() as conn:
-            rows = [dict(r) for r in conn.execute(statement).mappings()]
-        # RETURNING keeps no order: interleave the sites again
-        by_site: dict[str | None, list[dict]] = {}
-        for row in sorted(rows, key=lambda r: (r["shard_key"] or 0, r["topic_fetch_urls_id"])):
-            by_site.setdefault(row["domain"], []).append(row)
-        groups = list(by_site.values())
-        return [
-            group[rank]
-            for rank in range(max(map(len, groups), default=0))
-            for group in groups
-            if rank < len(group)
-        ]
+        self._statements[saturated] = statement
+        return statement
 
     def renew(self) -> int:
         """Extend the lease of every open URL this holder has claimed. Returns how many."""

@@ -203,10 +203,6 @@ def sentences(text: str) -> list[str]:
     return list(seen)
 
 
-def _sentence_md5(sentence: str) -> str:
-    return hashlib.md5(" ".join(sentence.lower().split()).encode("utf-8")).hexdigest()
-
-
 @dataclass
 class _Resolution:
     """What became of one pending URL, held until its batch is written."""
@@ -273,6 +269,8 @@ class _Progress:
         )
 
 
+#: a sentence claim row of story_sentence_hashes; the first three are its key
+_CLAIM_COLUMNS = ("media_id", "week_start_date", "sentence_md5", "stories_id")
 _FETCH_URLS = s.topic_fetch_urls
 #: one URL's state, written for a whole batch with executemany
 _STATE_UPDATE = (
@@ -981,42 +979,31 @@ class Spider:
 
     def _own_sentences(self, conn: Connection, stories: list) -> dict[int, list[str]]:
         """Each story's sentences not already claimed by another story of its medium in its calendar week."""
-        claims: list[dict] = []
+        claims: list[tuple] = []  # rows in _CLAIM_COLUMNS order
         sentence_of: dict[tuple[int, str], str] = {}  # (stories_id, md5) -> the sentence
+        md5 = hashlib.md5
         for story in stories:
             when = utc(story.publish_date or story.collect_date) or datetime.now(UTC)
             week = week_start(when.date())
             stories_id, media_id = story.stories_id, story.media_id
             for sentence in sentences(story.text or ""):
-                digest = _sentence_md5(sentence)
+                # the sentence's key: lower-cased, whitespace collapsed (inline: ~50 calls a page)
+                digest = md5(" ".join(sentence.lower().split()).encode("utf-8")).hexdigest()
                 if (stories_id, digest) not in sentence_of:
                     sentence_of[stories_id, digest] = sentence
-                    claims.append(
-                        {
-                            "media_id": media_id,
-                            "week_start_date": week,
-                            "sentence_md5": digest,
-                            "stories_id": stories_id,
-                        }
-                    )
+                    claims.append((media_id, week, digest, stories_id))
         if not claims:
             return {}
         ssh = s.story_sentence_hashes
-        keys = ["media_id", "week_start_date", "sentence_md5"]
         # the sentences claimed now are this batch's; only those already claimed need a look at their owner
         # (another story, or this one on a re-run after a crash)
         owners = set(
-            map(
-                tuple,
-                self.store.insert_ignore_returning(conn, ssh, claims, keys, ["stories_id", "sentence_md5"]),
+            self.store.insert_ignore_returning_tuples(
+                conn, ssh, _CLAIM_COLUMNS, claims, _CLAIM_COLUMNS[:3], ["stories_id", "sentence_md5"]
             )
         )
         taken = sorted(
-            {
-                (claim["media_id"], claim["week_start_date"], claim["sentence_md5"])
-                for claim in claims
-                if (claim["stories_id"], claim["sentence_md5"]) not in owners
-            }
+            {claim[:3] for claim in claims if (claim[3], claim[2]) not in owners},
         )
         for chunk in chunks(taken):
             owners.update(
