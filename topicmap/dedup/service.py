@@ -303,27 +303,16 @@ class FingerprintCatalog:
 # HTTP
 
 
-def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+def _number_param(request: Request, name: str, default: float, low: float, high: float, kind: type = int):  # noqa: ANN202
+    """The query parameter ``name`` as ``kind`` (int or float) within [low, high], ``default`` when absent."""
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
     try:
-        value = int(raw)
+        value = kind(raw)
     except ValueError:
-        raise BadRequest(f"{name} must be an integer, got {raw!r}") from None
-    if not low <= value <= high:
-        raise BadRequest(f"{name} must be between {low} and {high}, got {value}")
-    return value
-
-
-def _float_param(request: Request, name: str, default: float, low: float, high: float) -> float:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadRequest(f"{name} must be a number, got {raw!r}") from None
+        what = "an integer" if kind is int else "a number"
+        raise BadRequest(f"{name} must be {what}, got {raw!r}") from None
     if not low <= value <= high:
         raise BadRequest(f"{name} must be between {low} and {high}, got {value}")
     return value
@@ -369,9 +358,9 @@ def create_app(
     }
 
     def options(request: Request) -> tuple[int, float, int]:
-        max_distance = _int_param(request, "max_distance", *params["max_distance"])
-        min_similarity = _float_param(request, "min_similarity", DEFAULT_MIN_JACCARD, 0.0, 1.0)
-        limit = _int_param(request, "limit", *params["limit"])
+        max_distance = _number_param(request, "max_distance", *params["max_distance"])
+        min_similarity = _number_param(request, "min_similarity", DEFAULT_MIN_JACCARD, 0.0, 1.0, kind=float)
+        limit = _number_param(request, "limit", *params["limit"])
         return max_distance, min_similarity, limit
 
     def answer(query: dict[str, Any], value: int, matches: list[Match]) -> JSONResponse:
