@@ -586,6 +586,38 @@ def test_fetch_many_fetches_no_further_ahead_than_the_caller_reads(fault: FaultS
     assert furthest_ahead <= max_ready + workers
 
 
+class LatenessThrottle(MemoryThrottle):
+    """A MemoryThrottle that records how late each polite slot was when its request started."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lateness: list[float] = []
+
+    def confirm(self, domain: str, slot: float, interval: float) -> float | None:
+        if interval > 0:
+            self.lateness.append(time.time() - slot)
+        return super().confirm(domain, slot, interval)
+
+
+def test_a_slow_caller_does_not_make_polite_slots_start_late(fault: FaultServer) -> None:
+    # One site at 0.2 s per request and a caller that reads an outcome a second: each fetch waits for the
+    # caller (a buffer of one page), but a slot is only reserved once the caller has caught up, so no request
+    # starts long after its slot. (A slot reserved while the caller was behind came due and waited for it;
+    # with another process sharing the site, such a late start loses the slot and wastes the site's budget.)
+    caller_seconds, pages = 1.0, 4
+    throttle = LatenessThrottle()
+    urls = [fault.url(f"/page?slow-caller={n}") for n in range(pages)]
+    with make_fetcher(fault, throttle=throttle, interval_overrides={"*": 0.2}) as web:
+        consumed = 0
+        for outcome in web.fetch_many(urls, max_workers=2, max_ready=1):
+            assert outcome.status == 200
+            consumed += 1
+            time.sleep(caller_seconds)  # the caller's own work, much longer than the site's interval
+    assert consumed == pages
+    assert len(throttle.lateness) >= pages  # robots.txt and every page
+    assert max(throttle.lateness) < caller_seconds / 2, throttle.lateness
+
+
 def test_fetch_many_refuses_a_buffer_of_no_pages(fault: FaultServer) -> None:
     with make_fetcher(fault) as web, pytest.raises(ValueError, match="max_ready must be >= 1"):
         list(web.fetch_many([fault.url("/page")], max_ready=0))

@@ -1323,16 +1323,22 @@ class _DomainScheduler:
             while self.delayed and self.delayed[0][0] <= now:
                 _, _, state, domain = heapq.heappop(self.delayed)
                 self._enqueue(state, domain, front=True)
-            while self.needs_slot:
+            if self.ready >= self.max_ready and not self.held_back:
+                self.held_back = True
+                self.active_limit = max(1, self.active_limit // 2)
+            # No new slot is reserved while the caller is behind: a slot that came due while its fetch was held
+            # back would be used late, and a late start loses the slot whenever another process has reserved the
+            # domain's next one since (SqlThrottle.confirm): the domain's budget is wasted for every worker.
+            while self.needs_slot and not self.held_back:
                 domain = self.needs_slot.popleft()
                 if self.queues.get(domain) and domain not in self.holding:
                     self.holding.add(domain)
                     return "reserve", domain
             if self.slots and self.slots[0][0] <= now:
-                if self.ready >= self.max_ready and not self.held_back:
-                    self.held_back = True
-                    self.active_limit = max(1, self.active_limit // 2)
-                if self.held_back or self.active >= self.active_limit:
+                # A slot already reserved for a polite (non-zero) interval is used on time even when held back:
+                # at most one such fetch per domain, and only domains reserved before the hold.
+                polite = self.slots[0][3] > 0
+                if not polite and (self.held_back or self.active >= self.active_limit):
                     self.condition.wait()  # backpressure: woken by ``taken``, ``starved``, a fetch's end, ``stop``
                     continue
                 slot, _, domain, interval, reserved_at = heapq.heappop(self.slots)
@@ -1387,6 +1393,10 @@ class _DomainScheduler:
             with self.condition:
                 if not self.queues.get(domain):
                     self.holding.discard(domain)
+                    return
+                if self.held_back:  # reserved once the caller has caught up (see _next_job)
+                    self.holding.discard(domain)
+                    self.needs_slot.append(domain)
                     return
             self._reserve(domain)
 
