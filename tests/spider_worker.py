@@ -3,6 +3,7 @@
 usage: python tests/spider_worker.py DB_URL SCHEMA TOPIC_JSON PAGE_SOURCE_JSON [INTERVAL]
 """
 
+import faulthandler
 import json
 import os
 import sys
@@ -22,6 +23,7 @@ from topicmap.web.netguard import AddressPolicy  # noqa: E402
 
 
 def main() -> None:
+    faulthandler.enable()  # a crash (e.g. at interpreter exit) shows its threads' stacks in the output
     db_url, schema, topic_json, source_json = sys.argv[1:5]
     interval = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
     raw = json.loads(topic_json)

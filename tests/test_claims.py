@@ -241,7 +241,7 @@ def test_two_and_four_spiders_fetch_each_page_once_and_make_the_store_one_spider
             outputs = [worker.communicate(timeout=600)[0].decode() for worker in workers]
             assert all(
                 worker.returncode == 0 and "DONE" in out for worker, out in zip(workers, outputs, strict=True)
-            ), outputs
+            ), [(worker.returncode, out[-3000:]) for worker, out in zip(workers, outputs, strict=True)]
             requests = _page_requests(server, since)
             with store.engine.connect() as conn:
                 left = conn.execute(
