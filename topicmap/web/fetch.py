@@ -1326,14 +1326,25 @@ class _DomainScheduler:
             if self.ready >= self.max_ready and not self.held_back:
                 self.held_back = True
                 self.active_limit = max(1, self.active_limit // 2)
-            # No new slot is reserved while the caller is behind: a slot that came due while its fetch was held
-            # back would be used late, and a late start loses the slot whenever another process has reserved the
-            # domain's next one since (SqlThrottle.confirm): the domain's budget is wasted for every worker.
-            while self.needs_slot and not self.held_back:
+            # No polite slot is reserved while the caller is behind: a slot that came due while its fetch was
+            # held back would be used late, and a late start loses the slot whenever another process has
+            # reserved the domain's next one since (SqlThrottle.confirm): the domain's budget is wasted for every
+            # worker. (A zero-interval slot cannot be lost: those are reserved as before.)
+            deferred: list[str] = []
+            job: tuple[str, object] | None = None
+            while self.needs_slot:
                 domain = self.needs_slot.popleft()
-                if self.queues.get(domain) and domain not in self.holding:
-                    self.holding.add(domain)
-                    return "reserve", domain
+                if not self.queues.get(domain) or domain in self.holding:
+                    continue
+                if self.held_back and self.interval_of(domain) > 0:
+                    deferred.append(domain)
+                    continue
+                self.holding.add(domain)
+                job = ("reserve", domain)
+                break
+            self.needs_slot.extendleft(reversed(deferred))
+            if job is not None:
+                return job
             if self.slots and self.slots[0][0] <= now:
                 # A slot already reserved for a polite (non-zero) interval is used on time even when held back:
                 # at most one such fetch per domain, and only domains reserved before the hold.
@@ -1394,7 +1405,7 @@ class _DomainScheduler:
                 if not self.queues.get(domain):
                     self.holding.discard(domain)
                     return
-                if self.held_back:  # reserved once the caller has caught up (see _next_job)
+                if self.held_back and interval > 0:  # reserved once the caller has caught up (see _next_job)
                     self.holding.discard(domain)
                     self.needs_slot.append(domain)
                     return
