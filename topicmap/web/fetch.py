@@ -641,6 +641,9 @@ class WebFetcher:
         every page of an iteration in memory. Resuming at half, not at the first page taken, makes the
         workers refill in bursts: each worker that wakes must take the GIL from the caller, and one wake-up
         of all of them per page taken cost an extracting caller a tenth of its speed (benchmarks/RESULTS.md).
+        One exception: a slot already reserved for a non-zero interval is used on time while held back (at
+        most one page per domain), and no further such slot is reserved until the caller catches up, so a
+        shared domain's slot is never held for the caller and lost to a late start.
 
         ``urls`` may be a :class:`UrlFeed`: then at most ``max_queued`` URLs (default 8 per worker) are taken
         and not yet handed back as outcomes at any time, and the feed is asked for more, on the caller's
