@@ -1,12 +1,14 @@
 """One spider iteration's pages per second with 1 and 2 worker processes sharing it through claims (issue 18).
 
     .venv/bin/python benchmarks/bench_spider_scaling.py [--rounds 3] [--pages 1000] [--domains 50]
-        [--interval 0.5] [--skip-demo]
+        [--interval 0.5] [--skip-demo] [--partition pool|shards] [--shards N]
 
 Each worker process is what a Celery worker runs for one shard step (``Spider.process_pending``: claim pending
-URLs a few dozen at a time, fetch with 8 threads, extract, judge relevance, write a batch at a time); here they
-take the whole iteration from one pool of claims instead of one URL-hash shard each, so the measure is the
-spider's, without Dagster's per-step start (1-2 s a step, seen in tests/test_celery_spider.py). Workers start,
+URLs a few dozen at a time, fetch with 8 threads, extract, judge relevance, write a batch at a time), without
+Dagster's per-step start (1-2 s a step, seen in tests/test_celery_spider.py). ``--partition`` says what each of
+N workers takes: ``pool`` (default) the whole iteration from one pool of claims (N processes on one topic);
+``shards`` the iteration's URL-hash shards, ``--shards`` of them (default N), handed to the workers one at a
+time as each finishes the last, as Celery hands out the shard steps of the fan-out. Workers start,
 import and open the store first, then all begin at one signal; the clock runs from the signal to the last
 worker's exit, plus the iteration's finish (link mining, metrics) in the parent.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import selectors
 import statistics
 import subprocess
 import sys
@@ -62,6 +65,7 @@ from topicmap.web.netguard import AddressPolicy  # noqa: E402
 WORKER = """
 import json, sys
 sys.path.insert(0, {root!r})
+from topicmap.spider.claims import Shard
 from topicmap.spider.iteration import Spider
 from topicmap.spider.sources import FetcherSource
 from topicmap.store.throttle import SqlThrottle
@@ -72,6 +76,7 @@ from topicmap.web.netguard import AddressPolicy
 from datetime import date
 
 db, port, interval, iteration, raw = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), json.loads(sys.argv[5])
+partition, count = sys.argv[6], int(sys.argv[7])
 db, _, schema = db.partition("|")
 topic = TopicConfig(name=raw["name"], query=raw["query"], start_date=date.fromisoformat(raw["start"]),
                     end_date=date.fromisoformat(raw["end"]), max_iterations=raw["max_iterations"])
@@ -80,9 +85,10 @@ fetcher = WebFetcher(policy=AddressPolicy(allow=[f"127.0.0.1:{{port}}"]), host_o
                      throttle=SqlThrottle(store.engine, create_table=False), interval_overrides={{"*": interval}})
 spider = Spider(store, topic, FetcherSource(fetcher, 8, {{"*": interval}}), log=lambda _: None)
 print("READY", flush=True)
-sys.stdin.readline()
-report = spider.process_pending(iteration)
-print("PROCESSED", report.urls_processed, report.fetched, flush=True)
+# the parent hands out the work: "pool" (the whole iteration), a shard index, or "stop"
+while (order := sys.stdin.readline().strip()) != "stop":
+    shard = Shard() if order == "pool" else Shard(int(order), count)
+    print("DONE", spider.process_pending(iteration, shard).urls_processed, flush=True)
 """
 
 
@@ -107,8 +113,11 @@ def run_iteration(
     interval: float,
     workers: int,
     prepare: Callable[[TopicStore], int],
+    partition: str = "pool",
+    shards: int = 0,
 ) -> tuple[float, int, list[int]]:
-    """(seconds, URLs processed, each worker's share) of one iteration over ``workers`` processes."""
+    """(seconds, URLs processed, each worker's share) of one iteration over ``workers`` processes, which take the
+    whole iteration from one pool of claims or ``shards`` shards (default: one per worker) one at a time."""
     url, _, schema = db.partition("|")
     store = TopicStore.open(url, schema=schema or None)
     iteration = prepare(store)
@@ -126,6 +135,8 @@ def run_iteration(
                 str(interval),
                 str(iteration),
                 topic_arg(topic),
+                partition,
+                str(shards or workers),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -135,18 +146,32 @@ def run_iteration(
     ]
     for proc in procs:
         assert proc.stdout.readline().strip() == "READY"
+    orders = ["pool"] * workers if partition == "pool" else [str(i) for i in range(shards or workers)]
+    shares = [0] * workers
     started = time.perf_counter()
-    for proc in procs:
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    shares = []
-    for proc in procs:
-        out = proc.communicate(timeout=3600)[0]
-        shares.append(int(out.split("PROCESSED")[1].split()[0]))
+    with selectors.DefaultSelector() as ready:
+        for worker, proc in enumerate(procs):
+            ready.register(proc.stdout, selectors.EVENT_READ, worker)
+            _order(proc, orders.pop(0) if orders else "stop")
+        while ready.get_map():
+            for key, _ in ready.select():
+                worker, proc = key.data, procs[key.data]
+                line = proc.stdout.readline()
+                if not line:  # the worker has exited
+                    ready.unregister(proc.stdout)
+                    assert proc.wait() == 0, f"worker {worker} failed"
+                    continue
+                shares[worker] += int(line.split()[1])
+                _order(proc, orders.pop(0) if orders else "stop")
     spider.finish_iteration(plan, [])
     seconds = time.perf_counter() - started
     store.dispose()
     return seconds, sum(shares), shares
+
+
+def _order(proc: subprocess.Popen, order: str) -> None:
+    proc.stdin.write(order + "\n")
+    proc.stdin.flush()
 
 
 def drop_schema(url: str, schema: str) -> None:
@@ -220,6 +245,15 @@ def main() -> None:
         "--interval", type=float, default=0.5, help="the realistic politeness, seconds per site"
     )
     parser.add_argument("--skip-demo", action="store_true")
+    parser.add_argument(
+        "--partition",
+        choices=("pool", "shards"),
+        default="pool",
+        help="what each worker takes: the whole iteration's pool of claims, or URL-hash shards one at a time",
+    )
+    parser.add_argument(
+        "--shards", type=int, default=0, help="shards per iteration (default: one per worker)"
+    )
     parser.add_argument("--skip-news", action="store_true")
     parser.add_argument(
         "--database-url", help="a PostgreSQL URL (a fresh schema per run) instead of SQLite files"
@@ -237,8 +271,8 @@ def main() -> None:
             cases.append(case)
     if not args.skip_demo:
         cases.append(demo_case(args))
-    print("| case | politeness | workers | pages/s per round | median pages/s | 2 workers / 1 |")
-    print("|---|---|---:|---|---:|---:|")
+    print("| case | partition | politeness | workers | pages/s per round | median pages/s | 2 workers / 1 |")
+    print("|---|---|---|---:|---|---:|---:|")
     for label, server, topic, prepare in cases:
         with server as port:
             ready = prepare(port) if label.startswith("demo") else prepare
@@ -255,7 +289,7 @@ def main() -> None:
                             )
                             try:
                                 seconds, processed, shares = run_iteration(
-                                    db, port, topic, interval, workers, ready
+                                    db, port, topic, interval, workers, ready, args.partition, args.shards
                                 )
                             finally:
                                 if args.database_url:
@@ -269,7 +303,7 @@ def main() -> None:
                 for workers in (1, 2):
                     ratio = f"{medians[2] / medians[1]:.2f}" if workers == 2 else ""
                     print(
-                        f"| {label} | {interval:g} s/site | {workers} | "
+                        f"| {label} | {args.partition}{f' x{args.shards}' if args.shards else ''} | {interval:g} s/site | {workers} | "
                         f"{', '.join(f'{r:.1f}' for r in rates[workers])} | {medians[workers]:.1f} | {ratio} |",
                         flush=True,
                     )

@@ -27,7 +27,15 @@ from tests.spider_demo_topic import (
 )
 from topicmap.demo.server import serve_demo_web
 from topicmap.demo.web import DemoWeb, generate_demo_web
-from topicmap.spider.claims import ClaimQueue, Shard, fill_claim_keys, url_domain, url_shard_key
+from topicmap.spider.claims import (
+    ClaimQueue,
+    Shard,
+    claim_keys,
+    fill_claim_keys,
+    site_shard_key,
+    url_domain,
+    url_shard_key,
+)
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 from topicmap.topics.declarations import TopicConfig
@@ -51,7 +59,7 @@ def _topic_with_urls(store: TopicStore, urls: list[str], iteration: int = 1) -> 
             F,
             [
                 {"topics_id": topics_id, "url": url, "iteration": iteration, "state": "pending"}
-                | {"domain": url_domain(url), "shard_key": url_shard_key(url)}
+                | claim_keys(url)
                 for url in urls
             ],
             ["topics_id", "url"],
@@ -128,11 +136,40 @@ def test_shards_split_an_iteration_by_url_hash(store: TopicStore) -> None:
         Shard(3, 3)
 
 
+def test_live_holders_claim_their_own_sites_first_and_the_others_at_the_tail(store: TopicStore) -> None:
+    # site affinity: two workers on one iteration rarely use one site's politeness slots at once
+    urls = _urls(10, 6)
+    topics_id = _topic_with_urls(store, urls)
+    parity = {url_domain(url): site_shard_key(url_domain(url)) % 2 for url in urls}
+    assert set(parity.values()) == {0, 1}
+    a = ClaimQueue(store, topics_id, 1, "a", per_domain=2)
+    b = ClaimQueue(store, topics_id, 1, "b", per_domain=2)
+    a.join()
+    assert len({r["domain"] for r in a.claim(10)}) == 10  # alone, "a" interleaves every site
+    b.join()
+    assert a.live_holders() == b.live_holders() == ["a", "b"]
+    own = {place: sum(1 for p in parity.values() if p == place) for place in (0, 1)}
+    # as many URLs as two of each own site: all of them from the holder's own sites (places 1 and 0)
+    b_sites = {r["domain"] for r in b.claim(2 * own[1])}
+    a_sites = {r["domain"] for r in a.claim(2 * own[0])}
+    assert {parity[d] for d in b_sites} == {1} and {parity[d] for d in a_sites} == {0}
+    assert len(b_sites) == own[1] and len(a_sites) == own[0]
+    # "b" runs out of its own sites and takes the rest of "a"'s: nothing waits on a busy holder's choice
+    taken = [row for rows in iter(lambda: b.claim(100), []) for row in rows]
+    assert {parity[r["domain"]] for r in taken} == {0, 1}
+    assert len(taken) + 10 + 2 * own[0] + 2 * own[1] == len(urls)
+    b.leave()
+    assert a.live_holders() == ["a"]  # and "a" would take every site again
+
+
 def test_rows_written_before_version_4_get_their_claim_keys(store: TopicStore) -> None:
     topics_id = _topic_with_urls(store, _urls(2, 3))
     with store.engine.begin() as conn:
-        conn.execute(update(F).values(domain=None, shard_key=None))
+        conn.execute(update(F).values(domain=None, shard_key=None, site_key=None))
     assert fill_claim_keys(store, topics_id) == 6
+    with store.engine.connect() as conn:
+        keys = {r.url: (r.domain, r.shard_key, r.site_key) for r in conn.execute(select(F))}
+    assert keys == {url: tuple(claim_keys(url).values()) for url in keys}
     assert len(ClaimQueue(store, topics_id, 1, "w").claim(100)) == 6
 
 

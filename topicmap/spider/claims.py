@@ -25,7 +25,20 @@ What a claim takes (StormCrawler's "max URLs per bucket" rule, Heritrix's per-ho
 ranked per site (``domain``, the URL's throttle domain) and at most ``per_domain`` URLs of one site are taken
 per claim, in ``shard_key`` order (a hash: URLs of one site found together are spread out), sites interleaved.
 A site whose politeness interval makes it slow therefore never fills a worker's whole window while other sites
-wait. ``shard_key % count == index`` selects a shard of an iteration (the Celery fan-out).
+wait.
+
+Site affinity: while several holders work on one iteration, a claim takes the sites that fall to this holder
+first (``site_key % n == its place`` among the n live holders, sorted by name) and others' sites only when its
+own have nothing claimable left (the tail of the iteration, a holder that died). So two workers rarely use one
+site's politeness slots at once, without fixing who has which site: a holder that joins or leaves moves the
+sites at the next claim. The live holders are the rows of ``topic_spider_holders`` for the iteration that were
+renewed within a lease: a holder joins when it starts, renews with its claims and leaves when it stops.
+
+``shard_key % count == index`` selects a shard of an iteration (the Celery fan-out). Shards split URLs, not
+sites: they are of equal size whatever the sites, and site affinity keeps concurrent shards off each other's
+sites until their tails. (Static shards by site, as Heritrix and Nutch partition a crawl, were measured against
+this in benchmarks/RESULTS.md, session 11: unequal shards, and a shard with few sites is held to their
+politeness slots when it runs alone.)
 """
 
 from __future__ import annotations
@@ -41,7 +54,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Float, Integer, and_, bindparam, func, or_, select, text, update
+from sqlalchemy import Float, Integer, and_, bindparam, case, delete, func, literal, or_, select, text, update
 
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, chunks
@@ -57,11 +70,21 @@ DEFAULT_PER_DOMAIN = 16
 SHARD_KEY_BITS = 31  # fits a signed 32-bit INTEGER on both databases
 
 
-def url_shard_key(url: str) -> int:
-    """A stable hash of the URL (31 bits of its MD5): the same on every worker, host and Python run."""
-    return int.from_bytes(hashlib.md5(url.encode("utf-8", "surrogatepass")).digest()[:4], "big") >> (
+def _stable_hash(text: str) -> int:
+    """31 bits of the MD5 of ``text``: the same on every worker, host and Python run."""
+    return int.from_bytes(hashlib.md5(text.encode("utf-8", "surrogatepass")).digest()[:4], "big") >> (
         32 - SHARD_KEY_BITS
     )
+
+
+def url_shard_key(url: str) -> int:
+    """A stable hash of the URL: its URL-hash shard, and its place among its site's URLs."""
+    return _stable_hash(url)
+
+
+def site_shard_key(domain: str) -> int:
+    """A stable hash of the site (the URL's throttle domain): which live holder the site falls to."""
+    return _stable_hash(domain)
 
 
 def url_domain(url: str) -> str:
@@ -73,8 +96,9 @@ def url_domain(url: str) -> str:
 
 
 def claim_keys(url: str) -> dict[str, object]:
-    """The two claim keys a new ``topic_fetch_urls`` row is written with."""
-    return {"domain": url_domain(url), "shard_key": url_shard_key(url)}
+    """The claim keys a new ``topic_fetch_urls`` row is written with."""
+    domain = url_domain(url)
+    return {"domain": domain, "shard_key": url_shard_key(url), "site_key": site_shard_key(domain)}
 
 
 def new_holder(label: str = "") -> str:
@@ -108,19 +132,21 @@ class OthersWork:
 
 
 _F = s.topic_fetch_urls
+_H = s.topic_spider_holders
 #: the advisory lock (class, topics_id) that serializes a topic's claims on PostgreSQL ("tmcl" in ASCII)
 CLAIM_LOCK_CLASS = 0x746D636C
 _CLAIM_LOCK = text("SELECT pg_advisory_xact_lock(:lock_class, :topics_id)")
 
 
 def fill_claim_keys(store: TopicStore, topics_id: int) -> int:
-    """Give the open URLs written before schema version 4 (no ``domain``/``shard_key``) their claim keys."""
+    """Give the open URLs written before schema version 4 (no ``domain``/``shard_key``) or 10 (no
+    ``site_key``) their claim keys."""
     with store.engine.connect() as conn:
         rows = conn.execute(
             select(_F.c.topic_fetch_urls_id, _F.c.url).where(
                 _F.c.topics_id == topics_id,
                 _F.c.state.in_(OPEN_STATES),
-                or_(_F.c.domain.is_(None), _F.c.shard_key.is_(None)),
+                or_(_F.c.domain.is_(None), _F.c.shard_key.is_(None), _F.c.site_key.is_(None)),
             )
         ).all()
     if not rows:
@@ -128,22 +154,20 @@ def fill_claim_keys(store: TopicStore, topics_id: int) -> int:
     statement = (
         update(_F)
         .where(_F.c.topic_fetch_urls_id == bindparam("b_id"))
-        .values(domain=bindparam("b_domain"), shard_key=bindparam("b_shard_key"))
+        .values(
+            domain=bindparam("b_domain"), shard_key=bindparam("b_shard_key"), site_key=bindparam("b_site_key")
+        )
     )
     for chunk in chunks(rows, 1000):
         with store.engine.begin() as conn:
             conn.execute(
                 statement,
                 [
-                    {
-                        "b_id": row.topic_fetch_urls_id,
-                        "b_domain": url_domain(row.url),
-                        "b_shard_key": url_shard_key(row.url),
-                    }
+                    {"b_id": row.topic_fetch_urls_id} | {f"b_{k}": v for k, v in claim_keys(row.url).items()}
                     for row in chunk
                 ],
             )
-    log.info("topic %s: claim keys given to %d URLs written before schema version 4", topics_id, len(rows))
+    log.info("topic %s: claim keys given to %d URLs written before they had them", topics_id, len(rows))
     return len(rows)
 
 
@@ -176,7 +200,7 @@ class ClaimQueue:
         self.per_domain = per_domain
         self._clock = clock
         self._postgres = store.dialect == "postgresql"
-        self._statements: dict[bool, Any] = {}  # the claim statement, by "some sites are saturated"
+        self._statements: dict[tuple[bool, bool], Any] = {}  # the claim statement, by (saturated, affinity)
 
     def _mine(self, table=_F):  # noqa: ANN001, ANN202 - a SQLAlchemy table and condition
         """This iteration's open URLs in this claimer's shard."""
@@ -212,10 +236,14 @@ class ClaimQueue:
         }
         if saturated:
             params["c_saturated"] = sorted(saturated)
-        statement = self._claim_statement(bool(saturated))
         with self.store.engine.begin() as conn:
             if self._postgres:  # one claimer of the topic at a time (module doc); released at commit
                 conn.execute(_CLAIM_LOCK, {"lock_class": CLAIM_LOCK_CLASS, "topics_id": self.topics_id})
+            holders = self._live_holders(conn, now)
+            if len(holders) > 1:
+                params["c_holders"] = len(holders)
+                params["c_place"] = holders.index(self.holder)
+            statement = self._claim_statement(bool(saturated), len(holders) > 1)
             rows = [dict(r) for r in conn.execute(statement, params).mappings()]
         # RETURNING keeps no order: interleave the sites again
         by_site: dict[str | None, list[dict]] = {}
@@ -229,10 +257,46 @@ class ClaimQueue:
             if rank < len(group)
         ]
 
-    def _claim_statement(self, saturated: bool):  # noqa: ANN202 - a SQLAlchemy UPDATE
-        """The claim UPDATE, built once per queue (with or without a list of saturated sites) and run with bound
-        values: building it and computing its cache key cost ~1 ms of the spider's main thread per claim."""
-        statement = self._statements.get(saturated)
+    def join(self) -> None:
+        """Count this holder among the iteration's live holders (site affinity), until it leaves."""
+        with self.store.engine.begin() as conn:
+            self._seen(conn)
+
+    def _seen(self, conn) -> None:  # noqa: ANN001 - a SQLAlchemy connection
+        row = {"topics_id": self.topics_id, "iteration": self.iteration, "holder": self.holder}
+        self.store.upsert(conn, _H, [row | {"seen_at": self._clock()}], list(row), ["seen_at"])
+
+    def leave(self) -> None:
+        """Stop counting this holder among the live ones (its sites go to the others at their next claim)."""
+        with self.store.engine.begin() as conn:
+            conn.execute(
+                delete(_H).where(
+                    _H.c.topics_id == self.topics_id,
+                    _H.c.iteration == self.iteration,
+                    _H.c.holder == self.holder,
+                )
+            )
+
+    def live_holders(self) -> list[str]:
+        """The holders working on this iteration now (any shard), this one among them, sorted by name."""
+        with self.store.engine.connect() as conn:
+            return self._live_holders(conn, self._clock())
+
+    def _live_holders(self, conn, now: float) -> list[str]:  # noqa: ANN001 - a SQLAlchemy connection
+        others = conn.execute(
+            select(_H.c.holder).where(
+                _H.c.topics_id == self.topics_id,
+                _H.c.iteration == self.iteration,
+                _H.c.seen_at >= now - self.lease,
+            )
+        ).scalars()
+        return sorted({self.holder, *others})
+
+    def _claim_statement(self, saturated: bool, affinity: bool):  # noqa: ANN202 - a SQLAlchemy UPDATE
+        """The claim UPDATE, built once per queue and kind (with or without a list of saturated sites, with or
+        without site affinity) and run with bound values: building it and computing its cache key cost ~1 ms of
+        the spider's main thread per claim."""
+        statement = self._statements.get((saturated, affinity))
         if statement is not None:
             return statement
         now = bindparam("c_now", type_=Float)
@@ -246,10 +310,24 @@ class ClaimQueue:
                     candidate.c.domain.not_in(bindparam("c_saturated", expanding=True)),
                 ),
             )
+        # this holder's own sites first (module doc); 0 for every site without affinity
+        preferred = (
+            case(
+                (
+                    func.coalesce(candidate.c.site_key, 0) % bindparam("c_holders", type_=Integer)
+                    == bindparam("c_place", type_=Integer),
+                    0,
+                ),
+                else_=1,
+            )
+            if affinity
+            else literal(0)
+        )
         ranked = (
             select(
                 candidate.c.topic_fetch_urls_id.label("id"),
                 candidate.c.shard_key.label("shard_key"),
+                preferred.label("preferred"),
                 func.row_number()
                 .over(
                     partition_by=candidate.c.domain,
@@ -260,11 +338,11 @@ class ClaimQueue:
             .where(where)
             .subquery("ranked")
         )
-        # rank first: the first URL of every site, then the second of every site... (sites interleaved)
+        # own sites first, then rank: the first URL of every site, then the second... (sites interleaved)
         picked = (
             select(ranked.c.id)
             .where(ranked.c.rank <= bindparam("c_per_domain", type_=Integer))
-            .order_by(ranked.c.rank, ranked.c.shard_key, ranked.c.id)
+            .order_by(ranked.c.preferred, ranked.c.rank, ranked.c.shard_key, ranked.c.id)
             .limit(bindparam("c_limit", type_=Integer))
         )
         if self._postgres:
@@ -289,12 +367,14 @@ class ClaimQueue:
                 _F.c.shard_key,
             )
         )
-        self._statements[saturated] = statement
+        self._statements[(saturated, affinity)] = statement
         return statement
 
     def renew(self) -> int:
-        """Extend the lease of every open URL this holder has claimed. Returns how many."""
+        """Extend the lease of every open URL this holder has claimed, and its place among the live holders.
+        Returns how many URLs."""
         with self.store.engine.begin() as conn:
+            self._seen(conn)
             return conn.execute(
                 update(_F)
                 .where(self._mine(), _F.c.claimed_by == self.holder)

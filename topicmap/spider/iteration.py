@@ -471,6 +471,7 @@ class Spider:
             per_domain=self.claim_per_domain,
         )
         claims.take_back()
+        claims.join()
         total = self._open_count(claims)
         where = f" ({shard})" if shard.count > 1 else ""
         self.log(f"{self.topic.name}: iteration {iteration}{where}: {total} pending URLs")
@@ -501,6 +502,7 @@ class Spider:
             finally:
                 # what was claimed and not written (an error, or the fetch limit) goes back to the pool now
                 claims.release()
+                claims.leave()
         return report
 
     def finish_iteration(self, plan: IterationPlan, parts: Iterable[IterationReport]) -> IterationReport:

@@ -34,7 +34,7 @@ from sqlalchemy import (
 metadata = MetaData()
 
 #: The newest schema version; ``schema_version`` holds the version a store is at.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: Every URL column is an indexed VARCHAR of this length that lookups match exactly (as Media Cloud's are). A
 #: longer URL is rejected or skipped with a reason, never cut: a cut URL is another URL.
@@ -229,11 +229,27 @@ topic_fetch_urls = Table(
     Column("shard_key", Integer, nullable=True, info=_since(4)),
     Column("claimed_by", String(128), nullable=True, info=_since(4)),
     Column("claim_expires_at", Float, nullable=True, info=_since(4)),
+    # version 10: ``site_key`` (31 bits of the MD5 of ``domain``) gives each site to one of the live holders
+    # (site affinity: two workers rarely use one site's politeness slots at once)
+    Column("site_key", Integer, nullable=True, info=_since(10)),
     # Media Cloud has no unique key here; one makes "every URL is processed once per topic" a database fact
     UniqueConstraint("topics_id", "url", name="topic_fetch_urls_topic_url_key"),
     Index("topic_fetch_urls_pending", "topics_id", "state"),
     Index("topic_fetch_urls_claims", "topics_id", "iteration", "state", "shard_key", info=_since(4)),
     info=_since(2),
+)
+
+# Version 10: who is working on an iteration now (topicmap.spider.claims, site affinity). A holder writes its
+# row when it starts, renews ``seen_at`` (seconds since the epoch) with its claims' leases, and deletes it when
+# it stops; a row older than a lease is a holder that died.
+topic_spider_holders = Table(
+    "topic_spider_holders",
+    metadata,
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), primary_key=True),
+    Column("iteration", Integer, primary_key=True),
+    Column("holder", String(128), primary_key=True),
+    Column("seen_at", Float, nullable=False),
+    info=_since(10),
 )
 
 topic_stories = Table(
