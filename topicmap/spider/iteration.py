@@ -474,7 +474,9 @@ class Spider:
         claims.join()
         total = self._open_count(claims)
         where = f" ({shard})" if shard.count > 1 else ""
-        self.log(f"{self.topic.name}: iteration {iteration}{where}: {total} pending URLs")
+        holders = len(claims.live_holders())
+        others = f", {holders - 1} other holder(s) working on it (site affinity)" if holders > 1 else ""
+        self.log(f"{self.topic.name}: iteration {iteration}{where}: {total} pending URLs{others}")
         self._progress = _Progress(total=total, every=self.progress_every, iteration=iteration)
         limit = self.topic.fetch.max_fetches_per_iteration
         if limit and shard.count > 1:
