@@ -162,6 +162,32 @@ def test_live_holders_claim_their_own_sites_first_and_the_others_at_the_tail(sto
     assert a.live_holders() == ["a"]  # and "a" would take every site again
 
 
+def test_a_polite_claimer_keeps_off_the_sites_another_live_holder_is_fetching(store: TopicStore) -> None:
+    # taking a busy site would not make it faster (its slots bound it) and would lose slots between the two
+    urls = _urls(2, 4)
+    topics_id = _topic_with_urls(store, urls)
+    a = ClaimQueue(store, topics_id, 1, "a", per_domain=1, exclusive_sites=True)
+    b = ClaimQueue(store, topics_id, 1, "b", per_domain=100, exclusive_sites=True)
+    a.join()
+    held = a.claim(2)  # one URL of each site: "a" is fetching both
+    b.join()
+    assert b.claim(100) == []
+    assert b.others().count == 8  # a's two, and the six it waits for
+    _write(store, [held[0]["topic_fetch_urls_id"]])  # "a" is done with the first site
+    free = held[0]["domain"]
+    taken = b.claim(100)
+    assert {r["domain"] for r in taken} == {free} and len(taken) == 3
+    # without politeness an idle worker helps with any site
+    c = ClaimQueue(store, topics_id, 1, "c", per_domain=100)
+    c.join()
+    assert {r["domain"] for r in c.claim(100)} == {held[1]["domain"]}
+
+
+def _write(store: TopicStore, ids: list[int]) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(update(F).where(F.c.topic_fetch_urls_id.in_(ids)).values(state="story added"))
+
+
 def test_rows_written_before_version_4_get_their_claim_keys(store: TopicStore) -> None:
     topics_id = _topic_with_urls(store, _urls(2, 3))
     with store.engine.begin() as conn:
@@ -278,7 +304,10 @@ def test_two_and_four_spiders_fetch_each_page_once_and_make_the_store_one_spider
             outputs = [worker.communicate(timeout=600)[0].decode() for worker in workers]
             assert all(
                 worker.returncode == 0 and "DONE" in out for worker, out in zip(workers, outputs, strict=True)
-            ), [(worker.returncode, out[-3000:]) for worker, out in zip(workers, outputs, strict=True)]
+            ), [
+                (worker.returncode, _worker_trouble(out))
+                for worker, out in zip(workers, outputs, strict=True)
+            ]
             requests = _page_requests(server, since)
             with store.engine.connect() as conn:
                 left = conn.execute(
@@ -303,3 +332,10 @@ def test_two_and_four_spiders_fetch_each_page_once_and_make_the_store_one_spider
         # machine the first spider can take everything before the others claim; the Celery test shows sharing)
         shares = [int(out.split("PROCESSED ")[1].split()[0]) for out in outputs]
         assert sum(shares) == sum(int(out.split("PROCESSED ")[1].split()[0]) for out in results[1][2]), shares
+
+
+def _worker_trouble(output: str) -> str:
+    """What a failed worker said: its first traceback (where it went wrong) and how it ended."""
+    first = output.find("Traceback")
+    head = output[max(0, first - 300) : first + 4000] if first >= 0 else ""
+    return f"{head}\n...\n{output[-1500:]}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import threading
 from datetime import UTC, date, datetime
 
 import pytest
@@ -184,3 +185,46 @@ def test_opening_a_store_newer_than_the_code_is_refused(store: TopicStore) -> No
         )
     with pytest.raises(StoreError, match="newer than this code"):
         store.upgrade()
+
+
+def test_a_transaction_the_database_cancels_for_a_deadlock_runs_again(pg_schema: tuple[str, str]) -> None:
+    # two workers writing one topic can deadlock on PostgreSQL, which cancels one of them: that one runs again
+    url, schema = pg_schema
+    store = TopicStore.open(url, schema=schema)
+    topics = [
+        store.upsert_topic(
+            TopicConfig(name=name, query="climate", start_date=date(2026, 1, 1), end_date=date(2026, 2, 1))
+        )
+        for name in ("first", "second")
+    ]
+    both_hold_one = threading.Barrier(2, timeout=60)
+    attempts: list[str] = []
+
+    def lock_in_order(name: str, order: list[int]):  # noqa: ANN202
+        def work(conn) -> None:  # noqa: ANN001
+            attempts.append(name)
+            for position, topics_id in enumerate(order):
+                conn.execute(
+                    update(s.topics).where(s.topics.c.topics_id == topics_id).values(solr_seed_query=name)
+                )
+                if position == 0 and attempts.count(name) == 1:
+                    both_hold_one.wait()  # the first time, each holds the row the other wants next
+
+        return lambda: store.in_transaction(work)
+
+    threads = [
+        threading.Thread(target=lock_in_order("a", topics)),
+        threading.Thread(target=lock_in_order("b", topics[::-1])),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(attempts) in (["a", "a", "b"], ["a", "b", "b"])  # one of them was cancelled and ran again
+    with store.engine.connect() as conn:
+        values = set(conn.execute(select(s.topics.c.solr_seed_query)).scalars())
+    assert len(values) == 1 and values <= {
+        "a",
+        "b",
+    }  # both transactions committed, whole, one after the other
+    store.dispose()

@@ -33,6 +33,12 @@ own have nothing claimable left (the tail of the iteration, a holder that died).
 site's politeness slots at once, without fixing who has which site: a holder that joins or leaves moves the
 sites at the next claim. The live holders are the rows of ``topic_spider_holders`` for the iteration that were
 renewed within a lease: a holder joins when it starts, renews with its claims and leaves when it stops.
+With ``exclusive_sites`` (a polite crawl whose workers share one pool of claims), a claim also never takes a
+site another live holder is fetching (holds an open claim of), as Heritrix never gives a busy host queue to a
+second thread: taking it would not make the site faster, whose slots bound it, and would lose slots between the
+two. The claimer then waits for that site like for URLs others hold (``others``). Without politeness a site has
+no slots to lose, and an idle worker helps with any site; a shard's URLs of a busy site cannot go to the worker
+fetching it, and waiting for them measured slower than sharing the site (benchmarks/RESULTS.md, session 11).
 
 ``shard_key % count == index`` selects a shard of an iteration (the Celery fan-out). Shards split URLs, not
 sites: they are of equal size whatever the sites, and site affinity keeps concurrent shards off each other's
@@ -184,6 +190,7 @@ class ClaimQueue:
         lease: float = DEFAULT_LEASE_SECONDS,
         per_domain: int = DEFAULT_PER_DOMAIN,
         clock: Callable[[], float] = time.time,
+        exclusive_sites: bool = False,
     ) -> None:
         if not lease > 0:
             raise ValueError(f"claim lease must be > 0 seconds, got {lease!r}")
@@ -198,9 +205,12 @@ class ClaimQueue:
         self.shard = shard
         self.lease = lease
         self.per_domain = per_domain
+        self.exclusive_sites = exclusive_sites
         self._clock = clock
         self._postgres = store.dialect == "postgresql"
-        self._statements: dict[tuple[bool, bool], Any] = {}  # the claim statement, by (saturated, affinity)
+        self._statements: dict[
+            tuple[bool, bool], Any
+        ] = {}  # the claim statement, by (saturated, others live)
 
     def _mine(self, table=_F):  # noqa: ANN001, ANN202 - a SQLAlchemy table and condition
         """This iteration's open URLs in this claimer's shard."""
@@ -294,8 +304,8 @@ class ClaimQueue:
 
     def _claim_statement(self, saturated: bool, affinity: bool):  # noqa: ANN202 - a SQLAlchemy UPDATE
         """The claim UPDATE, built once per queue and kind (with or without a list of saturated sites, with or
-        without site affinity) and run with bound values: building it and computing its cache key cost ~1 ms of
-        the spider's main thread per claim."""
+        without other live holders) and run with bound values: building it and computing its cache key cost ~1
+        ms of the spider's main thread per claim."""
         statement = self._statements.get((saturated, affinity))
         if statement is not None:
             return statement
@@ -309,6 +319,21 @@ class ClaimQueue:
                     candidate.c.domain.is_(None),
                     candidate.c.domain.not_in(bindparam("c_saturated", expanding=True)),
                 ),
+            )
+        if affinity and self.exclusive_sites:  # not a site another live holder is fetching (module doc)
+            busy = _F.alias("busy")
+            where = and_(
+                where,
+                ~select(busy.c.topic_fetch_urls_id)
+                .where(
+                    busy.c.topics_id == self.topics_id,
+                    busy.c.iteration == self.iteration,
+                    busy.c.state.in_(OPEN_STATES),
+                    busy.c.domain == candidate.c.domain,
+                    busy.c.claimed_by != self.holder,
+                    busy.c.claim_expires_at >= now,
+                )
+                .exists(),
             )
         # this holder's own sites first (module doc); 0 for every site without affinity
         preferred = (
@@ -392,17 +417,21 @@ class ClaimQueue:
             ).rowcount
 
     def others(self) -> OthersWork:
-        """Open URLs of this claimer's part that other live holders have claimed."""
+        """Open URLs of this claimer's part that other live holders have claimed, and (``exclusive_sites``)
+        those of sites other live holders are fetching: what is left to wait for once a claim finds nothing."""
         now = self._clock()
+        claimed_by_others = and_(
+            _F.c.claimed_by.is_not(None), _F.c.claimed_by != self.holder, _F.c.claim_expires_at >= now
+        )
         with self.store.engine.connect() as conn:
             count, next_expiry = conn.execute(
-                select(func.count(), func.min(_F.c.claim_expires_at)).where(
-                    self._mine(),
-                    _F.c.claimed_by.is_not(None),
-                    _F.c.claimed_by != self.holder,
-                    _F.c.claim_expires_at >= now,
-                )
+                select(func.count(), func.min(_F.c.claim_expires_at)).where(self._mine(), claimed_by_others)
             ).one()
+            if self.exclusive_sites:
+                # a claim that found nothing leaves unclaimed URLs only on sites others are fetching
+                count += conn.execute(
+                    select(func.count()).where(self._mine(), self._claimable(now))
+                ).scalar_one()
         return OthersWork(int(count), None if next_expiry is None else float(next_expiry))
 
 

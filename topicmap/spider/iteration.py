@@ -117,7 +117,8 @@ class PageSource(Protocol):
 
     ``urls`` is the spider's claim feed: a source that fetches concurrently passes it to
     ``WebFetcher.fetch_many`` (a :class:`~topicmap.web.fetch.UrlFeed`); a sequential source iterates it, and
-    each URL is claimed shortly before it is asked for."""
+    each URL is claimed shortly before it is asked for. A source with a ``polite`` attribute that is true (sites
+    have a politeness interval) makes the spider's claims keep off the sites other workers are fetching."""
 
     def fetch_many(self, urls: Iterable[str]) -> Iterator[FetchOutcome]: ...
 
@@ -469,6 +470,9 @@ class Spider:
             shard=shard,
             lease=self.claim_lease,
             per_domain=self.claim_per_domain,
+            # keeping off busy sites helps a pool of claims; a shard cannot hand its URLs of a busy site to
+            # the worker fetching it, and waiting for it measured slower (RESULTS.md, session 11)
+            exclusive_sites=shard.count == 1 and bool(getattr(self.source, "polite", False)),
         )
         claims.take_back()
         claims.join()
@@ -847,8 +851,7 @@ class Spider:
         self._progress.show(report, self.topic.name, self.log)
 
     def _commit(self, batch: list[_Resolution]) -> _Tally:
-        with self.store.engine.begin() as conn:
-            return self._write_resolutions(conn, batch)
+        return self.store.in_transaction(lambda conn: self._write_resolutions(conn, batch))
 
     def _commit_alone(self, resolution: _Resolution) -> _Tally:
         """One URL in its own transaction; if even that fails, the URL ends in error with the reason (and if
@@ -1098,8 +1101,7 @@ class Spider:
         links_added = 0
         for chunk in chunks(todo, MINE_BATCH):
             batch = [self._stored_links(story) for story in chunk]
-            with self.store.engine.begin() as conn:
-                links_added += self._mine_batch(conn, batch)
+            links_added += self.store.in_transaction(lambda conn, batch=batch: self._mine_batch(conn, batch))
         return links_added
 
     def _stored_links(self, story) -> _StoryLinks:  # noqa: ANN001 - a SQLAlchemy row
@@ -1224,12 +1226,13 @@ class Spider:
             .limit(1)
             .scalar_subquery()
         )
-        with self.store.engine.begin() as conn:
-            conn.execute(
+        self.store.in_transaction(
+            lambda conn: conn.execute(
                 update(tl)
                 .where(tl.c.topics_id == self.topics_id, tl.c.ref_stories_id.is_(None))
                 .values(ref_stories_id=resolved)
             )
+        )
 
     # ------------------------------------------------------------------ metrics and health
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from topicmap.archive.warc import WarcReplay
 from topicmap.web.extract import decode_html
 from topicmap.web.fetch import FetchOutcome, WebFetcher
+from topicmap.web.throttle import default_interval
 
 
 class FetcherSource:
@@ -19,6 +20,12 @@ class FetcherSource:
         self.fetcher = fetcher
         self.max_workers = max_workers
         self.interval_overrides = dict(interval_overrides or {})
+
+    @property
+    def polite(self) -> bool:
+        """Whether sites have a politeness interval (the default one is not 0): then workers sharing an
+        iteration keep off the sites another one is fetching (topicmap.spider.claims, site affinity)."""
+        return default_interval({**self.fetcher.interval_overrides, **self.interval_overrides}) > 0
 
     def fetch_many(self, urls: Iterable[str]) -> Iterator[FetchOutcome]:
         return self.fetcher.fetch_many(

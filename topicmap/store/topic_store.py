@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import gzip
 import logging
+import random
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import zstandard
 from sqlalchemy import (
@@ -36,6 +38,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateColumn
 
 from topicmap.store import schema as s
@@ -54,6 +57,10 @@ if TYPE_CHECKING:  # the store sits below the stages: a topic is only a paramete
     from topicmap.web.extract import ExtractedStory
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+#: PostgreSQL's "deadlock detected" and "could not serialize access": the transaction may simply run again
+_RETRYABLE_PGCODES = frozenset({"40P01", "40001"})
 
 #: stories.source of the stories the spider generated (everything else came from an archive drop)
 SPIDER_SOURCE = "spider"
@@ -234,6 +241,25 @@ class TopicStore:
         if upgrade:
             store.upgrade()
         return store
+
+    def in_transaction(self, work: Callable[[Connection], _T], attempts: int = 4) -> _T:
+        """``work`` in one transaction, run again from the start when the database aborted it for a deadlock
+        or a serialization failure: workers writing one topic at once (links pointed at stories, a finish step
+        beside another worker's batch) can deadlock on PostgreSQL, which then cancels one of the transactions,
+        and a retry is the documented answer. ``work`` must only write through ``conn``."""
+        for attempt in range(1, attempts + 1):
+            try:
+                with self.engine.begin() as conn:
+                    return work(conn)
+            except Exception as exc:
+                # media created in the rolled-back transaction are gone: forget their ids
+                self._medium_cache.clear()
+                code = getattr(getattr(exc, "orig", None), "pgcode", None)
+                if not isinstance(exc, DBAPIError) or code not in _RETRYABLE_PGCODES or attempt == attempts:
+                    raise
+                log.info("transaction aborted (%s), attempt %d of %d", code, attempt, attempts)
+                time.sleep(random.uniform(0.01, 0.05) * attempt)  # apart, so the two do not meet again
+        raise AssertionError("unreachable")
 
     def version(self) -> int:
         with self.engine.connect() as conn:

@@ -120,6 +120,11 @@ def domain_interval(domain: str, overrides: Mapping[str, float] | None = None) -
         return ACCELERATED_INTERVAL
     if name in URL_SHORTENER_HOSTNAMES:
         return SHORTENER_INTERVAL
+    return default_interval(overrides)
+
+
+def default_interval(overrides: Mapping[str, float] | None = None) -> float:
+    """The interval of a site with none of its own: the "*" override, else the 10 s default."""
     if overrides and "*" in overrides:
         return _check_interval(overrides["*"], "default interval override '*'")
     return DEFAULT_INTERVAL
