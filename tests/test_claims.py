@@ -32,7 +32,7 @@ from topicmap.spider.claims import (
     Shard,
     claim_keys,
     fill_claim_keys,
-    site_shard_key,
+    site_hash,
     url_domain,
     url_shard_key,
 )
@@ -140,7 +140,7 @@ def test_live_holders_claim_their_own_sites_first_and_the_others_at_the_tail(sto
     # site affinity: two workers on one iteration rarely use one site's politeness slots at once
     urls = _urls(10, 6)
     topics_id = _topic_with_urls(store, urls)
-    parity = {url_domain(url): site_shard_key(url_domain(url)) % 2 for url in urls}
+    parity = {url_domain(url): site_hash(url_domain(url)) % 2 for url in urls}
     assert set(parity.values()) == {0, 1}
     a = ClaimQueue(store, topics_id, 1, "a", per_domain=2)
     b = ClaimQueue(store, topics_id, 1, "b", per_domain=2)

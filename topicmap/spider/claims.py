@@ -88,7 +88,7 @@ def url_shard_key(url: str) -> int:
     return _stable_hash(url)
 
 
-def site_shard_key(domain: str) -> int:
+def site_hash(domain: str) -> int:
     """A stable hash of the site (the URL's throttle domain): which live holder the site falls to."""
     return _stable_hash(domain)
 
@@ -104,7 +104,7 @@ def url_domain(url: str) -> str:
 def claim_keys(url: str) -> dict[str, object]:
     """The claim keys a new ``topic_fetch_urls`` row is written with."""
     domain = url_domain(url)
-    return {"domain": domain, "shard_key": url_shard_key(url), "site_key": site_shard_key(domain)}
+    return {"domain": domain, "shard_key": url_shard_key(url), "site_key": site_hash(domain)}
 
 
 def new_holder(label: str = "") -> str:
@@ -208,9 +208,8 @@ class ClaimQueue:
         self.exclusive_sites = exclusive_sites
         self._clock = clock
         self._postgres = store.dialect == "postgresql"
-        self._statements: dict[
-            tuple[bool, bool], Any
-        ] = {}  # the claim statement, by (saturated, others live)
+        # the claim statement, by (some sites saturated, other holders live)
+        self._statements: dict[tuple[bool, bool], Any] = {}
 
     def _mine(self, table=_F):  # noqa: ANN001, ANN202 - a SQLAlchemy table and condition
         """This iteration's open URLs in this claimer's shard."""
