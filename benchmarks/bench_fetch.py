@@ -149,7 +149,6 @@ def make_fetcher(port: int, interval: float, throttle) -> WebFetcher:
         host_overrides={"*.test": f"127.0.0.1:{port}"},
         interval_overrides={"*": interval},
         throttle=throttle,
-        pool_maxsize=32,
     )
 
 

@@ -7,16 +7,17 @@ so while one domain waits, the workers fetch others.
 
 What every fetch guarantees:
 
-- the SSRF guard (:mod:`topicmap.web.netguard`) checks the resolved address of every connection, redirect hops
-  and robots.txt included, and the socket connects to the checked address;
-- connect / read timeouts per socket operation, plus ``total_timeout`` on the whole fetch: every hop's and
-  retry's network time and the back-off waits between retries (not the waits for politeness slots, which
-  depend on the rest of the crawl). A watchdog closes a connection whose response headers have not all come
-  by then (a server trickling its headers defeats every per-read timeout), the body is read against the same
-  deadline (a body that never ends), and a retry whose back-off would pass it is not made;
-- a cap on the bytes read *and* on the decompressed bytes: the raw body is read with urllib3's decoding off
-  and inflated here with ``zlib``'s ``max_length``, so a small gzip that inflates to gigabytes stops at the cap
-  with "decompression bomb" instead of filling memory;
+- the SSRF guard (:mod:`topicmap.web.netguard`) checks every resolved address of the host of every request,
+  redirect hops and robots.txt included, and the connection goes to a checked address (libcurl never resolves a
+  name itself: :mod:`topicmap.web.transport`);
+- a connect timeout, a read timeout (no body byte for ``read_timeout`` seconds), plus ``total_timeout`` on the
+  whole fetch: every hop's and retry's network time and the back-off waits between retries (not the waits for
+  politeness slots, which depend on the rest of the crawl). Each request ends when the fetch's remaining time
+  runs out, headers trickling in or a body that never ends alike, and a retry whose back-off would pass the
+  limit is not made;
+- a cap on the *inflated* bytes of a body (libcurl inflates gzip, deflate and br in C and the cap counts its
+  output), so a small gzip that inflates to gigabytes stops at the cap with "decompression bomb" instead of
+  filling memory; an uncompressed body stops at the same cap with "body too large";
 - only HTML is read: other content types are refused from their headers, without reading the body;
 - HTTP redirects and HTML ``<meta http-equiv="refresh">`` redirects, both counted against ``max_redirects``;
 - retries with exponential backoff on 429, 5xx and connection failures, honouring ``Retry-After``;
@@ -37,10 +38,10 @@ own interval, and a site's bare-to-www redirect doubled its request rate.
 from __future__ import annotations
 
 import contextlib
+import email.message
 import email.utils
 import heapq
 import html
-import io
 import itertools
 import logging
 import queue
@@ -48,7 +49,6 @@ import re
 import socket
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -57,8 +57,8 @@ from typing import Protocol, runtime_checkable
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
-import urllib3.exceptions
-from requests.cookies import RequestsCookieJar
+from requests.cookies import MockRequest, MockResponse, RequestsCookieJar, get_cookie_header
+from requests.structures import CaseInsensitiveDict
 
 from topicmap.web.extract import decode_html
 from topicmap.web.fetch_limits import (
@@ -67,7 +67,7 @@ from topicmap.web.fetch_limits import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TOTAL_TIMEOUT,
 )
-from topicmap.web.netguard import AddressPolicy, AddressRefused, GuardedHTTPAdapter, last_request_sent_at
+from topicmap.web.netguard import AddressPolicy, AddressRefused
 from topicmap.web.robots import MAX_ROBOTS_BYTES, RobotsRules, product_token
 from topicmap.web.throttle import (
     DomainThrottle,
@@ -76,6 +76,7 @@ from topicmap.web.throttle import (
     throttle_domain,
     validate_interval_overrides,
 )
+from topicmap.web.transport import SKIP_BODY, BodyPlan, CurlTransport, Response, TransferError
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +89,10 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_META_REFRESH_DELAY = 10.0
 META_REFRESH_SCAN_CHARS = 64 * 1024
 SNIFF_BYTES = 1024
-READ_CHUNK = 256 * 1024
-INFLATE_PIECE = 256 * 1024
 # Bodies of redirects and error pages are drained up to this to keep the connection alive, else dropped.
 DRAIN_LIMIT = 64 * 1024
+ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
+RESOLVE_TTL = 60.0  # seconds a name's checked addresses are used before it is resolved (and checked) again
 ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2
 ROBOTS_TTL = 24 * 3600.0  # RFC 9309 §2.4: do not use a cached robots.txt for more than 24 hours
 ROBOTS_UNREACHABLE_TTL = 600.0  # a 5xx robots.txt means "disallow all" for a while, then ask again
@@ -216,173 +217,6 @@ class UrlFeed(Protocol):
     def take(self, room: int, idle: bool) -> list[str] | None: ...
 
 
-class _Watch:
-    """One request's deadline; the watchdog shuts its socket down if the response headers are not in by then."""
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline  # time.monotonic()
-        self.lock = threading.Lock()
-        self.sock: socket.socket | None = None
-        self.active = True
-        self.fired = False
-
-    def attach(self, sock: socket.socket | None) -> None:
-        with self.lock:
-            self.sock = sock
-        if time.monotonic() >= self.deadline:
-            self.fire()
-
-    def fire(self) -> None:
-        with self.lock:
-            if not self.active or self.sock is None:
-                return
-            self.fired = True
-            with contextlib.suppress(OSError):
-                # shutdown, not close: the blocked recv in the fetch thread returns at once, and the socket
-                # object stays valid for urllib3 to close
-                self.sock.shutdown(socket.SHUT_RDWR)
-
-    def disarm(self) -> None:
-        with self.lock:
-            self.active = False
-            self.sock = None
-
-
-class _Watchdog:
-    """One daemon thread per process that fires the watches whose deadline has passed."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._heap: list[tuple[float, int, _Watch]] = []
-        self._sequence = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def arm(self, watch: _Watch) -> None:
-        with self._condition:
-            heapq.heappush(self._heap, (watch.deadline, next(self._sequence), watch))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="topicmap-fetch-watchdog", daemon=True)
-                self._thread.start()
-            if self._heap[0][2] is watch:
-                self._condition.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._condition:
-                while self._heap and not self._heap[0][2].active:
-                    heapq.heappop(self._heap)  # disarmed: the request ended in time
-                if not self._heap:
-                    self._condition.wait()
-                    continue
-                wait = self._heap[0][0] - time.monotonic()
-                if wait > 0:
-                    self._condition.wait(wait)
-                    continue
-                _, _, watch = heapq.heappop(self._heap)
-            watch.fire()
-
-
-_WATCHDOG = _Watchdog()
-_current_watch = threading.local()
-
-
-class _WatchedConnectionMixin:
-    """Hands the socket of a request waiting for its response headers to the current fetch's watch."""
-
-    def getresponse(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN204 - urllib3's signature
-        watch: _Watch | None = getattr(_current_watch, "watch", None)
-        if watch is not None:
-            watch.attach(getattr(self, "sock", None))
-        return super().getresponse(*args, **kwargs)  # type: ignore[misc]
-
-
-class _WatchedAdapter(GuardedHTTPAdapter):
-    """The SSRF-guarded adapter, with connections the watchdog can end (see ``total_timeout``)."""
-
-    def init_poolmanager(self, connections, maxsize, block=False, **pool_kwargs) -> None:  # noqa: ANN001
-        super().init_poolmanager(connections, maxsize, block=block, **pool_kwargs)
-        watched = {}
-        for scheme, pool in self.poolmanager.pool_classes_by_scheme.items():
-            connection = type(
-                "Watched" + pool.ConnectionCls.__name__, (_WatchedConnectionMixin, pool.ConnectionCls), {}
-            )
-            watched[scheme] = type("Watched" + pool.__name__, (pool,), {"ConnectionCls": connection})
-        self.poolmanager.pool_classes_by_scheme = watched
-
-
-class _InflateStage:
-    """One Content-Encoding step (gzip or deflate), inflating in pieces of at most INFLATE_PIECE bytes."""
-
-    def __init__(self, name: str) -> None:
-        if name not in ("gzip", "x-gzip", "deflate"):
-            raise _BodyError(f"unsupported content-encoding: {name}")
-        self.gzip = name != "deflate"
-        self.first = True
-        self.decompressor = self._new()
-
-    def _new(self, raw_deflate: bool = False):
-        if self.gzip:
-            return zlib.decompressobj(16 + zlib.MAX_WBITS)
-        return zlib.decompressobj(-zlib.MAX_WBITS if raw_deflate else zlib.MAX_WBITS)
-
-    def inflate(self, data: bytes) -> Iterator[bytes]:
-        while True:
-            try:
-                out = self.decompressor.decompress(data, INFLATE_PIECE)
-            except zlib.error:
-                if self.gzip or not self.first:
-                    raise
-                # Some servers send raw deflate without the zlib header.
-                self.decompressor = self._new(raw_deflate=True)
-                out = self.decompressor.decompress(data, INFLATE_PIECE)
-            self.first = False
-            if out:
-                yield out
-            data = self.decompressor.unconsumed_tail
-            if data or len(out) == INFLATE_PIECE:
-                continue  # more output is pending: keep pulling, one bounded piece at a time
-            if self.gzip and self.decompressor.eof and self.decompressor.unused_data:
-                data = self.decompressor.unused_data  # concatenated gzip members (RFC 1952)
-                self.decompressor = self._new()
-                continue
-            return
-
-
-class _BoundedInflater:
-    """Incremental Content-Encoding decoder that refuses to produce more than ``limit`` bytes in total.
-
-    Output comes out in bounded pieces, so even a 64 KiB chunk that inflates to gigabytes costs at most
-    ``limit`` + one piece of memory before it is refused.
-    """
-
-    def __init__(self, encodings: list[str], limit: int) -> None:
-        self.limit = limit
-        self.produced = 0
-        self.encodings = encodings
-        # Content-Encoding lists codings in the order applied: undo them in reverse.
-        self._stages = [_InflateStage(name) for name in reversed(encodings)]
-
-    def _pieces(self, index: int, data: bytes) -> Iterator[bytes]:
-        if index == len(self._stages):
-            yield data
-            return
-        for piece in self._stages[index].inflate(data):
-            yield from self._pieces(index + 1, piece)
-
-    def feed(self, data: bytes, raw_total: int) -> Iterator[bytes]:
-        try:
-            for piece in self._pieces(0, data):
-                self.produced += len(piece)
-                if self.produced > self.limit:
-                    raise _BodyError(
-                        f"decompression bomb: {'+'.join(self.encodings)} body inflates to more than "
-                        f"{self.limit} bytes (after {raw_total} compressed bytes)"
-                    )
-                yield piece
-        except zlib.error as error:
-            raise _BodyError(f"bad {'+'.join(self.encodings)} body: {error}") from None
-
-
 def _parse_content_type(value: str | None) -> tuple[str | None, str | None]:
     if not value:
         return None, None
@@ -440,14 +274,12 @@ def meta_refresh_target(text: str, base_url: str) -> str | None:
     return None
 
 
-def _release(response: requests.Response) -> None:
-    """The body was read to its end: hand the connection back to the pool for keep-alive.
-
-    Marking the content consumed makes ``response.close()`` release instead of closing the socket; an
-    unfinished body is closed (its connection cannot be reused).
-    """
-    response.raw.release_conn()
-    response._content_consumed = True
+def _wire_url(url: str) -> str:
+    """``url`` as sent: libcurl takes a URL as is, so an international host name is IDNA-encoded and the rest
+    percent-encoded here, as requests (and browsers) do."""
+    prepared = requests.PreparedRequest()
+    prepared.prepare_url(url, None)
+    return prepared.url or url
 
 
 def check_retry_budget(max_retries: int, backoff_base: float, total_timeout: float) -> None:
@@ -474,29 +306,6 @@ def _robots_refusal(url: str, rules: RobotsRules) -> str:
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), "", "", ""))
-
-
-def _describe_exception(error: BaseException) -> str:
-    """The innermost useful message of a requests/urllib3 exception chain."""
-    inner: BaseException | None = error
-    while inner is not None:
-        if isinstance(inner, urllib3.exceptions.MaxRetryError) and inner.reason is not None:
-            inner = inner.reason
-            continue
-        if (
-            isinstance(inner, requests.RequestException)
-            and inner.args
-            and isinstance(inner.args[0], BaseException)
-        ):
-            inner = inner.args[0]
-            continue
-        break
-    if isinstance(inner, urllib3.exceptions.ProtocolError) and len(inner.args) == 2:
-        what, cause = inner.args
-        return f"{str(what).rstrip('.')}: {cause}"
-    text = str(inner or error)
-    # urllib3 prefixes messages with the connection object's repr: keep the human part.
-    return re.sub(r"^<[^>]*>: ", "", text) or type(error).__name__
 
 
 class WebFetcher:
@@ -530,7 +339,6 @@ class WebFetcher:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
-        pool_maxsize: int = 32,
         ca_bundle: str | None = None,
     ) -> None:
         for name, value in (
@@ -556,8 +364,6 @@ class WebFetcher:
         self.backoff_base = backoff_base
         self.max_retry_after = max_retry_after
         self.obey_robots = obey_robots
-        # TLS certificates are always verified; ca_bundle replaces the default (certifi) trust store.
-        self._verify: bool | str = ca_bundle or True
         base_policy = policy if policy is not None else AddressPolicy()
         self.policy = base_policy.with_overrides(host_overrides) if host_overrides else base_policy
         self.throttle: DomainThrottle = throttle if throttle is not None else MemoryThrottle(clock=wall_clock)
@@ -565,17 +371,9 @@ class WebFetcher:
         self._sleep = sleep
         self._clock = clock
         self._wall = wall_clock
-        # One adapter (one urllib3 PoolManager, thread-safe) shared by all threads; no requests.Session, whose
-        # cookie jar is not thread-safe: each fetch carries its own cookies.
-        self._adapter = _WatchedAdapter(
-            self.policy, pool_connections=256, pool_maxsize=pool_maxsize, max_retries=0
-        )
-        self._headers = {
-            "User-Agent": user_agent,
-            "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1",
-            "Accept-Encoding": "gzip, deflate",
-            "Connection": "keep-alive",
-        }
+        self._transport = CurlTransport(user_agent, ACCEPT, ca_bundle)
+        # (host, port) -> (expiry on ``clock``, the checked addresses): see _resolve
+        self._resolved: dict[tuple[str, int], tuple[float, list[tuple[str, int]]]] = {}
         # Per throttle domain, when this fetcher's last request to it went out (see _reserve).
         self._last_sent: dict[str, float] = {}
         self._last_sent_lock = threading.Lock()
@@ -585,7 +383,7 @@ class WebFetcher:
         self._robots_guard = threading.Lock()
 
     def close(self) -> None:
-        self._adapter.close()
+        self._transport.close()
 
     def __enter__(self) -> WebFetcher:
         return self
@@ -723,12 +521,11 @@ class WebFetcher:
                 earliest = max(earliest, last_sent + interval + guard_band)
         return self.throttle.reserve(domain, interval, earliest)
 
-    def _note_sent(self, state: _FetchState, sent_before: float | None, domain: str) -> None:
-        """A request to ``domain`` may have gone out: record when, and, if it used the slot the fetch holds
-        (``domain`` is the slot's), let the domain's next slot be reserved."""
-        sent_at = last_request_sent_at()
-        if sent_at is None or sent_at == sent_before:
-            return  # this call sent nothing (refused, could not connect)
+    def _note_sent(self, state: _FetchState, sent_at: float | None, domain: str) -> None:
+        """A request to ``domain`` went out at ``sent_at`` (None: nothing was sent): record when, and, if it
+        used the slot the fetch holds (``domain`` is the slot's), let the domain's next slot be reserved."""
+        if sent_at is None:
+            return  # refused, or could not connect
         with self._last_sent_lock:
             if sent_at > self._last_sent.get(domain, 0.0):
                 self._last_sent[domain] = sent_at
@@ -897,63 +694,136 @@ class WebFetcher:
             )
         return remaining
 
-    def _send(self, state: _FetchState, url: str, domain: str | None = None) -> requests.Response:
-        """One guarded GET (no redirect following, body not read) to ``url``, a URL of throttle ``domain``
-        (default: the domain of the slot the fetch holds). Network time is charged to ``state``; the watchdog
-        ends the request if its headers are not in when the fetch's total time runs out."""
+    def _send(
+        self,
+        state: _FetchState,
+        url: str,
+        plan: Callable[[int, CaseInsensitiveDict], BodyPlan],
+        domain: str | None = None,
+    ) -> Response:
+        """One guarded GET (no redirect following) to ``url``, a URL of throttle ``domain`` (default: the domain
+        of the slot the fetch holds), its body read as ``plan`` decides from the status and headers. Network
+        time is charged to ``state``; the request ends when the fetch's total time runs out."""
         remaining = self._remaining(state)
-        request = requests.Request("GET", url, headers=self._headers, cookies=state.cookies).prepare()
-        timeout = (min(self.connect_timeout, remaining), min(self.read_timeout, remaining))
-        began = self._clock()
-        sent_before = last_request_sent_at()
-        watch = _Watch(time.monotonic() + remaining)
-        _WATCHDOG.arm(watch)
-        _current_watch.watch = watch
-        response = None
+        parts = urlsplit(url)
+        host = parts.hostname or ""
         try:
-            response = self._adapter.send(request, stream=True, timeout=timeout, verify=self._verify)
-        except Exception as error:
-            if not watch.fired:
-                self._raise_send_error(error, url, timeout)
+            port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+            targets = self._resolve(host, port)
+        except AddressRefused as refusal:
+            raise _Refused(f"ssrf: {refusal.reason}") from None
+        except (socket.gaierror, UnicodeError):
+            raise _BodyError(f"dns error: cannot resolve {host}") from None
+        except ValueError as error:
+            raise _BodyError(f"invalid URL: {error}") from None
+        if not url.isascii() or " " in url:
+            url = _wire_url(url)
+        cookie = self._cookie_header(state, url) if state.cookies else None
+        began = self._clock()
+        try:
+            for index, target in enumerate(targets):
+                try:
+                    response = self._transport.get(
+                        url,
+                        target,
+                        plan,
+                        connect_timeout=self.connect_timeout,
+                        read_timeout=self.read_timeout,
+                        total_timeout=remaining - (self._clock() - began),
+                        cookie=cookie,
+                    )
+                    break
+                except TransferError as failure:
+                    self._note_sent(state, failure.sent_at, domain or state.domain)
+                    could_not_connect = (
+                        failure.kind in ("connection", "connect-timeout") and failure.sent_at is None
+                    )
+                    if could_not_connect and index + 1 < len(targets):
+                        continue  # the name's next address, as a browser does
+                    raise self._send_error(state, failure, url, remaining) from None
         finally:
-            _current_watch.watch = None
-            watch.disarm()
             state.network_seconds += self._clock() - began
-            self._note_sent(state, sent_before, domain or state.domain)
-        if watch.fired:
-            # the connection was shut down under http.client, which may even have taken the cut for the end
-            # of the headers: whatever came is not an answer
-            if response is not None:
-                response.close()
-            raise _BodyError(
-                f"timeout: total time limit of {self.total_timeout:g} s reached while waiting for the "
-                f"response headers of {url}"
-            )
-        state.cookies.update(response.cookies)
+        self._note_sent(state, response.sent_at, domain or state.domain)
+        if response.set_cookies:
+            self._keep_cookies(state, url, response.set_cookies)
         return response
 
-    def _raise_send_error(self, error: Exception, url: str, timeout: tuple[float, float]) -> None:
-        """Raise ``error`` as the fetch sees it: _Refused, _Retryable or _BodyError (anything else as is)."""
-        if isinstance(error, AddressRefused):
-            raise _Refused(f"ssrf: {error.reason}") from None
-        if isinstance(error, requests.exceptions.ConnectTimeout):
-            raise _Retryable(
-                f"timeout: could not connect within {timeout[0]:.3g} s ({_origin(url)})"
-            ) from error
-        if isinstance(error, requests.exceptions.ReadTimeout):
-            raise _Retryable(f"timeout: no response within {timeout[1]:.3g} s ({_origin(url)})") from error
-        if isinstance(error, requests.exceptions.SSLError):
-            raise _BodyError(f"tls error: {_describe_exception(error)}") from error
-        if isinstance(error, requests.exceptions.ConnectionError):
-            cause = error.args[0] if error.args else None
-            if isinstance(cause, urllib3.exceptions.MaxRetryError) and isinstance(
-                cause.reason, urllib3.exceptions.NameResolutionError
-            ):
-                raise _BodyError(f"dns error: cannot resolve {urlsplit(url).hostname}") from error
-            raise _Retryable(f"connection error: {_describe_exception(error)}") from error
-        if isinstance(error, requests.exceptions.InvalidURL | requests.exceptions.InvalidHeader | ValueError):
-            raise _BodyError(f"invalid URL: {error}") from error
-        raise error
+    def _resolve(self, host: str, port: int) -> list[tuple[str, int]]:
+        """The checked addresses to connect to for ``host``:``port`` (the guard's answer, kept for a minute:
+        libcurl connects only to these, so a name that changes its answer cannot slip past the check)."""
+        key = (host, port)
+        cached = self._resolved.get(key)
+        now = self._clock()
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        targets = self.policy.resolve(host, port)
+        self._resolved[key] = (now + RESOLVE_TTL, targets)
+        return targets
+
+    def _cookie_header(self, state: _FetchState, url: str) -> str | None:
+        return get_cookie_header(state.cookies, requests.Request("GET", url).prepare())
+
+    def _keep_cookies(self, state: _FetchState, url: str, set_cookies: list[str]) -> None:
+        headers = email.message.Message()
+        for value in set_cookies:
+            headers["Set-Cookie"] = value
+        state.cookies.extract_cookies(
+            MockResponse(headers), MockRequest(requests.Request("GET", url).prepare())
+        )
+
+    def _send_error(
+        self, state: _FetchState, failure: TransferError, url: str, remaining: float
+    ) -> Exception:
+        """A failed request as the fetch sees it: _Retryable (nothing usable came), or _BodyError."""
+        if failure.headers_done:
+            state.last_status = failure.status
+        limit = f"{self.total_timeout:g}"
+        if failure.kind == "connect-timeout":
+            waited = min(self.connect_timeout, remaining)
+            return _Retryable(f"timeout: could not connect within {waited:.3g} s ({_origin(url)})")
+        if failure.kind == "timeout" and failure.total:
+            if failure.headers_done:
+                return _BodyError(
+                    f"timeout: total time limit of {limit} s exceeded while reading the body "
+                    f"({failure.body_bytes} bytes so far)"
+                )
+            return _BodyError(
+                f"timeout: total time limit of {limit} s reached while waiting for the response headers of {url}"
+            )
+        if failure.kind == "timeout":
+            if failure.headers_done:
+                return _BodyError(
+                    f"timeout: body stalled for {self.read_timeout:g} s after {failure.body_bytes} bytes"
+                )
+            return _Retryable(f"timeout: no response within {self.read_timeout:.3g} s ({_origin(url)})")
+        if failure.kind == "tls":
+            return _BodyError(f"tls error: {failure}")
+        if failure.kind == "encoding":
+            return _BodyError(f"bad {failure.encodings or 'encoded'} body: {failure}")
+        if failure.kind == "too-large":
+            if failure.encodings:
+                return _BodyError(
+                    f"decompression bomb: {failure.encodings} body inflates to more than {self.max_body_bytes} bytes"
+                )
+            return _BodyError(f"body too large: more than {self.max_body_bytes} bytes")
+        if failure.kind == "invalid-url":
+            return _BodyError(f"invalid URL: {failure}")
+        if failure.headers_done:
+            return _BodyError(f"connection error while reading the body: {failure}")
+        return _Retryable(f"connection error: {failure}")
+
+    def _page_plan(self, status: int, headers: CaseInsensitiveDict) -> BodyPlan:
+        """A page's body: a small drain for redirects and errors (keeps the connection), none for what
+        :meth:`_handle_response` refuses from its headers, else up to ``max_body_bytes`` (more fails)."""
+        if not 200 <= status < 300:
+            return BodyPlan(DRAIN_LIMIT)
+        mime, _ = _parse_content_type(headers.get("Content-Type"))
+        declared_length = headers.get("Content-Length", "")
+        if (mime is not None and mime not in HTML_CONTENT_TYPES) or (
+            declared_length.isdigit() and int(declared_length) > self.max_body_bytes
+        ):
+            return SKIP_BODY
+        return BodyPlan(self.max_body_bytes, fail=True)
 
     def _hop(self, state: _FetchState) -> str | FetchOutcome | _NeedSlot:
         """Request ``state.current_url``: return the next URL of a redirect, or the final outcome; or, when
@@ -976,21 +846,13 @@ class WebFetcher:
                 raise _Refused(_robots_refusal(url, rules))
             state.robots_allowed_url = url
         state.attempts += 1
-        response = self._send(state, url)
-        began = self._clock()
-        try:
-            return self._handle_response(state, url, response)
-        finally:
-            state.network_seconds += self._clock() - began
-            response.close()
+        response = self._send(state, url, self._page_plan)
+        return self._handle_response(state, url, response)
 
-    def _handle_response(
-        self, state: _FetchState, url: str, response: requests.Response
-    ) -> str | FetchOutcome:
-        status = response.status_code
+    def _handle_response(self, state: _FetchState, url: str, response: Response) -> str | FetchOutcome:
+        status = response.status
         state.last_status = status
         if status in REDIRECT_STATUSES and response.headers.get("Location"):
-            self._drain(response)
             location = response.headers["Location"]
             with contextlib.suppress(UnicodeError):  # requests' rule: latin-1 on the wire, usually UTF-8
                 location = location.encode("latin1").decode("utf8")
@@ -998,11 +860,9 @@ class WebFetcher:
             state.redirects.append(Redirect(url, target, status, "http"))
             return target
         if status in RETRYABLE_STATUSES:
-            self._drain(response)
             delay = retry_after_seconds(response.headers.get("Retry-After"), self._wall())
             raise _Retryable(f"HTTP {status} {response.reason or ''}".strip(), status=status, delay=delay)
         if not 200 <= status < 300:
-            self._drain(response)
             return self._outcome(state, status=status, error=f"HTTP {status} {response.reason or ''}".strip())
         mime, charset = _parse_content_type(response.headers.get("Content-Type"))
         if mime is not None and mime not in HTML_CONTENT_TYPES:
@@ -1017,7 +877,7 @@ class WebFetcher:
                 content_type=mime,
                 refused_reason=f"too-large: Content-Length {int(declared_length)} exceeds {self.max_body_bytes} bytes",
             )
-        content = self._read_body(state, response)
+        content = response.body
         if mime is None and not _SNIFF_HTML.match(content[:SNIFF_BYTES].lstrip(b"\xef\xbb\xbf")):
             return self._outcome(
                 state,
@@ -1037,61 +897,6 @@ class WebFetcher:
             content_type=mime or "text/html",
             charset=charset,
         )
-
-    def _drain(self, response: requests.Response) -> None:
-        """Read a small unwanted body so the connection can be reused; leave big ones to close()."""
-        raw = response.raw
-        total = 0
-        try:
-            while total <= DRAIN_LIMIT:
-                chunk = raw.read1(READ_CHUNK, decode_content=False)
-                if not chunk:
-                    _release(response)
-                    return
-                total += len(chunk)
-        except (urllib3.exceptions.HTTPError, OSError):
-            return
-
-    def _read_body(self, state: _FetchState, response: requests.Response) -> bytes:
-        raw = response.raw
-        encodings = [
-            token.strip().lower()
-            for token in response.headers.get("Content-Encoding", "").split(",")
-            if token.strip() and token.strip().lower() != "identity"
-        ]
-        inflater = _BoundedInflater(encodings, self.max_body_bytes) if encodings else None
-        # BytesIO.getvalue() hands over its buffer without a copy: peak memory stays ~1x the cap.
-        body = io.BytesIO()
-        raw_total = 0
-        deadline = self._clock() + self._remaining(state)
-        try:
-            while True:
-                if self._clock() > deadline:
-                    raise _BodyError(
-                        f"timeout: total time limit of {self.total_timeout:g} s exceeded while reading the body "
-                        f"({raw_total} bytes so far)"
-                    )
-                chunk = raw.read1(READ_CHUNK, decode_content=False)
-                if not chunk:
-                    break
-                raw_total += len(chunk)
-                if raw_total > self.max_body_bytes:
-                    raise _BodyError(f"body too large: more than {self.max_body_bytes} bytes")
-                if inflater is None:
-                    body.write(chunk)
-                else:
-                    for piece in inflater.feed(chunk, raw_total):
-                        body.write(piece)
-        except urllib3.exceptions.ReadTimeoutError as error:
-            raise _BodyError(
-                f"timeout: body stalled for {self.read_timeout:g} s after {raw_total} bytes"
-            ) from error
-        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.HTTPError, OSError) as error:
-            raise _BodyError(
-                f"connection error while reading the body: {_describe_exception(error)}"
-            ) from error
-        _release(response)
-        return body.getvalue()
 
     # ------------------------------------------------------------------ robots.txt
 
@@ -1131,7 +936,7 @@ class WebFetcher:
                 state.domain = domain
                 return _NeedSlot(domain)  # a redirect to another domain: wait for its slot, like a page's
             try:
-                response = self._send(state, url)
+                response = self._send(state, url, _robots_plan)
             except _Refused as refusal:
                 if state.robots_hops == 0:
                     raise  # the page's own origin is refused: so is the page
@@ -1139,46 +944,38 @@ class WebFetcher:
                 return self._robots_found(
                     state, origin, RobotsRules.allowing_all(f"redirects to a refused address ({refusal})")
                 )
-            try:
-                status = response.status_code
-                if status in REDIRECT_STATUSES and response.headers.get("Location"):
-                    self._drain(response)
-                    target = urljoin(url, response.headers["Location"])
-                    state.robots_hops += 1
-                    if state.robots_hops > ROBOTS_MAX_REDIRECTS:
-                        # RFC 9309 §2.3.1.2: more redirects than that count as "unavailable".
-                        return self._robots_found(
-                            state, origin, RobotsRules.allowing_all("redirects too many times")
-                        )
-                    if urlsplit(target).scheme not in ("http", "https"):
-                        return self._robots_found(
-                            state, origin, RobotsRules.allowing_all("redirects to a non-HTTP URL")
-                        )
-                    problem = self._precheck(target)
-                    if problem is not None:
-                        note = f"redirects to a refused address ({problem[1]})"
-                        return self._robots_found(state, origin, RobotsRules.allowing_all(note))
-                    state.robots_url = target
-                    state.domain = throttle_domain(target)
-                    return _NeedSlot(
-                        state.domain
-                    )  # the next hop is a request of its own: a slot of its domain
-                if 200 <= status < 300:
-                    body = self._read_capped(response, MAX_ROBOTS_BYTES, state, url)
+            status = response.status
+            if status in REDIRECT_STATUSES and response.headers.get("Location"):
+                target = urljoin(url, response.headers["Location"])
+                state.robots_hops += 1
+                if state.robots_hops > ROBOTS_MAX_REDIRECTS:
+                    # RFC 9309 §2.3.1.2: more redirects than that count as "unavailable".
                     return self._robots_found(
-                        state, origin, RobotsRules.parse(body.decode("utf-8", "replace"))
+                        state, origin, RobotsRules.allowing_all("redirects too many times")
                     )
-                self._drain(response)  # keep the connection for the page request that follows
-                if 400 <= status < 500:
+                if urlsplit(target).scheme not in ("http", "https"):
                     return self._robots_found(
-                        state, origin, RobotsRules.allowing_all(f"answered HTTP {status}: no rules")
+                        state, origin, RobotsRules.allowing_all("redirects to a non-HTTP URL")
                     )
-                note = f"answered HTTP {status}: unreachable, so everything is disallowed for now (RFC 9309)"
+                problem = self._precheck(target)
+                if problem is not None:
+                    note = f"redirects to a refused address ({problem[1]})"
+                    return self._robots_found(state, origin, RobotsRules.allowing_all(note))
+                state.robots_url = target
+                state.domain = throttle_domain(target)
+                return _NeedSlot(state.domain)  # the next hop is a request of its own: a slot of its domain
+            if 200 <= status < 300:
                 return self._robots_found(
-                    state, origin, RobotsRules.disallowing_all(note), ttl=ROBOTS_UNREACHABLE_TTL
+                    state, origin, RobotsRules.parse(response.body.decode("utf-8", "replace"))
                 )
-            finally:
-                response.close()
+            if 400 <= status < 500:
+                return self._robots_found(
+                    state, origin, RobotsRules.allowing_all(f"answered HTTP {status}: no rules")
+                )
+            note = f"answered HTTP {status}: unreachable, so everything is disallowed for now (RFC 9309)"
+            return self._robots_found(
+                state, origin, RobotsRules.disallowing_all(note), ttl=ROBOTS_UNREACHABLE_TTL
+            )
 
     def _robots_found(
         self, state: _FetchState, origin: str, rules: RobotsRules, ttl: float = ROBOTS_TTL
@@ -1187,38 +984,10 @@ class WebFetcher:
         self._stop_reading_robots(state)
         return rules
 
-    def _read_capped(self, response: requests.Response, limit: int, state: _FetchState, url: str) -> bytes:
-        """Up to ``limit`` decoded bytes of a small resource (robots.txt); the rest is ignored. Read against
-        the fetch's total time limit, like a page."""
-        deadline = self._clock() + self._remaining(state)
-        raw = response.raw
-        encodings = [
-            t.strip().lower() for t in response.headers.get("Content-Encoding", "").split(",") if t.strip()
-        ]
-        encodings = [e for e in encodings if e != "identity"]
-        inflater = _BoundedInflater(encodings, limit) if encodings else None
-        body = bytearray()
-        try:
-            while len(body) < limit:
-                if self._clock() > deadline:
-                    raise _BodyError(
-                        f"timeout: total time limit of {self.total_timeout:g} s exceeded while reading {url}"
-                    )
-                chunk = raw.read1(READ_CHUNK, decode_content=False)
-                if not chunk:
-                    _release(response)
-                    break
-                if inflater is None:
-                    body += chunk
-                    continue
-                try:
-                    for piece in inflater.feed(chunk, len(body)):
-                        body += piece
-                except _BodyError:
-                    break  # the cap is reached: the rest of robots.txt is ignored (RFC 9309 §2.5)
-        except (urllib3.exceptions.HTTPError, OSError):
-            pass
-        return bytes(body[:limit])
+
+def _robots_plan(status: int, headers: CaseInsensitiveDict) -> BodyPlan:
+    """robots.txt: up to MAX_ROBOTS_BYTES of a 2xx body, the rest ignored (RFC 9309 §2.5); a small drain else."""
+    return BodyPlan(MAX_ROBOTS_BYTES) if 200 <= status < 300 else BodyPlan(DRAIN_LIMIT)
 
 
 class _DomainScheduler:

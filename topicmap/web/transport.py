@@ -1,0 +1,347 @@
+"""One HTTP GET through libcurl (pycurl): the web fetcher's transport.
+
+Why libcurl and not requests/urllib3: a spider iteration runs its fetch threads beside one thread that extracts
+pages, in one process. Every byte urllib3 reads, every header http.client parses and every gzip block it inflates
+runs Python under the GIL and takes it from the extracting thread (benchmarks/RESULTS.md, sessions 10-12).
+libcurl does the connection, TLS, HTTP parsing, decompression and timeouts in C with the GIL released; the fetcher
+keeps all its rules (SSRF guard, politeness slots, redirects hop by hop, retries, robots.txt) in Python and
+calls :meth:`CurlTransport.get` once per request.
+
+What one call guarantees:
+
+- the connection goes to an address the caller has already checked (``connect_to``: libcurl's CONNECT_TO, so
+  the Host header, TLS SNI and certificate checks keep the URL's host name while the TCP connection goes to the
+  pinned address; libcurl never resolves a name itself), never through a proxy, only over HTTP or HTTPS;
+- no redirect is followed (the caller follows each hop itself, in the hop's own politeness slot);
+- the body is read as the caller's ``plan`` says once the headers are in (:class:`BodyPlan`): not at all, up to
+  a limit and then quietly stopped (a redirect's body, robots.txt), or up to a limit that fails the request.
+  libcurl inflates gzip/deflate/br in C and the limit counts the *inflated* bytes, so a decompression bomb
+  stops at the cap;
+- connect timeout, a read timeout (no byte for ``read_timeout`` seconds), and a total timeout on the whole
+  request, headers trickling in included.
+
+Connections are kept alive in each libcurl handle's own cache (a transport has as many handles as it ever ran
+requests at once); TLS sessions are shared by all handles of one transport.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+
+import certifi
+import pycurl
+from requests.structures import CaseInsensitiveDict
+
+# libcurl hands the body over in pieces of at most this much (its receive buffer; the default is 16 KiB).
+RECEIVE_BUFFER = 256 * 1024
+# Idle connections each handle keeps open (libcurl closes the least recently used beyond it).
+MAX_CONNECTIONS = 64
+
+_TLS_ERRORS = frozenset(
+    {
+        pycurl.E_SSL_CONNECT_ERROR,
+        pycurl.E_PEER_FAILED_VERIFICATION,
+        pycurl.E_SSL_CERTPROBLEM,
+        pycurl.E_SSL_CIPHER,
+        pycurl.E_SSL_CACERT_BADFILE,
+        pycurl.E_SSL_ENGINE_NOTFOUND,
+        pycurl.E_SSL_ENGINE_SETFAILED,
+        pycurl.E_SSL_SHUTDOWN_FAILED,
+        getattr(pycurl, "E_SSL_PINNEDPUBKEYNOTMATCH", -1),
+        getattr(pycurl, "E_SSL_INVALIDCERTSTATUS", -1),
+    }
+)
+
+
+@dataclass(frozen=True)
+class BodyPlan:
+    """How much of a response body to read, decided from its status and headers.
+
+    ``limit`` inflated bytes at most; past it the request either stops quietly (``fail`` False: the part read
+    is kept and the connection is closed) or fails with :class:`TransferError` kind "too-large"."""
+
+    limit: int
+    fail: bool = False
+
+
+SKIP_BODY = BodyPlan(0)
+
+
+@dataclass
+class Response:
+    """A response whose body has been read as planned. ``headers`` are those of the final (non-1xx) header block;
+    ``set_cookies`` every Set-Cookie value in it; ``sent_at`` the wall-clock time the request was sent (None if
+    nothing was sent); ``truncated`` whether the body was cut at the plan's limit."""
+
+    status: int
+    reason: str
+    headers: CaseInsensitiveDict
+    set_cookies: list[str] = field(default_factory=list)
+    body: bytes = b""
+    truncated: bool = False
+    sent_at: float | None = None
+
+
+class TransferError(Exception):
+    """A request that failed. ``kind``: "connect-timeout", "timeout" (a read or the total time limit: see
+    ``total``), "tls", "connection", "encoding", "too-large", "invalid-url". ``status`` and ``headers_done`` tell
+    how far it got; ``body_bytes`` how much body had come; ``sent_at`` as in :class:`Response`."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        status: int | None = None,
+        headers_done: bool = False,
+        body_bytes: int = 0,
+        total: bool = False,
+        sent_at: float | None = None,
+        encodings: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.headers_done = headers_done
+        self.body_bytes = body_bytes
+        self.total = total
+        self.sent_at = sent_at
+        self.encodings = encodings
+
+
+class _Exchange:
+    """One request's header and body callbacks (called by libcurl on the requesting thread)."""
+
+    __slots__ = (
+        "plan",
+        "status",
+        "reason",
+        "lines",
+        "headers",
+        "cookies",
+        "body",
+        "size",
+        "body_plan",
+        "over",
+    )
+
+    def __init__(self, plan: Callable[[int, CaseInsensitiveDict], BodyPlan]) -> None:
+        self.plan = plan
+        self.status: int | None = None
+        self.reason = ""
+        self.lines: list[bytes] = []
+        self.headers: CaseInsensitiveDict | None = None  # set once the final header block is complete
+        self.cookies: list[str] = []
+        self.body: list[bytes] = []
+        self.size = 0
+        self.body_plan = SKIP_BODY
+        self.over = False  # the body passed the plan's limit
+
+    def header(self, line: bytes) -> int | None:
+        if line.startswith(b"HTTP/"):
+            parts = line.split(None, 2)
+            self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+            self.reason = parts[2].decode("latin-1").strip() if len(parts) > 2 else ""
+            self.lines = []
+            return None
+        if line not in (b"\r\n", b"\n"):
+            self.lines.append(line)
+            return None
+        if self.status is None or 100 <= self.status < 200:
+            return None  # an interim response (100 Continue): the real one follows
+        headers: CaseInsensitiveDict = CaseInsensitiveDict()
+        for raw in self.lines:
+            name, _, value = raw.decode("latin-1").partition(":")
+            name, value = name.strip(), value.strip()
+            if name.lower() == "set-cookie":
+                self.cookies.append(value)
+            # repeated headers are joined as RFC 9110 §5.3 allows (Set-Cookie is kept apart above)
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        self.headers = headers
+        self.body_plan = self.plan(self.status, headers)
+        if self.body_plan.limit == 0:
+            return 0  # nothing of the body is wanted: end the request here (libcurl closes the connection)
+        return None
+
+    def write(self, data: bytes) -> int | None:
+        self.size += len(data)
+        if self.size > self.body_plan.limit:
+            self.over = True
+            keep = self.body_plan.limit - (self.size - len(data))
+            if keep > 0 and not self.body_plan.fail:
+                self.body.append(data[:keep])
+            return 0  # stop the transfer
+        self.body.append(data)
+        return None
+
+
+class CurlTransport:
+    """Thread-safe: each request runs on a libcurl handle of its own (kept for the next request, with its idle
+    connections); TLS sessions are shared by all handles."""
+
+    def __init__(self, user_agent: str, accept: str, ca_bundle: str | None = None) -> None:
+        self._user_agent = user_agent
+        self._accept = accept
+        self._ca_bundle = ca_bundle or certifi.where()
+        # TLS sessions are shared (a thread resumes a session another thread opened); connections are not: a
+        # shared connection cache is locked on every request, and under that lock the fetch threads queued for
+        # the GIL behind the extracting thread (benchmarks/RESULTS.md, session 12). Each handle keeps its own.
+        self._share = pycurl.CurlShare()
+        self._share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_SSL_SESSION)
+        # Handles not in use, most recently used last: a request takes one (or makes one) and gives it back,
+        # so there are as many handles, and connection caches, as requests ever ran at once.
+        self._idle: list[pycurl.Curl] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            handles, self._idle = self._idle, []
+        for handle in handles:
+            handle.close()
+        self._share.close()
+
+    def _take_handle(self) -> pycurl.Curl:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the transport is closed")
+            if self._idle:
+                return self._idle.pop()
+        handle = pycurl.Curl()
+        handle.setopt(pycurl.SHARE, self._share)
+        handle.setopt(pycurl.NOSIGNAL, 1)  # timeouts without SIGALRM: safe in threads
+        handle.setopt(pycurl.PROXY, "")  # never a proxy from the environment: the guard pins the address
+        handle.setopt(pycurl.NOPROXY, "*")
+        handle.setopt(pycurl.PROTOCOLS, pycurl.PROTO_HTTP | pycurl.PROTO_HTTPS)
+        handle.setopt(pycurl.FOLLOWLOCATION, 0)
+        handle.setopt(pycurl.USERAGENT, self._user_agent)
+        handle.setopt(pycurl.ACCEPT_ENCODING, "")  # every coding this libcurl inflates (gzip, deflate, br)
+        handle.setopt(pycurl.CAINFO, self._ca_bundle)
+        handle.setopt(pycurl.SSL_VERIFYPEER, 1)
+        handle.setopt(pycurl.SSL_VERIFYHOST, 2)
+        handle.setopt(pycurl.TCP_NODELAY, 1)
+        handle.setopt(pycurl.BUFFERSIZE, RECEIVE_BUFFER)
+        handle.setopt(pycurl.MAXCONNECTS, MAX_CONNECTIONS)
+        return handle
+
+    def _give_back(self, handle: pycurl.Curl) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.append(handle)
+                return
+        handle.close()
+
+    def get(
+        self,
+        url: str,
+        connect_to: tuple[str, int],
+        plan: Callable[[int, CaseInsensitiveDict], BodyPlan],
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        total_timeout: float,
+        cookie: str | None = None,
+    ) -> Response:
+        """GET ``url`` over a connection to ``connect_to`` (ip, port), reading the body as ``plan`` decides."""
+        handle = self._take_handle()
+        ip, port = connect_to
+        exchange = _Exchange(plan)
+        began = time.time()
+        try:
+            handle.setopt(pycurl.URL, url)
+            handle.setopt(pycurl.CONNECT_TO, [f"::[{ip}]:{port}" if ":" in ip else f"::{ip}:{port}"])
+            handle.setopt(pycurl.HTTPHEADER, [f"Accept: {self._accept}"])
+            handle.setopt(pycurl.COOKIE, cookie or "")
+            handle.setopt(pycurl.CONNECTTIMEOUT_MS, max(1, int(min(connect_timeout, total_timeout) * 1000)))
+            handle.setopt(pycurl.TIMEOUT_MS, max(1, int(total_timeout * 1000)))
+            # no byte for read_timeout seconds (libcurl counts whole seconds) ends the request
+            handle.setopt(pycurl.LOW_SPEED_LIMIT, 1)
+            handle.setopt(pycurl.LOW_SPEED_TIME, max(1, math.ceil(read_timeout)))
+            handle.setopt(pycurl.HEADERFUNCTION, exchange.header)
+            handle.setopt(pycurl.WRITEFUNCTION, exchange.write)
+            handle.perform()
+            sent_at = _sent_at(handle, began)
+        except pycurl.error as error:
+            code, message = error.args
+            sent_at = _sent_at(handle, began)
+            if code == pycurl.E_WRITE_ERROR and exchange.headers is not None and not exchange.over:
+                pass  # the header callback ended a request whose body is not wanted
+            elif code == pycurl.E_WRITE_ERROR and exchange.over and not exchange.body_plan.fail:
+                pass  # the body was cut at the plan's limit, as asked
+            else:
+                raise _transfer_error(code, message, exchange, handle, total_timeout, sent_at) from None
+        finally:
+            handle.setopt(pycurl.HEADERFUNCTION, _ignore)  # drop the closures (and the body they hold)
+            handle.setopt(pycurl.WRITEFUNCTION, _ignore)
+            self._give_back(handle)
+        if exchange.headers is None or exchange.status is None:
+            raise TransferError("connection", "the server sent no complete response", sent_at=sent_at)
+        return Response(
+            status=exchange.status,
+            reason=exchange.reason or _reason(exchange.status),
+            headers=exchange.headers,
+            set_cookies=exchange.cookies,
+            body=b"".join(exchange.body),
+            truncated=exchange.over,
+            sent_at=sent_at,
+        )
+
+
+def _ignore(data: bytes) -> None:
+    return None
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase  # HTTP/2 responses carry no reason phrase
+    except ValueError:
+        return ""
+
+
+def _sent_at(handle: pycurl.Curl, began: float) -> float | None:
+    """When the request went out: libcurl's "pre-transfer" moment, if a request was written at all."""
+    if handle.getinfo(pycurl.REQUEST_SIZE) <= 0:
+        return None
+    return began + handle.getinfo(pycurl.PRETRANSFER_TIME)
+
+
+def _transfer_error(
+    code: int,
+    message: str,
+    exchange: _Exchange,
+    handle: pycurl.Curl,
+    total_timeout: float,
+    sent_at: float | None,
+) -> TransferError:
+    headers_done = exchange.headers is not None
+    encodings = (exchange.headers or {}).get("Content-Encoding", "")
+    common = dict(
+        status=exchange.status if headers_done else None,
+        headers_done=headers_done,
+        body_bytes=exchange.size,
+        sent_at=sent_at,
+        encodings=encodings,
+    )
+    if code == pycurl.E_WRITE_ERROR and exchange.over:
+        return TransferError("too-large", message, **common)
+    if code == pycurl.E_OPERATION_TIMEDOUT:
+        if handle.getinfo(pycurl.CONNECT_TIME) == 0 and sent_at is None:
+            return TransferError("connect-timeout", message, **common)
+        # the total limit ran out, or no byte came for read_timeout seconds (libcurl's low-speed limit)
+        total = handle.getinfo(pycurl.TOTAL_TIME) >= total_timeout - 0.05 or "Operation timed out" in message
+        return TransferError("timeout", message, total=total, **common)
+    if code in _TLS_ERRORS:
+        return TransferError("tls", message, **common)
+    if code == pycurl.E_BAD_CONTENT_ENCODING:
+        return TransferError("encoding", message, **common)
+    if code in (pycurl.E_URL_MALFORMAT, pycurl.E_UNSUPPORTED_PROTOCOL):
+        return TransferError("invalid-url", message, **common)
+    if code == pycurl.E_FILESIZE_EXCEEDED:
+        return TransferError("too-large", message, **common)
+    return TransferError("connection", message, **common)
