@@ -817,13 +817,19 @@ class WebFetcher:
         :meth:`_handle_response` refuses from its headers, else up to ``max_body_bytes`` (more fails)."""
         if not 200 <= status < 300:
             return BodyPlan(DRAIN_LIMIT)
-        mime, _ = _parse_content_type(headers.get("Content-Type"))
-        declared_length = headers.get("Content-Length", "")
-        if (mime is not None and mime not in HTML_CONTENT_TYPES) or (
-            declared_length.isdigit() and int(declared_length) > self.max_body_bytes
-        ):
+        if self._refusal_from_headers(headers) is not None:
             return SKIP_BODY
         return BodyPlan(self.max_body_bytes, fail=True)
+
+    def _refusal_from_headers(self, headers: CaseInsensitiveDict) -> str | None:
+        """Why a 2xx page is refused from its headers alone (not HTML, too large), or None."""
+        mime, _ = _parse_content_type(headers.get("Content-Type"))
+        if mime is not None and mime not in HTML_CONTENT_TYPES:
+            return f"non-html content-type: {mime}"
+        declared_length = headers.get("Content-Length", "")
+        if declared_length.isdigit() and int(declared_length) > self.max_body_bytes:
+            return f"too-large: Content-Length {int(declared_length)} exceeds {self.max_body_bytes} bytes"
+        return None
 
     def _hop(self, state: _FetchState) -> str | FetchOutcome | _NeedSlot:
         """Request ``state.current_url``: return the next URL of a redirect, or the final outcome; or, when
@@ -865,18 +871,9 @@ class WebFetcher:
         if not 200 <= status < 300:
             return self._outcome(state, status=status, error=f"HTTP {status} {response.reason or ''}".strip())
         mime, charset = _parse_content_type(response.headers.get("Content-Type"))
-        if mime is not None and mime not in HTML_CONTENT_TYPES:
-            return self._outcome(
-                state, status=status, content_type=mime, refused_reason=f"non-html content-type: {mime}"
-            )
-        declared_length = response.headers.get("Content-Length", "")
-        if declared_length.isdigit() and int(declared_length) > self.max_body_bytes:
-            return self._outcome(
-                state,
-                status=status,
-                content_type=mime,
-                refused_reason=f"too-large: Content-Length {int(declared_length)} exceeds {self.max_body_bytes} bytes",
-            )
+        refusal = self._refusal_from_headers(response.headers)
+        if refusal is not None:
+            return self._outcome(state, status=status, content_type=mime, refused_reason=refusal)
         content = response.body
         if mime is None and not _SNIFF_HTML.match(content[:SNIFF_BYTES].lstrip(b"\xef\xbb\xbf")):
             return self._outcome(

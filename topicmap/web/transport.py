@@ -76,14 +76,13 @@ SKIP_BODY = BodyPlan(0)
 class Response:
     """A response whose body has been read as planned. ``headers`` are those of the final (non-1xx) header block;
     ``set_cookies`` every Set-Cookie value in it; ``sent_at`` the wall-clock time the request was sent (None if
-    nothing was sent); ``truncated`` whether the body was cut at the plan's limit."""
+    nothing was sent)."""
 
     status: int
     reason: str
     headers: CaseInsensitiveDict
     set_cookies: list[str] = field(default_factory=list)
     body: bytes = b""
-    truncated: bool = False
     sent_at: float | None = None
 
 
@@ -288,7 +287,6 @@ class CurlTransport:
             headers=exchange.headers,
             set_cookies=exchange.cookies,
             body=b"".join(exchange.body),
-            truncated=exchange.over,
             sent_at=sent_at,
         )
 
