@@ -14,9 +14,9 @@ Error policy for reading (all readers share it). Problems are `WarcReadError`s n
 record offset. Pages are yielded as they are read, so a bad record never loses the good ones before it.
 Without an ``errors`` list the first problem is raised (after everything before it was yielded). With a
 list, problems are appended and reading goes on: past a bad record when the stream is intact, and past a
-broken stream (a corrupt gzip member, garbage where a record header should be) by resuming at the next
-record start found in the file (the next gzip member that inflates to "WARC/", or the next "WARC/1.x"
-line), so one damaged record costs only itself.
+broken stream (a corrupt gzip member, garbage where a record header should be, even garbage warcio
+parses as an ARC header in a WARC file) by resuming at the next record start found in the file (the next
+gzip member that inflates to "WARC/", or the next "WARC/1.x" line), so one damaged record costs only itself.
 
 Before that, a gzipped file that warcio cannot read member by member gets one more try: a WARC gzipped as
 ONE member (``gzip file.warc``), or with records split across gzip members, is a valid WARC when read as
@@ -891,10 +891,16 @@ def _scan_records(
         problem: str | None = None
         family = "ARC" if record.rec_headers.get_header(_FROM_ARC_HEADER) else "WARC"
         file_family = file_family or family
+        if family != file_family and file_family == "WARC":
+            # warcio reads ARC and WARC records in one pass, so a stray text line with five words in a
+            # WARC file (or garbage inflated from a damaged gzip member) parses as an ARC record header
+            # instead of failing. Its "length" is garbage too: reading on from where warcio would put us
+            # can swallow the good records that follow, so stop here and resume at the next "WARC/" start.
+            problem = f"{family} record in a {file_family} file (stray bytes read as a record header?)"
+            result.failure = WarcReadError(path, offset, problem, decompressed=decompressed)
+            return result
         try:
-            if family != file_family:
-                # warcio reads ARC and WARC records in one pass, so a stray text line with five words in a
-                # WARC file parses as an ARC record header instead of failing
+            if family != file_family:  # a WARC header inside an ARC file: its length is a real one
                 problem = f"{family} record in a {file_family} file (stray bytes read as a record header?)"
             elif result.consumed >= skip:
                 try:
