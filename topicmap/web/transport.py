@@ -37,7 +37,8 @@ import certifi
 import pycurl
 from requests.structures import CaseInsensitiveDict
 
-# libcurl hands the body over in pieces of at most this much (its receive buffer; the default is 16 KiB).
+# libcurl's receive buffer (default 16 KiB): fewer, larger reads from the socket. The write callback still gets
+# the body in pieces of at most 16 KiB (CURL_MAX_WRITE_SIZE, fixed when libcurl is built).
 RECEIVE_BUFFER = 256 * 1024
 # Idle connections each handle keeps open (libcurl closes the least recently used beyond it).
 MAX_CONNECTIONS = 64
