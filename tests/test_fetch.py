@@ -16,8 +16,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.faultserver import PDF_BYTES, FaultServer, gzip_bomb
+from topicmap.web import fetch as fetch_module
 from topicmap.web.fetch import (
     DEFAULT_USER_AGENT,
+    ExpiringCache,
     FetchOutcome,
     WebFetcher,
     meta_refresh_target,
@@ -319,6 +321,37 @@ def test_robots_txt_is_obeyed_on_every_hop_and_fetched_once(fault: FaultServer) 
     assert hits_for(fault, "/private/secret") == 0
     with make_fetcher(fault, obey_robots=False) as rude:
         assert rude.fetch(fault.url("/private/secret")).ok
+
+
+def test_robots_rules_are_kept_for_the_most_recently_used_sites_only(
+    fault: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An iteration of a large topic meets tens of thousands of sites: the fetcher keeps the robots.txt rules of
+    the MAX_CACHED_ROBOTS sites used last (2 here), and reads a dropped site's robots.txt again when it returns."""
+    monkeypatch.setattr(fetch_module, "MAX_CACHED_ROBOTS", 2)
+    since = len(fault.hits)
+    order = ["cache-a", "cache-b", "cache-a", "cache-c", "cache-a", "cache-b"]
+    with make_fetcher(fault) as web:
+        for n, site in enumerate(order):
+            outcome = web.fetch(f"http://{site}.test/page?n={n}")
+            assert outcome.ok, outcome
+    robots = [hit.host.split(":")[0] for hit in fault.hits[since:] if hit.path == "/robots.txt"]
+    # a, b read; a used again (so b is the oldest); c read and b dropped; a still kept; b read again
+    assert robots == ["cache-a.test", "cache-b.test", "cache-c.test", "cache-b.test"]
+
+
+def test_expiring_cache_drops_expired_entries_and_the_least_recently_used() -> None:
+    now = [0.0]
+    cache: ExpiringCache[str, int] = ExpiringCache(2, clock=lambda: now[0])
+    cache.put("a", 1, ttl=10.0)
+    cache.put("b", 2, ttl=1.0)
+    assert cache.get("a") == 1  # "b" is now the least recently used
+    cache.put("c", 3, ttl=10.0)
+    assert (cache.get("b"), cache.get("a"), cache.get("c"), len(cache)) == (None, 1, 3, 2)
+    now[0] = 10.0
+    assert (cache.get("a"), cache.get("c"), len(cache)) == (None, None, 0)
+    with pytest.raises(ValueError, match="max_entries"):
+        ExpiringCache(0, clock=lambda: 0.0)
 
 
 def _gaps_by_host(fault: FaultServer, hosts: set[str], since: int) -> dict[str, list[tuple[float, str]]]:

@@ -241,6 +241,15 @@ def test_lossy_key_drops_tracking_parameters() -> None:
         ("http://mobile.example.com/", "http://mobile.example.com/"),
         # IP addresses are never shortened
         ("http://192.168.10.1/x.html", "http://192.168.10.1/x.html"),
+        # stacked variant labels all go (Media Cloud stripped one: www.m.example.com never matched
+        # m.example.com), down to the registrable domain and no further
+        ("http://www.m.example.com/a", "http://example.com/a"),
+        ("http://www.news.bbc.co.uk/x", "http://bbc.co.uk/x"),
+        ("http://www.m.co.uk/", "http://m.co.uk/"),
+        (
+            "http://00.0.0.0/",
+            "http://0.0/",
+        ),  # not an IP (leading zeros): numeric labels (found by Hypothesis)
     ],
 )
 def test_lossy_host_prefix_strip_fixed(raw: str, key: str) -> None:

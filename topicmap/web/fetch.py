@@ -21,7 +21,8 @@ What every fetch guarantees:
 - only HTML is read: other content types are refused from their headers, without reading the body;
 - HTTP redirects and HTML ``<meta http-equiv="refresh">`` redirects, both counted against ``max_redirects``;
 - retries with exponential backoff on 429, 5xx and connection failures, honouring ``Retry-After``;
-- robots.txt (RFC 9309) fetched once per origin, cached, and obeyed unless ``obey_robots=False``.
+- robots.txt (RFC 9309) fetched once per origin, cached (up to a day, for the MAX_CACHED_ROBOTS origins used
+  last), and obeyed unless ``obey_robots=False``.
 
 ``fetch_many`` takes a list of URLs, or a :class:`UrlFeed` it asks for more URLs as it has room: the spider's
 feed claims pending URLs from the topic store a few dozen at a time, so many processes share one frontier.
@@ -49,11 +50,11 @@ import re
 import socket
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
@@ -98,6 +99,11 @@ ROBOTS_TTL = 24 * 3600.0  # RFC 9309 §2.4: do not use a cached robots.txt for m
 ROBOTS_UNREACHABLE_TTL = 600.0  # a 5xx robots.txt means "disallow all" for a while, then ask again
 # A fetch whose origin's robots.txt another fetch is reading looks again after this long.
 ROBOTS_WAIT_POLL = 0.05
+# Origins whose robots.txt rules, and host names whose checked addresses, one fetcher keeps at most: an
+# iteration of a large topic meets tens of thousands of sites, most of them once (StormCrawler's robots cache
+# holds 10,000 too). Past the bound the least recently used goes first; it is read again if its site returns.
+MAX_CACHED_ROBOTS = 10_000
+MAX_CACHED_ADDRESSES = 10_000
 
 _SNIFF_HTML = re.compile(
     rb"^\s*(?:<!doctype\s+html|<html|<head|<body|<title|<meta|<!--|<script|<div|<p[\s>]|<h1|<a\s|<table|<br)",
@@ -308,6 +314,45 @@ def _origin(url: str) -> str:
     return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), "", "", ""))
 
 
+_Key = TypeVar("_Key")
+_Value = TypeVar("_Value")
+
+
+class ExpiringCache(Generic[_Key, _Value]):
+    """At most ``max_entries`` values, each until its expiry on ``clock``; past the bound the least recently
+    used is dropped. Thread-safe (the fetch threads share one)."""
+
+    def __init__(self, max_entries: int, clock: Callable[[], float]) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be >= 1, got {max_entries!r}")
+        self.max_entries = max_entries
+        self._clock = clock
+        self._entries: OrderedDict[_Key, tuple[float, _Value]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: _Key) -> _Value | None:
+        """The value kept for ``key``, or None when there is none or it has expired (then it is dropped)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if entry[0] <= self._clock():
+                del self._entries[key]
+                return None
+            self._entries.move_to_end(key)
+            return entry[1]
+
+    def put(self, key: _Key, value: _Value, ttl: float) -> None:
+        with self._lock:
+            self._entries[key] = (self._clock() + ttl, value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+
 class WebFetcher:
     """Polite, SSRF-guarded page fetcher. Thread-safe: one instance can serve a whole thread pool.
 
@@ -372,12 +417,14 @@ class WebFetcher:
         self._clock = clock
         self._wall = wall_clock
         self._transport = CurlTransport(user_agent, ACCEPT, ca_bundle)
-        # (host, port) -> (expiry on ``clock``, the checked addresses): see _resolve
-        self._resolved: dict[tuple[str, int], tuple[float, list[tuple[str, int]]]] = {}
+        # (host, port) -> the checked addresses: see _resolve
+        self._resolved: ExpiringCache[tuple[str, int], list[tuple[str, int]]] = ExpiringCache(
+            MAX_CACHED_ADDRESSES, clock
+        )
         # Per throttle domain, when this fetcher's last request to it went out (see _reserve).
         self._last_sent: dict[str, float] = {}
         self._last_sent_lock = threading.Lock()
-        self._robots: dict[str, tuple[float, RobotsRules]] = {}
+        self._robots: ExpiringCache[str, RobotsRules] = ExpiringCache(MAX_CACHED_ROBOTS, clock)
         # origin -> the fetch reading its robots.txt (one per origin even when many threads ask at once)
         self._robots_readers: dict[str, int] = {}
         self._robots_guard = threading.Lock()
@@ -579,9 +626,8 @@ class WebFetcher:
             return "refused_reason", f"ssrf: {parts.hostname}{via}: {reason}"
         if self.obey_robots:
             cached = self._robots.get(_origin(url))
-            if cached and cached[0] > self._clock():
-                if not cached[1].allows(url, self.robots_token):
-                    return "refused_reason", _robots_refusal(url, cached[1])
+            if cached is not None and not cached.allows(url, self.robots_token):
+                return "refused_reason", _robots_refusal(url, cached)
                 if state is not None:
                     state.robots_allowed_url = url  # the hop need not ask again
         return None
@@ -751,13 +797,11 @@ class WebFetcher:
     def _resolve(self, host: str, port: int) -> list[tuple[str, int]]:
         """The checked addresses to connect to for ``host``:``port`` (the guard's answer, kept for a minute:
         libcurl connects only to these, so a name that changes its answer cannot slip past the check)."""
-        key = (host, port)
-        cached = self._resolved.get(key)
-        now = self._clock()
-        if cached is not None and cached[0] > now:
-            return cached[1]
+        cached = self._resolved.get((host, port))
+        if cached is not None:
+            return cached
         targets = self.policy.resolve(host, port)
-        self._resolved[key] = (now + RESOLVE_TTL, targets)
+        self._resolved.put((host, port), targets, RESOLVE_TTL)
         return targets
 
     def _cookie_header(self, state: _FetchState, url: str) -> str | None:
@@ -898,8 +942,7 @@ class WebFetcher:
     # ------------------------------------------------------------------ robots.txt
 
     def _cached_robots(self, origin: str) -> RobotsRules | None:
-        cached = self._robots.get(origin)
-        return cached[1] if cached and cached[0] > self._clock() else None
+        return self._robots.get(origin)
 
     def _stop_reading_robots(self, state: _FetchState) -> None:
         if state.robots_url is None:
@@ -977,7 +1020,7 @@ class WebFetcher:
     def _robots_found(
         self, state: _FetchState, origin: str, rules: RobotsRules, ttl: float = ROBOTS_TTL
     ) -> RobotsRules:
-        self._robots[origin] = (self._clock() + ttl, rules)
+        self._robots.put(origin, rules, ttl)
         self._stop_reading_robots(state)
         return rules
 

@@ -406,19 +406,23 @@ def _registrable_domain(host: str) -> str | None:
     return fld if fld and fld != suffix else None
 
 
-def _strip_site_variant_label(host: str) -> str:
-    """www.example.com / m.example.com / news.example.co.uk → the site's host.
+def _strip_site_variant_labels(host: str) -> str:
+    """www.example.com / m.example.com / news.example.co.uk / www.m.example.com → the site's host.
 
     Media Cloud stripped the label whenever another '.' appeared anywhere later in the URL (even in the
     path), which reduced http://archive.org/x.pdf to http://org/x.pdf; here the rest must still be a
-    registrable domain, and IP addresses are never touched."""
-    if _is_ip(host):
-        return host
-    label, dot, rest = host.partition(".")
-    if not dot or not _SITE_VARIANT_LABEL_RE.match(label):
-        return host
-    registrable = _registrable_domain(rest)
-    return rest if registrable and (rest == registrable or rest.endswith("." + registrable)) else host
+    registrable domain, and IP addresses are never touched. Media Cloud also stripped one label only, so
+    www.m.example.com kept "m." while m.example.com lost it: the two never matched, and a key was not its
+    own key. Here every leading variant label goes."""
+    while not _is_ip(host):
+        label, dot, rest = host.partition(".")
+        if not dot or not _SITE_VARIANT_LABEL_RE.match(label):
+            break
+        registrable = _registrable_domain(rest)
+        if not registrable or (rest != registrable and not rest.endswith("." + registrable)):
+            break
+        host = rest
+    return host
 
 
 @_cached_for_strings
@@ -440,7 +444,7 @@ def normalize_url_lossy(url: str | None) -> str | None:
         parsed = _normalize_youtube(parsed)
         host = parsed.host
         if "r2.ly" not in host:  # r2.ly redirects through the host name itself (543.r2.ly)
-            host = _strip_site_variant_label(host)
+            host = _strip_site_variant_labels(host)
         if re.search(r"pron.*\.podomatic\.com$", host):  # one spam network under thousands of hosts
             host = "pronkpops.podomatic.com"
         path = re.sub(r"//+", "/", parsed.path)
