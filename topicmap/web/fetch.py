@@ -626,8 +626,9 @@ class WebFetcher:
             return "refused_reason", f"ssrf: {parts.hostname}{via}: {reason}"
         if self.obey_robots:
             cached = self._robots.get(_origin(url))
-            if cached is not None and not cached.allows(url, self.robots_token):
-                return "refused_reason", _robots_refusal(url, cached)
+            if cached is not None:
+                if not cached.allows(url, self.robots_token):
+                    return "refused_reason", _robots_refusal(url, cached)
                 if state is not None:
                     state.robots_allowed_url = url  # the hop need not ask again
         return None
