@@ -175,6 +175,11 @@ def test_spider_grows_the_topic_iteration_by_iteration(store: TopicStore) -> Non
     )  # via the shortener or directly, the minimum wins
     assert iterations["https://deep.test/2026/02/07/climate-3"] == 2
     assert iterations["https://deeper.test/2026/02/08/climate-4"] == 3
+    # every page the spider made a story of is kept as it was served (link mining again, WARC export)
+    with store.engine.connect() as conn:
+        ids = dict(conn.execute(select(s.stories.c.url, s.stories.c.stories_id)).all())
+        for url in ("https://ledger.test/2026/02/03/carbon-tax", "https://deeper.test/2026/02/08/climate-4"):
+            assert store.story_html(conn, ids[url]) == WEB[url]
     # links point at the stories they lead to
     tl = s.topic_links
     with store.engine.connect() as conn:

@@ -809,8 +809,8 @@ class Spider:
             final_url,
             extracted,
             guid=final_url,
-            html=outcome.content,
-            html_gz=page_gz.result(),
+            # the compressed page only: the raw one (up to max_body_bytes) is not held while the batch fills
+            html_gz=page_gz.result() if outcome.content else None,
             encoding=getattr(outcome, "charset", None),
             http_status=outcome.status,
         )

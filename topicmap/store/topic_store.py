@@ -165,7 +165,8 @@ class NewStory:
     language_method: str | None = None
     #: the raw page, kept (zstd, ``compress_page``) for link mining and WARC export
     html: bytes | None = None
-    #: ``compress_page(html)`` when the caller already has it (the spider compresses beside its extraction)
+    #: ``compress_page(html)`` when the caller already has it, in place of ``html`` (the spider compresses
+    #: beside its extraction, and a write batch then holds compressed pages only: up to 200 of them)
     html_gz: bytes | None = None
     encoding: str | None = None
     http_status: int | None = None
@@ -605,14 +606,15 @@ class TopicStore:
             for url in {row["url"], row["guid"], normalize_url_lossy(row["url"]) or row["url"]}:
                 if s.url_fits(url):  # a lookup alias: one that does not fit is not kept, never cut
                     url_rows.append({"stories_id": stories_id, "url": url})
-            if story.html:
+            page_gz = story.html_gz if story.html_gz is not None else story.html and compress_page(story.html)
+            if page_gz:
                 download_rows.append(
                     {
                         "stories_id": stories_id,
                         "url": row["url"],
                         "http_status": story.http_status,
                         "encoding": story.encoding,
-                        "content_gz": story.html_gz or compress_page(story.html),
+                        "content_gz": page_gz,
                         "download_date": row["collect_date"],
                     }
                 )
