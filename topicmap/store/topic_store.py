@@ -606,7 +606,9 @@ class TopicStore:
             for url in {row["url"], row["guid"], normalize_url_lossy(row["url"]) or row["url"]}:
                 if s.url_fits(url):  # a lookup alias: one that does not fit is not kept, never cut
                     url_rows.append({"stories_id": stories_id, "url": url})
-            page_gz = story.html_gz if story.html_gz is not None else story.html and compress_page(story.html)
+            page_gz = story.html_gz
+            if page_gz is None and story.html:
+                page_gz = compress_page(story.html)
             if page_gz:
                 download_rows.append(
                     {
