@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import random
 import threading
+import time
 from datetime import UTC, date, datetime
+from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, select, update
@@ -105,6 +108,39 @@ def test_raw_pages_are_kept_compressed_and_pages_kept_as_gzip_before_still_read(
         assert store.story_html(conn, old) == page
     with pytest.raises(ValueError, match="content_gz holds neither zstd nor gzip"):
         decompress_page(b"<html>not compressed</html>")
+
+
+def _checkpoint_threads() -> int:
+    return sum(thread.name == "topicmap-sqlite-checkpoint" for thread in threading.enumerate())
+
+
+def test_sqlite_log_is_copied_into_the_database_beside_the_commits_not_in_them(tmp_path: Path) -> None:
+    """A commit bigger than SQLite's default checkpoint threshold (1,000 pages) used to copy the log into the
+    database file before returning (60-80 ms a spider batch). The store's checkpoint thread does it instead, soon
+    after, while the store stays open; disposing of the store stops the thread."""
+    path = tmp_path / "store.sqlite3"
+    threads_before = _checkpoint_threads()
+    store = TopicStore.open(f"sqlite:///{path}")
+    try:
+        assert _checkpoint_threads() == threads_before + 1
+        with store.engine.connect() as conn:
+            # the commit's own checkpoint only past 10x SQLite's default, should the thread fall behind
+            assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one() == 10_000
+        words = random.Random(15).choices(
+            ["minister", "said", "on", "Tuesday", "the", "vote", "ämter"], k=6000
+        )
+        text = " ".join(words)  # about 40 KB a story, 160 stories: about 6 MB, past 1,000 pages of 4 KiB
+        store.add_stories([_story(f"https://big.example.com/{i}", f"Story {i}") for i in range(160)], "test")
+        with store.engine.begin() as conn:
+            conn.execute(update(s.stories).values(text=text))
+        started = time.monotonic()
+        while path.stat().st_size < 160 * len(text):  # the text is in the log until a checkpoint copies it
+            assert _checkpoint_threads() == threads_before + 1, "the checkpoint thread died"
+            assert time.monotonic() - started < 300, "hang guard: no checkpoint in 5 minutes"
+            time.sleep(0.05)
+    finally:
+        store.dispose()
+    assert _checkpoint_threads() == threads_before
 
 
 def test_www_and_bare_host_share_one_medium(store: TopicStore) -> None:

@@ -49,6 +49,7 @@ from topicmap.store.names import StoreError as StoreError
 from topicmap.store.names import default_database_url as default_database_url
 from topicmap.store.names import normalize_database_url as normalize_database_url
 from topicmap.store.names import topicmap_home as topicmap_home
+from topicmap.store.sqlite_wal import FALLBACK_AUTOCHECKPOINT_PAGES, WalCheckpointer
 from topicmap.web.media import medium_url_and_name
 from topicmap.web.urls import normalize_url_lossy
 
@@ -200,8 +201,9 @@ class AddStoriesResult:
 class TopicStore:
     """The relational topic store. Create with ``TopicStore.open()``; it upgrades the schema in place."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, checkpointer: WalCheckpointer | None = None) -> None:
         self.engine = engine
+        self._checkpointer = checkpointer  # SQLite: WAL checkpoints off the committing thread
         self.dialect = engine.dialect.name
         self._medium_cache: dict[str, int] = {}
         # INSERT ... ON CONFLICT statements by (table, keys, returning, update): built once, so SQLAlchemy's
@@ -233,12 +235,14 @@ class TopicStore:
             if schema:
                 kwargs["connect_args"] = {"options": f"-csearch_path={schema}"}
         engine = create_engine(url, **kwargs)
+        checkpointer = None
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
+            checkpointer = WalCheckpointer.for_engine(engine)
         elif schema:
             with engine.begin() as conn:
                 conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
-        store = cls(engine)
+        store = cls(engine, checkpointer)
         if upgrade:
             store.upgrade()
         return store
@@ -757,6 +761,9 @@ class TopicStore:
             return int(conn.execute(query).scalar_one())
 
     def dispose(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+            self._checkpointer = None
         self.engine.dispose()
 
 
@@ -767,4 +774,6 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
+    # checkpoints run in WalCheckpointer's thread; SQLite's own, on commit, only if that one falls behind
+    cursor.execute(f"PRAGMA wal_autocheckpoint={FALLBACK_AUTOCHECKPOINT_PAGES}")
     cursor.close()
