@@ -4,6 +4,7 @@ expires and is taken again; no URL is left behind in a claimed state. On SQLite 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -32,7 +33,9 @@ from topicmap.spider.claims import (
     Shard,
     claim_keys,
     fill_claim_keys,
+    site_arcs,
     site_hash,
+    site_holder,
     url_domain,
     url_shard_key,
 )
@@ -140,26 +143,47 @@ def test_live_holders_claim_their_own_sites_first_and_the_others_at_the_tail(sto
     # site affinity: two workers on one iteration rarely use one site's politeness slots at once
     urls = _urls(10, 6)
     topics_id = _topic_with_urls(store, urls)
-    parity = {url_domain(url): site_hash(url_domain(url)) % 2 for url in urls}
-    assert set(parity.values()) == {0, 1}
+    owner = {url_domain(url): site_holder(["a", "b"], site_hash(url_domain(url))) for url in urls}
+    assert set(owner.values()) == {"a", "b"}
     a = ClaimQueue(store, topics_id, 1, "a", per_domain=2)
     b = ClaimQueue(store, topics_id, 1, "b", per_domain=2)
     a.join()
     assert len({r["domain"] for r in a.claim(10)}) == 10  # alone, "a" interleaves every site
     b.join()
     assert a.live_holders() == b.live_holders() == ["a", "b"]
-    own = {place: sum(1 for p in parity.values() if p == place) for place in (0, 1)}
-    # as many URLs as two of each own site: all of them from the holder's own sites (places 1 and 0)
-    b_sites = {r["domain"] for r in b.claim(2 * own[1])}
-    a_sites = {r["domain"] for r in a.claim(2 * own[0])}
-    assert {parity[d] for d in b_sites} == {1} and {parity[d] for d in a_sites} == {0}
-    assert len(b_sites) == own[1] and len(a_sites) == own[0]
+    own = Counter(owner.values())
+    # as many URLs as two of each own site: all of them from the holder's own sites
+    b_sites = {r["domain"] for r in b.claim(2 * own["b"])}
+    a_sites = {r["domain"] for r in a.claim(2 * own["a"])}
+    assert {owner[d] for d in b_sites} == {"b"} and {owner[d] for d in a_sites} == {"a"}
+    assert len(b_sites) == own["b"] and len(a_sites) == own["a"]
     # "b" runs out of its own sites and takes the rest of "a"'s: nothing waits on a busy holder's choice
     taken = [row for rows in iter(lambda: b.claim(100), []) for row in rows]
-    assert {parity[r["domain"]] for r in taken} == {0, 1}
-    assert len(taken) + 10 + 2 * own[0] + 2 * own[1] == len(urls)
+    assert {owner[r["domain"]] for r in taken} == {"a", "b"}
+    assert len(taken) + 10 + 2 * own["a"] + 2 * own["b"] == len(urls)
     b.leave()
     assert a.live_holders() == ["a"]  # and "a" would take every site again
+
+
+def test_a_holder_that_joins_or_leaves_moves_only_the_sites_it_takes_or_hands_on() -> None:
+    # the politeness slots a worker is using stay with it when others come and go (consistent hashing)
+    keys = [site_hash(f"site{i}.example") for i in range(3000)]
+    holders = [f"host:{pid}:worker" for pid in (101, 102, 103)]
+    before = {key: site_holder(holders, key) for key in keys}
+    assert min(Counter(before.values()).values()) > 3000 / 3 / 2  # each holder gets a fair part of the sites
+    joined = {key: site_holder([*holders, "host:104:worker"], key) for key in keys}
+    moved = [key for key in keys if joined[key] != before[key]]
+    assert {joined[key] for key in moved} == {"host:104:worker"}  # it takes sites only for itself
+    assert len(moved) < 3000 / 4 * 1.6  # about a quarter of them, from each holder, not most
+    assert {before[key] for key in moved} == set(holders)
+    left = {key: site_holder(holders[1:], key) for key in keys}
+    assert {key for key in keys if left[key] != before[key]} == {k for k in keys if before[k] == holders[0]}
+    # the ranges a claim tests cover the key space once: every site falls to exactly one holder
+    covered = sorted(arc for h in holders for arc in site_arcs(holders, h))
+    assert covered[0][0] == 0 and covered[-1][1] == 1 << 31
+    assert all(low_next == high for (_, high), (low_next, _) in itertools.pairwise(covered))
+    arcs = {holder: site_arcs(holders, holder) for holder in holders}
+    assert all(any(low <= key < high for low, high in arcs[before[key]]) for key in keys)
 
 
 def test_a_polite_claimer_keeps_off_the_sites_another_live_holder_is_fetching(store: TopicStore) -> None:

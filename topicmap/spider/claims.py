@@ -28,11 +28,13 @@ A site whose politeness interval makes it slow therefore never fills a worker's 
 wait.
 
 Site affinity: while several holders work on one iteration, a claim takes the sites that fall to this holder
-first (``site_key % n == its place`` among the n live holders, sorted by name) and others' sites only when its
-own have nothing claimable left (the tail of the iteration, a holder that died). So two workers rarely use one
-site's politeness slots at once, without fixing who has which site: a holder that joins or leaves moves the
-sites at the next claim. The live holders are the rows of ``topic_spider_holders`` for the iteration that were
-renewed within a lease: a holder joins when it starts, renews with its claims and leaves when it stops.
+first and others' sites only when its own have nothing claimable left (the tail of the iteration, a holder that
+died). So two workers rarely use one site's politeness slots at once, without fixing who has which site. Sites
+fall to holders on a hash ring (consistent hashing, as distributed crawlers from UbiCrawler on assign hosts:
+:func:`site_arcs`): a holder that joins takes about 1/n of the sites, some from each holder, and one that leaves
+hands on only its own, so the other holders keep the sites whose politeness slots they are using (a modulo over
+the holders moved most sites whenever one joined or left). The live holders are the rows of
+``topic_spider_holders`` for the iteration that were renewed within a lease: a holder joins when it starts, renews with its claims and leaves when it stops.
 With ``exclusive_sites`` (a polite crawl whose workers share one pool of claims), a claim also never takes a
 site another live holder is fetching (holds an open claim of), as Heritrix never gives a busy host queue to a
 second thread: taking it would not make the site faster, whose slots bound it, and would lose slots between the
@@ -49,6 +51,7 @@ politeness slots when it runs alone.)
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
 import os
@@ -73,6 +76,9 @@ OPEN_STATES = ("pending", "requeued")
 DEFAULT_LEASE_SECONDS = 120.0
 #: URLs of one site taken by one claim.
 DEFAULT_PER_DOMAIN = 16
+#: Points of each live holder on the site-affinity hash ring: the more, the more even the holders' shares of the
+#: sites (about 1/sqrt(points) apart) and the more ranges a claim tests each site key against.
+RING_POINTS_PER_HOLDER = 32
 SHARD_KEY_BITS = 31  # fits a signed 32-bit INTEGER on both databases
 
 
@@ -91,6 +97,43 @@ def url_shard_key(url: str) -> int:
 def site_hash(domain: str) -> int:
     """A stable hash of the site (the URL's throttle domain): which live holder the site falls to."""
     return _stable_hash(domain)
+
+
+def _ring(holders: Collection[str]) -> list[tuple[int, str]]:
+    """The site-affinity hash ring: RING_POINTS_PER_HOLDER points of each holder on the 31-bit keys, in order."""
+    return sorted(
+        {(_stable_hash(f"{name}#{i}"), name) for name in holders for i in range(RING_POINTS_PER_HOLDER)}
+    )
+
+
+def site_holder(holders: Collection[str], key: int) -> str:
+    """The live holder the site with ``site_key`` ``key`` falls to: the holder of the first point of the ring at or
+    after the key, wrapping around."""
+    ring = _ring(holders)
+    place = bisect.bisect_left(ring, (key, ""))
+    return ring[place % len(ring)][1]
+
+
+def site_arcs(holders: Collection[str], holder: str) -> list[tuple[int, int]]:
+    """The site keys that fall to ``holder`` among the live ``holders`` (:func:`site_holder`), as ranges
+    [low, high) of ``site_key``, in order: at most RING_POINTS_PER_HOLDER + 1 of them."""
+    ring = _ring(holders)
+    arcs: list[tuple[int, int]] = []
+    for index, (point, name) in enumerate(ring):
+        if name != holder:
+            continue
+        if index == 0:  # the arc that wraps: after the last point, then from 0 to this one
+            arcs.append((ring[-1][0] + 1, 1 << SHARD_KEY_BITS))
+            arcs.append((0, point + 1))
+        else:
+            arcs.append((ring[index - 1][0] + 1, point + 1))
+    merged: list[tuple[int, int]] = []
+    for low, high in sorted(arc for arc in arcs if arc[0] < arc[1]):
+        if merged and merged[-1][1] == low:  # consecutive points of one holder: one range
+            merged[-1] = (merged[-1][0], high)
+        else:
+            merged.append((low, high))
+    return merged
 
 
 def url_domain(url: str) -> str:
@@ -250,8 +293,11 @@ class ClaimQueue:
                 conn.execute(_CLAIM_LOCK, {"lock_class": CLAIM_LOCK_CLASS, "topics_id": self.topics_id})
             holders = self._live_holders(conn, now)
             if len(holders) > 1:
-                params["c_holders"] = len(holders)
-                params["c_place"] = holders.index(self.holder)
+                arcs = site_arcs(holders, self.holder)
+                # a fixed number of bound ranges, so the statement is built once; (0, 0) matches no key
+                arcs += [(0, 0)] * (RING_POINTS_PER_HOLDER + 1 - len(arcs))
+                for index, (low, high) in enumerate(arcs):
+                    params[f"c_low_{index}"], params[f"c_high_{index}"] = low, high
             statement = self._claim_statement(bool(saturated), len(holders) > 1)
             rows = [dict(r) for r in conn.execute(statement, params).mappings()]
         # RETURNING keeps no order: interleave the sites again
@@ -334,19 +380,18 @@ class ClaimQueue:
                 )
                 .exists(),
             )
-        # this holder's own sites first (module doc); 0 for every site without affinity
-        preferred = (
-            case(
-                (
-                    func.coalesce(candidate.c.site_key, 0) % bindparam("c_holders", type_=Integer)
-                    == bindparam("c_place", type_=Integer),
-                    0,
-                ),
-                else_=1,
+        # this holder's own sites first (module doc: the ranges of site_arcs); 0 for every site without affinity
+        site_key = func.coalesce(candidate.c.site_key, 0)
+        own_site = or_(
+            *(
+                and_(
+                    site_key >= bindparam(f"c_low_{index}", type_=Integer),
+                    site_key < bindparam(f"c_high_{index}", type_=Integer),
+                )
+                for index in range(RING_POINTS_PER_HOLDER + 1)
             )
-            if affinity
-            else literal(0)
         )
+        preferred = case((own_site, 0), else_=1) if affinity else literal(0)
         ranked = (
             select(
                 candidate.c.topic_fetch_urls_id.label("id"),
