@@ -44,6 +44,7 @@ from topicmap.web.throttle import throttle_domain
 
 ROOT = Path(__file__).resolve().parent.parent
 INTERVAL = 0.2  # politeness per site, so the gaps can be checked
+LATE_SEND_TOLERANCE = 0.05  # how late a CPU-starved worker may send after its slot began (see the gap check)
 SHARDS = 4
 F = s.topic_fetch_urls
 
@@ -274,8 +275,10 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
         for earlier, later in zip(sorted(records), sorted(records)[1:], strict=False)
     ]
     # kernel arrival times; the tolerance covers the client side: a slot is kept between request *starts*, and a
-    # worker process starved of CPU after its start (2 cores shared with other work) sends a little later
-    assert min(gap for gap, _, _ in pairs) >= INTERVAL - 0.02, sorted(pairs)[:4]
+    # worker process starved of CPU after its start sends a little later, while the other worker's next slot does
+    # not move. Two workers, the driver, the server, PostgreSQL, RabbitMQ and a parallel test on 2 cores: 24 ms
+    # was seen (session 15). Requests sharing a slot, or a robots.txt request outside its slot, arrive 0-10 ms apart.
+    assert min(gap for gap, _, _ in pairs) >= INTERVAL - LATE_SEND_TOLERANCE, sorted(pairs)[:4]
 
 
 def _host_path(url: str) -> tuple[str, str]:
