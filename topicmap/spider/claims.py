@@ -34,7 +34,8 @@ fall to holders on a hash ring (consistent hashing, as distributed crawlers from
 :func:`site_arcs`): a holder that joins takes about 1/n of the sites, some from each holder, and one that leaves
 hands on only its own, so the other holders keep the sites whose politeness slots they are using (a modulo over
 the holders moved most sites whenever one joined or left). The live holders are the rows of
-``topic_spider_holders`` for the iteration that were renewed within a lease: a holder joins when it starts, renews with its claims and leaves when it stops.
+``topic_spider_holders`` for the iteration that were renewed within a lease: a holder joins when it starts,
+renews with its claims and leaves when it stops.
 With ``exclusive_sites`` (a polite crawl whose workers share one pool of claims), a claim also never takes a
 site another live holder is fetching (holds an open claim of), as Heritrix never gives a busy host queue to a
 second thread: taking it would not make the site faster, whose slots bound it, and would lose slots between the
