@@ -881,7 +881,7 @@ class WebFetcher:
         robots.txt had to be fetched first (in this slot), the next slot of the domain, for the page."""
         url = state.current_url
         if self.obey_robots and state.robots_allowed_url != url:
-            rules = self._cached_robots(_origin(url))
+            rules = self._robots.get(_origin(url))
             if rules is None:
                 # robots.txt is a request of its own: it uses this slot, the page waits for another
                 step = self._read_robots(state, _origin(url))
@@ -942,9 +942,6 @@ class WebFetcher:
 
     # ------------------------------------------------------------------ robots.txt
 
-    def _cached_robots(self, origin: str) -> RobotsRules | None:
-        return self._robots.get(origin)
-
     def _stop_reading_robots(self, state: _FetchState) -> None:
         if state.robots_url is None:
             return
@@ -966,9 +963,10 @@ class WebFetcher:
         if reader != id(state):
             return _NeedSlot(state.domain, earliest=self._wall() + ROBOTS_WAIT_POLL)
         if state.robots_url is None:
-            if self._cached_robots(origin) is not None:  # another fetch finished reading it meanwhile
+            cached = self._robots.get(origin)
+            if cached is not None:  # another fetch finished reading it meanwhile
                 self._stop_reading_robots(state)
-                return self._cached_robots(origin)
+                return cached
             state.robots_url, state.robots_hops = origin + "/robots.txt", 0
         while True:
             url = state.robots_url
