@@ -24,6 +24,7 @@ from topicmap.web.extract import (
     parse_html,
     tidy_text,
 )
+from topicmap.web.links import extract_story_and_links
 
 PROSE = (
     "The city council met on Tuesday evening to debate the new transit plan, which would add three bus lines "
@@ -475,10 +476,37 @@ def test_trafilatura_is_called_without_its_tree_copy_and_gives_the_same_stories(
     rows = _rows()[::7]  # a spread of sites, ~25 pages, including short fixtures that take the fallbacks
     pages = [(row, gzip.decompress((NEWS_HTML / row["file"]).read_bytes())) for row in rows]
     direct = [extract_story(html, row["url"]) for row, html in pages]
+    direct_with_links = [extract_story_and_links(html, row["url"]) for row, html in pages]
     monkeypatch.setattr(extract_module, "DIRECT_SEQUENCE", False)
     copied = [extract_story(html, row["url"]) for row, html in pages]
     assert direct == copied
+    assert direct_with_links == [extract_story_and_links(html, row["url"]) for row, html in pages]
     assert sum(bool(result.text) for result in direct) >= len(direct) - 3
+
+
+def test_a_page_gets_the_same_extraction_pass_whether_or_not_its_links_are_read() -> None:
+    # The spider reads each page's story and links in one pass (extract_story_and_links). Each trafilatura
+    # pass is judged by its text's length; with links that text used to carry Markdown ("[budget](https://…)"),
+    # so a short article full of links passed as long enough for the fast pass that extract_story rejects.
+    link = '<a href="https://www.example.org/reports/2026/transit-authority-annual-budget-review-{}">{}</a>'
+    sentences = [
+        f"The council approved the {link.format(1, 'budget')} for the {link.format(2, 'bus lines')} on Tuesday.",
+        f"Supporters cited the {link.format(3, 'survey')} and the {link.format(4, 'audit')} of last spring.",
+        f"Opponents pointed to the {link.format(5, 'cost estimate')} and {link.format(6, 'earlier delays')}.",
+        f"A final {link.format(7, 'vote')} is expected after {link.format(8, 'hearings')} in each district.",
+    ]
+    html = "<html><body><article>" + "".join(f"<p>{s}</p>" for s in sentences) + "</article></body></html>"
+    without_links, method = extract_module._article_document(parse_html(html), URL, include_links=False)
+    with_links, method_with_links = extract_module._article_document(
+        parse_html(html), URL, include_links=True
+    )
+    assert len(without_links.text) < extract_module.FULL_EXTRACTION_BELOW_CHARS  # too short for the fast pass
+    assert method_with_links == method == "precision"
+    assert with_links.text == without_links.text and "](" not in with_links.text
+    assert len(with_links.link_targets) >= 6 and "budget" in with_links.linked_text
+    story, links = extract_story_and_links(html, URL)
+    assert story == extract_story(html, URL)
+    assert links[0] == "https://www.example.org/reports/2026/transit-authority-annual-budget-review-1"
 
 
 def test_the_justext_stoplist_is_hashed_once_and_keeps_its_words() -> None:

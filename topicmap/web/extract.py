@@ -460,10 +460,27 @@ def _extractor(options: dict[str, Any], include_links: bool) -> Extractor:
 
 @dataclass(frozen=True)
 class _Article:
-    """What we use of trafilatura's Document: the article body (its XML) and its text."""
+    """What we use of trafilatura's Document: the article body (its XML) and its text; when links were asked
+    for, the link targets and the text with the links' words, read before the links were taken out."""
 
     text: str
     body: Any
+    link_targets: list[str] = field(default_factory=list)
+    linked_text: str = ""
+
+
+def _article(body: Any, formatting: bool, include_links: bool) -> _Article:
+    """The article of one pass. With links, trafilatura kept them as <ref target=...> elements, and its text
+    output writes them as Markdown links: the targets and the linked text are read, then the <ref>s are
+    taken out (their words stay), so the text, and the length each pass is judged by, are the same as
+    without links. (Taking them out after the last pass meant a second text pass, ~1.5 % of a page, and a
+    pass judged by a text that Markdown made longer: two real pages got another pass than ``extract_story``.)"""
+    if not include_links:
+        return _Article(xmltotxt(body, formatting), body)
+    link_targets = [target for ref in body.iter("ref") if (target := ref.get("target"))]
+    linked_text = " ".join(body.itertext())
+    etree.strip_tags(body, "ref")
+    return _Article(xmltotxt(body, formatting), body, link_targets, linked_text)
 
 
 def _sequence_function() -> Callable[..., Any] | None:
@@ -486,17 +503,19 @@ DIRECT_SEQUENCE = True
 _SEQUENCE = _sequence_function()
 
 
-def _bare_extraction(tree: HtmlElement, include_links: bool, options: dict[str, Any]) -> Any:
-    """trafilatura's article (``.text``, ``.body``) of `tree` in one mode, or None. Prunes `tree`."""
+def _bare_extraction(tree: HtmlElement, include_links: bool, options: dict[str, Any]) -> _Article | None:
+    """trafilatura's article of `tree` in one mode, or None. Prunes `tree`."""
     extractor = _extractor(options, include_links)
     try:
         if not DIRECT_SEQUENCE or _SEQUENCE is None:
-            return trafilatura.bare_extraction(tree, options=extractor)
+            document = trafilatura.bare_extraction(tree, options=extractor)
+            body = getattr(document, "body", None) if document is not None else None
+            return None if body is None else _article(body, extractor.formatting, include_links)
         body, text, _comments_body, comments = _SEQUENCE(tree, extractor, None)
         # bare_extraction's own check: nothing extracted is no document
         if len(text) < extractor.min_output_size and len(comments) < extractor.min_output_comm_size:
             return None
-        return _Article(xmltotxt(body, extractor.formatting), body)
+        return _article(body, extractor.formatting, include_links)
     except Exception:  # noqa: BLE001 - third-party extractor on hostile input
         log.debug("trafilatura failed", exc_info=True)
         return None
@@ -517,11 +536,8 @@ RECALL_FALLBACK_GAIN = 2.0
 RECALL_OPTIONS: dict[str, Any] = {"include_comments": False, "favor_recall": True, "fast": True}
 
 
-def _body_text_length(document: Any) -> int:
-    text = getattr(document, "text", None) if document is not None else None
-    if text is None and document is not None and getattr(document, "body", None) is not None:
-        text = " ".join(document.body.itertext())
-    return len(text or "")
+def _body_text_length(document: _Article | None) -> int:
+    return len(document.text) if document is not None else 0
 
 
 # Fast first. trafilatura's full precision mode also runs readability and jusText on copies of the page and
@@ -533,20 +549,21 @@ FAST_FIRST = True
 FULL_EXTRACTION_BELOW_CHARS = 600
 
 
-def _looks_deficient(document: Any) -> bool:
-    body = getattr(document, "body", None) if document is not None else None
-    if body is None or _body_text_length(document) < FULL_EXTRACTION_BELOW_CHARS:
+def _looks_deficient(document: _Article | None) -> bool:
+    if document is None or _body_text_length(document) < FULL_EXTRACTION_BELOW_CHARS:
         return True
-    paragraphs = body.findall(".//p")
-    return not paragraphs or len(body.findall(".//table")) > len(paragraphs)
+    paragraphs = document.body.findall(".//p")
+    return not paragraphs or len(document.body.findall(".//table")) > len(paragraphs)
 
 
-def _article_document(tree: HtmlElement, url: str, include_links: bool = False) -> tuple[Any, str]:
-    """trafilatura's article document (``.text``, ``.body``) or None, and how it was found ("precision
-    (fast)", "precision", "recall fallback"). Prunes `tree` in place: read it before.
+def _article_document(
+    tree: HtmlElement, url: str, include_links: bool = False
+) -> tuple[_Article | None, str]:
+    """trafilatura's article or None, and how it was found ("precision (fast)", "precision", "recall
+    fallback"). Prunes `tree` in place: read it before.
 
-    With ``include_links`` the body keeps the article's links as <ref target=...> elements; trafilatura is
-    given no URL: it would resolve relative links against the site root instead of the page."""
+    With ``include_links`` the article also has its links (``_article``); trafilatura is given no URL: it
+    would resolve relative links against the site root instead of the page."""
     etree.strip_elements(tree, *_NEVER_ARTICLE_TEXT, with_tail=False)
     if FAST_FIRST:
         document = _bare_extraction(tree, include_links, {**TRAFILATURA_OPTIONS, "fast": True})
@@ -644,19 +661,9 @@ def _extract_story(
     seen_before_pruning = before_pruning(tree) if before_pruning is not None else None
     # Last, because it prunes the tree the metadata was read from.
     document, _text_method = _article_document(tree, url, include_links)
-    body = getattr(document, "body", None) if document is not None else None
-    link_targets: list[str] = []
-    linked_text = ""
-    if include_links and body is not None:
-        link_targets = [target for ref in body.iter("ref") if (target := ref.get("target"))]
-        linked_text = " ".join(body.itertext())
-        # trafilatura writes links into its text output; the text comes from the body without them
-        # (F1 0.971 vs 0.970 without links on the evaluation set; 0.928 with trafilatura's linked text).
-        etree.strip_tags(body, "ref")
-        text = xmltotxt(body, False) or ""
-    else:
-        text = (getattr(document, "text", None) if document is not None else None) or ""
-    text = tidy_text(text)
+    if document is None:
+        document = _Article("", None)
+    text = tidy_text(document.text)
     language, language_method = _language(text, declared_language)
     story = ExtractedStory(
         title,
@@ -669,7 +676,7 @@ def _extract_story(
         dated.method,
         language_method,
     )
-    return StoryDocument(story, link_targets, linked_text, seen_before_pruning)
+    return StoryDocument(story, document.link_targets, document.linked_text, seen_before_pruning)
 
 
 __all__ = [
