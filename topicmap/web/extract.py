@@ -472,9 +472,10 @@ class _Article:
 def _article(body: Any, formatting: bool, include_links: bool) -> _Article:
     """The article of one pass. With links, trafilatura kept them as <ref target=...> elements, and its text
     output writes them as Markdown links: the targets and the linked text are read, then the <ref>s are
-    taken out (their words stay), so the text, and the length each pass is judged by, are the same as
-    without links. (Taking them out after the last pass meant a second text pass, ~1.5 % of a page, and a
-    pass judged by a text that Markdown made longer: two real pages got another pass than ``extract_story``.)"""
+    taken out (their words stay): the story's text has no link markup (F1 0.971 on the evaluation set, 0.928
+    with it), and each pass is judged by the same text length as without links. (Taking them out after the
+    last pass cost a second text pass, ~1.5 % of a page, and a short article full of links could pass as long
+    enough for the fast pass that ``extract_story`` rejects.)"""
     if not include_links:
         return _Article(xmltotxt(body, formatting), body)
     link_targets = [target for ref in body.iter("ref") if (target := ref.get("target"))]
