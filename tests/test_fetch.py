@@ -340,6 +340,31 @@ def test_robots_rules_are_kept_for_the_most_recently_used_sites_only(
     assert robots == ["cache-a.test", "cache-b.test", "cache-c.test", "cache-b.test"]
 
 
+def test_send_times_are_kept_only_while_they_can_still_space_a_request(
+    fault: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fetcher spaces its next request to a site from when its last one went out. A large crawl sends to
+    tens of thousands of sites, most of them once: past MAX_KEPT_SEND_TIMES (4 here) the send times older than
+    an interval are dropped; those of sites still inside their interval are kept, and still space requests."""
+    monkeypatch.setattr(fetch_module, "MAX_KEPT_SEND_TIMES", 4)
+    interval = 0.3
+    with make_fetcher(fault, interval_overrides={"*": interval}) as web:
+        early = [f"early-{n}.test" for n in range(6)]
+        for outcome in web.fetch_many([f"http://{site}/page" for site in early]):
+            assert outcome.ok, outcome
+        assert set(early) <= set(web._last_sent)  # all inside their interval: none may go
+        time.sleep(interval + web.throttle.guard_band)  # the early sites' intervals pass
+        late = [f"late-{n}.test" for n in range(6)]
+        for outcome in web.fetch_many([f"http://{site}/page" for site in late]):
+            assert outcome.ok, outcome
+        assert set(web._last_sent) == set(late)
+        since = len(fault.hits)
+        assert web.fetch(f"http://{late[0]}/page?again").ok
+    again = [hit for hit in fault.hits[since:] if hit.host.split(":")[0] == late[0]]
+    last_before = max(hit.at for hit in fault.hits[:since] if hit.host.split(":")[0] == late[0])
+    assert again and again[0].at - last_before >= interval - 0.01
+
+
 def test_expiring_cache_drops_expired_entries_and_the_least_recently_used() -> None:
     now = [0.0]
     cache: ExpiringCache[str, int] = ExpiringCache(2, clock=lambda: now[0])

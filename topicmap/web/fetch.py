@@ -104,6 +104,9 @@ ROBOTS_WAIT_POLL = 0.05
 # holds 10,000 too). Past the bound the least recently used goes first; it is read again if its site returns.
 MAX_CACHED_ROBOTS = 10_000
 MAX_CACHED_ADDRESSES = 10_000
+# Send times kept before the old ones are dropped: a send time only matters until its domain's interval has
+# passed, so past this many the fetcher forgets those (the ones still inside an interval are kept).
+MAX_KEPT_SEND_TIMES = 10_000
 
 _SNIFF_HTML = re.compile(
     rb"^\s*(?:<!doctype\s+html|<html|<head|<body|<title|<meta|<!--|<script|<div|<p[\s>]|<h1|<a\s|<table|<br)",
@@ -421,9 +424,12 @@ class WebFetcher:
         self._resolved: ExpiringCache[tuple[str, int], list[tuple[str, int]]] = ExpiringCache(
             MAX_CACHED_ADDRESSES, clock
         )
-        # Per throttle domain, when this fetcher's last request to it went out (see _reserve).
+        # Per throttle domain, when this fetcher's last request to it went out (see _reserve), and the longest
+        # spacing (interval + guard band) asked for: a send time older than that constrains nothing.
         self._last_sent: dict[str, float] = {}
         self._last_sent_lock = threading.Lock()
+        self._longest_spacing = 0.0
+        self._send_times_bound = MAX_KEPT_SEND_TIMES
         self._robots: ExpiringCache[str, RobotsRules] = ExpiringCache(MAX_CACHED_ROBOTS, clock)
         # origin -> the fetch reading its robots.txt (one per origin even when many threads ask at once)
         self._robots_readers: dict[str, int] = {}
@@ -561,11 +567,12 @@ class WebFetcher:
         """A throttle slot, never earlier than ``interval`` after this fetcher's last request to ``domain``
         actually went out (a request delayed after its slot must not crowd the next one)."""
         if interval > 0:
+            spacing = interval + getattr(self.throttle, "guard_band", 0.0)
             with self._last_sent_lock:
                 last_sent = self._last_sent.get(domain)
+                self._longest_spacing = max(self._longest_spacing, spacing)
             if last_sent is not None:
-                guard_band = getattr(self.throttle, "guard_band", 0.0)
-                earliest = max(earliest, last_sent + interval + guard_band)
+                earliest = max(earliest, last_sent + spacing)
         return self.throttle.reserve(domain, interval, earliest)
 
     def _note_sent(self, state: _FetchState, sent_at: float | None, domain: str) -> None:
@@ -576,9 +583,19 @@ class WebFetcher:
         with self._last_sent_lock:
             if sent_at > self._last_sent.get(domain, 0.0):
                 self._last_sent[domain] = sent_at
+            if len(self._last_sent) > self._send_times_bound:
+                self._forget_old_send_times()
         if domain == state.domain and state.on_sent is not None:
             callback, state.on_sent = state.on_sent, None
             callback()
+
+    def _forget_old_send_times(self) -> None:
+        """Drop the send times no slot can be bound by any more (called holding ``_last_sent_lock``). A crawl
+        of many sites sends to most of them once; the ones still inside an interval are kept, and the bound
+        grows with them, so a crawl of many sites at once does not scan on every request."""
+        horizon = time.time() - self._longest_spacing  # the clock of the transport's send times
+        self._last_sent = {domain: sent for domain, sent in self._last_sent.items() if sent > horizon}
+        self._send_times_bound = max(MAX_KEPT_SEND_TIMES, 2 * len(self._last_sent))
 
     def _new_state(
         self, url: str, interval_overrides: Mapping[str, float] | None = None
