@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import inspect, select, update
 
 from topicmap.store import schema as s
+from topicmap.store.sqlite_wal import WalCheckpointer
 from topicmap.store.topic_store import NewStory, StoreError, TopicStore, decompress_page
 from topicmap.topics.declarations import TopicConfig
 
@@ -141,6 +142,25 @@ def test_sqlite_log_is_copied_into_the_database_beside_the_commits_not_in_them(t
     finally:
         store.dispose()
     assert _checkpoint_threads() == threads_before
+
+
+def test_a_checkpoint_thread_stopped_right_after_it_was_woken_still_stops(tmp_path: Path) -> None:
+    """stop() may come just as the thread wakes for a commit (seen in CI: a store's dispose() hung for good).
+    The stop is made to land at the worst moment, inside the thread's clearing of the commit signal."""
+    checkpointer = WalCheckpointer(str(tmp_path / "store.sqlite3"))
+    woken = checkpointer._committed  # the signal the thread is waiting on now
+
+    class StopArrivesAtTheClear(threading.Event):
+        def clear(self) -> None:
+            checkpointer._stopping.set()  # what stop() does, just before the thread clears the signal
+            self.set()
+            super().clear()
+
+    checkpointer._committed = StopArrivesAtTheClear()
+    woken.set()  # a commit
+    checkpointer._thread.join(timeout=120)  # hang guard only: a stopped thread ends at once
+    assert not checkpointer._thread.is_alive(), "the checkpoint thread missed its stop"
+    checkpointer.stop()
 
 
 def test_www_and_bare_host_share_one_medium(store: TopicStore) -> None:

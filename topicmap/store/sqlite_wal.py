@@ -65,9 +65,11 @@ class WalCheckpointer:
         try:
             while True:
                 self._committed.wait()
+                # cleared before the stop is looked at: cleared after, it could erase the wake-up of a stop()
+                # that came meanwhile, and the thread would wait for a commit forever while stop() joins it
+                self._committed.clear()
                 if self._stopping.wait(CHECKPOINT_DELAY_SECONDS):
                     return
-                self._committed.clear()
                 try:
                     if connection is None:
                         connection = sqlite3.connect(self.database_path, timeout=30, isolation_level=None)
