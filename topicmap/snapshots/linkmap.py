@@ -276,11 +276,16 @@ def render_link_map(
 
     # Edges: the heaviest pairs, light, under the nodes, as one LineCollection (fast for thousands).
     edges = sorted(graph.edges(data="weight"), key=lambda e: (-e[2], e[0], e[1]))[:max_edges]
-    weights = np.array([w for _, _, w in edges], dtype=float)
-    segments = np.array([[xy[index[a]], xy[index[b]]] for a, b, _ in edges])
-    widths = 0.3 + 4.0 * np.sqrt(weights / weights.max())
-    edge_colors = [color_of[a] if color_of[a] == color_of[b] else "#9a9a9a" for a, b, _ in edges]
-    axes.add_collection(LineCollection(segments, linewidths=widths, colors=edge_colors, alpha=0.22, zorder=1))
+    # The drawn media can have no link among themselves: when the cap keeps only the targets of a medium
+    # that links out to hundreds of sites, the linking medium (no inlinks) ranks below them.
+    if edges:
+        weights = np.array([w for _, _, w in edges], dtype=float)
+        segments = np.array([[xy[index[a]], xy[index[b]]] for a, b, _ in edges])
+        widths = 0.3 + 4.0 * np.sqrt(weights / weights.max())
+        edge_colors = [color_of[a] if color_of[a] == color_of[b] else "#9a9a9a" for a, b, _ in edges]
+        axes.add_collection(
+            LineCollection(segments, linewidths=widths, colors=edge_colors, alpha=0.22, zorder=1)
+        )
 
     inlinks = np.array([int(media.at[node, "media_inlink_count"]) for node in nodes], dtype=float)
     biggest = max(float(inlinks.max()), 1.0)
