@@ -119,7 +119,8 @@ def test_retry_after_beyond_the_cap_is_not_retried(fetcher: WebFetcher, fault: F
 def test_connect_timeout(fetcher: WebFetcher, fault: FaultServer) -> None:
     outcome = fetcher.fetch(fault.blackhole_url("/"))
     assert outcome.status is None and "could not connect within" in outcome.error
-    assert outcome.elapsed < 3.5
+    # ended by the 2 s total limit (with slack for a busy machine), not by the system's connect timeout
+    assert outcome.elapsed < 10.0
 
 
 def test_read_timeout(fault: FaultServer) -> None:
@@ -127,7 +128,7 @@ def test_read_timeout(fault: FaultServer) -> None:
         outcome = web.fetch(fault.url("/slow-headers"))
     assert outcome.status is None
     assert "no response within 1 s" in outcome.error
-    assert outcome.elapsed < 2.5
+    assert outcome.elapsed < 4.5  # the 1 s read timeout ended it, not the 5 s total limit
 
 
 def test_headers_that_trickle_forever_end_at_the_total_timeout(fault: FaultServer) -> None:
@@ -142,7 +143,7 @@ def test_headers_that_trickle_forever_end_at_the_total_timeout(fault: FaultServe
         "timeout: total time limit of 1.5 s reached while waiting for the response headers"
     )
     assert outcome.attempts == 1  # a spent budget is not retried
-    assert 1.4 <= took < 2.5, took
+    assert 1.4 <= took < 4.5, took  # the 1.5 s total limit ended it, not the 5 s read timeout
 
 
 def test_a_retry_that_would_pass_the_total_timeout_is_not_made(fault: FaultServer) -> None:
@@ -163,7 +164,7 @@ def test_body_that_never_ends_hits_the_total_timeout(fetcher: WebFetcher, fault:
     outcome = fetcher.fetch(fault.url("/stall"))
     assert outcome.status == 200 and outcome.content is None
     assert outcome.error.startswith("timeout: total time limit of 2 s exceeded while reading the body")
-    assert 1.9 <= outcome.elapsed < 3.5
+    assert 1.9 <= outcome.elapsed < 10.0  # the body never ends: only the total limit stops it
 
 
 def test_connection_reset_is_retried_then_reported(fetcher: WebFetcher, fault: FaultServer) -> None:
@@ -499,7 +500,7 @@ def test_fetch_many_fetches_other_domains_while_one_waits(fault: FaultServer) ->
     assert sorted(outcome.url for outcome in outcomes) == sorted(urls)
     assert all(outcome.ok for outcome in outcomes)
     # Serial would take 11 intervals; in parallel across domains each domain needs 3.
-    assert 3 * interval - 0.01 <= elapsed < 3 * interval + 0.6
+    assert 3 * interval - 0.01 <= elapsed < 11 * interval
     arrivals = defaultdict(list)
     for hit in fault.hits:
         if hit.path.startswith("/page?n=") and hit.host.endswith(".test"):
@@ -508,10 +509,11 @@ def test_fetch_many_fetches_other_domains_while_one_waits(fault: FaultServer) ->
         times = sorted(arrivals[host])[-4:]
         gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
         assert min(gaps) >= interval - 0.005, (host, gaps)
-    # Each domain's 3 later URLs waited one interval each for their slot, not the time spent queued behind
-    # the URLs before them (which would be 1 + 2 + 3 intervals).
-    waited = sum(outcome.throttle_wait_seconds for outcome in outcomes)
-    assert 9 * interval <= waited < 9 * (interval + 0.1), waited
+    # Each domain's 3 later URLs waited about one interval for their slot, not the time spent queued behind
+    # the URLs before them (1, 2 and 3 intervals). A busy machine can shorten a wait (the URL was taken up
+    # late) or lengthen it by a late wake-up, never by a whole interval.
+    waits = sorted(outcome.throttle_wait_seconds for outcome in outcomes)[-9:]
+    assert max(waits) < 2 * interval, waits
 
 
 def test_fetch_many_retries_through_the_scheduler_and_keeps_input_urls(fault: FaultServer) -> None:
@@ -796,7 +798,7 @@ def test_page_source_settings_reach_the_fetcher_and_bad_ones_name_themselves(fau
         started = time.monotonic()
         endless = web.fetch(fault.url("/stall"))
         assert endless.error.startswith("timeout: total time limit of 1.5 s exceeded while reading the body")
-        assert time.monotonic() - started < 2.5
+        assert time.monotonic() - started < 10.0  # the body never ends: only the total limit stops it
         assert web.fetch(fault.url("/big-chunked")).error == "body too large: more than 2000 bytes"
         assert web.fetch(fault.url("/chain/2")).ok
         assert web.fetch(fault.url("/chain/3")).error.startswith("too many redirects: more than 2")

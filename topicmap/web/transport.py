@@ -304,10 +304,21 @@ def _reason(status: int) -> str:
 
 
 def _sent_at(handle: pycurl.Curl, began: float) -> float | None:
-    """When the request went out: libcurl's "pre-transfer" moment, if a request was written at all."""
+    """When the request went out, if a request was written at all: the moment its last byte was sent
+    (libcurl >= 8.10), else libcurl's "pre-transfer" moment. The pre-transfer moment comes before the
+    request is written: on a busy machine the write can follow it by tens of milliseconds, and the next
+    request to the site, spaced from it, would reach the server less than an interval later."""
     if handle.getinfo(pycurl.REQUEST_SIZE) <= 0:
         return None
+    if _POSTTRANSFER_TIME_T is not None:
+        sent_us = handle.getinfo(_POSTTRANSFER_TIME_T)
+        if sent_us > 0:
+            return began + sent_us / 1e6
     return began + handle.getinfo(pycurl.PRETRANSFER_TIME)
+
+
+#: libcurl's "last byte of the request sent" time in microseconds (libcurl 8.10, pycurl 7.45.4 and later)
+_POSTTRANSFER_TIME_T: int | None = getattr(pycurl, "POSTTRANSFER_TIME_T", None)
 
 
 def _transfer_error(
