@@ -26,7 +26,7 @@ def archive_stories(
     # location
     from sqlalchemy.exc import SQLAlchemyError
 
-    from topicmap.archive.drops import STATE_FAILED, load_drop
+    from topicmap.archive.drops import STATE_FAILED, load_drop, printable_name
 
     topic_store = store.open()
     limits = drops.read_limits()
@@ -34,6 +34,7 @@ def archive_stories(
     created = existing = rows_rejected = 0
     row_errors: list[dict] = []
     for path in drops.files():
+        name = printable_name(path.relative_to(drops.folder()))  # a name that is not UTF-8 is shown escaped
         try:
             result = load_drop(
                 topic_store,
@@ -41,35 +42,36 @@ def archive_stories(
                 limits=limits,
                 retry_failed=drops.retry_failed_files,
                 progress=context.log.info,
+                folder=drops.folder(),
             )
         except SQLAlchemyError:
             raise  # the store, not the file: fail the run, nothing is recorded against the file
         except Exception as exc:  # a reader bug or an I/O error: this file fails this run alone, unrecorded
-            context.log.error(f"{path.name}: could not be read, will be retried next run: {exc!r}")
-            failed.append({"file": path.name, "reason": f"{type(exc).__name__}: {exc}"})
+            context.log.error(f"{name}: could not be read, will be retried next run: {exc!r}")
+            failed.append({"file": name, "reason": f"{type(exc).__name__}: {exc}"})
             continue
         if result.state == "already loaded":
-            already_loaded.append(path.name)
+            already_loaded.append(name)
             continue
         if result.state == "failed before":
-            failed_before.append({"file": path.name, "reason": result.reason})
-            context.log.warning(f"{path.name}: failed before and unchanged since, not read: {result.reason}")
+            failed_before.append({"file": name, "reason": result.reason})
+            context.log.warning(f"{name}: failed before and unchanged since, not read: {result.reason}")
             continue
         for error in result.errors:
             context.log.warning(f"skipped bad archive row: {error}")
-            row_errors.append({"file": path.name, "where": error.where, "problem": error.problem})
+            row_errors.append({"file": name, "where": error.where, "problem": error.problem})
         rows_rejected += result.rows_rejected
         created += result.created
         existing += result.existing
         if result.state == STATE_FAILED:
             context.log.error(
-                f"{path.name}: failed (kept the {result.stories_read} stories before): {result.reason}"
+                f"{name}: failed (kept the {result.stories_read} stories before): {result.reason}"
             )
-            failed.append({"file": path.name, "reason": result.reason})
+            failed.append({"file": name, "reason": result.reason})
         else:
-            loaded.append(path.name)
+            loaded.append(name)
         context.log.info(
-            f"{path.name}: {result.state}; {result.created} new stories, {result.existing} already known, "
+            f"{name}: {result.state}; {result.created} new stories, {result.existing} already known, "
             f"{result.rows_rejected} bad rows"
         )
     return dg.MaterializeResult(
@@ -85,7 +87,11 @@ def archive_stories(
             "rows_rejected": rows_rejected,
             "rejected_rows": table(row_errors, ["file", "where", "problem"]),
             "read_limits": dg.MetadataValue.json(
-                {"max_payload_bytes": limits.max_payload_bytes, "max_file_bytes": limits.max_file_bytes}
+                {
+                    "max_payload_bytes": limits.max_payload_bytes,
+                    "max_file_bytes": limits.max_file_bytes,
+                    "max_row_bytes": limits.max_row_bytes,
+                }
             ),
             "drops_folder": dg.MetadataValue.path(str(drops.folder())),
         }

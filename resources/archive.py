@@ -27,6 +27,10 @@ class ArchiveDropsResource(dg.ConfigurableResource):
     max_file_mib: int = Field(
         default=16 * 1024, description="WARC/ARC: a file inflating to more than this stops there and fails"
     )
+    max_row_mib: int = Field(
+        default=32,
+        description="CSV/Parquet: longest row (all its lines) in Mi characters; a longer one stops the file there",
+    )
     retry_failed_files: bool = Field(
         default=False, description="read files that failed before again, even though they did not change"
     )
@@ -38,7 +42,9 @@ class ArchiveDropsResource(dg.ConfigurableResource):
         from topicmap.archive.warc import MIB, ReadLimits  # warcio loads with the run that reads drops
 
         return ReadLimits(
-            max_payload_bytes=self.max_payload_mib * MIB, max_file_bytes=self.max_file_mib * MIB
+            max_payload_bytes=self.max_payload_mib * MIB,
+            max_file_bytes=self.max_file_mib * MIB,
+            max_row_bytes=self.max_row_mib * MIB,
         )
 
     def files(self) -> list[Path]:

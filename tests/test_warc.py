@@ -613,7 +613,8 @@ def test_read_error_pickles() -> None:
 #   example-space-in-url.arc: 1 response (CRs stripped: record 12 bytes short, HTML complete)
 #   example-trunc.warc: 1 response whose digests fail (gzip body still decodes to 1270 bytes)
 #   example-wget-bad-target-uri.warc.gz: 1 response (<angle-bracketed> target URIs)
-#   example-wrong-chunks.warc.gz: response split across gzip members → recovered, 1270 bytes
+#   example-wrong-chunks.warc.gz: response split across gzip members → recovered, but its body is 1270 bytes
+#       against an HTTP Content-Length of 1271: a cut body is reported, never stored (0 pages, 1 error)
 #   example.arc, example.arc.gz, example.warc, example.warc.gz: 1 response each (revisit not a page)
 #   post-test.warc.gz: 3 responses to POSTs (application/json)
 EXPECTED_REAL = {
@@ -627,7 +628,7 @@ EXPECTED_REAL = {
     "example-space-in-url.arc": (1, 0),
     "example-trunc.warc": (1, 0),
     "example-wget-bad-target-uri.warc.gz": (1, 0),
-    "example-wrong-chunks.warc.gz": (1, 0),
+    "example-wrong-chunks.warc.gz": (0, 1),
     "example.arc": (1, 0),
     "example.arc.gz": (1, 0),
     "example.warc": (1, 0),
@@ -660,9 +661,11 @@ def test_real_file_details() -> None:
     assert iana.header("Transfer-Encoding") == "chunked"
     assert len(iana.body) == 7223 and iana.body.rstrip().endswith(b"</html>")
 
-    wrong_chunks = next(read_warc_pages(real_file("example-wrong-chunks.warc.gz")))
-    assert wrong_chunks.offset_is_decompressed
-    assert len(wrong_chunks.body) == 1270 and wrong_chunks.body.rstrip().endswith(b"</html>")
+    # read across its misplaced gzip members (offsets in the decompressed stream), then refused as cut
+    wrong_chunks: list[WarcReadError] = []
+    assert list(read_warc_pages(real_file("example-wrong-chunks.warc.gz"), errors=wrong_chunks)) == []
+    assert [(e.offset, e.decompressed) for e in wrong_chunks] == [(0, True)]
+    assert "body is 1,270 bytes, shorter than its HTTP Content-Length of 1,271" in wrong_chunks[0].reason
 
     one_member = list(read_warc_pages(real_file("example-bad.warc.gz.bad")))
     assert [(p.url, p.status) for p in one_member] == [

@@ -2,17 +2,23 @@
 
 What a drop promises (issue 19, point 6): no row is lost without a report and none is invented.
 
-* CSV: fields of any length (the csv module's 128 KiB field limit is raised to the file's size, so a long
-  ``html`` field can never make the reader lose its place); a rejected row is reported with its exact
-  physical lines (header = line 1; a row whose quoted field spans lines reports ``lines 5-9``). The CSV is
+* CSV: fields up to ``ReadLimits.max_row_bytes`` (32 Mi characters a row, all its fields and lines; the csv
+  module's own 128 KiB field limit is raised to it, so a long ``html`` field never makes the reader lose its
+  place). A longer row stops the file at its line without being read whole (a file without a line break
+  must not be read into memory); a rejected row is reported with its exact physical lines (header = line 1; a row whose quoted field spans lines reports ``lines 5-9``). The CSV is
   parsed strictly: a syntax error (an unclosed quote, text after a closing quote) stops the file there and
   fails it, naming the line, because reading on after a quoting error would turn lines inside a field into
   invented rows.
+* A NUL character in a text field (url, title, text, medium, publish_date) rejects the row: the store
+  cannot hold one, and dropping it would store a text that differs from the file's.
 * Invalid UTF-8 rejects the row, naming its lines and how many bytes are invalid. Replacing the bytes would
   store an altered title, text or URL that no later run can repair; the usual cause is a file saved in
   another encoding, which the user fixes by saving it as UTF-8 and dropping it again (the rows that
   already loaded are recognised, the fixed ones load).
-* Parquet is read batch by batch; a file pyarrow cannot open (truncated, or not Parquet at all) fails.
+* Parquet is read batch by batch; a file pyarrow cannot open (truncated, or not Parquet at all) fails, and so
+  does one whose columns are not of text type (a ``text`` column of lists is not a text to store as "").
+* A file whose name is not valid UTF-8, or a link leading out of the drops folder, is refused unread and
+  recorded once with its reason (keyed by its name, so a renamed copy loads).
 * WARC/ARC: see ``topicmap.archive.warc`` (bounded decompression, truncation reported with its offset);
   a story's place is its record offset.
 * URLs longer than the store's ``MAX_URL_LENGTH`` (1024) are rejected with a reason, never cut: every URL
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -145,8 +152,30 @@ def parse_publish_date(value: object) -> datetime | None:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
+#: the fields of a row that are stored as text (html is stored as bytes, where a NUL is just a byte)
+TEXT_FIELDS = ("url", "title", "text", "medium", "publish_date")
+
+
+def _text_field_problem(row: dict) -> str | None:
+    """Why a text field cannot be stored as it is in the file: not text, or holding a NUL character."""
+    for name in TEXT_FIELDS:
+        value = row.get(name)
+        if isinstance(value, str):
+            if "\x00" in value:
+                return (
+                    f"{name} holds a NUL character (at character {value.index(chr(0)) + 1}); the row is "
+                    "rejected rather than stored without it"
+                )
+        elif value is not None and not (name == "publish_date" and isinstance(value, date)):
+            return f"{name} is a {type(value).__name__}, not text"
+    return None
+
+
 def story_from_row(row: dict, now: datetime | None = None) -> NewStory:
     """Validate one archive row; raises ValueError with the reason."""
+    problem = _text_field_problem(row)
+    if problem:
+        raise ValueError(problem)
     url = row.get("url").strip() if isinstance(row.get("url"), str) else row.get("url")
     problem = url_problem(url)
     if problem:
@@ -209,19 +238,54 @@ def _allow_fields_up_to(size: int) -> None:
         csv.field_size_limit(limit)
 
 
+class _CappedLines:
+    """A CSV file's physical lines for the csv reader, a row at most ``cap`` characters long (all its lines).
+
+    Each line is read with a bound, so a row over the cap is refused where it starts without being read
+    whole; ``start_row`` is called as the reader starts each row."""
+
+    def __init__(self, handle: Any, cap: int, path: Path) -> None:
+        self.handle, self.cap, self.path = handle, cap, path
+        self.row_chars = 0
+        self.row_line = 1
+
+    def start_row(self, line: int) -> None:
+        self.row_chars, self.row_line = 0, line
+
+    def __iter__(self) -> _CappedLines:
+        return self
+
+    def __next__(self) -> str:
+        room = self.cap - self.row_chars
+        text = self.handle.readline(room + 1) if room >= 0 else ""
+        if room < 0 or (len(text) > room and not text.endswith(("\n", "\r"))):
+            raise ArchiveFileError(
+                f"{self.path}:{self.row_line}: the row starting on this line is longer than "
+                f"{self.cap:,} characters (the max_row_bytes read limit); reading stopped here without "
+                "reading it whole: the rows before it were read"
+            )
+        if not text:
+            raise StopIteration
+        self.row_chars += len(text)
+        return text
+
+
 def read_csv_rows(
     path: Path,
     required: Sequence[str] = REQUIRED_COLUMNS,
     expected: Sequence[str] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS,
+    max_row_chars: int = DEFAULT_READ_LIMITS.max_row_bytes,
 ) -> Iterator[SourceRow | RowError]:
     """Rows of a UTF-8 CSV (a BOM is allowed) as SourceRows with their physical lines, or RowErrors.
 
     Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` (the csv module's own rule). Raises ArchiveFileError for a
-    missing header or column, and for a CSV syntax error (where reading has to stop; module doc).
+    missing header or column, for a CSV syntax error (where reading has to stop; module doc), and for a row
+    over ``max_row_chars``.
     """
-    _allow_fields_up_to(path.stat().st_size)
+    _allow_fields_up_to(max_row_chars)
     with path.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
-        reader = csv.reader(handle, strict=True)
+        lines = _CappedLines(handle, max_row_chars, path)
+        reader = csv.reader(lines, strict=True)
         try:
             header = next(reader, None)
         except csv.Error as exc:
@@ -234,6 +298,7 @@ def read_csv_rows(
         _check_columns(path, header, required, expected)
         while True:
             start = reader.line_num + 1
+            lines.start_row(start)
             try:
                 fields = next(reader)
             except StopIteration:
@@ -269,6 +334,25 @@ def read_csv_rows(
 # ---------------------------------------------------------------------------------------------- Parquet
 
 
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)
+
+
+_PARQUET_TYPES = {
+    "url": _is_text,
+    "title": _is_text,
+    "text": _is_text,
+    "medium": _is_text,
+    "html": lambda kind: _is_text(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind),
+    "publish_date": lambda kind: _is_text(kind) or pa.types.is_date(kind) or pa.types.is_timestamp(kind),
+}
+_PARQUET_TYPE_NAMES = {
+    **dict.fromkeys(("url", "title", "text", "medium"), "string"),
+    "html": "string or binary",
+    "publish_date": "string, date or timestamp",
+}
+
+
 def _parquet_rows(path: Path, batch_size: int = 1000) -> Iterator[SourceRow]:
     try:
         parquet = pq.ParquetFile(path)
@@ -279,6 +363,13 @@ def _parquet_rows(path: Path, batch_size: int = 1000) -> Iterator[SourceRow]:
         ) from exc
     _check_columns(path, columns, REQUIRED_COLUMNS)
     wanted = [c for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in columns]
+    for name in wanted:
+        kind = parquet.schema_arrow.field(name).type
+        if not _PARQUET_TYPES[name](kind):
+            raise ArchiveFileError(
+                f"{path}: column {name!r} is of type {kind}, expected {_PARQUET_TYPE_NAMES[name]}; "
+                "nothing of the file is read (its values cannot be stored as they are)"
+            )
     line = 2  # the same numbering as a CSV with a header line
     try:
         for batch in parquet.iter_batches(batch_size=batch_size, columns=wanted):
@@ -338,7 +429,7 @@ def iter_drop(
     name = path.name.lower()
     rows: Iterator[SourceRow | RowError]
     if name.endswith(".csv"):
-        rows = read_csv_rows(path)
+        rows = read_csv_rows(path, max_row_chars=limits.max_row_bytes)
     elif name.endswith((".parquet", ".pq")):
         rows = _parquet_rows(path)
     elif is_warc(path):
@@ -386,6 +477,34 @@ class DropLoad:
     rows_rejected: int = 0
     errors: list[RowError] = field(default_factory=list)  # the first MAX_REPORTED_ERRORS
     reason: str | None = None
+
+
+def printable_name(path: Path) -> str:
+    """The path as text that can be logged and stored: bytes that are not UTF-8 shown as \\x escapes."""
+    return os.fsencode(path).decode("utf-8", errors="backslashreplace")
+
+
+def refused_file_reason(path: Path, folder: Path | None) -> str | None:
+    """Why a file in the drops folder is not read at all, or None."""
+    try:
+        os.fsencode(path).decode("utf-8")
+    except UnicodeDecodeError:
+        return "the file name is not valid UTF-8 (shown with \\x escapes): rename the file to load it"
+    if folder is not None and path.is_symlink():
+        target = path.resolve()
+        if not target.is_relative_to(folder.resolve()):
+            return f"a link to {printable_name(target)}, outside the drops folder: not followed"
+    return None
+
+
+def _record_refused(store: TopicStore, path: Path, reason: str) -> DropLoad:
+    """Record a refused file once, keyed by its name (its content is not read)."""
+    key = hashlib.sha256(b"refused:" + os.fsencode(path)).hexdigest()
+    known = archive_file_record(store, key)
+    if known is not None:
+        return DropLoad(path, key, "failed before", reason=known.reason)
+    record_archive_file(store, Path(printable_name(path)), key, STATE_FAILED, 0, 0, reason)
+    return DropLoad(path, key, STATE_FAILED, reason=reason)
 
 
 @dataclass(frozen=True)
@@ -446,8 +565,12 @@ def load_drop(
     retry_failed: bool = False,
     now: datetime | None = None,
     progress: Callable[[str], None] | None = None,
+    folder: Path | None = None,
 ) -> DropLoad:
     """Stream one drop into the store and record the outcome for its content hash.
+
+    A file ``refused_file_reason`` refuses (a name that is not UTF-8, a link out of ``folder``) is not read:
+    it is recorded once as failed, keyed by its name, and skipped on later runs.
 
     A file whose content was loaded before is skipped; one that failed before is skipped too (with its
     recorded reason) unless `retry_failed`. ArchiveFileError fails this file alone; the stories read before
@@ -455,6 +578,9 @@ def load_drop(
     file's fault and must not mark it failed.
     """
     path = Path(path)
+    refused = refused_file_reason(path, folder)
+    if refused is not None:
+        return _record_refused(store, path, refused)
     sha = file_sha256(path)
     known = archive_file_record(store, sha)
     if known is not None and (known.state == STATE_LOADED or not retry_failed):

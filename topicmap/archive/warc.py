@@ -108,15 +108,19 @@ class ReadLimits:
       any news page, which rarely exceed 5 MiB; a larger record is reported and skipped);
     * ``max_header_bytes``: one record's WARC or HTTP header block, and so any single header line;
     * ``max_file_bytes``: the whole file decompressed (16 GiB: a Common Crawl WARC of about 1 GiB gzipped
-      inflates to about 5 GiB).
+      inflates to about 5 GiB);
+    * ``max_row_bytes``: one CSV row (all its physical lines) or Parquet cell, in characters (32 Mi: a
+      row with a whole page in its ``html`` field is rarely over 5 MiB). A longer one is refused at its
+      position without being read whole, so a file without a line break cannot fill the memory.
     """
 
     max_payload_bytes: int = 50 * MIB
     max_header_bytes: int = 1 * MIB
     max_file_bytes: int = 16 * 1024 * MIB
+    max_row_bytes: int = 32 * MIB
 
     def __post_init__(self) -> None:
-        for name in ("max_payload_bytes", "max_header_bytes", "max_file_bytes"):
+        for name in ("max_payload_bytes", "max_header_bytes", "max_file_bytes", "max_row_bytes"):
             if getattr(self, name) < 1024:
                 raise ValueError(f"ReadLimits.{name} = {getattr(self, name)} is below 1024 bytes")
 
@@ -1013,7 +1017,29 @@ def _response_page(
     status = _status_code(record.http_headers)
     if status is None:
         raise _RecordProblem(f"response record for {url} has no valid HTTP status line")
-    return _page(record, path, offset, decompressed, status, tuple(record.http_headers.headers), limits)
+    page = _page(record, path, offset, decompressed, status, tuple(record.http_headers.headers), limits)
+    short = _short_body(page)
+    if short is not None:
+        raise _RecordProblem(f"response record for {url}: {short}")
+    return page
+
+
+def _short_body(page: WarcPage) -> str | None:
+    """Why the page's body is cut, when its HTTP Content-Length says so: a record whose WARC Content-Length is
+    too small ends inside the body (warcio then skips the rest with a warning), and a capture cut by a dropped
+    connection ends early. Such a body is never stored as if it were the page. A record the crawler marked
+    ``WARC-Truncated`` (its own size cap) is a page with ``truncated`` set, as before."""
+    declared = (page.header("Content-Length") or "").strip()
+    if not declared.isdigit() or page.truncated or page.header("Transfer-Encoding") is not None:
+        return None
+    if (page.header("Content-Encoding") or "identity").strip().lower() != "identity":
+        return None  # the length is that of the encoded body; the decoded one is another size
+    if len(page.body) < int(declared):
+        return (
+            f"body is {len(page.body):,} bytes, shorter than its HTTP Content-Length of {int(declared):,} "
+            "(a WARC Content-Length too small, or a capture cut short); not stored cut"
+        )
+    return None
 
 
 def _page(
