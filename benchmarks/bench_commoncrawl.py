@@ -5,11 +5,12 @@ of WARC files; a Range-honouring data server in its own process serves the recor
 (`python -m topicmap.archive.cc_queue`) claim outlets from the queue in PostgreSQL, list their captures,
 fetch each record by HTTP Range, extract it (topicmap.web.extract, as the spider does) and store stories.
 
-Pages are the real news pages of ../shared/data/news_html (goose3, newspaper4k, htmldate, zyte test pages),
-repeated under `--outlets` synthetic outlets up to `--records` captures; without that corpus, the demo web's.
+Pages are the real news pages of the news-page corpus (tests/shared_data.py: goose3, newspaper4k, htmldate and
+Zyte test pages), repeated under `--outlets` synthetic outlets up to `--records` captures; without that corpus, the demo web's.
 
-Anchor: seed 003's loader, 50 news a minute per process (200 a minute with 4 processes, its ceiling because
-SQLite lets one writer in). The seed's code is not available, so the anchor is its stated figure. The
+Anchor: the SQLite-queue Common Crawl loader this stage replaces, 50 news a minute per process (200 a minute
+with 4 processes, its ceiling because SQLite lets one writer in). Its code is not available, so the anchor is
+its published figure. The
 extraction-only rate on the same pages (one process, no I/O, no store) is measured in the same run: it is
 the ceiling a loader that is "bounded by extraction" approaches.
 
@@ -189,7 +190,7 @@ def main() -> None:
     )
     print(
         "| worker processes | captures | stories | rejected | loading time (s) | records/min | per process "
-        "| vs seed (50/min/process) | worker CPU (s) | records per CPU-minute |"
+        "| vs the stated 50/min/process | worker CPU (s) | records per CPU-minute |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:

@@ -9,7 +9,7 @@ this VM's speed drifts by a third from minute to minute.
     .venv/bin/python benchmarks/bench_fetch_placement.py [--pages 600] [--rounds 4] [--domains 50]
 
 (2) is a measuring device, not a product path: its child uses an in-memory throttle (the intervals are zero
-here), and under issue 4's "per process used" a fetcher process would count as a second process.
+here), and the spider's goal is per process used, where a fetcher process would count as a second process.
 """
 
 from __future__ import annotations

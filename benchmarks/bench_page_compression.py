@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/bench_page_compression.py [--repeat 3]
 
-The pages are the REAL news pages of ../shared/data/news_html (about 170, mean ~180 KiB), as served. Each
+The pages are the REAL news pages of the corpus (tests/shared_data.py; about 170, mean ~150 KiB), as served. Each
 codec compresses every page ``--repeat`` times; the time is this process's CPU time (the spider compresses on
 its second core while the first extracts, so CPU, not wall, is what it takes from extraction), the best of
 the repeats. Size is compressed bytes / raw bytes over the corpus. ``topicmap.store.topic_store.compress_page`` is timed

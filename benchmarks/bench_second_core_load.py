@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/bench_second_core_load.py [--rounds 10] [--pages 170]
 
-``extract_story`` runs over the real news pages of ../shared/data/news_html while another process keeps the
+``extract_story`` runs over the real news pages of the corpus (tests/shared_data.py) while another process keeps the
 second core busy with: a syscall loop (``yes > /dev/null``), zlib compression (a C loop releasing the GIL,
 like the spider's page compression), or a pure-Python loop (like the spider's fetch threads or a Python web
 server). This machine's speed drifts by tens of percent within a minute, so each load is measured in pairs:

@@ -4,8 +4,8 @@ Run: .venv/bin/python benchmarks/bench_simhash.py [--n 1000000] [--texts 2000] [
 
 1. Fingerprinting ~500-word texts: topicmap.dedup.simhash.fingerprints (batch) and fingerprint (one at a time)
    against the PyPI ``simhash`` package's ``Simhash(text)``, in the same run. Texts are distinct 500-word
-   windows over the real articles of ../shared/data/news_html/expected.jsonl (synthetic Zipf text if
-   that file is absent).
+   windows over the real articles of the news-page corpus (tests/shared_data.py: expected.jsonl; synthetic Zipf
+   text if that file is absent).
 2. All pairs within Hamming distance 3 among --n random 64-bit fingerprints with planted near-duplicates
    (1-3 bits flipped) and exact copies:
    - ours: topicmap.dedup.simhash.near_duplicate_pairs (block-permutation tables);
@@ -13,10 +13,11 @@ Run: .venv/bin/python benchmarks/bench_simhash.py [--n 1000000] [--texts 2000] [
      force against all n (no pair missed, none extra);
    - PyPI ``simhash.SimhashIndex`` (k=3): built on all n, then --queries lookups timed; all-pairs time is
      estimated as time per lookup x n (it is too slow to run in full);
-   - the seed's mask expansion (001 seed, "expand and conquer"): every 32-bit fingerprint is emitted XORed
+   - the mask expansion of the GDELT story-deduplication chapter ("expand and conquer"): every 32-bit
+     fingerprint is emitted XORed
      with all 529 masks of <= 2 bits and grouped by value. It runs on a 100,000 sample and is extrapolated
      linearly to n (optimistic for it: the sort is n log n). Its query form for 64 bits at k=3 (43,745 probes
-     per lookup, the seed's Cassandra API) is timed per lookup and multiplied by n.
+     per lookup, the chapter's Cassandra look-up) is timed per lookup and multiplied by n.
 """
 
 from __future__ import annotations
@@ -127,8 +128,8 @@ def brute_force_check(values: np.ndarray, pairs: np.ndarray, queries: np.ndarray
     return len(truth - ours), len(ours - truth)
 
 
-def seed_mask_expansion_pairs(values32: np.ndarray) -> int:
-    """The seed's method: emit (fp ^ mask, id) for every mask with <= 2 bits, group by value, pair within."""
+def chapter_mask_expansion_pairs(values32: np.ndarray) -> int:
+    """The chapter's method: emit (fp ^ mask, id) for every mask with <= 2 bits, group by value, pair within."""
     masks = (
         [0]
         + [1 << i for i in range(32)]
@@ -153,8 +154,8 @@ def seed_mask_expansion_pairs(values32: np.ndarray) -> int:
     return len(np.unique(np.concatenate(codes))) if codes else 0
 
 
-def seed_mask_query_seconds(values: np.ndarray, queries: np.ndarray) -> float:
-    """Seconds per lookup of the seed's query form at 64 bits, k=3: probe all 43,745 XOR variants."""
+def chapter_mask_query_seconds(values: np.ndarray, queries: np.ndarray) -> float:
+    """Seconds per lookup of the chapter's query form at 64 bits, k=3: probe all 43,745 XOR variants."""
     masks = [0]
     for r in (1, 2, 3):
         for bits in itertools.combinations(range(64), r):
@@ -215,20 +216,20 @@ def bench_pairs(n: int, n_queries: int, k: int = 3) -> list[tuple[str, str, str]
     sample_n = min(n, 100_000)
     values32 = (values[:sample_n] >> np.uint64(32)).astype(np.uint32)
     started = time.perf_counter()
-    seed_pairs = seed_mask_expansion_pairs(values32)
-    seed_seconds = time.perf_counter() - started
+    chapter_pairs = chapter_mask_expansion_pairs(values32)
+    chapter_seconds = time.perf_counter() - started
     rows.append(
         (
-            "seed mask expansion, batch (32 bit, k=2, 529 masks)",
-            f"{seed_seconds * n / sample_n:.0f} s ({seed_seconds:.1f} s measured on {sample_n:,}, x{n // sample_n})",
-            f"{seed_pairs:,} pairs in the {sample_n:,} sample",
+            "chapter's mask expansion, batch (32 bit, k=2, 529 masks)",
+            f"{chapter_seconds * n / sample_n:.0f} s ({chapter_seconds:.1f} s measured on {sample_n:,}, x{n // sample_n})",
+            f"{chapter_pairs:,} pairs in the {sample_n:,} sample",
         )
     )
     probe_queries = queries[: max(1, n_queries // 10)]
-    per_probe_query = seed_mask_query_seconds(values, probe_queries)
+    per_probe_query = chapter_mask_query_seconds(values, probe_queries)
     rows.append(
         (
-            "seed mask expansion, lookups (64 bit, k=3, 43,745 probes)",
+            "chapter's mask expansion, lookups (64 bit, k=3, 43,745 probes)",
             f"{per_probe_query * n:.0f} s ({per_probe_query * 1e3:.1f} ms/lookup x n)",
             f"{len(probe_queries)} lookups timed",
         )

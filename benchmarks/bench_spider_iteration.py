@@ -1,5 +1,5 @@
 """A whole spider iteration (fetch, extract, relevance, store, mine links) in pages per second, next to the
-extractor's own single-process throughput on the same pages (issue 4's benchmark and anchor).
+extractor's own single-process throughput on the same pages (goal: at least 0.8 of it, per process used).
 
     .venv/bin/python benchmarks/bench_spider_iteration.py [--runs 3] [--pages 2000] [--domains 50]
         [--query said] [--skip-demo] [--database-url postgresql://...]
@@ -10,7 +10,7 @@ extractor's own single-process throughput on the same pages (issue 4's benchmark
     ``--domains`` distinct sites, ``www.site00.test`` .. ``www.site49.test`` (each its own distinctive
     domain, so each is throttled as its own site; see bench_fetch.py). Page i lives at
     ``http://www.siteNN.test/news/2026/11/IIII/story.html`` and its body is a REAL news page of the shared
-    corpus (../shared/data/news_html, about 170 gzipped pages from goose3, newspaper4k, htmldate and the
+    corpus (tests/shared_data.py, about 170 gzipped pages from goose3, newspaper4k, htmldate and the
     Zyte article-extraction benchmark), served as stored; the corpus is cycled so that no site serves the
     same page twice while pages/domains <= corpus size (otherwise a site's second copy would have no new
     sentences and fail relevance for a reason that has nothing to do with speed). All the URLs are seeds of
@@ -40,7 +40,7 @@ extractor's own single-process throughput on the same pages (issue 4's benchmark
     (extraction, relevance, store, link mining, page compression) with nothing fetched while it runs; the gap
     from it to the live iteration is what concurrent fetching costs the extracting thread. Only part of that
     is the fetch threads' share of the GIL: most is the fetch work itself (client, kernel, this server) on the
-    machine's other core (bench_fetch_placement.py and RESULTS.md, session 6).
+    machine's other core (bench_fetch_placement.py measures where it goes).
 
 (B) demo web, small synthetic pages (``python -m topicmap.demo.server``): the demo topic is seeded from
     its archive, iteration 0 mines the seeds' links, iteration 1 is timed; anchors on the pages it fetched.

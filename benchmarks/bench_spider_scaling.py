@@ -1,4 +1,4 @@
-"""One spider iteration's pages per second with 1 and 2 worker processes sharing it through claims (issue 18).
+"""One spider iteration's pages per second with 1 and 2 worker processes sharing it through claims.
 
     .venv/bin/python benchmarks/bench_spider_scaling.py [--rounds 3] [--pages 1000] [--domains 50]
         [--interval 0.5] [--skip-demo] [--partition pool|shards] [--shards N]
@@ -12,7 +12,7 @@ time as each finishes the last, as Celery hands out the shard steps of the fan-o
 import and open the store first, then all begin at one signal; the clock runs from the signal to the last
 worker's exit, plus the iteration's finish (link mining, metrics) in the parent.
 
-(A) the real news pages of ../shared/data, served on loopback by bench_spider_iteration.py's server (its own
+(A) the real news pages of the corpus (tests/shared_data.py), served on loopback by bench_spider_iteration.py's server (its own
     process), ``--pages`` seed URLs over ``--domains`` sites, query ``said`` (every served page passes the raw
     match, so every page is extracted): iteration 0.
 (B) the demo web (``topicmap.demo.server``, its own process): the demo topic's iteration 1 (iteration 0 mines
@@ -51,6 +51,7 @@ from benchmarks.bench_spider_iteration import (  # noqa: E402
     raw_matches,
     seed_news_topic,
 )
+from tests.shared_data import NEWS_HTML  # noqa: E402
 from topicmap.archive.drops import parse_drop  # noqa: E402
 from topicmap.demo.web import generate_demo_web  # noqa: E402
 from topicmap.spider.iteration import Spider  # noqa: E402
@@ -266,7 +267,7 @@ def main() -> None:
     if not args.skip_news:
         case = news_case(args)
         if case is None:
-            print("news web skipped: no corpus under ../shared/data")
+            print(f"news web skipped: no news-page corpus at {NEWS_HTML}")
         else:
             cases.append(case)
     if not args.skip_demo:

@@ -1,6 +1,6 @@
 """Benchmark: writing, reading and replaying story archives with topicmap.archive.warc.
 
-Anchor: story-indexer's own code path (fact sheet §15), rebuilt on warcio in this file: its write_story
+Anchor: Media Cloud story-indexer's own code path (its WARC writer and reader), rebuilt on warcio in this file: its write_story
 (response + metadata records, random ids, `_massage_metadata`) and its StoryArchiveReader state machine
 (`raw_stream.read()` + `json.load`). Ours adds validation, deep JSON conversion, digest checking, error
 reporting with offsets, pairing by WARC-Refers-To and the gzip repair; the table shows what that costs.

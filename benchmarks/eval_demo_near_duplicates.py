@@ -28,7 +28,7 @@ What is planted (DemoTruth), and how pairs are labelled:
 
 Methods, all in this run on the same texts (shared code: benchmarks/eval_near_duplicates.py):
 simhash k=3; the two-stage topicmap.dedup.simhash.verified_near_duplicate_pairs at its defaults (k=6, Jaccard
->= 0.5, what the ``near_duplicates`` asset runs); datasketch MinHash LSH (threshold 0.8, 128 permutations,
+>= DEFAULT_MIN_JACCARD, 0.7: what the ``near_duplicates`` asset runs); datasketch MinHash LSH (threshold 0.8, 128 permutations,
 word-bigram shingles). Each method runs once per subject, as the asset runs once per topic and a demo topic
 is one subject's query (every planted pair lies within one subject; checked). Negatives are therefore the
 pairs within a subject. k=8 is left out: on this template-built text it sends ~half of all pairs to the

@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/eval_near_duplicates.py [--repeats 3] [--min-words 100]
 
-Articles: the ``text`` of ../shared/data/news_html/expected.jsonl with at least --min-words words
+Articles: the ``text`` of the news-page corpus's expected.jsonl (tests/shared_data.py) with at least --min-words words
 (skipped cleanly when the file is absent). For each article we make edited copies:
 
 - exact copy;
@@ -19,13 +19,13 @@ it is measured at the real base rate (many more unrelated pairs than copies), no
 
 Methods, all in this run on the same pairs:
 - ``simhash k=3``: topicmap.dedup.simhash.fingerprint, Hamming distance <= 3;
-- ``simhash k=6 (default) or k=8 + Jaccard>=0.5``: the two stages of
+- ``simhash k=6 (default) or k=8 + Jaccard>=DEFAULT_MIN_JACCARD`` (0.7): the two stages of
   topicmap.dedup.simhash.verified_near_duplicate_pairs (candidates within k bits, word-bigram Jaccard check);
 - ``MinHash LSH 0.8``: datasketch MinHashLSH(threshold=0.8, num_perm=128) on the same word-bigram shingles;
 - ``PyPI simhash k=3``: the simhash package's Simhash (char 4-grams) at distance <= 3, for reference.
 
-The positional (weighted) simhash of seed 001 was compared here too (commit bee1444, early_weight 0 / 0.5 / 1;
-RESULTS.md "Positional simhash") and then removed from topicmap.dedup.simhash for lack of a net gain.
+A positional simhash (the lead's words weighted more, as the GDELT story-deduplication chapter suggests) was
+compared here too and removed from topicmap.dedup.simhash for lack of a net gain (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -243,9 +243,6 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="copies per article and substitution rate")
     parser.add_argument("--min-words", type=int, default=100)
     parser.add_argument("--seed", type=int, default=20240501)
-    parser.add_argument(
-        "--early-weights", default="0,0.5,1", help="positional weights to compare (0 = plain)"
-    )
     args = parser.parse_args()
     if not EXPECTED.exists():
         print(f"skipped: {EXPECTED} not found")

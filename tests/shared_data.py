@@ -1,5 +1,6 @@
-"""Where the third-party test data lives: ../shared/data beside the repository (as in CI's fresh clone), or
-TOPICMAP_SHARED_DATA. Tests skip cleanly when it is absent; the data is never copied into the project."""
+"""Where the third-party test data lives (real news pages with their expected extraction, WARC files): it is not
+part of the repository. TOPICMAP_SHARED_DATA names its folder; by default it is `shared/data` in the folder that
+holds the checkout, as CI provides it. Tests skip cleanly when it is absent; the data is never copied in."""
 
 import gzip
 import os

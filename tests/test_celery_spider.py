@@ -1,4 +1,4 @@
-"""Spider iterations sharded over real Celery workers (issue 18, dagster-celery on RabbitMQ).
+"""Spider iterations sharded over real Celery workers (dagster-celery on RabbitMQ).
 
 Two `celery -A orchestration.celery_app worker` processes on loopback, a RabbitMQ virtual host of this test's
 own (so runs never collide), the demo web served here. A driver process runs the topic's iterations as
@@ -277,7 +277,7 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
     # kernel arrival times; the tolerance covers the client side: a slot is kept between request *starts*, and a
     # worker process starved of CPU after its start sends a little later, while the other worker's next slot does
     # not move. Two workers, the driver, the server, PostgreSQL, RabbitMQ and a parallel test on 2 cores: 24 ms
-    # was seen (session 15). Requests sharing a slot, or a robots.txt request outside its slot, arrive 0-10 ms apart.
+    # was seen. Requests sharing a slot, or a robots.txt request outside its slot, arrive 0-10 ms apart.
     assert min(gap for gap, _, _ in pairs) >= INTERVAL - LATE_SEND_TOLERANCE, sorted(pairs)[:4]
 
 

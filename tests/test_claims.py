@@ -1,4 +1,4 @@
-"""Claimed work (issue 18): a pending URL is claimed atomically before it is fetched, so several processes
+"""Claimed work: a pending URL is claimed atomically before it is fetched, so several processes
 spidering one topic fetch each URL once and end with the store one process makes; a claim whose holder died
 expires and is taken again; no URL is left behind in a claimed state. On SQLite and PostgreSQL."""
 

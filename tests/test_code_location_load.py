@@ -1,4 +1,4 @@
-"""The code location loads light (issue 17, point 8): every process the deployment starts (webserver, daemon,
+"""The code location loads light: every process the deployment starts (webserver, daemon,
 each run's launcher and step, sensor ticks) loads it, so the store (SQLAlchemy), the network and WARC libraries
 and the analysis stack load with the first run or tick that uses them, not with the definitions; and loading
 prints no BetaWarning (the beta APIs are used on purpose, through assets.beta.beta_api).

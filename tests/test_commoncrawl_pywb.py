@@ -1,5 +1,5 @@
 """The Common Crawl loader against real servers on loopback: pywb (from PyPI, in its own virtualenv) serving a
-collection built from the demo web's pages and ../shared/data/warc, both as a plain cdxj index (``cc``) and as
+collection built from the demo web's pages and the shared test WARC files (tests/shared_data.py), both as a plain cdxj index (``cc``) and as
 a ZipNum cluster index (``cc-zip``, Common Crawl's paged layout), plus a Range-honouring data server.
 
 The pywb virtualenv is built once under .topicmap/pywb-venv and reused. Outside CI a machine that cannot build

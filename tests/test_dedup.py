@@ -68,7 +68,8 @@ def test_merge_map_chains_and_cycles() -> None:
 @pytest.mark.parametrize(
     ("title", "medium", "key"),
     [
-        # section prefix word (§8b) and site-name suffix / prefix, by full name or initials
+        # a leading section word (Media Cloud's title-part rules) and site-name suffix / prefix, by full name or
+        # initials
         (
             "Opinion | Trump wins the big vote - The New York Times",
             "The New York Times",
@@ -77,7 +78,7 @@ def test_merge_map_chains_and_cycles() -> None:
         ("Trump wins the big vote - NYT", "The New York Times", "trump wins the big vote"),
         ("Washington Post: Senate passes sweeping bill", "Washington Post", "senate passes sweeping bill"),
         ("Senate passes sweeping bill – Washington Post", "Washington Post", "senate passes sweeping bill"),
-        # §8a: the longest part when it has >= 32 characters
+        # Media Cloud's title key: the longest part when it has >= 32 characters
         (f"Politics: {LONG_TITLE} | Live", None, LONG_TITLE.lower()),
         # ... but a shorter longest part is not trusted alone: the parts stay together
         ("Politics: Senate passes bill - Evening", None, "politics senate passes bill evening"),
@@ -139,7 +140,7 @@ def test_same_title_same_day_same_medium_merges_into_the_story_with_most_text() 
         {"title": None},
         {"title": "Home - Example Times"},
         {"publish_date": None},
-        {"url": "https://example.com/"},  # a home page (§8b)
+        {"url": "https://example.com/"},  # a home page (Media Cloud's title-part rules)
     ],
 )
 def test_title_matching_guards(other: dict[str, object]) -> None:
@@ -304,11 +305,12 @@ def test_merged_story_keeps_the_smallest_iteration() -> None:
     assert merged_iteration({5: 4}, {5: 9}) == {9: 4}
 
 
-# ------------------------------------------------------------------------------ title parts (seed 000)
+# ---------------------------------------------------------------------------------------------- title parts
 
 
-def test_seed_000_title_variants_merge_within_medium_and_day() -> None:
-    # "Washington Post: Nunes Releases FISA Memo" is the same story as "Nunes Releases FISA Memo" (seed 000)
+def test_title_variants_merge_within_medium_and_day() -> None:
+    # "Washington Post: Nunes Releases FISA Memo" is the same story as "Nunes Releases FISA Memo" (the example
+    # of Media Cloud's topic-mining documentation)
     rows = [
         story(1, title="Washington Post: Nunes Releases FISA Memo", medium_name="washingtonpost.com"),
         story(2, title="Nunes Releases FISA Memo", medium_name="washingtonpost.com", sentence_count=20),

@@ -1,4 +1,4 @@
-"""Drops that never lose or invent a row (issue 19, point 6), on real files generated here.
+"""Drops that never lose or invent a row, on real files generated here.
 
 CSV: a 300 KiB html field, multi-line quoted fields, invalid UTF-8, a broken quote. Parquet: a truncated and
 a misnamed file beside good ones, through the asset, re-run, then changed. WARC: decompression bombs read in

@@ -101,9 +101,7 @@ def test_a_parquet_text_column_of_lists_fails_the_file_naming_the_column(tmp_pat
         }
     )
     pq.write_table(table, path)
-    with pytest.raises(
-        ArchiveFileError, match=r"column .text. is of type list<.*string>, expected string"
-    ):
+    with pytest.raises(ArchiveFileError, match=r"column .text. is of type list<.*string>, expected string"):
         parse_drop(path)
 
 

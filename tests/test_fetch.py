@@ -401,7 +401,7 @@ def test_robots_txt_takes_a_slot_and_the_page_waits_for_the_next(fault: FaultSer
 
 def test_robots_txt_redirected_to_another_domain_waits_for_that_domains_slot(fault: FaultServer) -> None:
     """A renamed site's robots.txt redirects to the new name, whose pages are being fetched at the same time:
-    the robots.txt hop must keep the new domain's interval like any request to it (issue 18)."""
+    the robots.txt hop must keep the new domain's interval like any request to it."""
     interval = 0.3
     since = len(fault.hits)
     urls = ["http://robots-to-newsite.test/page?n=0"] + [

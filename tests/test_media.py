@@ -1,4 +1,4 @@
-"""Medium URL and name from a story URL (fact sheet §6 generate_medium_url_and_name_from_url)."""
+"""Medium URL and name from a story URL (Media Cloud's generate_medium_url_and_name_from_url)."""
 
 from __future__ import annotations
 

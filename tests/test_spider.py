@@ -275,7 +275,7 @@ def _seed_linking_to(store: TopicStore, links: list[str]) -> TopicConfig:
 def test_copies_written_in_one_batch_keep_the_first_as_the_story_that_owns_the_sentences(
     store: TopicStore,
 ) -> None:
-    # Relevance by new sentences (fact sheet §2): a medium's copy of a story it already ran that week adds
+    # Relevance by new sentences (Media Cloud's story relevance test): a medium's copy of a story it already ran that week adds
     # nothing new. The copies arrive in one write batch; the first fetched must own the sentences, as if
     # written one by one, and a copy on another medium is still new there.
     body = "Officials said the climate plan would cut coal use by half over ten years."

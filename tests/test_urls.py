@@ -1,4 +1,5 @@
-"""URL rules from the fact sheet (§4, §12), including the Media Cloud bugs fixed in topicmap.web.urls."""
+"""Media Cloud's URL rules (normalization, "same story" matching, URL variants for Bit.ly), including the Media
+Cloud bugs fixed in topicmap.web.urls."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A topic exported as story-indexer WARC (issue 19, point 7): seed 002's metadata, every field, null where
-unknown; files rotate at a set number of stories (5,000 by default); the files read back as the same stories."""
+"""A topic exported as story-indexer WARC: the metadata Media Cloud's story-indexer documents, every field, null
+where unknown; files rotate at a set number of stories (5,000 by default); the files read back as the same stories."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore, now_utc
 from topicmap.topics.declarations import TopicConfig
 
-# the fields seed 002 lists for each sub-object
+# the fields story-indexer's metadata documentation lists for each sub-object
 RSS_ENTRY = {
     "link",
     "title",
@@ -168,7 +168,8 @@ def test_export_carries_seed_002_metadata_rotates_and_reads_back_the_same_storie
 def test_the_default_rotation_is_5000_stories_per_file(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    assert STORIES_PER_FILE == 5000  # story-indexer: "no more than 5000 stories" per file (seed 002)
+    # story-indexer's metadata documentation: "no more than 5000 stories" per file
+    assert STORIES_PER_FILE == 5000
     html = b"<html><body><p>A generated story.</p></body></html>"
 
     def generated(_store: object, _topic: str, _topics_id: int):  # noqa: ANN202

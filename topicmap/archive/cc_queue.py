@@ -1,8 +1,8 @@
-"""Seed 003's Common Crawl loader done right: an outlet queue any number of workers claim from.
+"""A Common Crawl news loader done right: an outlet queue any number of workers claim from.
 
-The seed kept a SQLite ``queue(url, load_started, load_complete)`` and a ``content(url, cont)`` table; several
-loader processes each took "the next outlet", asked Common Crawl's index for its pages, downloaded and
-cleaned them (readability, which lost the headline). Here:
+The loader this replaces (a published write-up) kept a SQLite ``queue(url, load_started, load_complete)`` and
+a ``content(url, cont)`` table; several loader processes each took "the next outlet", asked Common Crawl's
+index for its pages, downloaded and cleaned them (readability, which lost the headline). Here:
 
 * the queue is ``cc_outlet_queue`` (one row per outlet and crawl), claimed atomically: on PostgreSQL with
   ``FOR UPDATE SKIP LOCKED`` (workers never wait on each other), on SQLite with one ``UPDATE ... RETURNING``

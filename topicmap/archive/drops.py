@@ -1,6 +1,6 @@
 """The story archive's inputs: CSV, Parquet and WARC drops (url, title, text, publish_date, medium[, html]).
 
-What a drop promises (issue 19, point 6): no row is lost without a report and none is invented.
+What a drop promises: no row is lost without a report and none is invented.
 
 * CSV: fields up to ``ReadLimits.max_row_bytes`` (32 Mi characters a row, all its fields and lines; the csv
   module's own 128 KiB field limit is raised to it, so a long ``html`` field never makes the reader lose its

@@ -2,9 +2,9 @@
 
 Three jobs, one reading core:
 
-* **Writing** topic stories as WARC in Media Cloud story-indexer's layout (`StoryArchiveWriter`, fact sheet
-  §15): a `warcinfo` record, then per story a `response` (forged HTTP/1.0 head + raw HTML) and a `metadata`
-  record (`application/x.mediacloud-indexer+json`, `WARC-Refers-To` the response).
+* **Writing** topic stories as WARC in Media Cloud story-indexer's layout (`StoryArchiveWriter`, as its
+  archiver writes them): a `warcinfo` record, then per story a `response` (forged HTTP/1.0 head + raw HTML)
+  and a `metadata` record (`application/x.mediacloud-indexer+json`, `WARC-Refers-To` the response).
 * **Reading** story-indexer archives back (`read_story_archive`), any WARC/ARC crawl as pages
   (`read_warc_pages`), and either as story dicts for the archive (`stories_from_warc`).
 * **Replay** (`WarcReplay`): URL → latest capture, following recorded redirects, so the spider can re-run

@@ -22,7 +22,7 @@ from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, decompress_page, utc
 from topicmap.web.urls import distinctive_domain, normalize_url
 
-#: story-indexer: "Media Cloud WARC files should contain no more than 5000 stories" (seed 002)
+#: story-indexer's metadata documentation: "Media Cloud WARC files should contain no more than 5000 stories"
 STORIES_PER_FILE = 5000
 #: content_metadata.parsed_date as story-indexer's parser writes it: UTC, microseconds, a space
 PARSED_DATE_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
@@ -50,7 +50,8 @@ def story_indexer_metadata(
     source_url: str | None,
     via: str | None,
 ) -> dict[str, Any]:
-    """The three story-indexer sub-objects with every field seed 002 lists, null where unknown.
+    """The three story-indexer sub-objects with every field its metadata documentation lists, null where
+    unknown.
 
     topicmap has no RSS feeds, so ``source_feed_id`` and ``source_source_id`` (Media Cloud ids of a feed
     and its source) are always null rather than local ids that would read as Media Cloud's. ``source_url``

@@ -1,4 +1,4 @@
-"""Clusters of stories and how they mutate over time (seed 001, the story-mutation chapter).
+"""Clusters of stories and how they mutate over time (the "story duplication and mutation" chapter's method).
 
 - ``streaming``: ``StreamingKMeans``, Spark MLlib's streaming model re-created exactly (pure numpy).
 - ``model``: hashed TF-IDF, random indexing, KMeans with k from the SSE curve (pure: no store).

@@ -1,6 +1,7 @@
 """Story vectors, k chosen from the SSE curve, one-shot KMeans, and words and titles that name a cluster.
 
-The method of the "story mutation" chapter (seed 001, second half), done with scikit-learn:
+The method of the "story duplication and mutation" chapter (GDELT news on Spark, its second half), done with
+scikit-learn:
 
 1. hashed term frequencies (``HashingVectorizer``), weighted by inverse document frequency;
 2. *random indexing*: every hashed term gets a sparse random signature of +1/-1 over ``dims`` dimensions and a

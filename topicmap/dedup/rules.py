@@ -1,10 +1,14 @@
 """Duplicate media and duplicate stories: pure planning over plain records (no database).
 
-What is decided here, and what Media Cloud did (fact sheet §8, §9):
+What is decided here, and what Media Cloud did. Two of its story-dedup rules are followed, named below by
+what they compute: its *title key* (``get_normalized_title``, the SQL function behind
+``normalized_title_hash``: the longest title part when it is long enough) and its 2018 *title parts*
+(``_get_title_parts`` and ``get_medium_dup_stories_by_title``: section words, home pages, recurring titles,
+lossy-URL groups); merges follow its ``_merge_dup_story`` and media dedup its ``merge_dup_media_stories``.
 
 - ``resolve_dup_media``: ``media.dup_media_id`` chains are followed to their end. Media Cloud's
   ``_get_deduped_medium`` recursed with no cycle guard; here a cycle is an error naming its media.
-- ``normalized_title``: the dedup key of a title (§8a) with the title-part rules of §8b.
+- ``normalized_title``: the dedup key of a title (the title key) with the rules of the title parts.
 - ``find_duplicate_stories``: stories of one medium that are the same story (same normalized title and
   publish day, or same lossy URL), grouped transitively, each group merged into one survivor.
 - ``plan_media_merges``: where each story of a duplicate medium goes (merged into a matching story of
@@ -29,26 +33,28 @@ REASON_MEDIUM = "duplicate medium"
 
 NO_TITLE = "(no title)"
 MAX_TITLE_CHARS = 1023
-MIN_LONGEST_PART_CHARS = 32  # §8a: a part shorter than this is too generic to stand for the title
+MIN_LONGEST_PART_CHARS = 32  # title key: a part shorter than this is too generic to stand for the title
 MIN_KEY_WORDS = 3  # a reduced key of 1-2 words ("home", "live updates") is too generic: keep the whole
-HOMEPAGE_MAX_TITLE_WORDS = 4  # §8b: a full title of < 5 words is treated as a likely home page
-TITLE_GROUP_MAX_STORIES = 26  # §8b: a title shared by >= 26 stories ...
+HOMEPAGE_MAX_TITLE_WORDS = 4  # title parts: a full title of < 5 words is treated as a likely home page
+TITLE_GROUP_MAX_STORIES = 26  # title parts: a title shared by >= 26 stories ...
 TITLE_GROUP_MAX_SPAN_DAYS = 7  # ... spanning >= 7 days is a recurring title, not one story
-URL_GROUP_MAX_STORIES = 5  # §8b: only lossy-URL groups of 2-5 stories count
-# §8b's title parts: a story whose whole title (site name and section word dropped) is one part of at least
-# this many words ("at least 4 words long", Media Cloud's docstring) absorbs the stories of its medium and
-# day that carry that part among others ("Washington Post: Nunes Releases FISA Memo", seed 000).
+URL_GROUP_MAX_STORIES = 5  # title parts: only lossy-URL groups of 2-5 stories count
+# The title parts' solo rule: a story whose whole title (site name and section word dropped) is one part
+# of at least this many words ("at least 4 words long", Media Cloud's docstring) absorbs the stories of its
+# medium and day that carry that part among others ("Washington Post: Nunes Releases FISA Memo", the example
+# of Media Cloud's topic-mining documentation).
 MIN_SOLO_PART_WORDS = 4
 # A title part that opens or closes the titles of at least this many stories of a medium, on at least
 # SITE_PART_MIN_DAYS different days, is the medium's name or a section ("Opinion", "Live updates"), not a
-# headline: headlines recur within a day, names across days. Counted per medium (§8b's "big list of parts").
+# headline: headlines recur within a day, names across days. Counted per medium (the title parts' "big list
+# of parts").
 SITE_PART_MIN_STORIES = 3
 SITE_PART_MIN_DAYS = 2
 
-# §8b: one leading word of these, followed by a separator, is a section label, not part of the title.
+# Title parts: one leading word of these, followed by a separator, is a section label, not part of the title.
 # ("op-ed" appears as "oped": keys are compared after punctuation is removed.)
 TITLE_PREFIX_WORDS = frozenset(
-    (  # noqa: SIM905 - the word list reads as in the fact sheet
+    (  # noqa: SIM905 - the word list reads as in Media Cloud's code
         "opinion analysis report perspective poll watch exclusive editorial reports breaking nyt subject "
         "source wapo sources video study photos cartoon cnn today wsj review timeline revealed gallup ap "
         "read experts oped commentary feature letters survey"
@@ -56,8 +62,8 @@ TITLE_PREFIX_WORDS = frozenset(
 )
 
 _TAG_RE = re.compile(r"<[^>]*>")
-# Separators of title parts (§8a: "- ", ":" and "|"). Media Cloud knew only the ASCII hyphen; en and em
-# dashes followed by a space separate parts just as often ("Title – Site"), so they count too.
+# Separators of title parts (the title key's "- ", ":" and "|"). Media Cloud knew only the ASCII hyphen; en
+# and em dashes followed by a space separate parts just as often ("Title – Site"), so they count too.
 _SEPARATOR_RE = re.compile(r"[-\u2013\u2014]\s|[:|]")
 _SEPARATOR = "\x00"
 _SPACE_RE = re.compile(r"\s+")
@@ -195,7 +201,7 @@ def _is_site_part(part: str, sites: set[str]) -> bool:
 
 
 def _core_parts(parts: list[str], sites: set[str]) -> list[str]:
-    """A title's parts without a leading section word (§8b) and leading/trailing site-name parts."""
+    """A title's parts without a leading section word (title parts) and leading/trailing site-name parts."""
     core = list(parts)
     if len(core) > 1 and core[0] in TITLE_PREFIX_WORDS:
         core = core[1:]
@@ -207,15 +213,15 @@ def _core_parts(parts: list[str], sites: set[str]) -> list[str]:
 
 
 def normalized_title(title: str, medium_name: str | None = None) -> str:
-    """Dedup key of a story title (fact sheet §8a with the title-part rules of §8b).
+    """Dedup key of a story title (Media Cloud's title key with the rules of its title parts).
 
     1. Tags stripped, entities decoded, casefolded; "- ", "–/— ", ":" and "|" separate title parts;
        Unicode punctuation and symbols removed; whitespace collapsed; at most 1023 characters.
-    2. A leading section word ("Opinion |", "Analysis:", §8b list) and leading or trailing parts that are
-       the medium's name (full, without "The", initials: " - NYT", "Washington Post: ") are dropped,
+    2. A leading section word ("Opinion |", "Analysis:", the title parts' list) and leading or trailing parts
+       that are the medium's name (full, without "The", initials: " - NYT", "Washington Post: ") are dropped,
        unless nothing would remain.
     3. If the longest remaining part has >= 32 characters and is not the medium's name, it is the key
-       (§8a); otherwise the remaining parts joined are.
+       (the title key); otherwise the remaining parts joined are.
     4. A key of fewer than 3 words ("home", "live updates") is too generic: the whole title is the key.
     """
     if not isinstance(title, str):
@@ -246,7 +252,7 @@ def _is_titled(title: object) -> bool:
 
 def _title_matchable(title: object, url: object) -> bool:
     """May this story be matched by title? Not without a real title, nor when it looks like a home page
-    (§8b: a full title of < 5 words, or a URL with an empty or "/" path)."""
+    (title parts: a full title of < 5 words, or a URL with an empty or "/" path)."""
     return (
         _is_titled(title)
         and _title_word_count(title) > HOMEPAGE_MAX_TITLE_WORDS  # type: ignore[arg-type]
@@ -267,7 +273,8 @@ def _lossy(url: object) -> str | None:
 
 
 def _is_homepage(url: object) -> bool:
-    """§8b's home-page test: the URL path is empty or "/" (front pages change title and text daily)."""
+    """The title parts' home-page test: the URL path is empty or "/" (front pages change title and text
+    daily)."""
     if not isinstance(url, str) or not url.strip():
         return False
     try:
@@ -355,14 +362,14 @@ def find_duplicate_stories(stories: pd.DataFrame) -> pd.DataFrame:
 
     - their normalized titles are equal and they were published the same day (the publisher's day when
       ``publish_utc_offset`` minutes are given, else the UTC day). Never for empty or
-      "(no title)" titles, undated stories, titles of < 5 words or URLs with an empty or "/" path (§8b:
-      likely a home page), nor for a title that the medium used for >= 26 stories over >= 7 days (a recurring title
-      like "Letters to the editor", §8b);
+      "(no title)" titles, undated stories, titles of < 5 words or URLs with an empty or "/" path (title
+      parts: likely a home page), nor for a title that the medium used for >= 26 stories over >= 7 days (a
+      recurring title like "Letters to the editor", title parts);
     - or, on the same day, one's title is a single part of >= 4 words once the site name and section word
-      are dropped, and the other's title has that part among its parts (§8b's title-part rule: "Nunes
-      Releases FISA Memo" and "Washington Post: Nunes Releases FISA Memo", seed 000);
-    - or their lossy-normalized URL (or guid) is equal, in a group of at most 5 stories (§8b; a larger
-      group means the normalization collapsed different pages).
+      are dropped, and the other's title has that part among its parts (the title parts' solo rule: "Nunes
+      Releases FISA Memo" and "Washington Post: Nunes Releases FISA Memo");
+    - or their lossy-normalized URL (or guid) is equal, in a group of at most 5 stories (title parts; a
+      larger group means the normalization collapsed different pages).
 
     Groups are transitive (A~B by title, B~C by URL: one group). The survivor of a group is the story
     with the most text, then the earliest publish date, then the lowest stories_id. Reason is "same lossy
@@ -454,12 +461,12 @@ def _union_by_title_parts(
     days: pd.Series,
     union: _UnionFind,
 ) -> None:
-    """§8b's title-part rule, per medium and day: a story whose title, site name and section word dropped,
-    is a single part of >= 4 words ("Nunes Releases FISA Memo") absorbs the stories of its medium and day
-    that carry that part among others ("Washington Post: Nunes Releases FISA Memo", "Nunes Releases FISA
-    Memo - The Washington Post"). Site parts are the medium's name and the parts its titles repeat at an edge
-    on several days. Media Cloud compared the parts across the whole topic; here within a day, as the
-    issue's and Media Cloud's later title-hash rule do, so a recurring headline is not one story."""
+    """The title parts' solo rule, per medium and day: a story whose title, site name and section word
+    dropped, is a single part of >= 4 words ("Nunes Releases FISA Memo") absorbs the stories of its medium
+    and day that carry that part among others ("Washington Post: Nunes Releases FISA Memo", "Nunes Releases
+    FISA Memo - The Washington Post"). Site parts are the medium's name and the parts its titles repeat at an
+    edge on several days. Media Cloud compared the parts across the whole topic; here within a day, as Media
+    Cloud's later title key does, so a recurring headline is not one story."""
     parts_of: dict[int, list[str]] = {}
     edge_stories: dict[tuple[Hashable, str], set[int]] = {}
     for row in range(len(frame)):
@@ -493,8 +500,8 @@ def _union_by_title_parts(
             solo.setdefault((media_id, day, core[0]), []).append(row)
         for part in set(core):
             carriers.setdefault((media_id, day, part), []).append(row)
-    # §8b's guard against recurring titles ("Letters to the editor"): a part carried by >= 26 stories of
-    # a medium spanning >= 7 days is refused, even where two of them share a day.
+    # The title parts' guard against recurring titles ("Letters to the editor"): a part carried by >= 26
+    # stories of a medium spanning >= 7 days is refused, even where two of them share a day.
     across_days: dict[tuple[Hashable, str], set[int]] = {}
     for (media_id, _day, part), rows in carriers.items():
         across_days.setdefault((media_id, part), set()).update(rows)
@@ -513,7 +520,7 @@ def _union_by_title_parts(
 
 
 def _is_twitter(url: object) -> bool:
-    """§8b: a tweet's title is its text; retweets must stay separate stories."""
+    """Title parts: a tweet's title is its text; retweets must stay separate stories."""
     return (
         isinstance(url, str) and re.match(r"^https?://(?:www\.|mobile\.)?twitter\.com", url, re.I) is not None
     )
@@ -524,7 +531,7 @@ def _is_twitter(url: object) -> bool:
 
 
 def plan_media_merges(stories: pd.DataFrame, dup_media_id: Mapping[int, int | None]) -> pd.DataFrame:
-    """Where each story of a duplicate medium goes (fact sheet §9).
+    """Where each story of a duplicate medium goes (Media Cloud's ``merge_dup_media_stories``).
 
     ``stories``: the topic's stories in duplicate media AND the candidate stories of their final media
     (columns stories_id, media_id, url, title, publish_date; optional guid, medium_name, sentence_count /
@@ -617,7 +624,7 @@ def plan_media_merges(stories: pd.DataFrame, dup_media_id: Mapping[int, int | No
 def remap_links(
     links: pd.DataFrame, merge_map: Mapping[int, int], key_columns: Iterable[str] | None = None
 ) -> pd.DataFrame:
-    """Topic links with merged story ids re-pointed to their survivors (fact sheet §8c).
+    """Topic links with merged story ids re-pointed to their survivors (Media Cloud's ``_merge_dup_story``).
 
     Both ``stories_id`` (source) and ``ref_stories_id`` (target, may be missing for unresolved links) go
     through the merge map (chains followed). Links that became self-loops only because of a merge (a story

@@ -41,13 +41,14 @@ site another live holder is fetching (holds an open claim of), as Heritrix never
 second thread: taking it would not make the site faster, whose slots bound it, and would lose slots between the
 two. The claimer then waits for that site like for URLs others hold (``others``). Without politeness a site has
 no slots to lose, and an idle worker helps with any site; a shard's URLs of a busy site cannot go to the worker
-fetching it, and waiting for them measured slower than sharing the site (benchmarks/RESULTS.md, session 11).
+fetching it, and waiting for them measured slower than sharing the site (two shard workers at 0.5 s a site:
+1.31x one worker when kept off, 1.52-1.79x sharing).
 
 ``shard_key % count == index`` selects a shard of an iteration (the Celery fan-out). Shards split URLs, not
 sites: they are of equal size whatever the sites, and site affinity keeps concurrent shards off each other's
 sites until their tails. (Static shards by site, as Heritrix and Nutch partition a crawl, were measured against
-this in benchmarks/RESULTS.md, session 11: unequal shards, and a shard with few sites is held to their
-politeness slots when it runs alone.)
+this and not kept: unequal shards, 50 sites hashed 30/20, and a shard with few sites is held to their
+politeness slots when it runs alone; deploy/celery.md.)
 """
 
 from __future__ import annotations

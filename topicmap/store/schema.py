@@ -79,7 +79,7 @@ media = Table(
     Column("media_id", Integer, primary_key=True, autoincrement=True),
     _url(),
     Column("name", String(256), nullable=False),
-    # lossy-normalized medium URL: how a story URL finds its medium (fact sheet §6)
+    # lossy-normalized medium URL: how a story URL finds its medium (Media Cloud's guess_medium)
     _url("normalized_url"),
     Column("dup_media_id", Integer, ForeignKey("media.media_id"), nullable=True),
     Column("foreign_rss_links", Boolean, nullable=False, server_default=false()),
@@ -331,7 +331,7 @@ topic_spider_iterations = Table(
 )
 
 # Which story first published a sentence in a medium and calendar week. Media Cloud's relevance test only
-# looks at a story's sentences that are not duplicates within its medium and week (fact sheet §2): the first
+# looks at a story's sentences that are not duplicates within its medium and week: the first
 # story to claim a sentence hash owns it.
 story_sentence_hashes = Table(
     "story_sentence_hashes",
@@ -449,9 +449,9 @@ timespans = Table(
 
 # ---------------------------------------------------------------- version 5: Common Crawl loading
 
-# Seed 003's `queue` done right: one row per (outlet, crawl), claimed by any number of loader processes
-# (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: one atomic UPDATE ... RETURNING, writers serialized). The
-# cursor (next_page, next_capture) and the counters move in the same transaction as the stories they count,
+# The Common Crawl loader's `queue` done right: one row per (outlet, crawl), claimed by any number of loader
+# processes (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: one atomic UPDATE ... RETURNING, writers serialized).
+# The cursor (next_page, next_capture) and the counters move in the same transaction as the stories they count,
 # so a worker killed at any point is resumed by the next claim with nothing lost or counted twice.
 cc_outlet_queue = Table(
     "cc_outlet_queue",

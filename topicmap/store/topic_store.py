@@ -437,7 +437,8 @@ class TopicStore:
     # ------------------------------------------------------------------ media
 
     def medium_for_url(self, conn: Connection, story_url: str, name: str | None = None) -> int:
-        """The medium of a story URL (fact sheet §6): found by lossy medium URL or name, else created.
+        """The medium of a story URL (Media Cloud's guess_medium): found by lossy medium URL or name, else
+        created.
 
         The dup_media_id chain is followed to its end; a cycle raises StoreError naming the media.
         """

@@ -1,4 +1,4 @@
-"""The medium (site) a story URL belongs to, as Media Cloud guesses it for spidered stories (fact sheet §6)."""
+"""The medium (site) a story URL belongs to, as Media Cloud guesses it for spidered stories (guess_medium)."""
 
 from __future__ import annotations
 

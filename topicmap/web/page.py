@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 # the evaluation set is ~1.3 MB), and the cut keeps time and memory bounded on pathological input.
 MAX_HTML_BYTES = 4 * 1024 * 1024
 MAX_HTML_CHARS = MAX_HTML_BYTES
-# Media Cloud rejects publication dates before 2008 (and in the future) as misparsed (fact sheet §12).
+# Media Cloud rejects publication dates before 2008 (and in the future) as misparsed (its Bit.ly schedule
+# falls back to the collect date for them).
 MIN_PUBLISH_DATE = datetime(2008, 1, 1, tzinfo=UTC)
 # Bytes sampled for charset detection / binary sniffing (whole-file detection is slow on big pages).
 CHARSET_SAMPLE_BYTES = 64 * 1024

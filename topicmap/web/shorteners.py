@@ -1,7 +1,7 @@
 """Host names of URL shorteners and redirectors (data for topicmap.web.urls.is_shortened_url).
 
-Base: the host list Media Cloud used (fact sheet §4, `url/shorteners.py`, itself compiled from public
-shortener directories), with these corrections:
+Base: the host list Media Cloud used (`url/shorteners.py` for its is_shortened_url, itself compiled from
+public shortener directories), with these corrections:
 
 - dropped entries that can never equal a host name: ``tk.``, ``to.`` (bare TLDs with a dot) and ``fa.b``;
 - dropped whole sites that are not shorteners, whose every deep link would otherwise count as "shortened"

@@ -1,7 +1,9 @@
 """URL judgements: validity, strict and lossy normalization, site ("distinctive domain"), shorteners,
 homepages and the URL variants a story is known by.
 
-Follows Media Cloud's rules (fact sheet §4) with these bugs fixed (each also noted where it is done):
+Follows Media Cloud's URL rules (fix_common_url_mistakes, normalize_url, normalize_url_lossy,
+get_url_distinctive_domain, is_shortened_url, is_homepage_url) with these bugs fixed (each also noted where
+it is done):
 
 - the lossy host-prefix strip (``www.``, ``m.``, ``news.``…) checked for "another dot later in the URL",
   which could be in the path, so ``http://archive.org/x.pdf`` became ``http://org/x.pdf``; and its "one
@@ -32,7 +34,7 @@ from tld import get_tld
 
 from topicmap.web.shorteners import URL_SHORTENER_HOSTNAMES
 
-# Longest URL stored (topic_links.url, story_urls.url are cut to this; fact sheet §3/§4).
+# Longest URL stored (topic_links.url, story_urls.url are cut to this: Media Cloud's MAX_URL_LENGTH).
 MAX_URL_LENGTH = 1024
 
 _HTTP_URL_RE = re.compile(r"^https?://[^\s/$.?#].[^\s]*$", re.I)
@@ -75,7 +77,8 @@ def _as_text(url: object) -> str | None:
 
 @_cached_for_strings
 def fix_common_url_mistakes(url: str | None) -> str | None:
-    """Repair the URL typos Media Cloud saw in the wild (fact sheet §4); None for None/blank input."""
+    """Repair the URL typos Media Cloud saw in the wild (its fix_common_url_mistakes); None for None/blank
+    input."""
     url = _as_text(url)
     if url is None:
         return None
@@ -262,7 +265,7 @@ def is_http_url(url: str | None) -> bool:
 # ------------------------------------------------------------------------------------------------
 # strict normalization
 
-# Query parameters that only track clicks or sessions (fact sheet §4 lists Media Cloud's).
+# Query parameters that only track clicks or sessions (Media Cloud's normalize_url drops these).
 _TRACKING_PARAMS = frozenset(
     name.lower()
     for name in (
@@ -319,8 +322,9 @@ def _clean_query(query: str | None, host: str) -> str | None:
 
 @_cached_for_strings
 def normalize_url(url: str | None) -> str | None:
-    """Strict normalization (fact sheet §4): common mistakes fixed; scheme and host lowercased; default
-    port, fragment, tracking parameters and empty parameter values dropped. None if not an http(s) URL."""
+    """Strict normalization (Media Cloud's normalize_url): common mistakes fixed; scheme and host lowercased;
+    default port, fragment, tracking parameters and empty parameter values dropped. None if not an http(s)
+    URL."""
     try:
         parsed = _parse(fix_common_url_mistakes(url))
         if parsed is None:
@@ -344,7 +348,8 @@ def normalize_url(url: str | None) -> str | None:
 
 _YOUTUBE_ID_PATH_RE = re.compile(r"^/(?:embed|v|shorts)/([^/?#&]+)")
 _ARCHIVE_IS_RE = re.compile(r"^https?://archive\.(?:is|today|ph|li|vn|fo|md)/[a-z0-9]+/[a-z0-9]+/(.+)$", re.I)
-# Host labels that name a variant of the same site (fact sheet §4 step 4), optionally with one digit.
+# Host labels that name a variant of the same site (normalize_url_lossy's host-prefix strip), optionally with
+# one digit.
 _SITE_VARIANT_LABEL_RE = re.compile(
     r"^(?:(?:m|beta|media|data|image|www?|cdn|topic|article|news|archive|blog|video|search|preview|login|"
     r"shop|sports?|act|donate|press|web|photos?)\d?|\d+)$"
@@ -427,9 +432,9 @@ def _strip_site_variant_labels(host: str) -> str:
 
 @_cached_for_strings
 def normalize_url_lossy(url: str | None) -> str | None:
-    """Matching key for "same story" (fact sheet §4): the strict form, lowercased, site-variant host
-    prefix (www., m., news., …) dropped, YouTube and archive.is links unwrapped, fragment dropped, repeated
-    slashes collapsed, http forced, query kept. None for None/empty or when no http(s) URL can be made."""
+    """Matching key for "same story" (Media Cloud's normalize_url_lossy): the strict form, lowercased,
+    site-variant host prefix (www., m., news., …) dropped, YouTube and archive.is links unwrapped, fragment
+    dropped, repeated slashes collapsed, http forced, query kept. None for None/empty or when no http(s) URL can be made."""
     try:
         fixed = fix_common_url_mistakes(url)
         if not fixed:
@@ -460,7 +465,7 @@ def normalize_url_lossy(url: str | None) -> str | None:
 # ------------------------------------------------------------------------------------------------
 # domains, shorteners, homepages
 
-# Platforms whose sub-domains are separate sites (fact sheet §4 get_url_distinctive_domain).
+# Platforms whose sub-domains are separate sites (Media Cloud's get_url_distinctive_domain).
 _WHOLE_HOST_PLATFORMS_RE = re.compile(
     r"\.go\.com$|\.wordpress\.com$|\.blogspot\.|\.livejournal\.com$|\.privet\.ru$|\.wikia\.com$|"
     r"\.feedburner\.com$|\.24open\.ru$|\.patch\.com$|\.tumblr\.com$"
@@ -552,7 +557,7 @@ _INVALID_VARIANT_RE = re.compile(r"^https?://(?:www\.)?twitter\.com/account/susp
 def url_variants(
     url: str | None, redirect_url: str | None = None, canonical_url: str | None = None
 ) -> list[str]:
-    """Every distinct form a story URL is known by, for matching and Bit.ly look-ups (fact sheet §12
+    """Every distinct form a story URL is known by, for matching and Bit.ly look-ups (Media Cloud's
     all_url_variants): the raw URL, the URL after redirects, the <link rel=canonical>, and the strict and
     lossy normalizations of each. Variants that are homepages are dropped unless the URL itself is one
     (a story redirected to the front page is not that front page). Order: as listed, first seen first."""
