@@ -6,8 +6,14 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
-from topicmap.topics.declarations import TopicConfigError, load_topics, plan_topic_sync
+from tests.test_spider import DictSource, page
+from topicmap.spider.iteration import Spider
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore
+from topicmap.topics.declarations import SeedUrlList, TopicConfigError, load_topics, plan_topic_sync
+from topicmap.topics.seeding import select_seeds
 
 GOOD = """
 topics:
@@ -89,6 +95,21 @@ def test_valid_topics_load_with_defaults(tmp_path: Path) -> None:
             "timespans[0]",
             "outside",
         ),
+        (
+            "{name: bad-seed-flag, query: x, start_date: 2026-01-01, end_date: 2026-02-01, seed_urls: [{path: a.csv, assume_match: 'yes'}]}",
+            "seed_urls[0].assume_match",
+            "true or false",
+        ),
+        (
+            "{name: bad-seed-key, query: x, start_date: 2026-01-01, end_date: 2026-02-01, seed_urls: [a.csv, {path: b.csv, assume: true}]}",
+            "seed_urls[1].assume",
+            "unknown setting",
+        ),
+        (
+            "{name: no-seed-path, query: x, start_date: 2026-01-01, end_date: 2026-02-01, seed_urls: [{assume_match: true}]}",
+            "seed_urls[0].path",
+            "CSV file path",
+        ),
     ],
 )
 def test_a_bad_topic_is_rejected_by_name_and_field_and_the_others_still_load(
@@ -145,3 +166,82 @@ def test_sync_plan_adds_new_reports_removed_and_reseeds_changed() -> None:
     assert plan.removed == ("gone",)
     assert plan.changed == ("b",)
     assert plan.to_seed == ("c", "b")
+
+
+# ---- seed URL lists: taken as relevant, or judged by the query ---------------------------------------------
+
+SEEDED = """
+topics:
+  - name: seeded
+    query: climate
+    start_date: 2026-01-01
+    end_date: 2026-03-31
+    max_iterations: 1
+    seed_urls:
+      - listed.csv
+      - {path: candidates.csv, assume_match: false}
+      - {path: also-listed.csv, assume_match: true}
+"""
+LISTED = "https://listed.test/2026/02/01/football-final"
+CANDIDATE = "https://candidates.test/2026/02/01/cooking-tips"
+IN_BOTH = "https://both.test/2026/02/01/weather"
+FOUND_BY_LINK = "https://linked.test/2026/02/02/climate-plan"
+
+
+def test_seed_lists_say_whether_their_stories_are_taken_as_relevant(tmp_path: Path) -> None:
+    topic = load_topics(write(tmp_path, SEEDED)).topics[0]
+    assert topic.seed_urls == (
+        SeedUrlList(tmp_path / "listed.csv", assume_match=True),  # the default
+        SeedUrlList(tmp_path / "candidates.csv", assume_match=False),
+        SeedUrlList(tmp_path / "also-listed.csv", assume_match=True),
+    )
+    # the flag is part of the declaration: flipping it re-seeds the topic
+    flipped = load_topics(
+        write(tmp_path, SEEDED.replace("assume_match: false", "assume_match: true"))
+    ).topics[0]
+    assert flipped.config_hash != topic.config_hash
+
+
+def test_a_listed_page_that_does_not_match_joins_the_topic_only_when_its_list_assumes_it(
+    store: TopicStore, tmp_path: Path
+) -> None:
+    # None of the three seed pages mentions climate. The first list is taken as relevant (the default), the
+    # second is judged by the query, and a URL in both the second and the third is taken as relevant.
+    (tmp_path / "listed.csv").write_text(f"url\n{LISTED}\n", encoding="utf-8")
+    (tmp_path / "candidates.csv").write_text(f"url\n{CANDIDATE}\n{IN_BOTH}\n", encoding="utf-8")
+    (tmp_path / "also-listed.csv").write_text(f"url\n{IN_BOTH}\n", encoding="utf-8")
+    topic = load_topics(write(tmp_path, SEEDED)).topics[0]
+    topics_id = store.upsert_topic(topic)
+    selection = select_seeds(store, topic)
+    assert {row["url"]: row["assume_match"] for row in selection.rows} == {
+        LISTED: True,
+        CANDIDATE: False,
+        IN_BOTH: True,
+    }
+    assert store.add_seed_urls(topics_id, selection.rows) == 3
+    assert {row["url"]: row["assume_match"] for row in store.seed_rows(topics_id)} == {
+        LISTED: True,
+        CANDIDATE: False,
+        IN_BOTH: True,
+    }
+    web = {
+        LISTED: page("Football final", "The match ended two to one.", [FOUND_BY_LINK]),
+        CANDIDATE: page("Cooking tips", "Stir the sauce for ten minutes."),
+        IN_BOTH: page("Weather", "Rain is expected on Sunday."),
+        FOUND_BY_LINK: page("Climate plan", "The climate plan was announced."),
+    }
+    spider = Spider(store, topic, DictSource(web), log=lambda _: None)
+    spider.run_iteration()  # iteration 0: the seed URLs
+    spider.run_iteration()  # iteration 1: the links of the stories that joined
+    ts, st, f = s.topic_stories, s.stories, s.topic_fetch_urls
+    with store.engine.connect() as conn:
+        in_topic = set(
+            conn.execute(
+                select(st.c.url)
+                .join(ts, ts.c.stories_id == st.c.stories_id)
+                .where(ts.c.topics_id == topics_id)
+            ).scalars()
+        )
+        state = dict(conn.execute(select(f.c.url, f.c.state).where(f.c.topics_id == topics_id)).all())
+    assert in_topic == {LISTED, IN_BOTH, FOUND_BY_LINK}  # the assumed story's links are followed
+    assert state[CANDIDATE] == "content match failed"

@@ -4,6 +4,12 @@ A topic with an invalid field or query is rejected with a message naming the top
 query, the character position; the other topics still load. That way one typo in a shared file never stops
 every topic of a deployment.
 
+Seeds: the archive stories the query matches, plus the URLs of the ``seed_urls`` CSV files. A seed list is a
+researcher's own selection, so its stories are taken as relevant (``assume_match: true``, the default, as
+Media Cloud's ``topic_seed_urls.assume_match``): they join the topic whatever their text says, and the spider
+follows their links. With ``assume_match: false`` each listed page is judged by the query like any page the
+spider finds (a list of candidates). A URL in several lists is taken as relevant if one of them says so.
+
 Example file::
 
     topics:
@@ -13,7 +19,9 @@ Example file::
         end_date: 2026-04-30
         max_iterations: 15        # default 15
         max_stories: 5000
-        seed_urls: [seeds/climate.csv]   # optional CSV files with a `url` column
+        seed_urls:                # optional CSV files with a `url` column
+          - seeds/climate.csv     # its stories are taken as relevant (assume_match: true, the default)
+          - {path: seeds/maybe.csv, assume_match: false}   # its pages are judged by the query
         fetch:                    # optional per-topic fetch settings
           domain_intervals: {example.com: 2.0}
         timespans:                # optional custom timespans
@@ -35,6 +43,9 @@ import yaml
 from topicmap.topics.query import QuerySyntaxError, TopicQuery, parse
 
 DEFAULT_MAX_ITERATIONS = 15
+#: a seed URL list's stories are taken as relevant unless the list says ``assume_match: false``
+DEFAULT_SEED_ASSUME_MATCH = True
+SEED_LIST_FIELDS = {"path", "assume_match"}
 DEFAULT_MAX_STORIES = 100_000
 TOPIC_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
 KNOWN_FIELDS = {
@@ -92,6 +103,15 @@ class FetchSettings:
 
 
 @dataclass(frozen=True)
+class SeedUrlList:
+    """A CSV file of seed URLs (a ``url`` column), and whether the stories of its URLs are taken as relevant
+    (``assume_match``) or judged by the topic's query like any page the spider finds."""
+
+    path: Path
+    assume_match: bool = DEFAULT_SEED_ASSUME_MATCH
+
+
+@dataclass(frozen=True)
 class TopicConfig:
     name: str
     query: str
@@ -99,7 +119,7 @@ class TopicConfig:
     end_date: date
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     max_stories: int = DEFAULT_MAX_STORIES
-    seed_urls: tuple[Path, ...] = ()
+    seed_urls: tuple[SeedUrlList, ...] = ()
     fetch: FetchSettings = field(default_factory=FetchSettings)
     timespans: tuple[CustomTimespan, ...] = ()
     snapshot_periods: tuple[str, ...] = SNAPSHOT_PERIODS
@@ -218,6 +238,42 @@ def _parse_timespans(topic: str, raw: Any, start: date, end: date) -> tuple[Cust
     return tuple(spans)
 
 
+def _parse_seed_urls(topic: str, raw: Any, base_dir: Path) -> tuple[SeedUrlList, ...]:
+    """``seed_urls``: one entry or a list; an entry is a CSV path (relative to the topics file) or a mapping
+    ``{path: ..., assume_match: true|false}``."""
+    if raw is None:
+        return ()
+    entries = raw if isinstance(raw, list) else [raw]
+    lists = []
+    for i, entry in enumerate(entries):
+        where = f"seed_urls[{i}]"
+        assume_match = DEFAULT_SEED_ASSUME_MATCH
+        if isinstance(entry, dict):
+            unknown = set(entry) - SEED_LIST_FIELDS
+            if unknown:
+                raise TopicConfigError(
+                    topic,
+                    f"{where}.{sorted(unknown)[0]}",
+                    f"unknown setting (known: {sorted(SEED_LIST_FIELDS)})",
+                )
+            assume_match = entry.get("assume_match", DEFAULT_SEED_ASSUME_MATCH)
+            if not isinstance(assume_match, bool):
+                raise TopicConfigError(
+                    topic, f"{where}.assume_match", f"expected true or false, got {assume_match!r}"
+                )
+            entry = entry.get("path")
+            where = f"{where}.path"
+        if not isinstance(entry, str) or not entry.strip():
+            raise TopicConfigError(
+                topic,
+                where,
+                f"expected a CSV file path or {{path: ..., assume_match: true|false}}, got {entry!r}",
+            )
+        path = Path(entry.strip())
+        lists.append(SeedUrlList(path if path.is_absolute() else base_dir / path, assume_match))
+    return tuple(lists)
+
+
 def parse_topic(raw: Any, base_dir: Path, index: int = 0) -> TopicConfig:
     """Validate one topic mapping; raises TopicConfigError naming the topic and the field."""
     if not isinstance(raw, dict):
@@ -251,12 +307,7 @@ def parse_topic(raw: Any, base_dir: Path, index: int = 0) -> TopicConfig:
         name, "max_iterations", raw.get("max_iterations", DEFAULT_MAX_ITERATIONS)
     )
     max_stories = _as_positive_int(name, "max_stories", raw.get("max_stories", DEFAULT_MAX_STORIES))
-    seed_files = raw.get("seed_urls") or []
-    if isinstance(seed_files, str):
-        seed_files = [seed_files]
-    if not isinstance(seed_files, list) or not all(isinstance(p, str) for p in seed_files):
-        raise TopicConfigError(name, "seed_urls", "expected a list of CSV file paths")
-    seed_paths = tuple((base_dir / p) if not Path(p).is_absolute() else Path(p) for p in seed_files)
+    seed_lists = _parse_seed_urls(name, raw.get("seed_urls"), base_dir)
     periods = raw.get("snapshot_periods", list(SNAPSHOT_PERIODS))
     if isinstance(periods, str):
         periods = periods.split()
@@ -271,7 +322,7 @@ def parse_topic(raw: Any, base_dir: Path, index: int = 0) -> TopicConfig:
         end_date=end,
         max_iterations=max_iterations,
         max_stories=max_stories,
-        seed_urls=seed_paths,
+        seed_urls=seed_lists,
         fetch=_parse_fetch(name, raw.get("fetch")),
         timespans=_parse_timespans(name, raw.get("timespans"), start, end),
         snapshot_periods=tuple(periods),

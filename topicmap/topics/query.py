@@ -34,15 +34,21 @@ Language
   inside "中国人" (substring match), as Lucene's CJK unigram analysis would.
 
 Folding: NFKC, casefold (so ß = ss, full-width letters = ASCII), then Turkish İ/ı are folded to i,
-because uppercase Turkish text ("KIRMIZI") cannot be told apart from dotted i anyway. Soft hyphens are
-removed. Combining marks are word characters (Devanagari, Arabic vowel signs). Accents are asymmetric,
-as people type them: a word written without accents also matches accented text (``cote`` matches
-"Côte", ``resume`` matches "résumé"), a word written with accents matches only that spelling
+because uppercase Turkish text ("KIRMIZI") cannot be told apart from dotted i anyway. Invisible characters
+are removed (soft hyphen, zero-width space and joiners, bidi marks, BOM: the extracted text drops them, the
+title keeps them). Combining marks are word characters (Devanagari, Arabic vowel signs). Accents are
+asymmetric, as people type them: a word written without accents also matches accented text (``cote``
+matches "Côte", ``resume`` matches "résumé"), a word written with accents matches only that spelling
 (``résumé`` does not match "resume"). Only Latin/Greek/Cyrillic diacritics (U+0300-U+036F) count.
 
 Fields of a story (``TopicQuery.matches_story``): unfielded clauses look in the title, text, URL and
 description; each word or phrase is found within one field, and the boolean operators combine across
 fields. ``TopicQuery.matches(text)`` is the same with only a text (``title:`` clauses match nothing).
+
+Raw pages (``TopicQuery.may_match``, the spider's test before extraction): a relaxed form of the query that is
+true on a page whenever the query can be true on a story extracted from it, evaluated on the page as written,
+then on views of it that hold every word of its story (character references decoded, tags that split words
+removed, <meta> and JSON-LD strings). NOT clauses, fields and word order are decided on the story only.
 
 Better than Media Cloud (fact sheet §1): Media Cloud turns the query into one regex; it drops every NOT
 (``foo AND NOT bar`` matched texts with bar), builds AND as both-order alternation (exponential in the
@@ -56,6 +62,8 @@ most texts with a few substring tests, and proximity counts words only inside ca
 from __future__ import annotations
 
 import functools
+import html
+import json
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
@@ -120,16 +128,13 @@ _LOGOGRAM_RANGES: tuple[tuple[int, int], ...] = (
     (0x20000, 0x323AF),  # CJK ext. B-H, compatibility supplement
 )
 
-# Format characters that sit inside words (zero-width non-joiner/joiner in Persian and Indic scripts).
-_WORD_JOINERS = frozenset("\u200c\u200d")
-
 # Kinds of characters in folded text. Tokens are runs of WORD characters, or single LOGOGRAM characters.
 _SEPARATOR, _WORD, _LOGOGRAM = 0, 1, 2
 
 
 @functools.lru_cache(maxsize=8192)
 def _char_kind(char: str) -> int:
-    """Word = Python's \\w or a combining mark or joiner (Devanagari vowel signs are marks), minus logograms.
+    """Word = Python's \\w or a combining mark (Devanagari vowel signs are marks), minus logograms.
 
     Checked in Python rather than in the regexes: python's ``re`` has no \\p{M} or script classes, and a
     character class listing them costs ~10 ms of ``re.compile`` per clause (big queries have hundreds).
@@ -137,7 +142,7 @@ def _char_kind(char: str) -> int:
     code = ord(char)
     if any(low <= code <= high for low, high in _LOGOGRAM_RANGES):
         return _LOGOGRAM
-    if char.isalnum() or char == "_" or char in _WORD_JOINERS or unicodedata.category(char)[0] == "M":
+    if char.isalnum() or char == "_" or unicodedata.category(char)[0] == "M":
         return _WORD
     return _SEPARATOR
 
@@ -175,10 +180,24 @@ def _count_tokens(view: str, start: int, end: int, limit: int) -> int:
     return count
 
 
+# Invisible characters removed by folding: the format characters of the Basic Multilingual Plane (soft hyphen,
+# zero-width space/non-joiner/joiner, bidi marks and isolates, word joiner, BOM, Arabic number signs...) and
+# the C1 controls. The story text never has them (trafilatura drops every non-printable character, so
+# "تامین&zwnj;مالی" on the page is "تامینمالی" in the text) while the title and description keep them: removed
+# here, a query word matches either spelling. Left out, as no news text has them inside a word: C0 controls
+# (invalid in HTML; looking for them would double the cost of folding ASCII) and the astral format
+# characters (emoji tag sequences, Egyptian hieroglyph and musical notation controls), whose ranges would
+# make this scan four times slower. tests/test_query.py checks the class against the Unicode database.
+_INVISIBLE = re.compile(
+    "[\x80-\x84\x86-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]"
+)
+
+
 def _fold(text: str) -> str:
     """Casefold for matching; the same function is applied to query words and to story text."""
     if text.isascii():
-        return text.lower()  # casefold == lower on ASCII, and NFKC is the identity there
+        return text.lower()  # casefold == lower on ASCII, NFKC is the identity there and nothing is invisible
     # NFKC returns at once when its quick check passes, and is slow (~25 ns/char) when it does not. The no-break
     # space and the ellipsis are what most often fail it on news pages: replacing them first with what NFKC
     # maps them to (they never compose with a neighbour) lets the quick check pass on most pages.
@@ -191,16 +210,9 @@ def _fold(text: str) -> str:
         folded = folded.replace("i\u0307", "i")
     if "ı" in folded:
         folded = folded.replace("ı", "i")
-    if "\u00ad" in folded:
-        folded = folded.replace("\u00ad", "")
+    if _INVISIBLE.search(folded) is not None:
+        folded = _INVISIBLE.sub("", folded)
     return folded
-
-
-def _lower_ascii(text: str) -> str:
-    """``text`` with its ASCII letters lower-cased and every other character as it was. Three times faster
-    than ``str.lower`` on a page that is not pure ASCII (0.23 vs 0.63 ms for 180 KB: bytes.lower is a table
-    lookup per byte, str.lower a full Unicode case mapping per character)."""
-    return text.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
 
 
 _ACCENTED_UP_TO = 0x2000  # Latin, Greek, Cyrillic and their extended blocks all lie below U+2000
@@ -582,12 +594,6 @@ def _selectivity(clause: frozenset[_Literal]) -> int:
     return min(len(literal) for _, literal in clause)
 
 
-def _has_negation(node: _Node) -> bool:
-    if isinstance(node, _Not):
-        return True
-    return any(_has_negation(child) for child in getattr(node, "children", ()))
-
-
 def _has_match_all(node: _Node) -> bool:
     """An explicit, unnegated ``*:*`` somewhere in the query."""
     if isinstance(node, _MatchAll):
@@ -611,6 +617,139 @@ def _make_or(children: Sequence[_Node]) -> _Node:
     for child in children:
         flat.extend(child.children if isinstance(child, _Or) else (child,))
     return flat[0] if len(flat) == 1 else _Or(tuple(flat))
+
+
+# --------------------------------------------------------------------------------------------------
+# Raw-page prefilter: a relaxed query, and the views of a page that hold every word of its story
+# --------------------------------------------------------------------------------------------------
+
+#: A relaxed query: a node, or True (may hold on any page) or False (holds on no story at all).
+_Relaxed = _Node | bool
+
+
+def _relax(node: _Node, negated: bool = False) -> _Relaxed:
+    """An upper bound of ``node`` (of ``NOT node`` when ``negated``) that can be decided on a raw page.
+
+    It is true on a page whenever ``node`` could be true on a story extracted from that page: it is
+    monotone (true stays true when the page holds more words), so it is decided on a page that holds every
+    word of the story and more. Negation is pushed down to the atoms (De Morgan: NOT (a AND NOT b) is
+    NOT a OR b, and relaxes to True OR b = True; NOT (NOT a AND NOT b) is a OR b). A negated atom is True: a
+    word absent from the story may well be on its page (a navigation link, an image URL template). An atom
+    becomes the AND of its words, unfielded: the page does not say which of its parts is the title, and
+    tags, attributes and paragraph breaks sit between the words of a phrase on the page and not in the
+    story. Wildcards stay (a prefix of a story's word is a prefix of the same word on the page).
+    """
+    if isinstance(node, _Not):
+        return _relax(node.child, not negated)
+    if isinstance(node, _And | _Or):
+        parts = [_relax(child, negated) for child in node.children]
+        # NOT (a AND b) = NOT a OR NOT b, NOT (a OR b) = NOT a AND NOT b
+        return _relaxed_and(parts) if isinstance(node, _And) != negated else _relaxed_or(parts)
+    if isinstance(node, _MatchAll):
+        # *:* holds on every story, NOT *:* on none; title:* and text:* depend on what the story keeps
+        return not negated or node.field is not None
+    assert isinstance(node, _Atom)
+    if negated:
+        return True
+    if node.field is None and len(node.units) == 1 and node.slop is None:
+        return node  # a word already is its own relaxation: no second pattern
+    words = dict.fromkeys(node.units)  # "a a b"~2 needs a twice in the story; once is the bound
+    return _relaxed_and([_Atom(None, (unit,), None, node.plain) for unit in words])
+
+
+def _relaxed_and(parts: Sequence[_Relaxed]) -> _Relaxed:
+    if any(part is False for part in parts):
+        return False
+    nodes = [part for part in parts if part is not True]
+    return _make_and(nodes) if nodes else True
+
+
+def _relaxed_or(parts: Sequence[_Relaxed]) -> _Relaxed:
+    if any(part is True for part in parts):
+        return True
+    nodes = [part for part in parts if part is not False]
+    return _make_or(nodes) if nodes else False
+
+
+# Elements whose content is not markup: a script or style holds no story text (only JSON-LD, read below,
+# does); a title's content is text, what looks like a tag in it included. The lookahead keeps custom
+# elements such as <style-guide>. Each ends at its closing tag, or at the end of the page, as an HTML parser
+# reads it.
+_RAW_TEXT_ELEMENT = re.compile(r"<(script|style|title)(?=[\s/>])([^<>]*)>", re.IGNORECASE)
+_CLOSING_TAG = {name: re.compile(f"</{name}", re.IGNORECASE) for name in ("script", "style", "title")}
+# A start or end tag, comment or declaration; "[^<>]" keeps the scan linear on pages with stray '<'.
+_TAG = re.compile(r"<[a-zA-Z/!?][^<>]*>")
+_META_TAG = re.compile(r"<meta\b[^<>]*>", re.IGNORECASE)
+#: The extractor takes a page with no '<' in its first this many characters for plain text: all of it is the
+#: story's text, markup included (Media Cloud's rule; ``topicmap.web.extract.PLAIN_TEXT_PROBE_CHARS``, which
+#: this module does not import: it loads trafilatura).
+_PLAIN_TEXT_PROBE_CHARS = 1000
+
+
+def _page_views(page: str) -> list[str]:
+    """Texts that together hold every word of any story extracted from ``page`` (title, description, text).
+
+    A word of the story is on the page as written unless the page spells it differently; the views undo
+    the ways it does, as the extractor reads the page:
+
+    - its text without tags, character references decoded (``caf&eacute;``, ``&#8217;``): once with a space
+      for each tag (words in separate elements), once joined (``Pre<b>sident</b>`` is "President");
+    - its <title>, its <meta> tags (og:title, description) decoded once and, as the description is, twice
+      (``&amp;eacute;`` is an é there), and every string of its JSON-LD (headline, description), as
+      written and decoded.
+
+    The invisible characters the extracted text drops (zero-width joiners, soft hyphens) are removed by
+    folding. Scripts, styles and the attributes of other tags, most of a news page's characters, are left
+    out: the views are a few tenths of the page, and folding them costs less than folding the page. A page
+    the extractor reads as plain text is its own view.
+    """
+    if "<" not in page[:_PLAIN_TEXT_PROBE_CHARS]:
+        return [page]
+    markup: list[str] = []
+    views: list[str] = []
+    position = 0
+    while (opening := _RAW_TEXT_ELEMENT.search(page, position)) is not None:
+        name = opening.group(1).lower()
+        closing = _CLOSING_TAG[name].search(page, opening.end())
+        end = closing.start() if closing is not None else len(page)
+        content = page[opening.end() : end]
+        if name == "title":
+            views.append(html.unescape(content))
+            markup.append(page[position:end])
+        else:
+            # the content goes, its tags stay: text on both sides of a script is still joined
+            markup.append(page[position : opening.end()])
+            if "ld+json" in opening.group(2).lower():
+                strings = "\n".join(_json_strings(content))
+                views.extend((strings, html.unescape(strings)) if "&" in strings else (strings,))
+        position = end
+    markup.append(page[position:])
+    without_scripts = "".join(markup)
+    texts = _TAG.split(without_scripts)
+    views.extend((html.unescape(" ".join(texts)), html.unescape("".join(texts))))
+    meta = html.unescape("\n".join(_META_TAG.findall(without_scripts)))
+    views.extend((meta, html.unescape(meta)) if "&" in meta else (meta,))
+    return views
+
+
+def _json_strings(text: str) -> list[str]:
+    """Every string value of a JSON document, or nothing if it is not valid JSON (then the extractor reads
+    nothing from it either)."""
+    try:
+        data = json.loads(text.strip(), strict=False)
+    except (ValueError, RecursionError):
+        return []
+    strings: list[str] = []
+    pending = [data]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            strings.append(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return strings
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1038,42 +1177,48 @@ class _Parser:
 # --------------------------------------------------------------------------------------------------
 
 
+def _required_literals(root: _Node) -> tuple[tuple[_Literal, ...], ...]:
+    """The clauses of literals every match of ``root`` contains, most selective first: a text lacking a long
+    literal is rejected after one substring test."""
+    clauses = {clause for clause in root.required_literals() if clause}
+    return tuple(
+        tuple(sorted(clause, key=lambda literal: (-len(literal[1]), literal)))
+        for clause in sorted(clauses, key=lambda c: (-_selectivity(c), sorted(c)))
+    )
+
+
+def _has_required_literals(required: Sequence[Sequence[_Literal]], fields: Sequence[_FieldText]) -> bool:
+    """Cheap necessary condition: each clause has a literal in one of the fields (substring tests)."""
+    for clause in required:
+        # An unaccented literal found in the folded view is in the plain view too: try the cheap one first.
+        if not any(
+            literal in text.folded or (plain and literal in text.view(True))
+            for text in fields
+            for plain, literal in clause
+        ):
+            return False
+    return True
+
+
 class TopicQuery:
     """A parsed topic query. Immutable; reuse one instance for many stories."""
 
-    __slots__ = ("source", "warnings", "_root", "_required", "_monotone")
+    __slots__ = ("source", "warnings", "_root", "_required", "_relaxed", "_relaxed_required")
 
     def __init__(self, source: str, root: _Node, warnings: Sequence[str]) -> None:
         self.source = source
         self.warnings: tuple[str, ...] = tuple(warnings)
         self._root = root
-        # Without NOT, a text that matches still matches with more of its letters lower-cased (query words
-        # are folded to lower case): a match on the page as written is a match on any lower-cased form of it.
-        self._monotone = not _has_negation(root)
-        clauses = {clause for clause in root.required_literals() if clause}
-        # Most selective first: a text lacking a long literal is rejected after one substring test.
-        self._required: tuple[tuple[_Literal, ...], ...] = tuple(
-            tuple(sorted(clause, key=lambda literal: (-len(literal[1]), literal)))
-            for clause in sorted(clauses, key=lambda c: (-_selectivity(c), sorted(c)))
-        )
+        self._required = _required_literals(root)
+        # The raw-page prefilter's query (``may_match``), built once.
+        self._relaxed = _relax(root)
+        self._relaxed_required = _required_literals(self._relaxed) if isinstance(self._relaxed, _Node) else ()
 
     def __str__(self) -> str:
         return self._root.render("top")
 
     def __repr__(self) -> str:
         return f"TopicQuery({self.source!r})"
-
-    def _passes_prefilter(self, fields: Sequence[_FieldText]) -> bool:
-        """Cheap necessary condition: substring tests for literals every match must contain."""
-        for clause in self._required:
-            # An unaccented literal found in the folded view is in the plain view too: try the cheap one first.
-            if not any(
-                literal in text.folded or (plain and literal in text.view(True))
-                for text in fields
-                for plain, literal in clause
-            ):
-                return False
-        return True
 
     def matches(self, text: str) -> bool:
         """Does the whole story text match? ``title:`` clauses match nothing here (there is no title)."""
@@ -1083,30 +1228,37 @@ class TopicQuery:
         return self._matches_text(_FieldText(_fold(value)))
 
     def _matches_text(self, text: _FieldText) -> bool:
-        if self._required and not self._passes_prefilter((text,)):
+        if not _has_required_literals(self._required, (text,)):
             return False
         return self._root.evaluate(_Story({"text": text}))
 
-    def may_match(self, text: str) -> bool:
-        """A cheap, permissive test for a whole raw page (the spider's potential match before extraction).
+    def may_match(self, text: str | bytes | None, *, urls: Iterable[str | None] = ()) -> bool:
+        """Could a story extracted from this raw page (fetched from ``urls``) match? The spider's cheap test
+        before extraction: False only when no story the page can give matches, so no relevant story is lost.
 
-        A query without NOT is first tried on the page as written: running text has its words in lower
-        case, so most relevant pages are accepted there without copying the page (lower-casing a 180 KB page
-        costs ~0.23 ms, the spider's main thread's largest cost outside extraction and storage). Then on the
-        page with only its ASCII letters lower-cased, accents kept (words typed without accents are looked up
-        as they are); the full folding of ``matches`` (NFKC, case folding, accents: ~4 ms of a 180 KB page)
-        runs only when that finds nothing. So every page ``matches`` accepts is accepted, and rarely one more
-        (``a AND NOT b`` with b written in capital accented or full-width letters): such a page is extracted
-        and then judged on its story, where the query is fully folded. (The page as written is never tried
-        with NOT: "said AND NOT obama" would accept a page that says OBAMA.)
+        The test is a relaxed form of the query (built once, see ``_relax``): a NOT clause is not decided (a
+        word the story lacks may be on its page: "recipe" in a navigation link), ``title:``/``text:`` look
+        anywhere, a phrase or proximity clause needs only its words. The page is first taken as written,
+        with the URLs (which are part of the story): most relevant pages have the query's words in lower
+        case somewhere, and are accepted without a copy of the page. Only then is the page read as the
+        extractor reads it (``_page_views``: character references decoded, tags that split words taken
+        out, the JSON-LD strings), fully folded as ``matches`` folds a story: a rejection there is sound.
         """
-        value = _coerce_text(text)
-        if value is None or value.isascii():
-            return self.matches(text)  # on ASCII, folding is lower-casing: one pass is enough
-        if self._monotone and self._matches_text(_FieldText(value, plain=value)):
+        value = _coerce_text(text) or ""
+        relaxed = self._relaxed
+        if isinstance(relaxed, bool):
+            return relaxed
+        url_fields = [_FieldText(_fold(url)) for url in dict.fromkeys(urls) if url]
+        if self._relaxed_matches([_FieldText(value, plain=value), *url_fields]):
             return True
-        lowered = _lower_ascii(value)
-        return self._matches_text(_FieldText(lowered, plain=lowered)) or self.matches(value)
+        views = [_FieldText(_fold(view)) for view in _page_views(value) if view]
+        return self._relaxed_matches([*views, *url_fields])
+
+    def _relaxed_matches(self, fields: Sequence[_FieldText]) -> bool:
+        assert isinstance(self._relaxed, _Node)
+        if not _has_required_literals(self._relaxed_required, fields):
+            return False
+        return self._relaxed.evaluate(_Story({str(index): text for index, text in enumerate(fields)}))
 
     def matches_story(
         self,
@@ -1127,7 +1279,7 @@ class TopicQuery:
             value = _coerce_text(values[name])
             if value is not None:
                 by_name[name] = _FieldText(_fold(value))
-        if self._required and not self._passes_prefilter(tuple(by_name.values())):
+        if not _has_required_literals(self._required, tuple(by_name.values())):
             return False
         return self._root.evaluate(_Story(by_name))
 

@@ -1,4 +1,9 @@
-"""Seeds: the topic query run over the archive month by month, plus the topic's seed URL lists."""
+"""Seeds: the topic query run over the archive month by month, plus the topic's seed URL lists.
+
+An archive story is a seed because the query matches it: it joins the topic at iteration 0. A seed list's URLs
+are fetched by the spider at iteration 0; each row carries its list's ``assume_match``: true (the default)
+and the story joins the topic whatever its text, false and it is judged by the query like any page found.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from pathlib import Path
 
 from topicmap.archive.drops import ArchiveFileError, RowError, read_csv_rows, url_problem
 from topicmap.store.topic_store import TopicStore
-from topicmap.topics.declarations import TopicConfig
+from topicmap.topics.declarations import DEFAULT_SEED_ASSUME_MATCH, TopicConfig
 
 ARCHIVE_SOURCE = "archive query"
 
@@ -71,10 +76,13 @@ def select_archive_seeds(
     return selection
 
 
-def read_seed_url_csv(path: Path) -> tuple[list[dict], list[RowError]]:
+def read_seed_url_csv(
+    path: Path, assume_match: bool = DEFAULT_SEED_ASSUME_MATCH
+) -> tuple[list[dict], list[RowError]]:
     """A seed URL list: a UTF-8 CSV with a ``url`` column (other columns ignored), read like a CSV drop
     (fields of any length, exact lines, invalid UTF-8 rejected). Bad rows are reported; a URL longer than
-    the store's 1024 characters is one of them, never cut (it would be another URL)."""
+    the store's 1024 characters is one of them, never cut (it would be another URL). Each row carries the
+    list's ``assume_match``."""
     if not path.is_file():
         return [], [RowError(str(path), 0, "seed URL file not found")]
     rows, errors = [], []
@@ -88,7 +96,7 @@ def read_seed_url_csv(path: Path) -> tuple[list[dict], list[RowError]]:
             if problem:
                 errors.append(RowError(str(path), item.line, problem, item.end_line))
                 continue
-            rows.append({"url": url, "source": f"csv:{path.name}"})
+            rows.append({"url": url, "source": f"csv:{path.name}", "assume_match": assume_match})
     except ArchiveFileError as exc:  # no url column, or a CSV syntax error: the rows before it still count
         errors.append(RowError(str(path), 0, str(exc)))
     return rows, errors
@@ -97,12 +105,22 @@ def read_seed_url_csv(path: Path) -> tuple[list[dict], list[RowError]]:
 def select_seeds(
     store: TopicStore, topic: TopicConfig, progress: Callable[[str], None] | None = None
 ) -> SeedSelection:
+    """The archive's matches, then the rows of each seed URL list. A URL is a seed once (the store keeps one
+    row per topic and URL): an archive match stays one, and a URL in several lists is taken as relevant if
+    one of them says so."""
     selection = select_archive_seeds(store, topic, progress)
-    for path in topic.seed_urls:
-        rows, errors = read_seed_url_csv(path)
-        selection.rows.extend(rows)
+    by_url = {row["url"]: row for row in selection.rows}
+    for seed_list in topic.seed_urls:
+        rows, errors = read_seed_url_csv(seed_list.path, seed_list.assume_match)
+        for row in rows:
+            earlier = by_url.get(row["url"])
+            if earlier is None:
+                by_url[row["url"]] = row
+                selection.rows.append(row)
+            elif earlier.get("stories_id") is None and row["assume_match"]:
+                earlier["assume_match"] = True
         selection.csv_errors.extend(errors)
-        selection.per_month[f"csv:{path.name}"] += len(rows)
+        selection.per_month[f"csv:{seed_list.path.name}"] += len(rows)
     if len(selection.rows) > topic.max_stories:
         raise TooManySeedsError(
             f"topic {topic.name!r}: {len(selection.rows)} seeds exceed max_stories={topic.max_stories}"
