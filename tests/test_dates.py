@@ -1,4 +1,4 @@
-"""topicmap.dates.guess_date: date_guesser's order (undateable URLs, markup, URL, visible bylines), the page's
+"""topicmap.web.dates.guess_date: date_guesser's order (undateable URLs, markup, URL, visible bylines), the page's
 own day kept, and how each date was found."""
 
 from __future__ import annotations
@@ -9,19 +9,15 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from tests.date_cases import DATE_GUESSER_CASES, DateCase
 from tests.shared_data import NEWS_HTML
-from topicmap import dates as public_dates
-from topicmap.web.dates import DateGuess, guess_date, undateable_reason, url_day
+from topicmap.web.dates import DateGuess, UrlDate, guess_date, undateable_reason, url_date
 
 PROSE = "<p>The council met on Tuesday to debate the transit plan, officials said after the meeting.</p>" * 4
 
 
 def page(head: str = "", body: str = "") -> str:
     return f"<html><head>{head}</head><body><article>{body}{PROSE}</article></body></html>"
-
-
-def test_public_path_is_the_same_function() -> None:
-    assert public_dates.guess_date is guess_date
 
 
 @pytest.mark.parametrize(
@@ -81,6 +77,67 @@ def test_url_date_alone_and_over_disagreeing_markup() -> None:
     assert guess_date(agreeing, "https://www.example.com/2019/11/18/story.html").method.startswith("meta")
 
 
+@pytest.mark.parametrize("case", DATE_GUESSER_CASES, ids=lambda case: case.name)
+def test_media_clouds_date_guesser_cases(case: DateCase) -> None:
+    result = guess_date(case.html, case.url)
+    assert result.day == case.expected, result
+    # a day-less date says so: its 15th is not a known day
+    assert ("month" in (result.method or "")) == case.month_only, result.method
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://www.example.com/world/2013/jan/05/slug", UrlDate(date(2013, 1, 5), False, "2013/jan/05")),
+        ("https://www.example.com/news/12/17/2013/slug", UrlDate(date(2013, 12, 17), False, "12/17/2013")),
+        ("https://www.example.com/story-2020-04-13-slug", UrlDate(date(2020, 4, 13), False, "2020-04-13")),
+        ("https://www.example.com/2014/September/slug", UrlDate(date(2014, 9, 15), True, "2014/September")),
+        ("https://www.example.com/archive/sep-2013", UrlDate(date(2013, 9, 15), True, "sep-2013")),
+        # impossible dates are refused, and their digits are not read again as a month
+        ("https://www.example.com/2015/26/26/slug", None),
+        ("https://www.example.com/2015/02/30/slug", None),
+        ("https://www.example.com/17/12/2013/slug", None),  # day first: month 17
+        # a month in a slug or a page number is no date
+        ("https://www.example.com/trump-may-2020-run", None),
+        ("https://www.example.com/page/2/2015", None),
+        ("https://www.example.com/2016/election-results", None),
+    ],
+)
+def test_url_date_forms(url: str, expected: UrlDate | None) -> None:
+    assert url_date(url) == expected
+
+
+def test_a_url_month_takes_the_pages_day_only_within_that_month() -> None:
+    url = "https://www.example.com/2019/11/politics/story.html"
+    same_month = page('<meta property="article:published_time" content="2019-11-18T19:05:00-05:00">')
+    result = guess_date(same_month, url)
+    assert (result.day, result.method) == (date(2019, 11, 18), "meta article:published_time")
+    other_month = page('<meta property="article:published_time" content="2021-06-01T10:00:00Z">')
+    result = guess_date(other_month, url)
+    assert result == DateGuess(datetime(2019, 11, 15, tzinfo=UTC), "url (month; markup disagrees)")
+    byline = page(body='<p class="byline">By A. Writer, <span class="date">November 4, 2019</span></p>')
+    assert guess_date(byline, url).day == date(2019, 11, 4)
+    assert guess_date(page(), url) == DateGuess(datetime(2019, 11, 15, tzinfo=UTC), "url (month)")
+
+
+def test_a_month_only_date_is_never_in_the_future() -> None:
+    today = datetime.now(UTC).date()
+    result = guess_date(page(), f"https://www.example.com/{today:%Y/%m}/story.html")
+    assert result.method == "url (month)"
+    assert result.day == min(today, today.replace(day=15))
+
+
+def test_an_impossible_time_datetime_is_read_from_its_text() -> None:
+    timed = page(
+        body='<time datetime="2015-26-26T04:03:40Z" pubdate>Thursday, Mar. 26 2015, 12:26 AM EDT</time>'
+    )
+    result = guess_date(timed, "https://www.example.com/opinion/story.html")
+    assert result.method == "time pubdate text"
+    assert result.date == datetime(2015, 3, 26, 4, 26, tzinfo=UTC)  # 00:26 EDT
+    valid = page(body='<time datetime="2015-03-25T22:00:00-04:00" pubdate>Wednesday night</time>')
+    assert guess_date(valid, "https://www.example.com/opinion/story.html").method == "time pubdate"
+
+
 def test_visible_byline_is_found_by_the_page_search() -> None:
     byline = page(body='<p class="byline">By A. Writer, <span class="date">March 4, 2019</span></p>')
     result = guess_date(byline, "https://www.example.com/news/story")
@@ -100,7 +157,7 @@ def test_dates_before_2008_or_in_the_future_are_refused() -> None:
     future = (datetime.now(UTC) + timedelta(days=5)).isoformat()
     ahead = page(f'<meta property="article:published_time" content="{future}">')
     assert guess_date(ahead, "https://www.example.com/news/story").date is None
-    assert url_day("https://www.example.com/2013/02/29/x") is None  # not a date
+    assert url_date("https://www.example.com/2013/02/29/x") is None  # not a date
 
 
 def test_without_a_url_the_page_alone_is_judged() -> None:

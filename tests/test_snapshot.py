@@ -52,6 +52,7 @@ import pytest
 from topicmap.snapshots.compute import (
     MEDIA_CSV_COLUMNS,
     STORY_CSV_COLUMNS,
+    STORY_DATE_COLUMNS,
     Timespan,
     build_timespans,
     compute_snapshot,
@@ -396,7 +397,7 @@ def test_weeks(result):
 
 def test_timespans_count_the_publishers_calendar_day():
     """203 is Monday Jan 26, 00:00 UTC; published at 19:00-05:00 it is Sunday Jan 25 where it appeared: its week is
-    the one of Jan 19. The exported publish_date stays UTC."""
+    the one of Jan 19. The exports carry both (test_exports_carry_the_utc_instant_and_the_publishers_day)."""
     stories = stories_frame()
     stories["publish_utc_offset"] = [None] * len(stories)
     stories.loc[stories["stories_id"] == 203, "publish_utc_offset"] = -300
@@ -683,7 +684,9 @@ def test_files_are_byte_identical_on_rewrite_and_read_back(result, tmp_path):
     slc = pd.read_parquet(
         tmp_path / "one" / "overall" / "story_link_counts.parquet", dtype_backend="numpy_nullable"
     )
-    assert rows(slc) == rows(result["overall"].story_link_counts)
+    counts = result["overall"].story_link_counts
+    assert rows(slc, list(counts.columns)) == rows(counts)
+    assert list(slc.columns) == [*counts.columns, *STORY_DATE_COLUMNS]
     spans = pd.read_parquet(tmp_path / "one" / "timespans.parquet")
     assert spans["key"].tolist() == [t.key for t in topic_timespans()]
     assert spans.loc[spans["key"] == "overall", "story_count"].item() == 11
@@ -700,12 +703,14 @@ def test_csv_lists_use_media_cloud_column_names(result, tmp_path):
     # 201: 2 media inlinks, 3 inlinks; 101 and 302: 2 and 2; 102: 1 and 1
     assert stories["stories_id"].tolist()[:4] == [201, 101, 302, 102]
     first = stories.iloc[0]
-    assert (first["publish_date"], first["title"], first["media_name"]) == (
-        "2026-01-13 12:00:00",
+    assert tuple(first[["publish_date_utc", "publish_day_local", "title", "media_name"]]) == (
+        "2026-01-13T12:00:00Z",
+        "2026-01-13",
         "Story 201",
         "Beta Daily",
     )
-    assert pd.isna(stories.loc[stories["stories_id"] == 402, "publish_date"].item())  # undated: empty field
+    undated = stories.loc[stories["stories_id"] == 402, list(STORY_DATE_COLUMNS)]
+    assert undated.isna().all(axis=None)  # empty fields
     assert media["media_id"].tolist() == [B, A, C, D, E]  # 3, 2, 2 (inlinks 3 > 2), 1, 0 media inlinks
     assert pd.isna(media.loc[media["media_id"] == C, "facebook_share_count"].item())
     assert (folder / "story_links.csv").read_text().splitlines()[:2] == [
@@ -713,6 +718,24 @@ def test_csv_lists_use_media_cloud_column_names(result, tmp_path):
         "101,201",
     ]
     assert {p.name for p in written["snapshot"]} == {"timespans.parquet", "timespans.csv", "manifest.json"}
+
+
+def test_exports_carry_the_utc_instant_and_the_publishers_day(tmp_path):
+    """203 was published on Sunday Jan 25 at 19:00-05:00, which is Monday Jan 26 00:00 UTC: the exports say
+    both, each named for what it is, in the CSV and in the Parquet."""
+    stories = stories_frame()
+    stories["publish_utc_offset"] = [None] * len(stories)
+    stories.loc[stories["stories_id"] == 203, "publish_utc_offset"] = -300
+    shifted = compute_snapshot(stories, media_frame(), links_frame(), topic_timespans())
+    write_snapshot_files(shifted, tmp_path)
+    folder = tmp_path / "weekly_2026-01-19"  # the timespan of the publisher's day
+    listed = pd.read_csv(folder / "stories.csv", dtype=str).set_index("stories_id")
+    assert tuple(listed.loc["203", list(STORY_DATE_COLUMNS)]) == ("2026-01-26T00:00:00Z", "2026-01-25")
+    # no offset known: the UTC day, as the timespans count it
+    assert tuple(listed.loc["102", list(STORY_DATE_COLUMNS)]) == ("2026-01-20T09:00:00Z", "2026-01-20")
+    table = pd.read_parquet(folder / "story_link_counts.parquet").set_index("stories_id")
+    assert table.loc[203, "publish_date_utc"] == pd.Timestamp("2026-01-26 00:00", tz="UTC")
+    assert table.loc[203, "publish_day_local"] == date(2026, 1, 25)
 
 
 def test_parquet_only_when_csv_is_off(result, tmp_path):

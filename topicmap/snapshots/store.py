@@ -65,8 +65,9 @@ from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, topicmap_home, utc
 
 #: Bumped whenever this code would write different files from the same inputs: part of every snapshot key.
-# 2: no files for empty timespans, delta-encoded Parquet integers; 3: timespans by the publisher's calendar day
-SNAPSHOT_CODE_VERSION = 3
+# 2: no files for empty timespans, delta-encoded Parquet integers; 3: timespans by the publisher's calendar day;
+# 4: story exports name their dates (publish_date_utc with its zone, publish_day_local) instead of publish_date
+SNAPSHOT_CODE_VERSION = 4
 MANIFEST_NAME = "manifest.json"
 PROVENANCE_NAME = "provenance.json"
 GEXF_NAME = "link_map.gexf"
@@ -138,7 +139,9 @@ class SnapshotInputs:
     start_date: date  # inclusive
     end_date: date  # inclusive
     timespans: list[Timespan]
-    stories: pd.DataFrame  # stories_id, media_id (final medium), publish_date (UTC), url, title
+    # stories_id, media_id (final medium), publish_date (UTC), url, title, publish_utc_offset (the page's own
+    # offset in minutes, None if unknown: it gives the publisher's calendar day)
+    stories: pd.DataFrame
     media: pd.DataFrame  # media_id, name, url (final media only)
     links: pd.DataFrame  # stories_id, ref_stories_id (merged stories mapped to their survivors)
     story_stats: pd.DataFrame  # stories_id, facebook_share_count, bitly_clicks_3d, bitly_clicks_30d (Int64)
