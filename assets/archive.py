@@ -3,13 +3,15 @@
 import dagster as dg
 
 from assets.jobs import POOL_ARCHIVE
-from assets.metadata import table
+from assets.metadata import CODE_VERSIONS, OWNERS, table
 from resources.archive import ArchiveDropsResource
 from resources.store import TopicStoreResource
 
 
 @dg.asset(
     group_name="archive",
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["archive_stories"],
     kinds={"python", "sql"},
     tags={"topicmap/stage": "archive"},
     pool=POOL_ARCHIVE,

@@ -1,11 +1,16 @@
 """Clusters of a topic's stories: one-shot (``clusters``) and week by week with their mutations (``cluster_weeks``).
 
-``cluster_weeks`` is partitioned topic x week and depends on its own previous week (same topic): a week's run
-reads the streaming model the previous week left, updates it with the week's stories and stores the new state.
-A backfill over a range therefore runs the weeks in order, and re-materializing a week gives it a new data
-version (a digest of the state) whenever its state changed, which marks the later weeks stale.
+``cluster_weeks`` is partitioned topic x week. A run builds all its weeks in one pass, in date order, each from
+the state the week before left (a backfill over a range is one run per topic: ``BackfillPolicy.single_run()``);
+its first week starts from the nearest built week before it, or from its own fit when none is built. The chain
+of states lives in the week folders, not in Dagster's graph: a range run gives all its weeks one provenance, so
+Dagster's stale status could not follow a self-dependency through it. The asset check
+``later_weeks_follow_this_state`` reads each week's lineage instead, for topics of any length.
 """
 
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,34 +18,31 @@ import dagster as dg
 from pydantic import Field
 
 from assets.beta import beta_api
+from assets.conditions import CLUSTER_WEEKS_CONDITION
 from assets.jobs import POOL_ANALYSIS
-from assets.metadata import png_markdown
-from assets.partitions import topics_partitions, weeks_start_day
+from assets.metadata import CODE_VERSIONS, OWNERS, png_markdown
+from assets.partitions import stored_topic_id, topics_partitions, weeks_end_day, weeks_start_day
 from resources.store import TopicStoreResource
 from topicmap.clusters.names import MIN_STORIES
 
 if TYPE_CHECKING:
     from topicmap.clusters.mutation import StreamConfig
+    from topicmap.clusters.store import TopicWeek
 
 CLUSTERS_GROUP = "clusters"
 CLUSTERS_TAGS = {"topicmap/stage": "clusters"}
-#: the first week of the weekly partitions (a Monday; see weeks_start_day); a topic's first week starts afresh
+#: a run over many weeks logs one line every this many weeks (each week's figures are on its materialization)
+LOG_EVERY_WEEKS = 26
+#: the first week of the weekly partitions (a Monday; see weeks_start_day)
 WEEKS_START = weeks_start_day().isoformat()
+#: the Monday after the last week (see weeks_end_day): no week past every declared topic's end
+WEEKS_END = weeks_end_day(date.fromisoformat(WEEKS_START))
 
-weeks_partitions = dg.WeeklyPartitionsDefinition(start_date=WEEKS_START, day_offset=1)
+weeks_partitions = dg.WeeklyPartitionsDefinition(
+    start_date=WEEKS_START, end_date=WEEKS_END and WEEKS_END.isoformat(), day_offset=1
+)
 topic_weeks_partitions = dg.MultiPartitionsDefinition({"topic": topics_partitions, "week": weeks_partitions})
 
-#: the same topic, the week before (none for the first week of the partitions); a beta class of Dagster
-PREVIOUS_WEEK = beta_api(
-    dg.MultiPartitionMapping,
-    {
-        "topic": dg.DimensionPartitionMapping("topic", dg.IdentityPartitionMapping()),
-        "week": dg.DimensionPartitionMapping(
-            "week",
-            dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=-1),
-        ),
-    },
-)
 #: a topic's week reads the topic's whole partition; a beta class of Dagster
 TOPIC_OF_WEEK = beta_api(dg.MultiToSingleDimensionPartitionMapping, "topic")
 
@@ -87,6 +89,8 @@ def _picture(path: Path, alt: str) -> dict[str, dg.MetadataValue]:
 
 @dg.asset(
     group_name=CLUSTERS_GROUP,
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["clusters"],
     kinds={"python", "scikit-learn"},
     tags=CLUSTERS_TAGS,
     pool=POOL_ANALYSIS,
@@ -104,8 +108,10 @@ def clusters(
 ) -> dg.MaterializeResult:
     from topicmap.clusters.store import build_topic_clusters  # scikit-learn loads with the run
 
+    topic_store = store.open()
+    stored_topic_id(topic_store, context.partition_key)  # an undeclared topic fails here, at once
     result = build_topic_clusters(
-        store.open(), context.partition_key, k_min=config.k_min, k_max=config.k_max, seed=config.seed
+        topic_store, context.partition_key, k_min=config.k_min, k_max=config.k_max, seed=config.seed
     )
     if result is None:
         context.log.info(f"fewer than {MIN_STORIES} stories: nothing to cluster")
@@ -134,58 +140,124 @@ def clusters(
     )
 
 
-@dg.asset(
+@beta_api(  # backfill_policy is a beta parameter of dg.asset
+    dg.asset,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    output_required=False,  # each week is materialized as it is built (see the function)
+    automation_condition=CLUSTER_WEEKS_CONDITION,  # new weeks and rebuilt stories (the cluster_weeks_automation sensor)
     group_name=CLUSTERS_GROUP,
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["cluster_weeks"],
     kinds={"python", "numpy"},
     tags=CLUSTERS_TAGS,
     pool=POOL_ANALYSIS,
     partitions_def=topic_weeks_partitions,
-    deps=[
-        dg.AssetDep("deduped_stories", partition_mapping=TOPIC_OF_WEEK),
-        dg.AssetDep("cluster_weeks", partition_mapping=PREVIOUS_WEEK),
-    ],
+    deps=[dg.AssetDep("deduped_stories", partition_mapping=TOPIC_OF_WEEK)],
     description=(
         "Streaming KMeans over a topic's weeks, exactly Spark MLlib's model (half-life in weeks, dying clusters "
-        "re-seeded by splitting the largest), carried from the previous week's partition. After each week's "
-        "update the last four weeks' stories are predicted again; stories that changed cluster are the mutation "
-        "edges. Writes `TOPICMAP_HOME/exports/clusters/{topic}/weeks/{monday}/` (state, stories, vectors, edges, "
-        "nodes, mutations.gexf and pictures). Build weeks in order: a backfill does."
+        "re-seeded by splitting the largest), carried from week to week. A run builds its weeks in order in one "
+        "pass (a backfill over a range is one run per topic); its first week starts from the nearest built week "
+        "before it, or from its own fit (metadata `started_from`). After each week's update the last four weeks' "
+        "stories are predicted again; stories that changed cluster are the mutation edges. Writes "
+        "`TOPICMAP_HOME/exports/clusters/{topic}/weeks/{monday}/` (state, lineage, stories, vectors, edges, "
+        "nodes; the run's last week also the mutation graph so far as GEXF and pictures)."
     ),
     check_specs=[
         dg.AssetCheckSpec(
             "later_weeks_follow_this_state",
             asset="cluster_weeks",
             description=(
-                "Every built week of the topic starts from the current state of the week before it. Fails, "
-                "naming them, when a week was built again differently and the weeks after it are stale."
+                "Every built week of the run's topics starts from the current state of the nearest built week "
+                "before it. Fails, naming them, when a week was built again differently (or an earlier week was "
+                "built after it) and the weeks after it are stale; a backfill from the first of them repairs them."
             ),
         )
     ],
 )
 def cluster_weeks(
     context: dg.AssetExecutionContext, config: ClusterWeeksConfig, store: TopicStoreResource
-) -> dg.MaterializeResult:
-    keys = context.partition_key.keys_by_dimension
-    topic, week = keys["topic"], keys["week"]
-    from topicmap.clusters.store import build_topic_week, stale_weeks
+) -> Iterator[dg.AssetMaterialization | dg.AssetCheckResult]:
+    from topicmap.clusters.store import build_topic_weeks, stale_weeks  # scikit-learn loads with the run
 
-    built = build_topic_week(store.open(), topic, week, config.stream_config())
+    # one key in a run of one week; a single-run backfill's range, possibly of several topics, otherwise
+    keys_by_topic: dict[str, dict[str, str]] = defaultdict(dict)
+    for key in context.partition_keys:
+        dimensions = topic_weeks_partitions.get_partition_key_from_str(key).keys_by_dimension
+        keys_by_topic[dimensions["topic"]][dimensions["week"]] = key
+    topic_store = store.open()
+    stale: dict[str, list[str]] = {}
+    for topic, keys in sorted(keys_by_topic.items()):
+        stored_topic_id(topic_store, topic)  # an undeclared topic fails here, at once
+        seconds: dict[str, float] = defaultdict(float)
+        for position, built in enumerate(
+            build_topic_weeks(topic_store, topic, list(keys), config.stream_config()), start=1
+        ):
+            for phase, spent in built.seconds.items():
+                seconds[phase] += spent
+            if position % LOG_EVERY_WEEKS == 1 or position == len(keys):
+                context.log.info(_week_line(built, position, len(keys)))
+            # each week is materialized as soon as its folder is in place, with its own figures: a run that
+            # stops half way leaves its built weeks materialized, and progress shows on the asset page as it goes
+            yield dg.AssetMaterialization(
+                asset_key=context.asset_key, partition=keys[built.week], metadata=_week_metadata(built)
+            )
+        context.log.info(
+            f"{topic}: {len(keys)} weeks built in {sum(seconds.values()):.1f} s: "
+            + ", ".join(
+                f"{phase} {spent:.1f} s" for phase, spent in sorted(seconds.items(), key=lambda i: -i[1])
+            )
+        )
+        stale_now = stale_weeks(topic)
+        if stale_now:
+            stale[topic] = stale_now
+            context.log.warning(
+                f"{topic}: weeks built from an older state of the week before: {', '.join(stale_now)}"
+            )
+    yield dg.AssetCheckResult(
+        check_name="later_weeks_follow_this_state",
+        passed=not stale,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "stale_weeks": dg.MetadataValue.json(stale),
+            "rebuild_from": dg.MetadataValue.json({topic: weeks[0] for topic, weeks in stale.items()}),
+        },
+        description=(
+            "; ".join(
+                f"{topic}: {len(weeks)} weeks are stale, rebuild {weeks[0]} to {weeks[-1]} (one backfill over the "
+                "range)"
+                for topic, weeks in stale.items()
+            )
+            or "every built week follows from the week before"
+        ),
+    )
+
+
+def _week_line(built: "TopicWeek", position: int, weeks: int) -> str:
+    """A week in the run's log (every LOG_EVERY_WEEKS weeks: a log line is an event stored like a
+    materialization, and one a week doubled Dagster's time over a long topic)."""
+    state = built.step.state
+    model = "not started" if state.model is None else f"k={state.model.k}"
+    return (
+        f"{built.week} (week {position} of {weeks}): {len(built.step.stories)} stories, model {model}, "
+        f"{len(built.step.edges)} mutation edges; state {built.fingerprint} from "
+        f"{built.started_from or 'its own fit'}"
+    )
+
+
+def _week_metadata(built: "TopicWeek") -> dict[str, object]:
     step, state = built.step, built.step.state
     edges = step.edges
-    context.log.info(
-        f"{topic} {week}: {len(step.stories)} stories, model "
-        f"{'not started' if state.model is None else f'k={state.model.k}'}, {int(edges.stories.sum()) if len(edges) else 0} "
-        f"stories moved along {len(edges)} edges; state {built.fingerprint} from {built.previous_fingerprint or 'nothing'}"
-    )
     metadata: dict[str, object] = {
         "dagster/row_count": len(step.stories),
         "batches_so_far": state.batches,
         "started_fresh": built.started_fresh,
+        "started_from": built.started_from or "its own fit (no earlier week built)",
         "previous_state": built.previous_fingerprint or "",
         "state": built.fingerprint,
         "mutation_edges": len(edges),
         "stories_moved": int(edges.stories.sum()) if len(edges) else 0,
         "folder": dg.MetadataValue.path(str(built.folder)),
+        "seconds": dg.MetadataValue.json({phase: round(spent, 3) for phase, spent in built.seconds.items()}),
     }
     if state.choice is not None:
         metadata |= {"k": state.choice.k, "k_method": state.choice.method, "k_reason": state.choice.reason}
@@ -200,28 +272,7 @@ def cluster_weeks(
         metadata["clusters"] = _table_markdown(
             ["cluster", "stories", "last 4 weeks", "top terms", "titles nearest the centre"], rows
         )
-    metadata |= _picture(built.folder / "stream.png", "streaming clusters week by week")
-    metadata |= _picture(built.folder / "mutations.png", "story mutation graph")
-    metadata |= _picture(built.folder / "sse_curve.png", "SSE curve of the first week")
-    stale = stale_weeks(topic)
-    if stale:
-        context.log.warning(
-            f"{topic}: weeks built from an older state of the week before: {', '.join(stale)}"
-        )
-    check = dg.AssetCheckResult(
-        check_name="later_weeks_follow_this_state",
-        passed=not stale,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={
-            "stale_weeks": dg.MetadataValue.json(stale),
-            "rebuild_from": stale[0] if stale else "",
-        },
-        description=(
-            f"{len(stale)} later weeks are stale: re-materialize {stale[0]} to {stale[-1]} in order (a backfill)"
-            if stale
-            else "every built week follows from the week before"
-        ),
-    )
-    return dg.MaterializeResult(
-        metadata=metadata, data_version=dg.DataVersion(built.fingerprint), check_results=[check]
-    )
+    alt = {"stream": "streaming clusters week by week", "mutations": "story mutation graph"}
+    for picture in built.pictures:
+        metadata |= _picture(picture, alt.get(picture.stem, "SSE curve of the first week"))
+    return metadata

@@ -1,4 +1,4 @@
-"""Common Crawl into the story archive: the outlet queue (seed 003) and CC-NEWS by day.
+"""Common Crawl into the story archive: the outlet queue and CC-NEWS by day.
 
 The rules live in topicmap.archive.commoncrawl (index client, Range fetcher), topicmap.archive.cc_queue
 (queue and workers) and topicmap.archive.ccnews (CC-NEWS days); these assets call them and report metadata.
@@ -13,7 +13,8 @@ from typing import Any
 import dagster as dg
 
 from assets.beta import beta_api
-from assets.metadata import counts_markdown, table
+from assets.freshness import CCNEWS_FRESHNESS
+from assets.metadata import CODE_VERSIONS, OWNERS, counts_markdown, table
 from resources.commoncrawl import CommonCrawlResource
 from resources.store import TopicStoreResource
 from topicmap.archive.cc_settings import CCNEWS_START
@@ -28,7 +29,10 @@ ccnews_days = dg.DailyPartitionsDefinition(
 
 @dg.asset(
     group_name=ARCHIVE_GROUP,
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["cc_outlet_queue"],
     kinds={"python", "sql"},
+    pool="commoncrawl",  # the queue's writes share the Common Crawl loaders' slots
     description=(
         "The Common Crawl outlet queue (cc_outlet_queue): one row per configured outlet and crawl, with its "
         "state, claim and load times, captures found, stories stored and error. Adding outlets is idempotent; "
@@ -75,6 +79,8 @@ _QUEUE_COLUMNS = [
 
 @dg.asset(
     group_name=ARCHIVE_GROUP,
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["cc_outlet_stories"],
     kinds={"python", "sql"},
     deps=[cc_outlet_queue],
     pool="commoncrawl",
@@ -166,6 +172,9 @@ def cc_outlets_without_error(store: TopicStoreResource) -> dg.AssetCheckResult:
 @beta_api(  # backfill_policy is a beta parameter of dg.asset
     dg.asset,
     group_name=ARCHIVE_GROUP,
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["ccnews_stories"],
+    freshness_policy=CCNEWS_FRESHNESS,
     kinds={"python", "sql"},
     partitions_def=ccnews_days,
     backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=1),

@@ -5,8 +5,8 @@ from collections import Counter
 import dagster as dg
 
 from assets.jobs import POOL_ANALYSIS
-from assets.metadata import counts_markdown, table
-from assets.partitions import topics_partitions
+from assets.metadata import CODE_VERSIONS, OWNERS, counts_markdown, table
+from assets.partitions import stored_topic_id, topics_partitions
 from resources.dedup import MediaDupsResource
 from resources.store import TopicStoreResource
 
@@ -31,6 +31,8 @@ def _merge_metadata(report, topic_store, topics_id: int) -> dict:  # noqa: ANN00
 
 @dg.asset(
     group_name=DEDUP_GROUP,
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["deduped_media"],
     kinds={"python", "sql"},
     tags=DEDUP_TAGS,
     pool=POOL_ANALYSIS,
@@ -54,7 +56,7 @@ def deduped_media(
     )
 
     topic_store = store.open()
-    topics_id = topic_store.topic_row(context.partition_key)["topics_id"]
+    topics_id = stored_topic_id(topic_store, context.partition_key)
     declared = 0
     path = media_dups.file()
     # The list's content is part of this asset's data version: a run with another list is another result
@@ -84,6 +86,8 @@ def deduped_media(
 
 @dg.asset(
     group_name=DEDUP_GROUP,
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["deduped_stories"],
     kinds={"python", "sql"},
     tags=DEDUP_TAGS,
     pool=POOL_ANALYSIS,
@@ -98,7 +102,7 @@ def deduped_stories(context: dg.AssetExecutionContext, store: TopicStoreResource
     from topicmap.dedup.store import merge_duplicate_stories
 
     topic_store = store.open()
-    topics_id = topic_store.topic_row(context.partition_key)["topics_id"]
+    topics_id = stored_topic_id(topic_store, context.partition_key)
     report = merge_duplicate_stories(topic_store, topics_id)
     context.log.info(f"{len(report.merges)} duplicate stories merged: {dict(report.reasons)}")
     return dg.MaterializeResult(metadata=_merge_metadata(report, topic_store, topics_id))
@@ -106,6 +110,8 @@ def deduped_stories(context: dg.AssetExecutionContext, store: TopicStoreResource
 
 @dg.asset(
     group_name=DEDUP_GROUP,
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["near_duplicates"],
     kinds={"python", "sql"},
     tags=DEDUP_TAGS,
     pool=POOL_ANALYSIS,
@@ -121,7 +127,7 @@ def near_duplicates(context: dg.AssetExecutionContext, store: TopicStoreResource
     from topicmap.dedup.store import find_near_duplicates
 
     topic_store = store.open()
-    topics_id = topic_store.topic_row(context.partition_key)["topics_id"]
+    topics_id = stored_topic_id(topic_store, context.partition_key)
     report = find_near_duplicates(topic_store, topics_id)
     sizes = {str(k): v for k, v in sorted(Counter(g["size"] for g in report.groups).items())}
     context.log.info(f"{len(report.groups)} near-duplicate groups among {report.stories} stories")

@@ -9,7 +9,14 @@ Concurrency (see deploy/dagster.yaml and the README's Dagster section) is keyed 
 * run tag ``topicmap/api=bitly`` / ``topicmap/api=facebook`` on runs that call those APIs: a cap per API;
 * op pools ``spider``, ``social_api``, ``archive``, ``analysis`` (dedup, clusters, snapshots): one kind of work never
   takes every slot from another.
+
+``run_tags`` is the one place that decides a run's tags from what it materializes. The named jobs, the sensors,
+`make demo` and `topicmap topic run` use it, and so does the run coordinator (orchestration/coordinator.py) for
+every run it queues, so a run launched from the UI (a materialization or backfill of any asset) is limited like the
+sensors' runs.
 """
+
+from collections.abc import Collection
 
 import dagster as dg
 
@@ -29,9 +36,11 @@ POOL_ARCHIVE = "archive"
 POOL_ANALYSIS = "analysis"
 
 SPIDER_ASSETS = ["fetched_links", "relevant_stories", "topic_links"]
-#: what runs once a topic has no pending link left: dedup, Facebook statistics, the WARC export, clusters, snapshot
+#: what runs once a topic has no pending link left: dedup, media tags, Facebook statistics, the WARC export, clusters,
+#: snapshot
 POST_SPIDER_ASSETS = [
     "deduped_media",
+    "media_tags",
     "deduped_stories",
     "near_duplicates",
     "story_statistics",
@@ -39,6 +48,33 @@ POST_SPIDER_ASSETS = [
     "clusters",
     "snapshots",
 ]
+#: the external API each asset calls (run tag API_TAG)
+API_OF_ASSET = {"click_totals": "bitly", "story_statistics": "facebook"}
+
+
+def run_tags(asset_names: Collection[str], topic: str | None = None) -> dict[str, str]:
+    """The project's tags for a run that materializes ``asset_names`` (for ``topic``'s partition, if it is one).
+
+    The tag concurrency limits of the run queue (deploy/dagster.yaml) are keyed on these: a run of the spider's
+    assets for a topic counts against that topic's one spider slot, a run calling Bit.ly or Facebook against the
+    API's cap, whoever launched it."""
+    selected = set(asset_names)
+    tags: dict[str, str] = {}
+    if topic:
+        tags[TOPIC_TAG] = topic
+    if selected & set(SPIDER_ASSETS):
+        tags[STAGE_TAG] = "spider"
+        if topic:
+            tags[SPIDER_TOPIC_TAG] = topic
+    elif selected & set(POST_SPIDER_ASSETS):
+        tags[STAGE_TAG] = "post-spider"
+    # Assets of different APIs have different partitions (publication days, topics), so one run calls one API;
+    # should a run ever call both, it is limited under the pair's own value.
+    apis = sorted({API_OF_ASSET[name] for name in selected if name in API_OF_ASSET})
+    if apis:
+        tags[API_TAG] = "+".join(apis)
+    return tags
+
 
 archive_job = dg.define_asset_job(
     "archive_job",
@@ -73,7 +109,7 @@ post_spider_job = dg.define_asset_job(
         "near-duplicates grouped, Facebook statistics (skipped when not configured), the WARC export, clusters "
         "and a snapshot. Requested by the `spider_iterations` sensor once no pending link is left."
     ),
-    tags={API_TAG: "facebook"},
+    tags=run_tags(POST_SPIDER_ASSETS),
 )
 
 click_totals_job = dg.define_asset_job(
@@ -84,7 +120,7 @@ click_totals_job = dg.define_asset_job(
         "(daily partitions; a backfill runs up to 31 days per run). Requested by the click refetch sensors and "
         "the daily catch-up."
     ),
-    tags={API_TAG: "bitly"},
+    tags=run_tags(["click_totals"]),
 )
 
 snapshot_job = dg.define_asset_job(
@@ -117,8 +153,8 @@ ALL_JOBS = [
 
 
 def topic_run_tags(topic: str, iteration: int | None, stage: str) -> dict[str, str]:
-    """Tags of a topic's spider or post-spider run; spider runs also carry the per-topic concurrency tag."""
-    tags = {TOPIC_TAG: topic, "topicmap/iteration": str(iteration), STAGE_TAG: stage}
-    if stage == "spider":
-        tags[SPIDER_TOPIC_TAG] = topic
-    return tags
+    """Tags of a topic's spider or post-spider run (``stage``), with the spider iteration it belongs to."""
+    if stage not in ("spider", "post-spider"):
+        raise ValueError(f"stage must be 'spider' or 'post-spider', got {stage!r}")
+    assets = SPIDER_ASSETS if stage == "spider" else POST_SPIDER_ASSETS
+    return {**run_tags(assets, topic), "topicmap/iteration": str(iteration)}

@@ -1,12 +1,59 @@
-"""Small helpers that turn domain results into Dagster metadata (tables, markdown, counts)."""
+"""What every asset declares about itself (owners, code version), and small helpers that turn domain results into
+Dagster metadata (tables, markdown, counts)."""
 
 import base64
 import io
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+
+OWNERS_ENV = "TOPICMAP_ASSET_OWNERS"
+#: the owner every asset shows until a deployment names its own (a placeholder team, not a real address)
+DEFAULT_OWNER = "team:topicmap"
+
+
+def asset_owners(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Who answers for the assets, shown and filterable in the UI's catalog: ``TOPICMAP_ASSET_OWNERS`` (comma
+    separated, each ``team:<name>`` or an email address, as Dagster accepts them), else ``team:topicmap``."""
+    setting = (os.environ if environ is None else environ).get(OWNERS_ENV) or ""
+    owners = [owner.strip() for owner in setting.split(",") if owner.strip()] or [DEFAULT_OWNER]
+    for owner in owners:
+        if not (owner.startswith("team:") and len(owner) > len("team:")) and "@" not in owner:
+            raise ValueError(f"{OWNERS_ENV}: {owner!r} is neither 'team:<name>' nor an email address")
+    return owners
+
+
+OWNERS = asset_owners()
+
+#: Each asset's code version, shown on its page. BUMP AN ASSET'S VERSION HERE WHEN ITS LOGIC CHANGES (what it
+#: computes or writes, including the topicmap code it calls; not a refactor that gives the same result): Dagster
+#: then shows its materializations, and those downstream of it, as stale because the code changed, until they are
+#: materialized again. tests/test_asset_checks.py holds every asset of the code location to an entry here.
+CODE_VERSIONS: dict[str, str] = {
+    "archive_stories": "1",
+    "cc_outlet_queue": "1",
+    "cc_outlet_stories": "1",
+    "ccnews_stories": "1",
+    "seeds": "1",
+    "fetched_links": "1",
+    "relevant_stories": "1",
+    "topic_links": "1",
+    "deduped_media": "1",
+    "deduped_stories": "1",
+    "near_duplicates": "1",
+    # 2: merged stories' URLs count towards their survivor; a stored figure never goes down
+    "click_totals": "2",
+    "story_statistics": "1",
+    "clusters": "1",
+    "cluster_weeks": "1",
+    "media_tags": "1",
+    # 2: foci, top words, stories per day, top media and stories, attention charts, maps coloured by tags
+    "snapshots": "2",
+    "story_warc_archive": "1",
+}
 
 
 def table(

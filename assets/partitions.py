@@ -1,11 +1,20 @@
 """Partitions shared by the asset groups, and where the publication-day and weekly partitions start."""
 
 import os
+from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import yaml
+
+from topicmap.store.names import StoreError
+
+if TYPE_CHECKING:
+    from resources.topics import TopicsFileResource
+    from topicmap.store.topic_store import TopicStore
+    from topicmap.topics.declarations import TopicConfig
 
 #: One partition per declared topic, kept in step with topics.yaml by the topic registry sensor.
 topics_partitions = dg.DynamicPartitionsDefinition(name="topics")
@@ -17,22 +26,43 @@ RECENT_DAYS = 90
 EARLIEST_CLICKS_DAY = date(2008, 1, 1)
 
 
-def earliest_topic_start(path: str | Path) -> date | None:
-    """The earliest ``start_date`` in a topics file, or None (no file, no dated topic). Read with plain YAML: a
-    broken topic is the topic registry's to report, here it is only left out."""
+def _declared_topics(path: str | Path) -> list[dict]:
+    """The topic mappings of a topics file (none without a readable file). Read with plain YAML: a broken topic
+    is the topic registry's to report, here it is only left out."""
     try:
         loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
-        return None
+        return []
     declared = loaded.get("topics") if isinstance(loaded, dict) else None
-    starts = []
-    for topic in declared if isinstance(declared, list) else []:
-        value = topic.get("start_date") if isinstance(topic, dict) else None
-        try:
-            starts.append(value if isinstance(value, date) else date.fromisoformat(str(value)))
-        except ValueError:
-            continue
+    return [topic for topic in declared if isinstance(topic, dict)] if isinstance(declared, list) else []
+
+
+def _dates(topic: dict, *fields: str) -> tuple[date, ...] | None:
+    """The topic's ``fields`` as days, or None if one is missing or not a day."""
+    try:
+        return tuple(
+            value if isinstance(value, date) else date.fromisoformat(str(value))
+            for value in (topic.get(name) for name in fields)
+        )
+    except ValueError:
+        return None
+
+
+def earliest_topic_start(path: str | Path) -> date | None:
+    """The earliest ``start_date`` in a topics file, or None (no file, no dated topic)."""
+    starts = [found[0] for topic in _declared_topics(path) if (found := _dates(topic, "start_date"))]
     return min(starts, default=None)
+
+
+def declared_topic_dates(path: str | Path) -> list[tuple[date, date]]:
+    """``(start_date, end_date)`` of each topic of a topics file that has both, in file order."""
+    spans = [_dates(topic, "start_date", "end_date") for topic in _declared_topics(path)]
+    return [(span[0], span[1]) for span in spans if span]
+
+
+def topics_file_path(environ: Mapping[str, str] | None = None) -> str:
+    """The topics file the code location reads (``TOPICMAP_TOPICS_FILE``, default topics.yaml)."""
+    return (os.environ if environ is None else environ).get("TOPICMAP_TOPICS_FILE") or "topics.yaml"
 
 
 def _start_setting(environ: dict[str, str], name: str) -> tuple[date | None, date | None]:
@@ -43,7 +73,7 @@ def _start_setting(environ: dict[str, str], name: str) -> tuple[date | None, dat
             return date.fromisoformat(setting), None
         except ValueError as exc:
             raise ValueError(f"{name} must be an ISO day like 2026-01-05, got {setting!r}") from exc
-    return None, earliest_topic_start(environ.get("TOPICMAP_TOPICS_FILE") or "topics.yaml")
+    return None, earliest_topic_start(topics_file_path(environ))
 
 
 def clicks_start_day(environ: dict[str, str] | None = None, today: date | None = None) -> date:
@@ -62,6 +92,43 @@ def clicks_start_day(environ: dict[str, str] | None = None, today: date | None =
     return today - timedelta(days=RECENT_DAYS)
 
 
+def latest_topic_end(environ: Mapping[str, str] | None = None) -> date | None:
+    """The latest ``end_date`` of the topics file the code location reads, or None (no file, no dated topic)."""
+    ends = [
+        found[0]
+        for topic in _declared_topics(topics_file_path(environ))
+        if (found := _dates(topic, "end_date"))
+    ]
+    return max(ends, default=None)
+
+
+#: days of click partitions after the latest topic end: the 30-day refetch's window
+CLICKS_DAYS_AFTER_END = 30
+
+
+def clicks_end_day(first_day: date, environ: Mapping[str, str] | None = None) -> date | None:
+    """The end (exclusive: the day after the last) of `click_totals`' publication-day partitions: the latest topic
+    ``end_date`` plus ``CLICKS_DAYS_AFTER_END`` days, or None (up to yesterday) when no topic declares an end.
+
+    Topic stories are not all dated inside the topic's dates: the spider keeps relevant stories whatever their date
+    (and mines those up to a week past the end), and a story without a trustworthy publish date is counted on the
+    day it was collected, during spidering after the end. Days beyond these can never hold a topic story, so they
+    are not offered: they would stay "missing" forever, and the launch dialog, which defaults to the last days of
+    the partitions, would open on them instead of on the topics' days. A topic declared later with a later end
+    needs the code location reloaded."""
+    latest_end = latest_topic_end(environ)
+    if latest_end is None:
+        return None
+    end = latest_end + timedelta(days=CLICKS_DAYS_AFTER_END + 1)
+    if end <= first_day:
+        raise ValueError(
+            f"the click partitions would start on {first_day} ({CLICKS_START_ENV} or the earliest topic start), "
+            f"after the last declared topic ends ({latest_end}) and its {CLICKS_DAYS_AFTER_END} days of refetch: "
+            f"set {CLICKS_START_ENV} to a day before {end}"
+        )
+    return end
+
+
 WEEKS_START_ENV = "TOPICMAP_WEEKS_START"
 #: without a setting and without a dated topic, the weekly partitions cover this many recent weeks
 RECENT_WEEKS = 26
@@ -75,10 +142,9 @@ def weeks_start_day(environ: dict[str, str] | None = None, today: date | None = 
     """First week (a Monday) of `cluster_weeks`: the Monday of ``TOPICMAP_WEEKS_START`` if set, else of the earliest
     topic start in the topics file, else of ``RECENT_WEEKS`` weeks ago.
 
-    Dagster computes staleness along a self-dependency only while the asset has fewer than 100 partitions in all
-    (topics x weeks; ``SKIP_PARTITION_DATA_VERSION_SELF_DEPENDENCY_THRESHOLD`` in 1.13), so weeks start where a
-    declared topic can first have stories, not years before. A topic declared later with an earlier start needs
-    the code location reloaded (or the setting): its weeks before the first partition cannot be built."""
+    Weeks start where a declared topic can first have stories, not years before, so the launch dialog shows the
+    weeks that matter. A topic declared later with an earlier start needs the code location reloaded (or the
+    setting): its weeks before the first partition cannot be built."""
     today = today or datetime.now(UTC).date()
     setting, earliest = _start_setting(dict(os.environ) if environ is None else environ, WEEKS_START_ENV)
     if setting is not None:
@@ -86,3 +152,64 @@ def weeks_start_day(environ: dict[str, str] | None = None, today: date | None = 
     if earliest is not None:
         return monday_of(min(earliest, today))
     return monday_of(today - timedelta(weeks=RECENT_WEEKS))
+
+
+def weeks_end_day(first_week: date, environ: Mapping[str, str] | None = None) -> date | None:
+    """The end (exclusive: the Monday after the last week) of `cluster_weeks`' weekly partitions: the week holding
+    the latest ``end_date`` of the topics file is the last one, so no week runs on past every topic's end (nor
+    past the current week, which Dagster's time partitions never pass). None, weeks up to the current one, when
+    no topic declares an end. A topic declared later with a later end needs the code location reloaded."""
+    ends = [
+        found[0]
+        for topic in _declared_topics(topics_file_path(environ))
+        if (found := _dates(topic, "end_date"))
+    ]
+    if not ends:
+        return None
+    end = monday_of(max(ends)) + timedelta(weeks=1)
+    if end <= first_week:
+        raise ValueError(
+            f"the weekly partitions would start on {first_week} ({WEEKS_START_ENV} or the earliest topic start), "
+            f"after the last declared topic ends ({max(ends)}): set {WEEKS_START_ENV} to a day before that end"
+        )
+    return end
+
+
+def undeclared_topic_failure(name: str, detail: str, path: str) -> dg.Failure:
+    """The failure of a run for a topic the topics file ``path`` does not declare: at once, not retried (a retry
+    cannot declare it), naming the topic, the file and what to do."""
+    return dg.Failure(
+        description=(
+            f"topic {name!r} {detail} in {path}: runs are refused for topics it does not declare. "
+            "Declare it there (the topic_registry sensor then adds its partition and seeds it), or delete the "
+            "partition if it was added by mistake."
+        ),
+        allow_retries=False,
+    )
+
+
+def declared_topic(topics_file: "TopicsFileResource", name: str) -> "TopicConfig":
+    """The declaration of the run's topic; a topic the file does not declare (or declares wrongly) fails the run at
+    once with :func:`undeclared_topic_failure`."""
+    from topicmap.topics.declarations import TopicConfigError  # the query parser loads with the run
+
+    try:
+        topics = topics_file.load()
+    except TopicConfigError as exc:
+        raise dg.Failure(description=f"the topics file is unusable: {exc}", allow_retries=False) from exc
+    found = topics.by_name().get(name)
+    if found is None:
+        problems = [str(e) for e in topics.errors if e.topic == name]
+        detail = f"is invalid ({problems[0]})" if problems else "is not declared"
+        raise undeclared_topic_failure(name, detail, topics_file.path)
+    return found
+
+
+def stored_topic_id(topic_store: "TopicStore", name: str) -> int:
+    """The topics_id of the run's topic; a topic the store does not know (never declared and seeded) fails the run
+    at once with :func:`undeclared_topic_failure` (naming the code location's topics file: these assets read only
+    the store)."""
+    try:
+        return int(topic_store.topic_row(name)["topics_id"])
+    except StoreError:
+        raise undeclared_topic_failure(name, "was never declared and seeded", topics_file_path()) from None

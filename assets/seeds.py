@@ -3,22 +3,31 @@
 import dagster as dg
 
 from assets.archive import archive_stories
+from assets.commoncrawl import cc_outlet_stories, ccnews_stories
 from assets.jobs import POOL_ARCHIVE
-from assets.metadata import counts_markdown, table
-from assets.partitions import topics_partitions
+from assets.metadata import CODE_VERSIONS, OWNERS, counts_markdown, table
+from assets.partitions import declared_topic, topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 
 
 @dg.asset(
     group_name="topics",
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["seeds"],
     kinds={"python", "sql"},
     tags={"topicmap/stage": "topics"},
     # a query over the whole archive: it shares the archive's slots rather than the spider's
     pool=POOL_ARCHIVE,
     partitions_def=topics_partitions,
-    # every topic queries the one (unpartitioned) archive
-    deps=[archive_stories],
+    # Seeds are drawn from the story archive, which every loader fills: the drops folder, Common Crawl's outlets and
+    # CC-NEWS days (any day may hold a topic's stories: all of them). Deps, not inputs: a topic is seeded from
+    # whatever the archive holds, so a run of seeds never waits on (or launches) a loader.
+    deps=[
+        archive_stories,
+        cc_outlet_stories,
+        dg.AssetDep(ccnews_stories, partition_mapping=dg.AllPartitionMapping()),
+    ],
     description=(
         "Rows in `topic_seed_urls`: archive stories in the topic's date range that match its boolean query "
         "(run month by month), plus URLs from the topic's seed CSV files. Fails if more than max_stories match."
@@ -29,7 +38,7 @@ def seeds(
 ) -> dg.MaterializeResult:
     from topicmap.topics.seeding import TooManySeedsError, select_seeds  # reads drops: pyarrow, extractors
 
-    topic = topics_file.topic(context.partition_key)
+    topic = declared_topic(topics_file, context.partition_key)
     topic_store = store.open()
     topics_id = topic_store.upsert_topic(topic)
     try:

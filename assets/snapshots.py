@@ -4,14 +4,17 @@ The rules live in topicmap.snapshots.compute (counting), topicmap.snapshots.link
 topicmap.snapshots.store (reading the deduplicated topic, keying, the immutable folder, the store rows).
 """
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
 from pydantic import Field
 
+from assets.freshness import SNAPSHOTS_FRESHNESS
 from assets.jobs import POOL_ANALYSIS
-from assets.metadata import png_markdown, table
-from assets.partitions import topics_partitions
+from assets.metadata import CODE_VERSIONS, OWNERS, png_markdown, table
+from assets.partitions import declared_topic, topics_partitions
+from resources.media_tags import LINK_MAP_TAG_SET_ENV, link_map_tag_set_default
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from topicmap.snapshots.names import (
@@ -24,7 +27,10 @@ from topicmap.snapshots.names import (
 from topicmap.store.names import StoreError, topicmap_home
 
 if TYPE_CHECKING:
+    from topicmap.snapshots.compute import TimespanSnapshot
+    from topicmap.snapshots.foci import Focus
     from topicmap.snapshots.store import BuiltSnapshot
+    from topicmap.topics.declarations import TopicConfig
 
 # topicmap.snapshots.store (pandas, pyarrow, matplotlib, networkx) is imported inside the functions that run a
 # snapshot: loading the code location does not pay for it.
@@ -32,6 +38,9 @@ if TYPE_CHECKING:
 SNAPSHOTS_GROUP = "snapshots"
 SNAPSHOTS_TAGS = {"topicmap/stage": "snapshots"}
 TOP_MEDIA = 10
+#: rows of the top media / top stories tables and words shown per section in the UI (the files hold 20 / 100)
+SHOWN_TOP = 10
+SHOWN_WORDS = 25
 
 CHECK_DESCRIPTIONS = {
     CHECK_LINK_COUNTS: (
@@ -60,6 +69,109 @@ class SnapshotConfig(dg.Config):
             "GEXF; weekly pictures are off by default (about one second each, 17+ per topic)."
         ),
     )
+    word_sample: int = Field(
+        default=1000,
+        ge=0,
+        description=(
+            "Stories per timespan whose words are counted for the top words (Media Cloud's default sample: "
+            "1000; always the same stories for the same inputs). 0 counts every story."
+        ),
+    )
+    link_map_tag_set: str = Field(
+        default=link_map_tag_set_default(),
+        description=(
+            "A media tag set (e.g. media_type) whose tags colour the media of the link maps instead of their "
+            f"link communities; empty: communities. Default: {LINK_MAP_TAG_SET_ENV}."
+        ),
+    )
+
+
+def snapshot_foci(topic: "TopicConfig") -> list["Focus"]:
+    """The topic's declared foci as the snapshot computes them (each query parsed once, by the declarations)."""
+    from topicmap.snapshots.foci import Focus
+
+    return [
+        Focus(
+            focal_set=focal_set.name,
+            name=focus.name,
+            query=focus.query,
+            matcher=focus.parsed_query,
+            media_tags=focus.media_tags,
+            description=focus.description or focal_set.description,
+        )
+        for focal_set in topic.focal_sets
+        for focus in focal_set.foci
+    ]
+
+
+def _cell(value: object, width: int = 70) -> str:
+    """A markdown table cell: one line, pipes escaped, long text shortened, unknown values as '-'."""
+    if value is None or (isinstance(value, float) and value != value) or str(value) in ("<NA>", "NaT", "nan"):
+        return "-"
+    text = " ".join(str(value).split()).replace("|", "\\|")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _top_table(rows: "object", columns: list[tuple[str, str]]) -> str:
+    """Rows (a DataFrame) as a markdown table of ``(header, column)`` pairs, numbered."""
+    text_columns = {"name", "title", "media_name", "publish_day_local"}
+    aligned = "".join("---|" if c in text_columns else "---:|" for _, c in columns)  # numbers to the right
+    lines = ["| # | " + " | ".join(h for h, _ in columns) + " |", "|---:|" + aligned]
+    for rank, record in enumerate(rows.to_dict("records"), start=1):  # type: ignore[attr-defined]
+        lines.append(f"| {rank} | " + " | ".join(_cell(record[c]) for _, c in columns) + " |")
+    return "\n".join(lines) if len(lines) > 2 else "_none_"
+
+
+def summary_markdown(heading: str, snap: "TimespanSnapshot", chart: "Path | None") -> str:
+    """One overall timespan (of the whole topic or a focus) as a data engineer reads it in the UI: its counts,
+    top media and stories by media inlinks, top words, and its attention over time."""
+    counts, summary = snap.counts, snap.summary
+    lines = [
+        f"### {heading}",
+        f"{snap.timespan.start_date} to {snap.timespan.last_date}: **{counts.story_count}** stories, "
+        f"**{counts.story_link_count}** cross-media story links, **{counts.medium_count}** media, "
+        f"**{counts.medium_link_count}** medium links",
+    ]
+    if summary is None or snap.empty:
+        return "\n\n".join([*lines, "_no stories_"])
+    media = summary.top_media[summary.top_media["metric"] == "media_inlink_count"].head(SHOWN_TOP)
+    stories = summary.top_stories[summary.top_stories["metric"] == "media_inlink_count"].head(SHOWN_TOP)
+    stories = stories.assign(publish_day_local=stories["publish_day_local"].dt.strftime("%Y-%m-%d"))
+    stats = [("Facebook shares", "facebook_share_count"), ("Bit.ly clicks (30 d)", "bitly_clicks_30d")]
+    words = summary.top_words.head(SHOWN_WORDS)
+    lines += [
+        "**Top media** by media inlinks",
+        _top_table(
+            media,
+            [
+                ("medium", "name"),
+                ("media inlinks", "media_inlink_count"),
+                ("inlinks", "inlink_count"),
+                ("stories", "story_count"),
+                *stats,
+            ],
+        ),
+        "**Top stories** by media inlinks",
+        _top_table(
+            stories,
+            [
+                ("story", "title"),
+                ("medium", "media_name"),
+                ("day", "publish_day_local"),
+                ("media inlinks", "media_inlink_count"),
+                ("inlinks", "inlink_count"),
+                *stats,
+            ],
+        ),
+        f"**Top words** (share of the {summary.words_sampled} stories whose words were counted): "
+        + (
+            " · ".join(f"{w} {share:.0%}" for w, share in zip(words["word"], words["share"], strict=True))
+            or "_none_"
+        ),
+    ]
+    if chart is not None and (picture := png_markdown(chart, f"stories per day: {heading}")) is not None:
+        lines.append(picture.value)
+    return "\n\n".join(lines)
 
 
 def _check_results(built: "BuiltSnapshot") -> list[dg.AssetCheckResult]:
@@ -149,12 +261,63 @@ def _metadata(built: "BuiltSnapshot") -> dict[str, object]:
             preview = png_markdown(picture, f"media link map of {built.inputs.topic_name}")
             if preview is not None:
                 metadata["link_map_preview"] = preview
+    metadata.update(_summaries_metadata(built))
+    return metadata
+
+
+def _summaries_metadata(built: "BuiltSnapshot") -> dict[str, object]:
+    """The overall timespan of the whole topic and of each focus, as markdown sections (``summary_overall``,
+    ``summary_focus_<focal set>_<focus>``), and a table of the foci."""
+    from topicmap.snapshots.compute import timespan_folder
+    from topicmap.snapshots.store import ATTENTION_NAME
+
+    def chart(focus: "Focus | None", snap: "TimespanSnapshot") -> Path | None:
+        path = built.folder / timespan_folder(focus, snap.timespan) / ATTENTION_NAME
+        return path if not snap.empty and path.is_file() else None
+
+    result = built.result
+    metadata: dict[str, object] = {}
+    overall = next((snap for snap in result.timespans if snap.timespan.period == "overall"), None)
+    if overall is not None:
+        heading = f"{built.inputs.topic_name}: the whole topic"
+        metadata["summary_overall"] = dg.MetadataValue.md(
+            summary_markdown(heading, overall, chart(None, overall))
+        )
+    rows = []
+    for found in result.foci:
+        focus = found.focus
+        focus_overall = next((s for s in found.timespans if s.timespan.period == "overall"), None)
+        words = (
+            focus_overall.summary.top_words["word"].head(5).tolist()
+            if focus_overall and focus_overall.summary
+            else []
+        )
+        rows.append(
+            {
+                "focus": focus.key,
+                "kind": focus.kind,
+                "definition": focus.describe(),
+                "stories": found.story_count,
+                "story links (overall)": focus_overall.counts.story_link_count if focus_overall else 0,
+                "top words": ", ".join(words),
+            }
+        )
+        if focus_overall is not None:
+            heading = f"focus {focus.focal_set} / {focus.name} ({focus.kind}: {_cell(focus.describe(), 120)})"
+            metadata[f"summary_focus_{focus.key.replace('/', '_').replace('-', '_')}"] = dg.MetadataValue.md(
+                summary_markdown(heading, focus_overall, chart(focus, focus_overall))
+            )
+    if rows:
+        metadata["foci"] = table(rows, list(rows[0]), limit=len(rows))
     return metadata
 
 
 @dg.asset(
     partitions_def=topics_partitions,
     group_name=SNAPSHOTS_GROUP,
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["snapshots"],
+    freshness_policy=SNAPSHOTS_FRESHNESS,
     kinds={"python", "parquet"},
     tags=SNAPSHOTS_TAGS,
     pool=POOL_ANALYSIS,
@@ -171,6 +334,7 @@ def _metadata(built: "BuiltSnapshot") -> dict[str, object]:
                 "deduped_stories",
                 "near_duplicates",
                 "story_statistics",
+                "media_tags",
             )
         ),
         dg.AssetDep("click_totals", partition_mapping=dg.AllPartitionMapping()),
@@ -183,7 +347,10 @@ def _metadata(built: "BuiltSnapshot") -> dict[str, object]:
         "A snapshot of the deduplicated topic: per timespan (overall, monthly, weekly, custom) its cross-media "
         "story links, story and medium link counts and medium links, with each story's Facebook shares and Bit.ly "
         "clicks, as Parquet + Media Cloud style CSV, a GEXF link map and, for overall/monthly/custom timespans, a "
-        "PNG picture (the overall one shown on the asset page). Written once per distinct input to "
+        "PNG picture (the overall one shown on the asset page). Every timespan again for each focus (subtopic) "
+        "declared with the topic. Per timespan: top words, stories per day, top 20 media and stories by each "
+        "metric; the overall timespan of the topic and of each focus is summed up on the asset page with its "
+        "attention over time. Written once per distinct input to "
         "`TOPICMAP_HOME/exports/snapshots/{topic}/{key}/` (never overwritten) and recorded in `snapshots` / "
         "`timespans`."
     ),
@@ -196,14 +363,24 @@ def snapshots(
 ):
     from topicmap.snapshots.store import SnapshotOptions, build_snapshot
 
-    topic = topics_file.topic(context.partition_key)
+    topic = declared_topic(topics_file, context.partition_key)
     topic_store = store.open()
     topic_store.upsert_topic(topic)  # the snapshot records the declaration as it is now
     try:
         options = SnapshotOptions(
-            count_syndicated_once=config.count_syndicated_once, picture_periods=tuple(config.picture_periods)
+            count_syndicated_once=config.count_syndicated_once,
+            picture_periods=tuple(config.picture_periods),
+            word_sample=config.word_sample,
+            link_map_tag_set=config.link_map_tag_set or None,
         )
-        built = build_snapshot(topic_store, topic.name, options, home=topicmap_home(), log=context.log.info)
+        built = build_snapshot(
+            topic_store,
+            topic.name,
+            options,
+            home=topicmap_home(),
+            log=context.log.info,
+            foci=snapshot_foci(topic),
+        )
     except (StoreError, ValueError) as exc:
         raise dg.Failure(f"snapshot of {topic.name!r} failed: {exc}", allow_retries=False) from exc
     context.log.info(

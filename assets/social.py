@@ -10,9 +10,10 @@ import dagster as dg
 from pydantic import Field
 
 from assets.beta import beta_api
+from assets.freshness import CLICKS_FRESHNESS
 from assets.jobs import POOL_SOCIAL_API
-from assets.metadata import counts_markdown, table
-from assets.partitions import clicks_start_day, topics_partitions
+from assets.metadata import CODE_VERSIONS, OWNERS, counts_markdown, table
+from assets.partitions import clicks_end_day, clicks_start_day, stored_topic_id, topics_partitions
 from resources.social import (
     BITLY_TOKEN_ENV,
     FACEBOOK_APP_ID_ENV,
@@ -25,7 +26,6 @@ from topicmap.social import refetch
 from topicmap.social.bitly import BitlyAuthError, BitlyError, BitlyRateLimitError
 from topicmap.social.clicks import STAGE_3D, STAGE_30D
 from topicmap.social.facebook import EngagementResult, FacebookAuthError, FacebookError
-from topicmap.store.names import StoreError
 
 SOCIAL_GROUP = "social"
 WRITE_EVERY = 50
@@ -35,7 +35,15 @@ WRITE_EVERY = 50
 #: assets.partitions.clicks_start_day). end_offset=0: the last partition is yesterday, the last complete day;
 #: nothing of today's stories is due before three days have passed, so a partition for today would only invite
 #: runs that have nothing to fetch.
-publication_days = dg.DailyPartitionsDefinition(start_date=clicks_start_day().isoformat(), end_offset=0)
+#: The days end CLICKS_DAYS_AFTER_END days after the latest topic end (assets.partitions.clicks_end_day), so no day
+#: that can never hold a topic story is offered, and the launch dialog's default range covers the topics' days.
+_first_click_day = clicks_start_day()
+_click_days_end = clicks_end_day(_first_click_day)
+publication_days = dg.DailyPartitionsDefinition(
+    start_date=_first_click_day.isoformat(),
+    end_date=_click_days_end.isoformat() if _click_days_end else None,
+    end_offset=0,
+)
 
 #: Steps that call an external API are retried after a pause that grows (a network or database hiccup); failures
 #: that a retry cannot fix (refused credentials, stories the API could not measure) raise with allow_retries=False.
@@ -69,6 +77,7 @@ def _day_metadata(
     stories: list[Any],
     fetched_by_day: Counter[tuple[str, str]],
     not_due_by_day: Counter[str],
+    kept_by_day: Counter[str],
 ) -> dict[str, Any]:
     """One publication day's own figures (a range run records one materialization per day)."""
     day_rows = [r for r in rows if r["publish_day"].isoformat() == day]
@@ -79,6 +88,7 @@ def _day_metadata(
         "stories_fetched_3d": fetched_by_day[day, STAGE_3D],
         "stories_fetched_30d": fetched_by_day[day, STAGE_30D],
         "stories_not_yet_due": not_due_by_day[day],
+        "figures_kept_over_lower_fetch": kept_by_day[day],
         "bitlinks_found": figures["bitlinks"],
         "stories_with_bitlinks": sum(1 for r in day_rows if r["bitlinks_found"]),
         "clicks_3d_total": figures["clicks_3d"],
@@ -97,6 +107,9 @@ def _day_metadata(
     # every topic's stories of the day are counted: each day depends on every topic's relevant stories
     deps=[dg.AssetDep("relevant_stories", partition_mapping=dg.AllPartitionMapping())],
     group_name=SOCIAL_GROUP,
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["click_totals"],
+    freshness_policy=CLICKS_FRESHNESS,
     kinds={"python", "sql", "parquet"},
     tags=SOCIAL_TAGS,
     pool=POOL_SOCIAL_API,
@@ -154,10 +167,11 @@ def click_totals(
     not_due: list[int] = []
     not_due_by_day: Counter[str] = Counter()
     failed: list[dict[str, Any]] = []
+    kept: list[dict[str, Any]] = []  # stored figures higher than this run's (a figure never goes down)
 
     def write_pending() -> None:
         for stage, rows in pending.items():
-            upsert_click_totals(topic_store, stage, rows)
+            kept.extend(upsert_click_totals(topic_store, stage, rows))
             fetched[stage] += len(rows)
             rows.clear()
 
@@ -215,6 +229,20 @@ def click_totals(
         "stories_fetched_30d": fetched[STAGE_30D],
         "stories_not_yet_due": len(not_due),
         "stories_failed": len(failed),
+        "survivors_with_merged_stories": sum(1 for story in stories if story.merged_stories_ids),
+        "figures_kept_over_lower_fetch": len(kept),
+        "figures_kept": table(
+            kept,
+            [
+                "stories_id",
+                "window",
+                "stored",
+                "fetched_now",
+                "stored_fetched_at",
+                "bitlinks_stored",
+                "bitlinks_now",
+            ],
+        ),
         "bitlinks_found": sum(d["bitlinks"] for d in per_day.values()),
         "stories_with_bitlinks": sum(1 for r in rows if r["bitlinks_found"]),
         "clicks_3d_total": sum(d["clicks_3d"] for d in per_day.values()),
@@ -232,13 +260,22 @@ def click_totals(
     }
     if context.has_partition_key_range and first_day != last_day:
         # A range run (backfill): each day's materialization carries that day's figures, not the run's.
+        day_of_story = {story.stories_id: story.day.isoformat() for story in stories}
+        kept_by_day = Counter(day_of_story[figure["stories_id"]] for figure in kept)
         for key in context.partition_keys:
             context.add_asset_metadata(
-                _day_metadata(key, rows, per_day, stories, fetched_by_day, not_due_by_day), partition_key=key
+                _day_metadata(key, rows, per_day, stories, fetched_by_day, not_due_by_day, kept_by_day),
+                partition_key=key,
             )
         metadata = {k: v for k, v in metadata.items() if k in RUN_WIDE_METADATA}
     if not_due:
         context.log.info(f"{len(not_due)} stories have no {config.stage} stage due yet; they were left alone")
+    if kept:
+        context.log.warning(
+            f"{len(kept)} stored figures are higher than this run's and were kept (a figure never goes down); "
+            f"first: story {kept[0]['stories_id']} {kept[0]['window']}: {kept[0]['stored']} stored, "
+            f"{kept[0]['fetched_now']} now ({kept[0]['bitlinks_now']} bitlinks found, {kept[0]['bitlinks_stored']} before)"
+        )
     if failed:
         raise dg.Failure(
             description=(
@@ -294,6 +331,8 @@ class StoryStatisticsConfig(dg.Config):
     partitions_def=topics_partitions,
     deps=[dg.AssetDep("relevant_stories", partition_mapping=dg.IdentityPartitionMapping())],
     group_name=SOCIAL_GROUP,
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["story_statistics"],
     kinds={"python", "sql"},
     tags=SOCIAL_TAGS,
     pool=POOL_SOCIAL_API,
@@ -321,10 +360,7 @@ def story_statistics(
     )
 
     topic_store = store.open()
-    try:
-        topics_id = int(topic_store.topic_row(context.partition_key)["topics_id"])
-    except StoreError as exc:
-        raise dg.Failure(str(exc), allow_retries=False) from exc
+    topics_id = stored_topic_id(topic_store, context.partition_key)
     if not facebook.configured:
         # An optional source: a topic without Facebook credentials still gets its snapshot (share counts null).
         context.log.warning(

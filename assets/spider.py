@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from assets.jobs import POOL_SPIDER
-from assets.metadata import counts_markdown, table
-from assets.partitions import topics_partitions
-from assets.seeds import seeds
+from assets.metadata import CODE_VERSIONS, OWNERS, counts_markdown, table
+from assets.partitions import declared_topic, topics_partitions
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
@@ -18,6 +17,14 @@ if TYPE_CHECKING:
     from topicmap.spider.iteration import IterationReport, Spider
 
 SPIDER_GROUP = "spider"
+#: The data's path through an iteration, as the lineage graph draws it: seeds give the links to fetch, fetched pages
+#: give the relevant stories, relevant stories give the links mined from them (which the next iteration fetches).
+#: One step writes all three, so this is each asset's upstream, not an order of steps.
+SPIDER_LINEAGE = {
+    "fetched_links": "seeds",
+    "relevant_stories": "fetched_links",
+    "topic_links": "relevant_stories",
+}
 SPIDER_TAGS = {"topicmap/stage": "spider"}
 #: an iteration is idempotent (every write keyed), so a step that died on a network or database error is retried
 #: after a growing pause; a SpiderError (the topic is unusable) is not
@@ -32,34 +39,33 @@ def _preview(store, query, columns: list[str]) -> dg.TableMetadataValue:  # noqa
     return table(rows, columns)
 
 
+SPIDER_ASSET_DESCRIPTIONS = {
+    "fetched_links": "Rows in topic_fetch_urls: every URL the spider met, with its state, HTTP code and message.",
+    "relevant_stories": "Rows in topic_stories: the stories that match the topic, with the iteration that found them.",
+    "topic_links": "Rows in topic_links: links mined from topic stories, pointed at the story they lead to.",
+}
+
+
+def spider_spec(key: str) -> dg.AssetSpec:
+    """The spec of one of the spider's three assets, the same in the single-step and the sharded iteration."""
+    return dg.AssetSpec(
+        key,
+        deps=[SPIDER_LINEAGE[key]],  # same topic partition upstream (identity mapping)
+        partitions_def=topics_partitions,
+        group_name=SPIDER_GROUP,
+        owners=OWNERS,
+        code_version=CODE_VERSIONS[key],
+        kinds={"python", "sql"},
+        tags=SPIDER_TAGS,
+        description=SPIDER_ASSET_DESCRIPTIONS[key],
+    )
+
+
 @dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            "fetched_links",
-            group_name=SPIDER_GROUP,
-            kinds={"python", "sql"},
-            tags=SPIDER_TAGS,
-            deps=[dg.AssetDep(seeds, partition_mapping=dg.IdentityPartitionMapping())],
-            description="Rows in topic_fetch_urls: every URL the spider met, with its state, HTTP code and message.",
-        ),
-        dg.AssetSpec(
-            "relevant_stories",
-            group_name=SPIDER_GROUP,
-            kinds={"python", "sql"},
-            tags=SPIDER_TAGS,
-            deps=[dg.AssetDep(seeds, partition_mapping=dg.IdentityPartitionMapping())],
-            description="Rows in topic_stories: the stories that match the topic, with the iteration that found them.",
-        ),
-        dg.AssetSpec(
-            "topic_links",
-            group_name=SPIDER_GROUP,
-            kinds={"python", "sql"},
-            tags=SPIDER_TAGS,
-            deps=[dg.AssetDep(seeds, partition_mapping=dg.IdentityPartitionMapping())],
-            description="Rows in topic_links: links mined from topic stories, pointed at the story they lead to.",
-        ),
-    ],
+    specs=[spider_spec(key) for key in SPIDER_LINEAGE],
     partitions_def=topics_partitions,
+    # One iteration writes all three tables in one pass, so none can be materialized without the others; the
+    # lineage still draws the data's path (SPIDER_LINEAGE) rather than three siblings of seeds.
     can_subset=False,
     pool=POOL_SPIDER,
     retry_policy=SPIDER_RETRY_POLICY,
@@ -73,7 +79,7 @@ def spider_iteration(
 ):
     from topicmap.spider.iteration import Spider  # the fetchers and HTML extractors load here
 
-    topic = topics_file.topic(context.partition_key)
+    topic = declared_topic(topics_file, context.partition_key)
     topic_store = store.open()
     topic_store.upsert_topic(topic)
     with page_source.open(topic_store, topic) as source:
@@ -187,13 +193,6 @@ def iteration_metadata(topic_store, topics_id: int, report: "IterationReport") -
 # known when the iteration started (topicmap.spider.claims, Spider.process_pending).
 
 
-SPIDER_ASSET_DESCRIPTIONS = {
-    "fetched_links": "Rows in topic_fetch_urls: every URL the spider met, with its state, HTTP code and message.",
-    "relevant_stories": "Rows in topic_stories: the stories that match the topic, with the iteration that found them.",
-    "topic_links": "Rows in topic_links: links mined from topic stories, pointed at the story they lead to.",
-}
-
-
 def spider_shards() -> int:
     """How many shard steps one spider iteration fans out into (TOPICMAP_SPIDER_SHARDS, default 1)."""
     raw = os.environ.get("TOPICMAP_SPIDER_SHARDS") or "1"
@@ -228,7 +227,7 @@ def spider_plan(
     count = config.shards or spider_shards()
     if count < 1:
         raise dg.Failure(f"shards must be >= 1, got {count}")
-    topic = topics_file.topic(context.partition_key)
+    topic = declared_topic(topics_file, context.partition_key)
     topic_store = store.open()
     topic_store.upsert_topic(topic)
     spider = Spider(topic_store, topic, source=None, log=context.log.info)  # type: ignore[arg-type]
@@ -261,7 +260,7 @@ def spider_shard(
     from topicmap.spider.iteration import IterationPlan, Spider
 
     plan = IterationPlan.from_json(shard["plan"])
-    topic = topics_file.topic(plan.topic)
+    topic = declared_topic(topics_file, plan.topic)
     topic_store = store.open()
     with page_source.open(topic_store, topic) as source:
         spider = Spider(topic_store, topic, source, log=context.log.info)
@@ -287,7 +286,7 @@ def spider_finish(
     from topicmap.spider.iteration import IterationPlan, IterationReport, Spider
 
     iteration_plan = IterationPlan.from_json(plan)
-    topic = topics_file.topic(iteration_plan.topic)
+    topic = declared_topic(topics_file, iteration_plan.topic)
     topic_store = store.open()
     spider = Spider(topic_store, topic, source=None, log=context.log.info)  # type: ignore[arg-type]
     reports = [IterationReport.from_json(part) for part in parts]
@@ -296,24 +295,25 @@ def spider_finish(
         yield dg.Output(None, output_name=asset_key, metadata=metadata)
 
 
-@dg.graph_multi_asset(
-    outs={
-        key: dg.AssetOut(
-            group_name=SPIDER_GROUP,
-            kinds={"python", "sql"},
-            tags=SPIDER_TAGS,
-            description=description,
-            dagster_type=dg.Nothing,
-        )
-        for key, description in SPIDER_ASSET_DESCRIPTIONS.items()
-    },
-    ins={"seeds": dg.AssetIn(dagster_type=dg.Nothing)},
-    partitions_def=topics_partitions,
-    can_subset=False,
+@dg.graph(
     name="spider_iteration_sharded",
+    ins={"seeds": dg.GraphIn()},
+    out={key: dg.GraphOut() for key in SPIDER_LINEAGE},
 )
-def spider_iteration_sharded(seeds):  # noqa: ANN001, ANN201 - a graph body
+def spider_iteration_graph(seeds):  # noqa: ANN001, ANN201 - a graph body
     """One spider iteration fanned out into URL-hash shards that run as separate steps (Celery tasks)."""
     plan, shards = spider_plan(seeds)
     parts = shards.map(spider_shard).collect()
     return spider_finish(plan, parts)
+
+
+# Built from the graph rather than with @graph_multi_asset, which cannot declare deps between its own outputs (every
+# output would hang off seeds); the specs are then the single-step asset's, so both variants look the same in the UI.
+spider_iteration_sharded = dg.AssetsDefinition.from_graph(
+    spider_iteration_graph,
+    keys_by_input_name={"seeds": dg.AssetKey("seeds")},
+    keys_by_output_name={key: dg.AssetKey(key) for key in SPIDER_LINEAGE},
+    internal_asset_deps={key: {dg.AssetKey(upstream)} for key, upstream in SPIDER_LINEAGE.items()},
+    partitions_def=topics_partitions,
+    can_subset=False,
+).map_asset_specs(lambda spec: spider_spec(spec.key.to_user_string()))

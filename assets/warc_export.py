@@ -5,7 +5,8 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from assets.jobs import POOL_ARCHIVE
-from assets.partitions import topics_partitions
+from assets.metadata import CODE_VERSIONS, OWNERS
+from assets.partitions import stored_topic_id, topics_partitions
 from resources.store import TopicStoreResource
 from topicmap.store.names import topicmap_home
 
@@ -13,6 +14,8 @@ from topicmap.store.names import topicmap_home
 @dg.asset(
     # an export of a finished topic, read by whoever studies it (beside the snapshots), not an input of the archive
     group_name="exports",
+    owners=OWNERS,
+    code_version=CODE_VERSIONS["story_warc_archive"],
     kinds={"python", "warc"},
     tags={"topicmap/stage": "exports"},
     pool=POOL_ARCHIVE,
@@ -31,7 +34,9 @@ def story_warc_archive(context: dg.AssetExecutionContext, store: TopicStoreResou
 
     now = datetime.now(UTC).replace(microsecond=0)
     folder = topicmap_home() / "exports" / "warc" / context.partition_key / now.strftime("%Y%m%dT%H%M%SZ")
-    export = export_topic_warc(store.open(), context.partition_key, folder, now=now)
+    topic_store = store.open()
+    stored_topic_id(topic_store, context.partition_key)  # an undeclared topic fails here, at once
+    export = export_topic_warc(topic_store, context.partition_key, folder, now=now)
     read_back = count_archived_stories(export.files)
     if read_back != export.stories_written:
         raise dg.Failure(
@@ -48,7 +53,7 @@ def story_warc_archive(context: dg.AssetExecutionContext, store: TopicStoreResou
             "bytes": sum(p.stat().st_size for p in export.files),
             "stories_per_file": STORIES_PER_FILE,
             "metadata_layout": dg.MetadataValue.md(
-                "story-indexer (seed 002): `rss_entry` (link, title, domain, pub_date, fetch_date, source_url, "
+                "story-indexer's metadata documentation: `rss_entry` (link, title, domain, pub_date, fetch_date, source_url, "
                 "source_feed_id, source_source_id, via), `http_metadata` (response_code, fetch_timestamp, "
                 "final_url, encoding), `content_metadata` (url, normalized_url, canonical_domain, "
                 "publication_date, language, article_title, text_content, parsed_date); null where unknown"

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_snapshot.py [--stories 100000] [--links 1000000] [--skip-naive]
     .venv/bin/python benchmarks/bench_snapshot.py --scaling 100000 300000 1000000   # links: 10 per story
+    .venv/bin/python benchmarks/bench_snapshot.py --foci-scaling 1000000 [--foci 0 1 5]   # cost of each focus
 
 ``--scaling`` runs, for each size, only the whole snapshot as one materialization writes it (compute, the
 consistency checks, Parquet/CSV for every timespan, GEXF for every timespan, PNG for overall/monthly/custom,
@@ -12,8 +13,13 @@ stories + links, which stay flat when the cost is linear.
 Each measurement runs in a fresh subprocess that generates the same seeded synthetic topic (about 300 media
 with Zipf-like sizes and popularity, 4 months, 1.5 % undated stories, 1.5 % dated outside the topic, 8 %
 same-medium links, 3 % duplicate links, 1 % links to stories outside the topic, syndication groups,
-Facebook/Bit.ly statistics) and then times one job; peak memory is the subprocess's ru_maxrss, so it
-includes the input DataFrames (the "inputs only" row is that baseline).
+Facebook/Bit.ly statistics, a 30-word text per story drawn from a 5,000-word Zipf vocabulary with topical
+phrases, one tag set ``partisanship`` of five tags over 80 % of the media) and then times one job; peak memory
+is the subprocess's ru_maxrss, so it includes the input DataFrames (the "inputs only" row is that baseline).
+
+``--foci-scaling N`` times the whole snapshot of N stories with the first 0, 1, ... of ``FOCI`` (two query
+foci, then three media-tag foci splitting the tagged media in left / center / right), the anchor being the same
+snapshot without foci: the difference per focus is what each focus costs.
 
 Anchor: ``naive_snapshot`` below, a direct pandas translation of Media Cloud's per-timespan SQL: for every
 timespan it joins the links with their two stories again, filters cross-media, deduplicates and counts with
@@ -45,10 +51,76 @@ from topicmap.snapshots.compute import (  # noqa: E402
     compute_snapshot,
     write_snapshot_files,
 )
+from topicmap.snapshots.foci import Focus  # noqa: E402
 from topicmap.snapshots.linkmap import render_link_map, write_gexf  # noqa: E402
+from topicmap.topics.query import parse  # noqa: E402
 
 TOPIC_START, TOPIC_END = date(2026, 1, 1), date(2026, 4, 30)
 CUSTOM = [("Primary season", "2026-02-01", "2026-03-15"), ("Debate week", "2026-03-02", "2026-03-08")]
+TAG_SET = "partisanship"
+PARTISANSHIP = ("left", "center-left", "center", "center-right", "right")
+#: the foci of --foci-scaling, in order: two queries (about 12 % and 5 % of the stories), then the media-tag
+#: foci of the partisanship quintiles (together the 80 % of the stories whose media are tagged)
+FOCI_SPECS: tuple[tuple[str, str, str | dict[str, list[str]]], ...] = (
+    ("Subtopics", "Climate", "climate OR emission*"),
+    ("Subtopics", "Carbon tax", '"carbon tax" OR levy'),
+    ("Partisanship", "Left", {TAG_SET: ["left", "center-left"]}),
+    ("Partisanship", "Center", {TAG_SET: ["center"]}),
+    ("Partisanship", "Right", {TAG_SET: ["center-right", "right"]}),
+)
+WORDS_PER_STORY = 30
+
+
+def bench_foci(n: int) -> list[Focus]:
+    """The first ``n`` foci of FOCI_SPECS."""
+    foci = []
+    for focal_set, name, what in FOCI_SPECS[:n]:
+        if isinstance(what, str):
+            foci.append(Focus(focal_set, name, query=what, matcher=parse(what)))
+        else:
+            foci.append(Focus(focal_set, name, media_tags=what))
+    return foci
+
+
+def synthetic_texts(rng: np.random.Generator, n_stories: int) -> list[str]:
+    """A 30-word text per story: pseudo-words of a Zipf vocabulary, some with a topical phrase (about 12 %
+    mention the climate or emissions, 5 % a carbon tax) and common English words (stop words to leave out)."""
+    syllables = [
+        "ka",
+        "lo",
+        "mi",
+        "ne",
+        "ru",
+        "sa",
+        "ti",
+        "vo",
+        "ber",
+        "dan",
+        "gor",
+        "lin",
+        "mar",
+        "pel",
+        "sto",
+    ]
+    vocabulary = np.array(
+        [syllables[i % 15] + syllables[(i // 15) % 15] + syllables[(i // 225) % 15] for i in range(5000)]
+        + ["the", "and", "of", "to", "in", "that", "was", "for"],
+        dtype=object,
+    )
+    rank = np.arange(1, len(vocabulary) + 1, dtype=float)
+    frequency = rank**-1.0 / (rank**-1.0).sum()
+    texts: list[str] = []
+    for start in range(0, n_stories, 100_000):
+        size = min(100_000, n_stories - start)
+        words = vocabulary[rng.choice(len(vocabulary), size=(size, WORDS_PER_STORY), p=frequency)]
+        climate = rng.random(size) < 0.12
+        words[climate, 3] = "climate"
+        words[climate, 4] = "emissions"
+        carbon = rng.random(size) < 0.05
+        words[carbon, 10] = "carbon"
+        words[carbon, 11] = "tax"
+        texts += [" ".join(row) for row in words]
+    return texts
 
 
 def synthetic_topic(
@@ -143,12 +215,23 @@ def synthetic_topic(
     near_dup_groups = pd.DataFrame(
         {"stories_id": stories_id[grouped], "group_id": np.arange(len(grouped)) // 3}
     )
+    stories["text"] = synthetic_texts(rng, n_stories)
+    stories["language"] = "en"
+    tagged = media_ids[: int(0.8 * n_media)]
+    media_tags = pd.DataFrame(
+        {
+            "media_id": tagged,
+            "tag_set": TAG_SET,
+            "tag": [PARTISANSHIP[i % len(PARTISANSHIP)] for i in range(len(tagged))],
+        }
+    )
     return {
         "stories": stories,
         "media": media,
         "links": links,
         "story_stats": story_stats,
         "near_dup_groups": near_dup_groups,
+        "media_tags": media_tags,
     }
 
 
@@ -284,10 +367,10 @@ class _Clock:
         }
 
 
-def whole_snapshot(data: dict[str, pd.DataFrame], folder: Path) -> dict[str, object]:
+def whole_snapshot(data: dict[str, pd.DataFrame], folder: Path, n_foci: int = 0) -> dict[str, object]:
     """What one materialization does after reading the store: compute, check, write the folder (files, maps,
-    pictures, manifest). Returns the clock and what was written."""
-    from topicmap.snapshots.compute import snapshot_problems
+    pictures, manifest), with the first ``n_foci`` foci and the link maps coloured by the tag set. Returns the
+    clock and what was written."""
     from topicmap.snapshots.store import SnapshotInputs, SnapshotOptions, write_snapshot_folder
 
     spans = timespans()
@@ -304,27 +387,30 @@ def whole_snapshot(data: dict[str, pd.DataFrame], folder: Path) -> dict[str, obj
         story_stats=data["story_stats"],
         near_dup_groups=data["near_dup_groups"],
         iteration=1,
+        media_tags=data["media_tags"],
+        foci=tuple(bench_foci(n_foci)),
     )
+    options = SnapshotOptions(link_map_tag_set=TAG_SET)
     clock = _Clock()
-    result = compute_snapshot(**data, timespans=spans)
-    computed = clock.read()
-    problems = snapshot_problems(result, TOPIC_START, TOPIC_END)
     target = folder / "snapshot"
-    write_snapshot_folder(result, inputs, SnapshotOptions(), "0" * 64, target, problems=problems)
+    # compute (the files of each group of timespans written as soon as it is computed), check, maps, manifest
+    done = write_snapshot_folder(inputs, options, "0" * 64, target)
     total = clock.read()
+    result = done.result
+    problems = [problem for found in done.problems.values() for problem in found]
     files = json.loads((target / "manifest.json").read_text())["files"]
     return {
-        "compute": computed,
         "total": total,
         "files": len(files),
         "png": sum(name.endswith(".png") for name in files),
         "mb": sum(f["bytes"] for f in files.values()) / 1e6,
         "problems": len(problems),
         "story_links_all_timespans": sum(s.counts.story_link_count for s in result.timespans),
+        "focus_stories": [f.story_count for f in result.foci],
     }
 
 
-def run_job(job: str, n_stories: int, n_links: int) -> dict[str, object]:
+def run_job(job: str, n_stories: int, n_links: int, n_foci: int = 0) -> dict[str, object]:
     data = synthetic_topic(n_stories, n_links)
     spans = timespans()
     report: dict[str, object] = {"job": job, "timespans": len(spans)}
@@ -357,7 +443,7 @@ def run_job(job: str, n_stories: int, n_links: int) -> dict[str, object]:
                 report["png"] = clock.read()
     elif job == "whole":
         with tempfile.TemporaryDirectory() as folder:
-            report.update(whole_snapshot(data, Path(folder)))
+            report.update(whole_snapshot(data, Path(folder), n_foci))
     elif job == "naive":
         clock = _Clock()
         naive_snapshot(data["stories"], data["media"], data["links"], spans, data["story_stats"])
@@ -372,8 +458,9 @@ def run_job(job: str, n_stories: int, n_links: int) -> dict[str, object]:
     return report
 
 
-def _in_subprocess(job: str, n_stories: int, n_links: int) -> dict[str, object]:
+def _in_subprocess(job: str, n_stories: int, n_links: int, n_foci: int = 0) -> dict[str, object]:
     command = [sys.executable, __file__, "--job", job, "--stories", str(n_stories), "--links", str(n_links)]
+    command += ["--foci", str(n_foci)]
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -384,13 +471,22 @@ def main() -> None:
     parser.add_argument("--links", type=int, default=1_000_000)
     parser.add_argument("--skip-naive", action="store_true", help="skip the anchor and the cross-check")
     parser.add_argument("--scaling", type=int, nargs="+", metavar="STORIES", help="sizes (10 links a story)")
+    parser.add_argument(
+        "--foci-scaling", type=int, metavar="STORIES", help="the cost of each focus at this size"
+    )
+    parser.add_argument(
+        "--foci", type=int, nargs="+", default=None, help=f"numbers of foci to time (0..{len(FOCI_SPECS)})"
+    )
     parser.add_argument("--job", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.job:
-        print(json.dumps(run_job(args.job, args.stories, args.links)))
+        print(json.dumps(run_job(args.job, args.stories, args.links, (args.foci or [0])[0])))
         return
     if args.scaling:
         scaling(args.scaling)
+        return
+    if args.foci_scaling:
+        foci_scaling(args.foci_scaling, args.foci or [0, 1, len(FOCI_SPECS)])
         return
 
     jobs = ["inputs", "compute", "compute+write", "maps"] + ([] if args.skip_naive else ["naive", "verify"])
@@ -442,17 +538,47 @@ def main() -> None:
 def scaling(sizes: list[int]) -> None:
     """The whole snapshot at several sizes, each in a fresh process: the cost per million rows stays flat."""
     print(
-        "| stories | links | story links, all timespans | files (PNG) | MB | compute s wall / CPU "
+        "| stories | links | story links, all timespans | files (PNG) | MB "
         "| whole snapshot s wall | CPU | user CPU | CPU s per M stories+links | peak RSS MB |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in sizes:
         r = _in_subprocess("whole", n, 10 * n)
-        c, w = r["compute"], r["total"]
+        w = r["total"]
         print(
             f"| {n:,} | {10 * n:,} | {r['story_links_all_timespans']:,} | {r['files']} ({r['png']}) | {r['mb']:.0f} "
-            f"| {c['wall']:.2f} / {c['cpu']:.2f} | {w['wall']:.2f} | {w['cpu']:.2f} | {w['user']:.2f} "
+            f"| {w['wall']:.2f} | {w['cpu']:.2f} | {w['user']:.2f} "
             f"| {w['cpu'] / (11 * n / 1e6):.2f} | {r['peak_mb']:.0f} |",
+            flush=True,
+        )
+
+
+def foci_scaling(n: int, counts: list[int]) -> None:
+    """The whole snapshot of ``n`` stories with each number of foci, each in a fresh process; the anchor is the
+    run without foci (the topic's own timespans, top words and summaries): the rest is what the foci cost."""
+    print(
+        "| foci | stories in the foci | files (PNG) | MB | whole snapshot s wall | CPU "
+        "| peak RSS MB | extra wall s per focus | extra CPU s per focus | extra MB per focus |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    anchor: dict[str, object] | None = None
+    for count in counts:
+        r = _in_subprocess("whole", n, 10 * n, count)
+        w = r["total"]
+        per_focus = ["-", "-", "-"]
+        if anchor is None:
+            anchor = r
+        elif count:
+            a = anchor["total"]
+            per_focus = [
+                f"{(w['wall'] - a['wall']) / count:.2f}",
+                f"{(w['cpu'] - a['cpu']) / count:.2f}",
+                f"{(r['peak_mb'] - anchor['peak_mb']) / count:.0f}",
+            ]
+        sizes = ", ".join(f"{s:,}" for s in r["focus_stories"]) or "-"
+        print(
+            f"| {count} | {sizes} | {r['files']} ({r['png']}) | {r['mb']:.0f} "
+            f"| {w['wall']:.2f} | {w['cpu']:.2f} | {r['peak_mb']:.0f} | {' | '.join(per_focus)} |",
             flush=True,
         )
 

@@ -17,9 +17,9 @@ extractor's own single-process throughput on the same pages (goal: at least 0.8 
     a topic, so the timed ``Spider.run_iteration()`` (iteration 0) fetches every one of them; /robots.txt
     answers 404.
 
-    Why the query: the spider extracts a page only if the query matches the raw page first (its "potential
-    match", on the first CONTENT_MATCH_BYTES of the decoded page); a page that fails it costs a fetch and a
-    regex, not an extraction. If some served pages failed it, the iteration would do less work per page
+    Why the query: the spider extracts a page only if the query may match it first (``TopicQuery.may_match``
+    on the decoded page with its URLs, true unless no story drawn from the page can match); a page that fails
+    it costs a fetch and a scan, not an extraction. If some served pages failed it, the iteration would do less work per page
     than the anchor, which extracts every page, and the ratio would flatter the spider. So the query is a
     common news word (``said``) measured over the corpus first, and only the pages that pass the raw match
     are served. Full relevance (title, description, URL, then sentences new to the site that week) still
@@ -77,7 +77,7 @@ from sqlalchemy import func, select, text  # noqa: E402
 from tests.shared_data import NEWS_HTML, news_pages  # noqa: E402
 from topicmap.archive.drops import parse_drop  # noqa: E402
 from topicmap.demo.web import generate_demo_web  # noqa: E402
-from topicmap.spider.iteration import CONTENT_MATCH_BYTES, CONTENT_MATCH_FAILED, IterationReport, Spider  # noqa: E402
+from topicmap.spider.iteration import CONTENT_MATCH_FAILED, IterationReport, Spider  # noqa: E402
 from topicmap.spider.sources import FetcherSource  # noqa: E402
 from topicmap.store import schema as s  # noqa: E402
 from topicmap.store.throttle import SqlThrottle  # noqa: E402
@@ -364,9 +364,20 @@ def news_topic(query: str) -> TopicConfig:
 
 
 def raw_matches(corpus: Corpus, topic: TopicConfig) -> list[bool]:
-    """The spider's potential match, as it applies it: the query on the decoded page, first CONTENT_MATCH_BYTES."""
+    """The spider's test before extraction (``Spider._judge_outcome``): ``may_match`` on the whole page as the
+    fetcher decodes it (this server declares no charset). Without the page's URLs, which the plan assigns
+    later: a URL can only add a match, so a page that passes here passes in the spider (``check_raw_matches``)."""
     query = topic.parsed_query
-    return [query.matches(decode_html(body)[:CONTENT_MATCH_BYTES]) for body in corpus.bodies]
+    return [query.may_match(decode_html(body)) for body in corpus.bodies]
+
+
+def check_raw_matches(pages: list[tuple[str, bytes]], topic: TopicConfig) -> None:
+    """Every served page passes the test exactly as the spider calls it: with the URL it is fetched from (the
+    server does not redirect, so the final URL is the same)."""
+    query = topic.parsed_query
+    failing = [url for url, body in pages if not query.may_match(decode_html(body), urls=(url,))]
+    if failing:
+        raise RuntimeError(f"{len(failing)} served pages fail the spider's raw-page test, e.g. {failing[0]}")
 
 
 def run_news(
@@ -418,7 +429,7 @@ def bench_news(args: argparse.Namespace) -> None:
     )
     print(
         f"Corpus: {len(corpus.bodies)} pages under {NEWS_HTML}. Query `{args.query}` passes the raw-page "
-        f"match (first {CONTENT_MATCH_BYTES:,} characters of the decoded page) on {len(served.bodies)} of them"
+        f"test (`may_match` on the decoded page) on {len(served.bodies)} of them"
         + (
             "."
             if len(served.bodies) == len(corpus.bodies)
@@ -433,6 +444,7 @@ def bench_news(args: argparse.Namespace) -> None:
         "sites must differ"
     )
     pages = [(url, served.bodies[index]) for url, index in plan]
+    check_raw_matches(pages, topic)
     sizes = [len(body) for _, body in pages]
     repeats = (
         "no site serves a page twice"

@@ -58,8 +58,8 @@ def run_topic(name: str, load_archive: bool = False, say: Callable[[str], None] 
         instance.add_dynamic_partitions("topics", [name])
         say(f"added partition {name!r} of `topics`")
     if load_archive:
-        meta = run_job(defs, instance, "archive_job").asset_materializations_for_node("archive_stories")[0]
-        say(f"archive_job: {meta.metadata['stories_added'].value} stories added")
+        meta = run_job(defs, instance, "archive_job").metadata("archive_stories")
+        say(f"archive_job: {meta['stories_added'].value} stories added")
     result = run_job(
         defs,
         instance,
@@ -70,7 +70,7 @@ def run_topic(name: str, load_archive: bool = False, say: Callable[[str], None] 
             **as_sensor_run("topic_registry", f"seeds:{name}:{topic.config_hash[:12]}"),
         },
     )
-    meta = result.asset_materializations_for_node("seeds")[0].metadata
+    meta = result.metadata("seeds")
     say(f"seeds_job: {meta['dagster/row_count'].value} seeds ({meta['seeds_new'].value} new)")
     store = TopicStore.open()
     while True:
@@ -87,11 +87,7 @@ def run_topic(name: str, load_archive: bool = False, say: Callable[[str], None] 
                     **as_sensor_run("spider_iterations", decision.run_key),
                 },
             )
-            by_key = {
-                m.asset_key.to_user_string(): m.metadata
-                for m in result.asset_materializations_for_node("spider_iteration")
-            }
-            fetched, stories = by_key["fetched_links"], by_key["relevant_stories"]
+            fetched, stories = result.metadata("fetched_links"), result.metadata("relevant_stories")
             say(
                 f"spider_iteration_job: iteration {fetched['iteration'].value}: "
                 f"{fetched['urls_processed_this_iteration'].value} URLs, {stories['new_stories'].value} new "
@@ -110,7 +106,7 @@ def run_topic(name: str, load_archive: bool = False, say: Callable[[str], None] 
                     **as_sensor_run("spider_iterations", decision.run_key),
                 },
             )
-            snapshot = result.asset_materializations_for_node("snapshots")[0].metadata
+            snapshot = result.metadata("snapshots")
             say(
                 f"post_spider_job: snapshot {snapshot['snapshot_id'].value} in {snapshot['snapshot_folder'].value} "
                 f"(run {result.run_id})"

@@ -8,21 +8,29 @@ import os
 import dagster as dg
 
 from assets.archive import archive_stories
+from assets.checks import ASSET_CHECKS
 from assets.clusters import cluster_weeks, clusters
 from assets.jobs import ALL_JOBS
+from assets.media_tags import media_tags
 from assets.seeds import seeds
 from assets.spider import spider_iteration, spider_iteration_sharded, spider_shards
 from assets.warc_export import story_warc_archive
 from orchestration import commoncrawl, dedup, snapshots, social
 from orchestration.env import env_or
-from orchestration.executor import executor_from_env
+from orchestration.executor import end_with_run_worker, executor_from_env
 from resources.archive import ArchiveDropsResource
 from resources.fetcher import PageSourceResource
+from resources.media_tags import MEDIA_TAGS_FILE_ENV, MediaTagsResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from sensors.automation import AUTOMATION_SCHEDULES, AUTOMATION_SENSORS
+from sensors.media_tags import media_tags_changed
 from sensors.spider import SpiderSensorConfig, spider_iterations
 from sensors.topics import topic_registry
+
+# A step process of the multiprocess executor dies with the run worker that started it (orchestration/executor.py):
+# this module is what a step process loads before it runs any step.
+end_with_run_worker()
 
 
 def page_source_from_env() -> PageSourceResource:
@@ -38,6 +46,7 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
         "topics_file": TopicsFileResource(path=env_or("TOPICMAP_TOPICS_FILE", "topics.yaml")),
         "drops": ArchiveDropsResource(drops_dir=env_or("TOPICMAP_DROPS_DIR", "")),
         "page_source": page_source_from_env(),
+        "media_tags_file": MediaTagsResource(path=env_or(MEDIA_TAGS_FILE_ENV, "")),
         "spider_sensor_config": SpiderSensorConfig(),
     }
 
@@ -49,8 +58,17 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
 spider_assets = spider_iteration_sharded if spider_shards() > 1 else spider_iteration
 defs = dg.Definitions.merge(
     dg.Definitions(
-        assets=[archive_stories, cluster_weeks, clusters, seeds, spider_assets, story_warc_archive],
-        sensors=[topic_registry, spider_iterations, *AUTOMATION_SENSORS],
+        assets=[
+            archive_stories,
+            cluster_weeks,
+            clusters,
+            media_tags,
+            seeds,
+            spider_assets,
+            story_warc_archive,
+        ],
+        asset_checks=ASSET_CHECKS,
+        sensors=[topic_registry, spider_iterations, media_tags_changed, *AUTOMATION_SENSORS],
         schedules=AUTOMATION_SCHEDULES,
         # every run is one of these named jobs (assets/jobs.py): sensors, schedules, the demo, `topicmap topic run`
         jobs=ALL_JOBS,

@@ -14,6 +14,10 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestration.runs import FinishedRun
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,6 +45,38 @@ def _write_media_dups(web, path: Path) -> None:  # noqa: ANN001
     os.environ["TOPICMAP_MEDIA_DUPS_FILE"] = str(path)
 
 
+def _write_media_tags(web, path: Path) -> None:  # noqa: ANN001
+    """The demo's media tags, as a curator keeps them: each outlet's media_type (the wire service, the specialist
+    sites, the rest newspapers). A renamed outlet is tagged under its old name: the tag follows its dup_media_id
+    to the outlet. Link maps are coloured by media_type."""
+    from topicmap.demo.vocab import OUTLETS
+
+    url_of = {m["name"]: m["url"] for m in web.media}
+    lines = ["medium_url,tag_set,tag"]
+    for spec in OUTLETS:
+        kind = (
+            "wire" if spec.name == "Atlas Wire Service" else "digital_native" if spec.focus else "newspaper"
+        )
+        named = spec.renamed_from[0] if spec.renamed_from and spec.renamed_from[0] in url_of else spec.name
+        if named in url_of:
+            lines.append(f"{url_of[named]},media_type,{kind}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.environ["TOPICMAP_MEDIA_TAGS_FILE"] = str(path)
+    os.environ.setdefault("TOPICMAP_LINK_MAP_TAG_SET", "media_type")
+
+
+def _print_foci(meta: dict) -> None:
+    """Each focus of the snapshot: its size and top words."""
+    if "foci" not in meta:
+        return
+    for record in meta["foci"].value.records:
+        focus = record.data
+        _say(
+            f"  focus {focus['focus']} ({focus['kind']}: {focus['definition']}): {focus['stories']} stories, "
+            f"{focus['story links (overall)']} story links; top words: {focus['top words'] or '-'}"
+        )
+
+
 def demo_page_source(port: int) -> dict:
     """Page-source settings that point the spider at the demo web on loopback (and nothing else private)."""
     return {
@@ -53,11 +89,11 @@ def demo_page_source(port: int) -> dict:
     }
 
 
-def _print_metadata(result, node: str, keys: Sequence[str]) -> None:  # noqa: ANN001
-    for materialization in result.asset_materializations_for_node(node):
+def _print_metadata(run: FinishedRun, asset: str, keys: Sequence[str]) -> None:
+    for materialization in run.materializations(asset):
         meta = materialization.metadata
         shown = ", ".join(f"{k.replace('_', ' ')} {meta[k].value}" for k in keys if k in meta)
-        _say(f"  {materialization.asset_key.to_user_string()}: {shown}")
+        _say(f"  {asset}: {shown}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     drops.mkdir(parents=True, exist_ok=True)
     web.write_archive_parquet(drops / "demo_archive.parquet", include_html=True)
     _write_media_dups(web, home / "media_dups.csv")
+    _write_media_tags(web, home / "media_tags.csv")  # before the code location loads: it reads the settings
     _say(
         f"  {len(web.media)} media, {len(web.pages)} pages, {len(web.archive_stories)} stories already archived"
     )
@@ -130,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     **as_sensor_run("topic_registry", f"seeds:{topic.name}:{topic.config_hash[:12]}"),
                 },
             )
-            meta = result.asset_materializations_for_node("seeds")[0].metadata
+            meta = result.metadata("seeds")
             _say(f"  seeds: {meta['dagster/row_count'].value}  (new: {meta['seeds_new'].value})")
             _say("  " + meta["seeds_per_month"].value.replace("\n", "\n  "))
 
@@ -151,9 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         **as_sensor_run("spider_iterations", decision.run_key),
                     },
                 )
-                fetched = result.asset_materializations_for_node("spider_iteration")
-                by_key = {m.asset_key.to_user_string(): m.metadata for m in fetched}
-                f_meta, r_meta = by_key["fetched_links"], by_key["relevant_stories"]
+                f_meta, r_meta = result.metadata("fetched_links"), result.metadata("relevant_stories")
                 _say(
                     f"  iteration {f_meta['iteration'].value}: URLs by state "
                     f"{json.dumps(f_meta['urls_by_state_this_iteration'].value, sort_keys=True)}; "
@@ -193,6 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "deduped_media",
                     ["dup_media_declared_now", "merged_now", "stories_moved_now", "cross_media_links_after"],
                 ),
+                ("media_tags", ["rows_loaded", "bad_rows", "topic_media", "dagster/row_count"]),
                 ("deduped_stories", ["merged_now", "cross_media_links_after"]),
                 ("near_duplicates", ["stories", "groups", "dagster/row_count"]),
                 ("story_warc_archive", ["dagster/row_count", "folder"]),
@@ -209,9 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             topics_id = store.topic_row(topic.name)["topics_id"]
             size_after = store.table_count(schema.topic_stories, topics_id=topics_id)
             _say(f"  topic size after dedup: {size_after} stories (before: {topic_sizes[topic.name]})")
-            stats = result.asset_materializations_for_node("story_statistics")[0].metadata
+            stats = result.metadata("story_statistics")
             _say(statistics_line(stats, topic.name))
             found[topic.name] = report_snapshot(result, topic.name, say=_say)
+            _print_foci(result.metadata("snapshots"))
 
     for name, paths in found.items():
         _say(f"\n{name}: link map {paths['link_map_png']}  (files: python -m topicmap.snapshots.cli {name})")

@@ -4,28 +4,36 @@ DefaultRunLauncher starts each run worker as a child process of the code server 
 location. It implements no worker health check, so Dagster's run monitoring can only time runs out: when
 the code server dies together with its run worker (a host reboot, an OOM kill of the process group, a
 `kill -9` of the tree), nobody reports the failure and the run stays STARTED forever, holding its queue
-and pool slots (see /work/shared/reference/dagster-deploy-notes.md §1e).
+and pool slots.
 
 Every run worker reports its pid in an engine event when it starts ("Started process for run (pid: N)").
 This launcher reads that pid back and tells the MonitoringDaemon whether the process still lives, so a
 dead worker is marked FAILED at the next monitoring poll; `run_retries` then re-launches it from the
 failure. The check is only trusted where it means something: the code server that launched the run must
 be on this host (loopback or a unix socket, which is what `dagster-daemon run -w workspace.yaml` starts
-for a python_module location). For a code server on another host the check answers RUNNING and leaves
-the run to the `max_runtime_seconds` backstop, because a pid on another machine says nothing here.
+for a python_module location), or, for a run executed in the process that created it (`make demo`,
+`topicmap topic run`), that process must be on this host. For a code server on another host the check answers
+RUNNING and leaves the run to the `max_runtime_seconds` backstop, because a pid on another machine says nothing here.
+
+A failed run must also be dead. Its step processes (Dagster's multiprocess executor starts one per step, and
+reports each pid in a STEP_WORKER_STARTED event) die with their run worker on Linux (orchestration/executor.py);
+wherever one still outlives it, this launcher kills it when it finds the worker dead and, at the latest, before it
+launches a retry or re-execution of the failed run, so the two never write the same work into the event log.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from dagster import DagsterEventType, DagsterRun, DefaultRunLauncher
-from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
+from dagster import DagsterEventType, DagsterRun, DagsterRunStatus, DefaultRunLauncher
+from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, WorkerStatus
 from dagster._core.storage.tags import GRPC_INFO_TAG
 from dagster._serdes.config_class import ConfigurableClassData
 
@@ -34,6 +42,9 @@ STARTED_MESSAGE = "Started process for run (pid: "
 #: engine events read to find the pid: it is among the first few of a run
 PID_EVENT_SEARCH_LIMIT = 50
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+#: run tag of a run executed in the process that created it (orchestration/runs.py): the host of that process,
+#: which reports its pid as a run worker does
+IN_PROCESS_HOST_TAG = "topicmap/run_host"
 
 
 def process_state(pid: int) -> str | None:
@@ -84,7 +95,8 @@ class PidCheckingRunLauncher(DefaultRunLauncher):
     def _worker_is_local(self, run: DagsterRun) -> bool:
         grpc_info = run.tags.get(GRPC_INFO_TAG)
         if not grpc_info:
-            return False  # not launched by this launcher (or not yet): nothing to check
+            # a run executed in the process that created it (`make demo`, `topicmap topic run`) names its host
+            return run.tags.get(IN_PROCESS_HOST_TAG) in {socket.gethostname(), socket.getfqdn()}
         info = json.loads(grpc_info)
         if info.get("socket"):
             return True  # a unix socket is always on this host
@@ -103,6 +115,49 @@ class PidCheckingRunLauncher(DefaultRunLauncher):
                     return int(pid_value.value), entry.timestamp
         return None
 
+    def _step_pids(self, run: DagsterRun) -> list[tuple[int, float]]:
+        """(pid, timestamp of its event) of every step process the run's multiprocess executor started."""
+        records = self._instance.get_records_for_run(
+            run.run_id, of_type=DagsterEventType.STEP_WORKER_STARTED
+        ).records
+        found = []
+        for record in records:
+            event = record.event_log_entry.dagster_event
+            pid_value = event.engine_event_data.metadata.get("pid") if event is not None else None
+            if pid_value is not None:
+                found.append((int(pid_value.value), record.event_log_entry.timestamp))
+        return found
+
+    def end_step_processes(self, run: DagsterRun) -> list[int]:
+        """SIGKILL the step processes of ``run`` that still live; the pids killed.
+
+        Only on this host, and only a process known to be the one that reported the pid (started no later than
+        its event): without procfs a pid cannot be told from a reused one, and nothing is killed."""
+        if not self._worker_is_local(run):
+            return []
+        ended = []
+        for pid, reported_at in self._step_pids(run):
+            started = process_start_time(pid)
+            if process_state(pid) != "alive" or started is None or started > reported_at + 1.0:
+                continue
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                ended.append(pid)
+        return ended
+
+    def launch_run(self, context: LaunchRunContext) -> None:
+        # A retry or re-execution of a failed run starts only once nothing of the failed run is left running.
+        run = context.dagster_run
+        parent = self._instance.get_run_by_id(run.parent_run_id) if run.parent_run_id else None
+        if parent is not None and parent.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
+            ended = self.end_step_processes(parent)
+            if ended:
+                self._instance.report_engine_event(
+                    f"Ended step processes {ended} of run {parent.run_id}, left running by its dead run worker",
+                    run,
+                )
+        super().launch_run(context)
+
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
         # Anything but RUNNING/SUCCESS makes the MonitoringDaemon fail the run, so "cannot tell" is RUNNING.
         if not self._worker_is_local(run):
@@ -114,14 +169,18 @@ class PidCheckingRunLauncher(DefaultRunLauncher):
             return CheckRunHealthResult(WorkerStatus.RUNNING, "run worker has not reported its pid yet")
         pid, reported_at = found
         state = process_state(pid)
-        if state is None:
-            return CheckRunHealthResult(WorkerStatus.FAILED, f"run worker process {pid} is gone")
-        if state == "zombie":
-            return CheckRunHealthResult(WorkerStatus.FAILED, f"run worker process {pid} has exited")
         started = process_start_time(pid)
+        if state is None:
+            death = f"run worker process {pid} is gone"
+        elif state == "zombie":
+            death = f"run worker process {pid} has exited"
         # a pid reused by a later process: the worker that reported it is gone (1 s of clock-tick slack)
-        if started is not None and started > reported_at + 1.0:
-            return CheckRunHealthResult(
-                WorkerStatus.FAILED, f"run worker process {pid} is gone (pid reused by a newer process)"
-            )
-        return CheckRunHealthResult(WorkerStatus.RUNNING, f"run worker process {pid} is alive")
+        elif started is not None and started > reported_at + 1.0:
+            death = f"run worker process {pid} is gone (pid reused by a newer process)"
+        else:
+            return CheckRunHealthResult(WorkerStatus.RUNNING, f"run worker process {pid} is alive")
+        # the MonitoringDaemon fails the run on this answer: its steps end first (module doc)
+        ended = self.end_step_processes(run)
+        return CheckRunHealthResult(
+            WorkerStatus.FAILED, death + (f"; ended its step processes {ended}" if ended else "")
+        )

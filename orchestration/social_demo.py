@@ -103,7 +103,7 @@ def run_click_demo(
             "click_totals_job",
             tags={refetch.RANGE_START_TAG: first.isoformat(), refetch.RANGE_END_TAG: last.isoformat()},
         )
-        days = result.asset_materializations_for_node("click_totals")
+        days = result.materializations("click_totals")
         figures = {
             key: sum(m.metadata[name].value for m in days)
             for key, name in (

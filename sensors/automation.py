@@ -25,7 +25,7 @@ from assets.partitions import topics_partitions
 from assets.social import click_totals
 from resources.social import BitlyResource
 from resources.store import TopicStoreResource
-from sensors.clicks import bitly_not_configured, click_runs_in_progress, first_click_day
+from sensors.clicks import bitly_not_configured, click_runs_in_progress, first_click_day, last_click_day
 from sensors.settings import RUNS_IN_PROGRESS
 from topicmap.social import refetch
 
@@ -54,7 +54,8 @@ def catch_up_days(store: TopicStore, now: datetime, earliest: date, busy: set[da
         days.update(
             c.day for c in days_lacking_stage(store, stage, span[0], span[1], now, limit) if c.stories
         )
-    return sorted(days - busy)[:CATCH_UP_MAX_DAYS]
+    last = last_click_day()  # no partition (and no refetch window) past it
+    return sorted(day for day in days - busy if last is None or day <= last)[:CATCH_UP_MAX_DAYS]
 
 
 @dg.sensor(
@@ -273,5 +274,21 @@ def snapshot_refresh(context: dg.SensorEvaluationContext, store: TopicStoreResou
     return dg.SensorResult(run_requests=requests)
 
 
-AUTOMATION_SENSORS = [click_totals_catch_up, snapshot_refresh]
+#: Dagster's automation sensor for the assets whose rule is an automation condition (assets/conditions.py): it
+#: evaluates `cluster_weeks`' condition every 30 seconds and launches what it requests as one backfill, so a
+#: topic's weeks follow new weeks and rebuilt stories like the spider follows its topics: running by default.
+cluster_weeks_automation = dg.AutomationConditionSensorDefinition(
+    "cluster_weeks_automation",
+    target=dg.AssetSelection.assets("cluster_weeks"),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description=(
+        "Builds a topic's weeks of clusters (`cluster_weeks`, one backfill, one run per topic) when a new week "
+        "begins and whenever the topic's deduplicated stories are rebuilt (every week of the topic), never while "
+        "the stories are missing or being rebuilt. Evaluates the asset's automation condition; each evaluation "
+        "shows on the asset's Automation tab."
+    ),
+)
+
+AUTOMATION_SENSORS = [click_totals_catch_up, snapshot_refresh, cluster_weeks_automation]
 AUTOMATION_SCHEDULES = [weekly_snapshots]

@@ -4,7 +4,7 @@ The decisions are in topicmap.social.refetch (see its docstring); a tick only re
 instance's in-progress runs, and requests runs with stable run keys, so replaying a tick requests nothing new.
 """
 
-from datetime import date
+from datetime import date, timedelta
 
 import dagster as dg
 
@@ -36,6 +36,14 @@ def first_click_day() -> date:
     return date.fromisoformat(publication_days.get_first_partition_key())
 
 
+def last_click_day() -> date | None:
+    """The last publication-day partition (the latest topic end + its 30-day refetch), None while the days run on to
+    yesterday: a story dated later is past every topic's refetch window, and a run for a day with no partition
+    would fail the tick."""
+    end = publication_days.end
+    return None if end is None else (end - timedelta(days=1)).date()
+
+
 def bitly_not_configured(bitly: BitlyResource) -> dg.SkipReason | None:
     """A visible reason to request nothing when Bit.ly has no token: every such run would fail."""
     if bitly.configured:
@@ -65,6 +73,8 @@ def evaluate_click_refetch(
     candidates = days_lacking_stage(
         store.open(), stage, span[0], span[1], now, MAX_DAYS_PER_TICK + len(busy) + 1
     )
+    last = last_click_day()
+    candidates = [c for c in candidates if last is None or c.day <= last]
     plan = refetch.plan_refetch(stage, candidates, context.cursor, now, busy, MAX_DAYS_PER_TICK, earliest)
     context.log.info(plan.describe(stage))
     if not plan.requests:
@@ -88,7 +98,9 @@ def _description(stage: str, delay: str) -> str:
     return (
         f"Requests one `click_totals_job` run per publication day once its {delay} stage is due (the day's end + {delay}), "
         f"run key `clicks:{{day}}:{stage}`, oldest first, at most {MAX_DAYS_PER_TICK} per tick; catches up after "
-        "downtime, re-requests a day once for stories that arrive late (key suffix `late-{stories_id}`), and leaves "
+        "downtime, re-requests a day once for stories that arrive late (key suffix `late-{stories_id}`) and once per "
+        "merge into a story whose figures predate it (`late-{stories_id}-merge-{id}`: the merged story's URLs count "
+        "towards its survivor), and leaves "
         "days with a click run in progress alone. Requests nothing (and says why) while Bit.ly has no token. "
         "Cursor: the last day requested."
     )

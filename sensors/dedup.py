@@ -1,9 +1,10 @@
-"""Re-run media and story dedup when the duplicate-media list changes (seed 000: "the set of duplicate media
-can change between (or during) spidering runs, so we have to run the deduping with each spidering run")."""
+"""Re-run media and story dedup when the duplicate-media list changes: as Media Cloud's topic mapper notes, the
+set of duplicate media can change between (or during) spidering runs, so dedup runs again with each change."""
 
 import dagster as dg
 
 from assets.dedup import deduped_media, deduped_stories
+from assets.jobs import post_spider_job
 from assets.partitions import topics_partitions
 from resources.dedup import MediaDupsResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
@@ -11,7 +12,7 @@ from sensors.settings import SENSOR_INTERVAL_SECONDS
 
 @dg.sensor(
     name="media_dups_changed",
-    target=dg.AssetSelection.assets(deduped_media, deduped_stories),
+    job=post_spider_job,  # runs of the two dedup assets, listed under the named job that holds them
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
@@ -39,7 +40,11 @@ def media_dups_changed(context: dg.SensorEvaluationContext, media_dups: MediaDup
     )
     return dg.SensorResult(
         run_requests=[
-            dg.RunRequest(run_key=f"media-dups:{digest[:16]}:{topic}", partition_key=topic)
+            dg.RunRequest(
+                run_key=f"media-dups:{digest[:16]}:{topic}",
+                partition_key=topic,
+                asset_selection=[deduped_media.key, deduped_stories.key],
+            )
             for topic in topics
         ],
         cursor=digest,

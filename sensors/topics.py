@@ -1,6 +1,14 @@
-"""The topic registry: keeps the `topics` dynamic partitions in step with the topics file."""
+"""The topic registry: keeps the `topics` dynamic partitions in step with the topics file.
+
+A partition whose topic the file does not declare (removed from the file, or added in the launch dialog by
+mistake) is deleted only when that loses nothing: no run ever used it, so no stage wrote anything for it. A
+partition that runs used keeps its partition and its data (a topic dropped from the file by a bad edit comes back
+whole); every run for it fails at once (assets.partitions.declared_topic), and the sensor reports it once, not on
+every tick.
+"""
 
 import json
+from typing import Any
 
 import dagster as dg
 
@@ -8,6 +16,29 @@ from assets.jobs import TOPIC_TAG, seeds_job
 from assets.partitions import topics_partitions
 from resources.topics import TopicsFileResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
+
+#: run tags naming a run's topic partition: a topic run's own, or the topic dimension of a topic x week run
+PARTITION_TAGS = ("dagster/partition", "dagster/partition/topic")
+
+
+def partition_was_used(instance: dg.DagsterInstance, name: str) -> bool:
+    """True when any run (whatever its status, queued ones too) was for the topic partition ``name``."""
+    return any(
+        instance.get_run_records(filters=dg.RunsFilter(tags={tag: name}), limit=1) for tag in PARTITION_TAGS
+    )
+
+
+def read_cursor(cursor: str | None) -> dict[str, Any]:
+    """The registry's cursor: ``declared`` (topic → config hash at the last tick) and what it has already reported
+    (``removed`` topics, topic ``errors``). An older cursor held only the declared map."""
+    state = json.loads(cursor) if cursor else {}
+    if not isinstance(state.get("declared"), dict):
+        state = {"declared": state}
+    return {
+        "declared": state["declared"],
+        "removed": state.get("removed", []),
+        "errors": state.get("errors", []),
+    }
 
 
 @dg.sensor(
@@ -17,7 +48,9 @@ from sensors.settings import SENSOR_INTERVAL_SECONDS
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
         "Adds a `topics` partition for each new topic in the topics file and requests its `seeds_job` run; re-seeds a "
-        "topic whose declaration changed; reports removed or invalid topics (their data is kept)."
+        "topic whose declaration changed. A partition of a topic the file does not declare is deleted if no run "
+        "ever used it (added by mistake: nothing is lost); one that runs used is kept with its data and reported "
+        "once (runs for it fail at once). Invalid topics are reported once per change."
     ),
 )
 def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileResource) -> dg.SensorResult:
@@ -28,29 +61,45 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
         loaded = topics_file.load()
     except TopicConfigError as exc:
         return dg.SensorResult(skip_reason=dg.SkipReason(f"topics file unusable: {exc}"))
-    for error in loaded.errors:
-        context.log.warning(f"rejected topic: {error}")
+    last = read_cursor(context.cursor)
+    errors = sorted(str(error) for error in loaded.errors)
+    for error in errors:
+        if error not in last["errors"]:
+            context.log.warning(f"rejected topic: {error}")
     declared = {topic.name: topic.config_hash for topic in loaded.topics}
     partitions = set(context.instance.get_dynamic_partitions(topics_partitions.name))
-    last_state = json.loads(context.cursor) if context.cursor else {}
-    plan = plan_topic_sync(declared, partitions, last_state)
-    for name in plan.removed:
-        context.log.warning(
-            f"topic {name!r} is no longer in {topics_file.path}; its partition and data are kept"
+    plan = plan_topic_sync(declared, partitions, last["declared"])
+    unused = [name for name in plan.removed if not partition_was_used(context.instance, name)]
+    kept = [name for name in plan.removed if name not in unused]
+    for name in unused:
+        context.log.info(
+            f"topic {name!r} is not in {topics_file.path} and no run used its partition: deleted"
         )
+    for name in kept:
+        if name not in last["removed"]:
+            context.log.warning(
+                f"topic {name!r} is no longer in {topics_file.path}; its partition and data are kept, and runs for "
+                "it fail until it is declared again"
+            )
+    state = {"declared": plan.state, "removed": kept, "errors": errors}
     run_requests = [
         dg.RunRequest(
             run_key=f"seeds:{name}:{declared[name][:12]}", partition_key=name, tags={TOPIC_TAG: name}
         )
         for name in plan.to_seed
     ]
-    requests = [topics_partitions.build_add_request(list(plan.add))] if plan.add else []
-    if not run_requests and not plan.removed and not loaded.errors:
+    requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+    if plan.add:
+        requests.append(topics_partitions.build_add_request(list(plan.add)))
+    if unused:
+        requests.append(topics_partitions.build_delete_request(unused))
+    news = set(kept) - set(last["removed"]) or set(errors) - set(last["errors"])
+    if not run_requests and not requests and not news:
+        kept_note = f"; kept with their data, not declared: {', '.join(kept)}" if kept else ""
         return dg.SensorResult(
-            skip_reason=dg.SkipReason("topics file and partitions agree"), cursor=json.dumps(plan.state)
+            skip_reason=dg.SkipReason(f"topics file and partitions agree{kept_note}"),
+            cursor=json.dumps(state),
         )
     return dg.SensorResult(
-        run_requests=run_requests,
-        dynamic_partitions_requests=requests,
-        cursor=json.dumps(plan.state),
+        run_requests=run_requests, dynamic_partitions_requests=requests, cursor=json.dumps(state)
     )

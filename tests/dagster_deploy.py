@@ -202,6 +202,40 @@ class DagsterGraphQL:
         assert data["launchRun"]["__typename"] == "LaunchRunSuccess", data
         return data["launchRun"]["run"]["runId"]
 
+    def reexecute(self, parent_run_id: str, strategy: str = "ALL_STEPS") -> str:
+        """Re-execute a run as the UI's Re-execute button does (by parent run id); the new run's id."""
+        data = self.query(
+            "mutation($params: ReexecutionParams!) { launchPipelineReexecution(reexecutionParams: $params) { "
+            "__typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } "
+            "... on RunConfigValidationInvalid { errors { message } } } }",
+            params={"parentRunId": parent_run_id, "strategy": strategy},
+        )
+        answer = data["launchPipelineReexecution"]
+        assert answer["__typename"] == "LaunchRunSuccess", answer
+        return answer["run"]["runId"]
+
+    def job_page_runs(self, job_name: str) -> list[str]:
+        """The run ids the job's page lists: runs of that name tagged with this code location's repository."""
+        label = f"{self.repository['repositoryName']}@{self.location}"
+        data = self.query(
+            "query($filter: RunsFilter) { runsOrError(filter: $filter, limit: 500) { __typename "
+            "... on Runs { results { runId } } } }",
+            filter={"pipelineName": job_name, "tags": [{"key": ".dagster/repository", "value": label}]},
+        )
+        return [run["runId"] for run in data["runsOrError"]["results"]]
+
+    def add_partition(self, partitions_def_name: str, key: str) -> None:
+        """Add a dynamic partition as the launch dialog's "Add partition" does."""
+        data = self.query(
+            "mutation($sel: RepositorySelector!, $name: String!, $key: String!) { addDynamicPartition("
+            "repositorySelector: $sel, partitionsDefName: $name, partitionKey: $key) { __typename "
+            "... on PythonError { message } ... on UnauthorizedError { message } } }",
+            sel=self.repository,
+            name=partitions_def_name,
+            key=key,
+        )
+        assert data["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess", data
+
     def runs(self, tags: dict[str, str] | None = None) -> list[dict]:
         """Runs (newest first), filtered by tags: job names change, the topic tag does not."""
         data = self.query(
@@ -218,20 +252,27 @@ class DagsterGraphQL:
             run["assets"] = selected or set(JOB_ASSETS.get(run["jobName"], ()))
         return runs
 
-    def run_messages(self, run_id: str) -> list[str]:
-        messages: list[str] = []
+    def run_events(self, run_id: str) -> list[dict]:
+        """The run's events in the order they were stored: eventType, stepKey (None for run-level), message."""
+        events: list[dict] = []
         cursor = None
         while True:
             data = self.query(
                 "query($runId: ID!, $after: String) { logsForRun(runId: $runId, afterCursor: $after, limit: 1000) { "
-                "__typename ... on EventConnection { cursor hasMore events { ... on MessageEvent { message } } } } }",
+                "__typename ... on EventConnection { cursor hasMore events { "
+                "... on MessageEvent { eventType stepKey message } } } } }",
                 runId=run_id,
                 after=cursor,
             )["logsForRun"]
-            messages += [event.get("message") or "" for event in data["events"]]
+            events += [
+                {"eventType": None, "stepKey": None, "message": "", **event} for event in data["events"]
+            ]
             if not data["hasMore"]:
-                return messages
+                return events
             cursor = data["cursor"]
+
+    def run_messages(self, run_id: str) -> list[str]:
+        return [event["message"] or "" for event in self.run_events(run_id)]
 
     def materialized_partitions(self, asset_name: str) -> list[dict]:
         data = self.query(

@@ -12,8 +12,14 @@ import dagster as dg
 import pytest
 from sqlalchemy import insert, update
 
-from assets.partitions import CLICKS_START_ENV, clicks_start_day, earliest_topic_start
-from assets.social import click_totals
+from assets.partitions import (
+    CLICKS_START_ENV,
+    clicks_end_day,
+    clicks_start_day,
+    earliest_topic_start,
+    latest_topic_end,
+)
+from assets.social import click_totals, publication_days
 from orchestration.definitions import defs
 from resources.social import BitlyResource
 from resources.store import TopicStoreResource
@@ -36,6 +42,7 @@ def test_every_stage_runs_as_a_named_job_with_its_tags() -> None:
     assert jobs["spider_iteration_job"] == {"fetched_links", "relevant_stories", "topic_links"}
     assert jobs["post_spider_job"] == {
         "deduped_media",
+        "media_tags",
         "deduped_stories",
         "near_duplicates",
         "story_statistics",
@@ -135,6 +142,37 @@ def test_click_partitions_start_at_the_setting_then_the_earliest_topic(tmp_path:
         clicks_start_day({CLICKS_START_ENV: "last tuesday"}, today)
 
 
+def test_click_days_end_with_the_last_topic_and_its_30_day_refetch(tmp_path: Path) -> None:
+    topics = tmp_path / "topics.yaml"
+    topics.write_text(
+        "topics:\n  - {name: a, query: x, start_date: 2026-02-01, end_date: 2026-03-01}\n"
+        "  - {name: b, query: y, start_date: 2025-11-15, end_date: 2026-01-01}\n  - broken\n",
+        encoding="utf-8",
+    )
+    environ = {"TOPICMAP_TOPICS_FILE": str(topics)}
+    first = clicks_start_day(environ, date(2026, 11, 26))
+    end = clicks_end_day(first, environ)
+    assert end == date(2026, 4, 1)  # exclusive: the last day is March 1 + 30 days
+    days = dg.DailyPartitionsDefinition(start_date=first.isoformat(), end_date=end.isoformat())
+    keys = days.get_partition_keys()
+    assert keys[0] == "2025-11-15" and keys[-1] == "2026-03-31"
+    # the launch dialog opens on the last days of the partitions: they are the topics' days now, not "recent" ones
+    assert {"2026-02-01", "2026-03-01"} <= set(keys[-90:])
+    # no topic with an end: days run on to yesterday; a start setting after every end is refused by name
+    assert clicks_end_day(first, {"TOPICMAP_TOPICS_FILE": str(tmp_path / "none.yaml")}) is None
+    with pytest.raises(ValueError, match=CLICKS_START_ENV):
+        clicks_end_day(date(2026, 6, 1), environ)
+
+
+def test_the_code_locations_click_days_end_after_the_declared_topics() -> None:
+    latest_end = latest_topic_end()
+    assert latest_end is not None  # the shipped topics.yaml dates its topics
+    assert publication_days.end is not None
+    assert publication_days.end.date() == latest_end + timedelta(days=31)
+    last_key = publication_days.get_last_partition_key()  # the end is past: it bounds the days, not today
+    assert last_key == (latest_end + timedelta(days=30)).isoformat()
+
+
 @pytest.fixture
 def store_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
@@ -232,6 +270,26 @@ def test_catch_up_launches_one_backfill_over_the_due_days_once_a_day(store_world
         "2024-01-11",
         "2024-01-12",
     }
+
+
+def test_no_click_run_is_requested_for_a_day_past_the_last_partition(
+    store_world: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stories dated after every topic's refetch window (the last partition) are not requested: no partition."""
+    import sensors.clicks
+
+    ending = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-12")
+    monkeypatch.setattr(sensors.clicks, "publication_days", ending)
+    context = dg.build_sensor_context(
+        instance=store_world["instance"], resources=_resources(store_world, "token"), definitions=defs
+    )
+    (request,) = click_totals_catch_up(context).run_requests
+    days = {p.partition_key for p in request.asset_graph_subset.iterate_asset_partitions()}
+    assert days == {"2024-01-10", "2024-01-11"}  # the stories of the 12th are past the last day
+    refetches = click_refetch_30d(
+        dg.build_sensor_context(instance=store_world["instance"], resources=_resources(store_world, "token"))
+    ).run_requests
+    assert [r.partition_key for r in refetches] == ["2024-01-10", "2024-01-11"]
 
 
 def _snapshot_row(store: TopicStore, when: datetime) -> None:

@@ -2,11 +2,14 @@
 
 The test runs a small demo topic in process up to its snapshot (as `make demo` does), starts
 `dagster-webserver` on that instance, and checks what a user sees: the global lineage graph shows every
-asset, the snapshots asset page shows its metadata and the link-map picture, and a materialization
-launched by clicking the UI's Materialize button succeeds (read back through GraphQL).
+asset, the snapshots asset page shows its metadata and the link-map picture, a materialization
+launched by clicking the UI's Materialize button succeeds (read back through GraphQL), the topic's own
+seeds run re-executes from its run page ("Re-execute all") and succeeds, an asset page shows its owners
+and freshness policy, and a week of click totals is backfilled from the asset's launch dialog (no daemon
+runs here, so the backfill is checked as launched; tests/test_ui_runs.py follows one into its runs).
 
 It runs where Debian's `chromium` and `chromium-driver` are installed (`.ci/run` installs them), and under
-CI=true always: there a missing browser is a failure. A failing step saves a screenshot under /tmp.
+CI=true always: there a missing browser is a failure. Every step saves a screenshot in pytest's tmp dir.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 PAGE_PATIENCE_SECONDS = 120
 #: a launched run that makes no progress for this long is stuck
 RUN_PATIENCE_SECONDS = 300
+#: how often a wait looks whether the page still changes
+PAGE_CHANGE_WINDOW_SECONDS = 5
 
 
 def _require_browser() -> None:
@@ -137,42 +142,40 @@ def browser() -> Iterator:
 
 
 @contextmanager
-def screenshot_on_failure(driver, name: str) -> Iterator[None]:  # noqa: ANN001
-    """Keep what the browser showed when a check failed: /tmp/topicmap-ui-<name>.png.
-
-    With TOPICMAP_UI_SCREENSHOTS=<folder>, every step's screen is kept there, failed or not (to look at)."""
+def screenshot(driver, folder: Path, name: str) -> Iterator[None]:  # noqa: ANN001
+    """Keep what the browser showed at the end of a step, passed or failed: ``<folder>/<name>.png`` (pytest's
+    tmp dir, kept after the run, to look at what a person would have seen)."""
     try:
         yield
-    except BaseException:
-        shot = Path(tempfile.gettempdir()) / f"topicmap-ui-{name}.png"
-        driver.save_screenshot(str(shot))
-        print(f"screenshot of the failure: {shot}")
-        raise
-    if os.environ.get("TOPICMAP_UI_SCREENSHOTS"):
-        folder = Path(os.environ["TOPICMAP_UI_SCREENSHOTS"])
-        folder.mkdir(parents=True, exist_ok=True)
+    finally:
         driver.save_screenshot(str(folder / f"{name}.png"))
 
 
 def _wait(driver, what: str, condition, patience: float = PAGE_PATIENCE_SECONDS):  # noqa: ANN001, ANN202
-    """Wait while the page keeps changing; give up after ``patience`` seconds without any change."""
-    last, since = None, time.monotonic()
+    """Wait (WebDriverWait, polling ``condition``) while the page keeps changing; give up only after
+    ``patience`` seconds without any change: a busy machine renders slower, a broken page never."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    # a condition raising mid-render (an element gone stale, a lookup between two renders) is looked at again
+    wait = WebDriverWait(
+        driver, PAGE_CHANGE_WINDOW_SECONDS, poll_frequency=0.3, ignored_exceptions=(Exception,)
+    )
+    last, since = driver.page_source, time.monotonic()
     while True:
         try:
-            found = condition(driver)
-        except Exception:  # noqa: BLE001 - an element that went stale mid-render: look again
-            found = None
-        if found:
-            return found
-        source = driver.page_source
-        if source != last:
-            last, since = source, time.monotonic()
-        elif time.monotonic() - since > patience:
-            raise AssertionError(f"UI: {what} did not appear (page unchanged for {patience:.0f} s)")
-        time.sleep(0.3)
+            return wait.until(condition)
+        except TimeoutException:
+            source = driver.page_source
+            if source != last:
+                last, since = source, time.monotonic()
+            elif time.monotonic() - since > patience:
+                raise AssertionError(
+                    f"UI: {what} did not appear (page unchanged for {patience:.0f} s)"
+                ) from None
 
 
-def test_lineage_graph_shows_every_asset(webserver: DagsterGraphQL, browser) -> None:  # noqa: ANN001
+def test_lineage_graph_shows_every_asset(webserver: DagsterGraphQL, browser, tmp_path: Path) -> None:  # noqa: ANN001
     from selenium.webdriver.common.by import By
 
     nodes = webserver.query("{ assetNodes { assetKey { path } groupName } }")["assetNodes"]
@@ -195,12 +198,14 @@ def test_lineage_graph_shows_every_asset(webserver: DagsterGraphQL, browser) -> 
             driver.find_element(By.XPATH, "//*[@aria-label='zoom_out']/ancestor::button").click()
         return None
 
-    with screenshot_on_failure(browser, "lineage"):
+    with screenshot(browser, tmp_path, "lineage"):
         shown = _wait(browser, f"all {len(names)} asset nodes in the lineage graph", nodes_shown)
     assert names <= shown
 
 
-def test_snapshot_page_shows_its_metadata_and_link_map(webserver: DagsterGraphQL, browser) -> None:  # noqa: ANN001
+def test_snapshot_page_shows_its_metadata_and_link_map(
+    webserver: DagsterGraphQL, browser, tmp_path: Path
+) -> None:  # noqa: ANN001
     from selenium.webdriver.common.by import By
 
     browser.get(f"{webserver.base_url}/assets/snapshots?view=events&partition={demo_topic.TOPIC}")
@@ -226,13 +231,15 @@ def test_snapshot_page_shows_its_metadata_and_link_map(webserver: DagsterGraphQL
             break
         return None
 
-    with screenshot_on_failure(browser, "snapshot-page"):
+    with screenshot(browser, tmp_path, "snapshot-page"):
         _wait(browser, "the snapshot's metadata", metadata_shown)
         image = _wait(browser, "the link-map picture", picture_shown)
     assert browser.execute_script("return arguments[0].naturalWidth", image) >= 200
 
 
-def test_materialize_button_launches_a_run_that_succeeds(webserver: DagsterGraphQL, browser) -> None:  # noqa: ANN001
+def test_materialize_button_launches_a_run_that_succeeds(
+    webserver: DagsterGraphQL, browser, tmp_path: Path
+) -> None:  # noqa: ANN001
     from selenium.webdriver.common.by import By
 
     before = {run["runId"] for run in webserver.runs()}
@@ -244,7 +251,7 @@ def test_materialize_button_launches_a_run_that_succeeds(webserver: DagsterGraph
                 return button
         return None
 
-    with screenshot_on_failure(browser, "materialize"):
+    with screenshot(browser, tmp_path, "materialize"):
         _wait(browser, "the Materialize button", materialize_button).click()
 
         def launched() -> dict | None:
@@ -263,3 +270,154 @@ def test_materialize_button_launches_a_run_that_succeeds(webserver: DagsterGraph
         assert time.monotonic() - since < RUN_PATIENCE_SECONDS, f"run {run['runId']} stuck in {status}"
         time.sleep(1)
     assert status == "SUCCESS", webserver.run_messages(run["runId"])[-10:]
+
+
+def _body_text(driver) -> str:  # noqa: ANN001
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def _backfills(webserver: DagsterGraphQL) -> list[dict]:
+    """Every partition backfill on the instance: id, status, partition names and target assets."""
+    data = webserver.query(
+        "{ partitionBackfillsOrError(limit: 100) { ... on PartitionBackfills { results { "
+        "id status partitionNames assetSelection { path } } } } }"
+    )
+    return data["partitionBackfillsOrError"]["results"]
+
+
+def test_a_topic_run_re_executes_from_its_run_page(
+    webserver: DagsterGraphQL, browser, tmp_path: Path
+) -> None:  # noqa: ANN001
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    # the topic's seeds run, made by the code location's job as `topicmap topic run` makes it
+    (seeds_run,) = [
+        run
+        for run in webserver.runs()
+        if run["jobName"] == "seeds_job" and not run["tags"].get("dagster/parent_run_id")
+    ]
+    browser.get(f"{webserver.base_url}/runs")
+    # each step's screenshot shows the page before the click that leaves it
+    with screenshot(browser, tmp_path, "1-runs-list"):
+        # the Runs list names each run by the first 8 characters of its id
+        run_link = _wait(
+            browser,
+            "the seeds run in the Runs list",
+            ec.element_to_be_clickable((By.LINK_TEXT, seeds_run["runId"][:8])),
+        )
+    run_link.click()
+    with screenshot(browser, tmp_path, "2-seeds-run-page"):
+        _wait(browser, "the seeds run's page", ec.url_contains(seeds_run["runId"]))
+        re_execute = _wait(
+            browser,
+            "the Re-execute all button",
+            ec.element_to_be_clickable(
+                (By.XPATH, "//button[starts-with(normalize-space(.), 'Re-execute all')]")
+            ),
+        )
+    re_execute.click()
+
+    def re_execution() -> dict | None:
+        children = webserver.runs({"dagster/parent_run_id": seeds_run["runId"]})
+        return children[0] if children else None
+
+    with screenshot(browser, tmp_path, "3-re-executed-run-page"):
+        rerun = _wait(browser, "the run the click launched", lambda _: re_execution())
+        # the UI opens the new run's page; its status tag reads Success once the run is over
+        _wait(browser, "the new run's page", ec.url_contains(rerun["runId"]))
+
+        def over() -> str | None:
+            status = next(run["status"] for run in webserver.runs() if run["runId"] == rerun["runId"])
+            return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
+
+        status = _wait(browser, "the new run's end", lambda _: over(), patience=RUN_PATIENCE_SECONDS)
+        assert status == "SUCCESS", webserver.run_messages(rerun["runId"])[-10:]
+        text = _wait(
+            browser,
+            "the new run's Success status",
+            lambda driver: "Success" in (text := _body_text(driver)).split("\n") and text,
+        )
+    assert rerun["jobName"] == "seeds_job"
+    # the page lists the first run and its re-execution together
+    assert "Re-executions (1)" in text and seeds_run["runId"][:8] in text and rerun["runId"][:8] in text
+
+
+def test_an_asset_page_shows_its_owners_and_freshness_policy(
+    webserver: DagsterGraphQL, browser, tmp_path: Path
+) -> None:  # noqa: ANN001
+    browser.get(f"{webserver.base_url}/assets/ccnews_stories")
+    with screenshot(browser, tmp_path, "asset-owners-freshness"):
+        # the freshness panel fills in after the definition: wait for its deadline line
+        lines = _wait(
+            browser,
+            "the asset's freshness policy",
+            lambda driver: (
+                (lines := _body_text(driver).split("\n")) and "Deadline: At 12:00 PM UTC" in lines and lines
+            ),
+        )
+    # team owners are shown by their name (with a team icon) under Owners
+    assert lines[lines.index("Owners") + 1] == "topicmap"
+    # the CC-NEWS day must be loaded in the 24 hours before each noon UTC
+    freshness = lines[lines.index("Freshness policy", lines.index("Owners")) :]
+    assert any("24 hours before each" in line for line in freshness), freshness[:8]
+
+
+def test_a_week_of_click_totals_backfills_from_the_asset_page(
+    webserver: DagsterGraphQL, browser, tmp_path: Path
+) -> None:  # noqa: ANN001
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as ec
+
+    browser.get(f"{webserver.base_url}/assets/click_totals")
+    with screenshot(browser, tmp_path, "1-click-totals-page"):
+        materialize = _wait(
+            browser,
+            "the Materialize button",
+            ec.element_to_be_clickable(
+                (By.XPATH, "//button[starts-with(normalize-space(.), 'Materialize')]")
+            ),
+        )
+    materialize.click()
+    partitions = webserver.query(
+        '{ assetNodeOrError(assetKey: {path: ["click_totals"]}) { ... on AssetNode { partitionKeys } } }'
+    )["assetNodeOrError"]["partitionKeys"]
+    week = partitions[-7:]  # the last week of publication days the asset offers
+    with screenshot(browser, tmp_path, "2-launch-dialog-a-week-chosen"):
+        # a custom range, typed as a person types it into the partition selection
+        keys = _wait(
+            browser,
+            "the launch dialog's partition selection",
+            ec.element_to_be_clickable((By.CSS_SELECTOR, "[role=dialog] input[placeholder^='ex:']")),
+        )
+        keys.send_keys(f"[{week[0]}...{week[-1]}]", Keys.TAB)
+        _wait(browser, "the week selected", lambda driver: "7 partitions" in _body_text(driver).split("\n"))
+        launch = _wait(
+            browser,
+            "the Launch backfill button",
+            ec.element_to_be_clickable(
+                (By.XPATH, "//*[@role='dialog']//button[normalize-space(.)='Launch backfill']")
+            ),
+        )
+    before = {backfill["id"] for backfill in _backfills(webserver)}
+    launch.click()
+
+    def launched() -> dict | None:
+        new = [backfill for backfill in _backfills(webserver) if backfill["id"] not in before]
+        return new[0] if new else None
+
+    backfill = _wait(browser, "the backfill the click launched", lambda _: launched())
+    assert backfill["partitionNames"] == week
+    assert [key["path"] for key in backfill["assetSelection"]] == [["click_totals"]]
+    browser.get(f"{webserver.base_url}/runs/b/{backfill['id']}")
+    with screenshot(browser, tmp_path, "3-backfill-page"):
+        lines = _wait(
+            browser,
+            "the backfill's page",
+            lambda driver: (lines := _body_text(driver).split("\n")) and "click_totals" in lines and lines,
+        )
+    # the backfill's page names the week and the asset it targets
+    assert lines[lines.index("Partition selection") + 1] == f"{week[0]}...{week[-1]}"

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from sqlalchemy import delete, func, insert, select
 
 import sensors.clicks as click_sensors
 from assets.social import click_totals
 from resources.store import TopicStoreResource
 from sensors.clicks import click_refetch_3d, click_refetch_30d
 from tests.social_fixtures import (
+    TOPIC,
     add_topic_stories,
     at,
     click_table,
@@ -24,7 +26,8 @@ from tests.social_fixtures import (
 )
 from topicmap.demo.standins import StandinServer, run_standin_server
 from topicmap.social import refetch
-from topicmap.store.topic_store import NewStory, TopicStore
+from topicmap.store import schema as s
+from topicmap.store.topic_store import NewStory, TopicStore, now_utc
 
 JAN10 = date(2024, 1, 10)
 
@@ -171,3 +174,47 @@ def test_days_with_a_click_run_in_progress_are_left_alone(world: dict) -> None:
     assert _keys(result)[0] == "clicks:2024-01-11:30d" and "clicks:2024-01-10:30d" not in _keys(result)
     # the cursor passed the busy day; if its run fails, it comes back once as a late request
     assert result.cursor == "2024-01-14"
+
+
+def test_a_survivor_is_fetched_again_after_a_story_is_merged_into_it(
+    world: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    later = at(date(2024, 3, 15), 9)
+    first = _tick(world, click_refetch_30d, later, None)
+    for request in first.run_requests:
+        _execute(world, request, later, monkeypatch)
+    assert not _tick(world, click_refetch_30d, later, first.cursor).run_requests
+    store: TopicStore = world["store"]
+    survivor_story, merged_story = world["stories"][:2]  # both published Jan 10
+    topics_id = store.topic_row(TOPIC.name)["topics_id"]
+    with store.engine.begin() as conn:  # what dedup records when it merges one story into another
+        ids = dict(conn.execute(select(s.stories.c.url, s.stories.c.stories_id)).all())
+        survivor, merged = ids[survivor_story.url], ids[merged_story.url]
+        before = click_table(store)[survivor]
+        conn.execute(
+            insert(s.topic_merged_stories_map).values(
+                topics_id=topics_id,
+                source_stories_id=merged,
+                target_stories_id=survivor,
+                reason="same title and day",
+                merged_at=now_utc(),
+            )
+        )
+        conn.execute(delete(s.topic_stories).where(s.topic_stories.c.stories_id == merged))
+        merge_id = conn.execute(
+            select(func.max(s.topic_merged_stories_map.c.topic_merged_stories_map_id))
+        ).scalar()
+
+    again = _tick(world, click_refetch_30d, later, first.cursor)
+    assert _keys(again) == [f"clicks:2024-01-10:30d:late-{survivor}-merge-{merge_id}"]
+    assert _keys(_tick(world, click_refetch_30d, later, first.cursor)) == _keys(again)  # stable on replay
+    _execute(world, again.run_requests[0], later, monkeypatch)
+    after = click_table(store)[survivor]
+    dataset = world["server"].dataset
+    both = set(dataset.stories[survivor_story.url].distinct_bitlinks()) | set(
+        dataset.stories[merged_story.url].distinct_bitlinks()
+    )
+    # the survivor's own URL has no bitlink in this dataset; the merged story's does, and now counts
+    assert before["bitlinks_found"] < after["bitlinks_found"] == len(both)
+    assert after["clicks_30d"] > before["clicks_30d"]
+    assert not _tick(world, click_refetch_30d, later, again.cursor).run_requests

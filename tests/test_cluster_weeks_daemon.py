@@ -1,49 +1,63 @@
 """cluster_weeks under the real daemon: a backfill over three weeks of one topic, launched as the UI launches it
-(GraphQL on dagster-webserver), runs the weeks in order (each week's run starts after the week before is
-materialized, and starts from exactly the state it left); re-materializing the first week with a new story marks
-the next week stale where the UI reads it (staleStatusByPartition) and the asset check names every later week (a
-backfill over them makes them fresh again: tests/test_clusters.py, in process). Waits on progress (runs, backfill states), never on a wall-clock deadline."""
+(GraphQL on dagster-webserver), is one run that builds the weeks in order, each from exactly the state the week
+before left, each week materialized as it is built. Re-materializing the first week with a new story makes the
+asset check name every later week stale; one backfill over them rebuilds them from the new state and the check
+passes. The documented command, `dagster asset materialize --partition-range`, builds the same range in one run.
+Waits on progress (runs, backfill states), never on a wall-clock deadline."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
-from tests.dagster_deploy import LocalDagster, local_dagster
+from tests.dagster_deploy import ROOT, LocalDagster, local_dagster
 from tests.test_clusters import LATE_STORY, TOPIC, WEEKS, add_stories, build_store
 
 pytestmark = pytest.mark.daemon
 KEYS = [f"{TOPIC}|{week}" for week in WEEKS]  # the UI's multi-partition keys: topic|week
 
 
-def week_materializations(instance: dg.DagsterInstance) -> list[dg.EventLogRecord]:
-    """Every cluster_weeks materialization, oldest first."""
+def week_materializations(instance: dg.DagsterInstance, run_id: str) -> list[dg.EventLogRecord]:
+    """The run's cluster_weeks materializations, in the order they were stored."""
     records = instance.fetch_materializations(dg.AssetKey("cluster_weeks"), limit=100).records
-    return sorted(records, key=lambda r: r.storage_id)
+    return sorted((r for r in records if r.run_id == run_id), key=lambda r: r.storage_id)
 
 
-def metadata(record: dg.EventLogRecord) -> dict[str, object]:
+def figures(record: dg.EventLogRecord) -> dict[str, object]:
     return {k: v.value for k, v in record.asset_materialization.metadata.items()}
 
 
-def staleness(dagster: LocalDagster) -> list[str]:
-    data = dagster.graphql.query(
-        'query($partitions: [String!]) { assetNodeOrError(assetKey: {path: ["cluster_weeks"]}) { __typename '
-        "... on AssetNode { staleStatusByPartition(partitions: $partitions) } } }",
-        partitions=KEYS,
+def week_of(record: dg.EventLogRecord) -> str:
+    return record.partition_key.split("|")[1]
+
+
+def check_evaluation(instance: dg.DagsterInstance, run_id: str) -> dg.AssetCheckEvaluation:
+    (event,) = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+    return event.dagster_event.event_specific_data
+
+
+def one_backfill_run(dagster: LocalDagster, keys: list[str]) -> str:
+    """A backfill over ``keys`` as the UI launches it: it succeeds in exactly one run, whose id is returned."""
+    backfill = dagster.launch_backfill("cluster_weeks", keys)
+    assert dagster.wait_for_backfill(backfill) == "COMPLETED_SUCCESS", dagster.log_tails()
+    (run,) = dagster.backfill_runs(backfill)
+    assert run["status"] == "SUCCESS"
+    assert (
+        run["tags"]["dagster/asset_partition_range_start"],
+        run["tags"]["dagster/asset_partition_range_end"],
+    ) == (
+        keys[0],
+        keys[-1],
     )
-    return data["assetNodeOrError"]["staleStatusByPartition"]
+    return run["runId"]
 
 
-def check_evaluations(instance: dg.DagsterInstance, run_id: str) -> list[dict[str, object]]:
-    events = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
-    return [e.dagster_event.event_specific_data for e in events]
-
-
-def test_a_backfill_runs_the_weeks_in_order_and_a_rebuilt_week_marks_later_weeks_stale(
+def test_a_backfill_builds_the_weeks_in_one_run_and_a_rebuilt_week_marks_later_weeks_stale(
     tmp_path: Path,
 ) -> None:
     store = build_store(tmp_path, stories_per_group=24)
@@ -56,8 +70,6 @@ def test_a_backfill_runs_the_weeks_in_order_and_a_rebuilt_week_marks_later_weeks
         "TOPICMAP_HOME": str(tmp_path / "home"),
         "TOPICMAP_DATABASE_URL": str(store.engine.url),
         "TOPICMAP_TOPICS_FILE": str(tmp_path / "topics.yaml"),
-        # one topic x the weeks since: under Dagster's 100-partition limit, so the UI computes staleness
-        "TOPICMAP_WEEKS_START": WEEKS[0],
     }
     try:
         with (
@@ -67,28 +79,21 @@ def test_a_backfill_runs_the_weeks_in_order_and_a_rebuilt_week_marks_later_weeks
             instance.add_dynamic_partitions(
                 "topics", [TOPIC]
             )  # the topic registry sensor's job, stopped here
-            backfill = dagster.launch_backfill("cluster_weeks", KEYS)
-            assert dagster.wait_for_backfill(backfill) == "COMPLETED_SUCCESS", dagster.log_tails()
+            run_id = one_backfill_run(dagster, KEYS)
+            # the weeks were materialized one by one, in order, as the run built them
+            built = week_materializations(instance, run_id)
+            assert [week_of(r) for r in built] == WEEKS
+            first = [figures(r) for r in built]
+            assert first[0]["started_fresh"] and first[0]["previous_state"] == ""
+            for week, before, after in zip(WEEKS, first, first[1:], strict=False):
+                assert after["started_from"] == week and after["previous_state"] == before["state"]
+            assert [f["batches_so_far"] for f in first] == [1, 2, 3]
+            assert check_evaluation(instance, run_id).passed
 
-            # one run per week, each started only once the week before it was materialized
-            runs = {r["tags"]["dagster/partition"]: r for r in dagster.backfill_runs(backfill)}
-            assert sorted(runs) == KEYS and all(r["status"] == "SUCCESS" for r in runs.values())
-            built = {r.partition_key: r for r in week_materializations(instance)}
-            assert sorted(built) == KEYS
-            for before, after in zip(KEYS, KEYS[1:], strict=False):
-                assert runs[after]["startTime"] >= built[before].timestamp, (before, after)
-            # each week starts from exactly the state the week before left
-            figures = [metadata(built[key]) for key in KEYS]
-            assert figures[0]["started_fresh"] and figures[0]["previous_state"] == ""
-            for before, after in zip(figures, figures[1:], strict=False):
-                assert after["previous_state"] == before["state"] and not after["started_fresh"]
-            assert [f["batches_so_far"] for f in figures] == [1, 2, 3]
-            assert staleness(dagster) == ["FRESH", "FRESH", "FRESH"]
-
-            # A story arrives late in the first week: rebuilt, its state changes and the later weeks are stale.
+            # A story arrives late in the first week: rebuilt alone (the UI's Materialize on one partition), its
+            # state changes, and the check names every later week, not only the next one.
             add_stories(store, [LATE_STORY])
-            # as the UI's Materialize on one partition: a run (the backfill daemon ticks only every 30 s)
-            run_id = dagster.graphql.launch_assets(
+            rebuilt_run = dagster.graphql.launch_assets(
                 "cluster_weeks",
                 tags={
                     "dagster/partition": KEYS[0],
@@ -96,14 +101,41 @@ def test_a_backfill_runs_the_weeks_in_order_and_a_rebuilt_week_marks_later_weeks
                     "dagster/partition/week": WEEKS[0],
                 },
             )
-            assert dagster.wait_for_run(run_id) == "SUCCESS", dagster.log_tails()
-            rebuilt = metadata(week_materializations(instance)[-1])
-            assert rebuilt["state"] != figures[0]["state"]
-            # Dagster 1.13.27 marks only the next week stale (a partition is stale when a direct dependency has a
-            # new data version; staleness is not passed on), though the week after starts from the next week's old
-            # state too: the check names every stale week.
-            assert staleness(dagster) == ["FRESH", "STALE", "FRESH"]
-            (check,) = check_evaluations(instance, run_id)
-            assert not check.passed and check.metadata["stale_weeks"].value == WEEKS[1:]
+            assert dagster.wait_for_run(rebuilt_run) == "SUCCESS", dagster.log_tails()
+            (rebuilt,) = [figures(r) for r in week_materializations(instance, rebuilt_run)]
+            assert rebuilt["state"] != first[0]["state"]
+            check = check_evaluation(instance, rebuilt_run)
+            assert not check.passed and check.metadata["stale_weeks"].value == {TOPIC: WEEKS[1:]}
+
+            # One backfill over the stale weeks rebuilds them in order from the new state: the check passes.
+            repair_run = one_backfill_run(dagster, KEYS[1:])
+            repaired = [figures(r) for r in week_materializations(instance, repair_run)]
+            assert [f["previous_state"] for f in repaired] == [rebuilt["state"], repaired[0]["state"]]
+            assert check_evaluation(instance, repair_run).passed
+
+            # The documented command builds the whole range in one run, from the same stories the same states.
+            cli = subprocess.run(
+                [
+                    str(Path(sys.executable).parent / "dagster"),
+                    *("asset", "materialize", "-m", "orchestration.definitions", "--select", "cluster_weeks"),
+                    *("--partition-range", f"{KEYS[0]}...{KEYS[-1]}"),
+                ],
+                cwd=ROOT,
+                env=dagster.env,
+                capture_output=True,
+                text=True,
+            )
+            assert cli.returncode == 0, cli.stdout[-3000:] + cli.stderr[-3000:]
+            (cli_run,) = {
+                r.run_id
+                for r in instance.fetch_materializations(dg.AssetKey("cluster_weeks"), limit=100).records
+            } - {
+                run_id,
+                rebuilt_run,
+                repair_run,
+            }
+            again = [figures(r) for r in week_materializations(instance, cli_run)]
+            assert [f["state"] for f in again] == [rebuilt["state"], *(f["state"] for f in repaired)]
+            assert check_evaluation(instance, cli_run).passed
     finally:
         store.dispose()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+import shutil
 import xml.etree.ElementTree as ET
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -12,18 +13,23 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 import pytest
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG as RANGE_END
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
 from PIL import Image
 from sklearn.metrics import adjusted_rand_score
 
 from assets.clusters import WEEKS_START, ClusterWeeksConfig, cluster_weeks, clusters
-from assets.partitions import weeks_start_day
+from assets.partitions import weeks_end_day, weeks_start_day
 from resources.store import TopicStoreResource
 from topicmap.clusters.model import (
     _projection,
     choose_k,
     cluster_stories,
+    hashed_bucket,
     rule_of_thumb_k,
     story_vectors,
+    term_counts,
+    tokenize,
     top_terms,
 )
 from topicmap.clusters.mutation import StreamConfig, StreamState, advance, mutation_graph, stream_batches
@@ -135,13 +141,13 @@ def test_k_is_read_from_the_sse_curve_and_groups_come_back_with_their_words() ->
 
 def test_k_bounds_and_the_chapters_rule() -> None:
     texts, _ = groups(["election", "flood", "football", "vaccine", "markets"], per_group=12)
-    vectors = story_vectors(texts)
+    vectors = story_vectors(tokenize(texts))
     bounded = choose_k(vectors, 2, 3)
     assert bounded.k <= 3 and bounded.ks == [1, 2, 3]
     assert rule_of_thumb_k(15000) == 87  # the chapter: about 100 clusters for 15,000 articles
     with pytest.raises(ValueError, match="k_min <= k_max"):
         choose_k(vectors, 5, 2)
-    only = choose_k(story_vectors(["same words here"] * 5), 2, 10)
+    only = choose_k(story_vectors(tokenize(["same words here"] * 5)), 2, 10)
     assert only.k == 1 and only.method == "only"
 
 
@@ -156,16 +162,29 @@ def test_labels_skip_stop_words_of_the_stories_languages() -> None:
     ]
     texts += [text_from(rng, VOCABULARIES["football"]) for _ in range(30)]  # French words in 40 % of stories
     labels = np.array([0] * 10 + [1] * 10 + [2] * 30)
+    tokens = tokenize(texts)
     languages = ["fr"] * 20 + ["en"] * 30
-    named = top_terms(texts, labels, [0, 1, 2], languages=languages)
+    named = top_terms(term_counts(tokens), tokens, labels, [0, 1, 2], languages=languages)
     assert set(named[0]) == {"inondation", "barrage", "rivière"}
     assert set(named[1]) == {"élection", "scrutin", "candidat"}
     assert set(named[2]) <= set(VOCABULARIES["football"])  # not "said", "told", "officials"
-    unnamed = top_terms(texts, labels, [0, 1, 2], languages=["en"] * 50)
+    unnamed = top_terms(term_counts(tokens), tokens, labels, [0, 1, 2], languages=["en"] * 50)
     assert set(unnamed[0]) & set(french)  # without the stories' language, French stop words name the cluster
     # stories whose language is unknown (None from the store, NaN through pandas) are clustered all the same
-    unknown = top_terms(texts, labels, [0, 1, 2], languages=["fr"] * 19 + [None, float("nan")] + ["en"] * 29)
+    unknown = top_terms(
+        term_counts(tokens),
+        tokens,
+        labels,
+        [0, 1, 2],
+        languages=["fr"] * 19 + [None, float("nan")] + ["en"] * 29,
+    )
     assert set(unknown[0]) == {"inondation", "barrage", "rivière"}
+
+
+def test_label_words_are_found_in_the_hashed_counts_they_were_counted_in() -> None:
+    words = ["flood", "rivière", "日本語", "levee", "scrutin"]
+    counts = term_counts([[word] for word in words])
+    assert [hashed_bucket(word) for word in words] == counts.indices.tolist()
 
 
 def test_clustering_is_deterministic_for_a_seed() -> None:
@@ -379,58 +398,78 @@ def week_key(week: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"topic": TOPIC, "week": week})
 
 
-def materialize_week(store: TopicStore, instance: dg.DagsterInstance, week: str) -> dg.ExecuteInProcessResult:
+def materialize_weeks(
+    store: TopicStore, instance: dg.DagsterInstance, first: str, last: str | None = None
+) -> dg.ExecuteInProcessResult:
+    """One run over the weeks ``first`` to ``last`` (one week without ``last``), as a single-run backfill or
+    ``dagster asset materialize --partition-range`` launches it."""
+    if last is None:
+        target: dict = {"partition_key": week_key(first)}
+    else:
+        target = {"tags": {RANGE_START: week_key(first), RANGE_END: week_key(last)}}
     return dg.materialize(
         [cluster_weeks],
-        partition_key=week_key(week),
         run_config=dg.RunConfig(ops={"cluster_weeks": ClusterWeeksConfig(min_stories=10)}),
         instance=instance,
         resources=resources(store),
         raise_on_error=False,
+        **target,
     )
 
 
-def staleness(instance: dg.DagsterInstance, week: str) -> str:
-    """What the UI shows for a partition: FRESH, or STALE when it was built from an older previous week."""
-    from dagster._core.definitions.data_version import CachingStaleStatusResolver
-    from dagster._core.loader import LoadingContextForTest
-
-    graph = dg.Definitions(
-        assets=[cluster_weeks], resources={"store": TopicStoreResource(database_url="")}
-    ).resolve_asset_graph()
-    resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
-    return resolver.get_status(cluster_weeks.key, week_key(week)).value
+def week_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, object]]:
+    """Each materialized week's metadata values, by week."""
+    return {
+        m.partition.keys_by_dimension["week"]: {k: v.value for k, v in m.metadata.items()}
+        for m in result.asset_materializations_for_node("cluster_weeks")
+    }
 
 
-def test_cluster_weeks_carry_the_model_week_to_week(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def check_passed(result: dg.ExecuteInProcessResult) -> bool:
+    (evaluation,) = result.get_asset_check_evaluations()
+    return evaluation.passed
+
+
+def stale_listed(result: dg.ExecuteInProcessResult) -> dict[str, list[str]]:
+    (evaluation,) = result.get_asset_check_evaluations()
+    return evaluation.metadata["stale_weeks"].value
+
+
+@pytest.fixture
+def weeks_instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dg.DagsterInstance:
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
-    # Dagster leaves staleness out for self-dependent assets of 100 partitions or more in all (topics x weeks; a
-    # performance guard): lifted here so the test holds whatever the date; tests/test_cluster_weeks_daemon.py shows
-    # it below the limit as deployed. The asset check below covers every size.
-    import dagster._core.definitions.data_version as data_version
-
-    monkeypatch.setattr(data_version, "SKIP_PARTITION_DATA_VERSION_SELF_DEPENDENCY_THRESHOLD", 10**9)
-    store = build_store(tmp_path, stories_per_group=24)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("topics", [TOPIC])
-    # a week whose previous week was never built is refused, with what to do
-    early = materialize_week(store, instance, WEEKS[1])
-    assert not early.success
-    assert "materialize the weeks in order" in str(early.all_events)
-    metadata = []
-    for week in WEEKS:
-        result = materialize_week(store, instance, week)
-        assert result.success
-        metadata.append(result.asset_materializations_for_node("cluster_weeks")[0].metadata)
-    assert [m["batches_so_far"].value for m in metadata] == [1, 2, 3]
-    assert metadata[0]["started_fresh"].value and not metadata[1]["started_fresh"].value
+    return instance
+
+
+def weeks_folder(tmp_path: Path) -> Path:
+    return tmp_path / "home" / "exports" / "clusters" / TOPIC / "weeks"
+
+
+def test_a_range_of_weeks_is_built_in_one_run_in_order(
+    tmp_path: Path, weeks_instance: dg.DagsterInstance
+) -> None:
+    store = build_store(tmp_path, stories_per_group=24)
+    result = materialize_weeks(store, weeks_instance, WEEKS[0], WEEKS[-1])
+    assert result.success
+    metadata = week_metadata(result)
+    assert sorted(metadata) == WEEKS  # one run, a materialization per week with the week's own figures
+    figures = [metadata[week] for week in WEEKS]
+    assert [f["batches_so_far"] for f in figures] == [1, 2, 3]
+    assert [f["dagster/row_count"] for f in figures] == [24, 12, 12]  # the stories of each week
+    assert figures[0]["started_fresh"] and figures[0]["started_from"].startswith("its own fit")
     # each week starts from exactly the state the week before left
-    assert metadata[1]["previous_state"].value == metadata[0]["state"].value
-    assert metadata[2]["previous_state"].value == metadata[1]["state"].value
-    assert metadata[0]["k"].value == 2 and "k=2" in metadata[0]["k_reason"].value
-    for name in ("stream", "mutations"):
-        assert "data:image/png;base64," in metadata[2][name].value
-    folder = tmp_path / "home" / "exports" / "clusters" / TOPIC / "weeks" / WEEKS[2]
+    for before, week, after in zip(figures, WEEKS, figures[1:], strict=False):
+        assert after["started_from"] == week and after["previous_state"] == before["state"]
+    assert figures[0]["k"] == 2 and "k=2" in figures[0]["k_reason"]
+    # the cumulative pictures are drawn once, for the run's last week
+    assert (
+        "data:image/png;base64," in figures[2]["stream"]
+        and "data:image/png;base64," in figures[2]["mutations"]
+    )
+    assert "stream" not in figures[1] and "mutations" not in figures[1]
+    folder = weeks_folder(tmp_path) / WEEKS[2]
     stories = pd.read_parquet(folder / "stories.parquet")
     assert list(stories.columns) == ["stories_id", "title", "cluster_before", "cluster", "distance"]
     assert (stories.cluster_before >= 0).all() and stories.cluster.isin([0, 1]).all()
@@ -439,56 +478,109 @@ def test_cluster_weeks_carry_the_model_week_to_week(tmp_path: Path, monkeypatch:
     gexf = ET.parse(folder / "mutations.gexf").getroot()
     node_ids = {n.get("id") for n in gexf.iter() if n.tag.endswith("node")}
     assert {f"{week}:0" for week in WEEKS} <= node_ids
-    assert all(staleness(instance, week) == "FRESH" for week in WEEKS)
-    assert all(check_passed(materialize_week(store, instance, week)) for week in WEEKS)
-
-    # the same week built again from the same stories: the same state, the later weeks stay fresh
-    assert materialize_week(store, instance, WEEKS[0]).success
-    assert staleness(instance, WEEKS[1]) == "FRESH"
-    # a story added to the first week changes its state: the later weeks are stale until built again
-    add_stories(store, [LATE_STORY])
-    rebuilt = materialize_week(store, instance, WEEKS[0])
-    rebuilt_state = rebuilt.asset_materializations_for_node("cluster_weeks")[0].metadata["state"].value
-    assert rebuilt_state != metadata[0]["state"].value
-    assert staleness(instance, WEEKS[1]) == "STALE"
-    assert not check_passed(rebuilt) and stale_listed(rebuilt) == WEEKS[1:]
-    again = materialize_week(store, instance, WEEKS[1])
-    assert staleness(instance, WEEKS[1]) == "FRESH" and staleness(instance, WEEKS[2]) == "STALE"
-    assert stale_listed(again) == WEEKS[2:]
-    assert check_passed(materialize_week(store, instance, WEEKS[2]))
-    assert staleness(instance, WEEKS[2]) == "FRESH"
+    assert check_passed(result)
+    # the same range built again from the same stories leaves the same states
+    again = week_metadata(materialize_weeks(store, weeks_instance, WEEKS[0], WEEKS[-1]))
+    assert [again[week]["state"] for week in WEEKS] == [f["state"] for f in figures]
     store.dispose()
 
 
-def check_passed(result: dg.ExecuteInProcessResult) -> bool:
-    (evaluation,) = result.get_asset_check_evaluations()
-    return evaluation.passed
+def test_a_week_starts_from_the_nearest_built_week_or_from_its_own_fit(
+    tmp_path: Path, weeks_instance: dg.DagsterInstance
+) -> None:
+    store = build_store(tmp_path, stories_per_group=24)
+    # no earlier week built: the stream starts from this week's own fit, and says so
+    alone = materialize_weeks(store, weeks_instance, WEEKS[1])
+    assert alone.success and check_passed(alone)
+    first = week_metadata(alone)[WEEKS[1]]
+    assert first["started_fresh"] and first["previous_state"] == "" and first["batches_so_far"] == 1
+    # an earlier week built afterwards: the later week no longer follows the chain, the check names it
+    earlier = materialize_weeks(store, weeks_instance, WEEKS[0])
+    assert not check_passed(earlier) and stale_listed(earlier) == {TOPIC: [WEEKS[1]]}
+    # with a gap, a week continues the nearest built week before it
+    shutil.rmtree(weeks_folder(tmp_path) / WEEKS[1])
+    jump = materialize_weeks(store, weeks_instance, WEEKS[2])
+    built = week_metadata(jump)[WEEKS[2]]
+    assert built["started_from"] == WEEKS[0] and built["batches_so_far"] == 2
+    assert built["previous_state"] == week_metadata(earlier)[WEEKS[0]]["state"]
+    assert check_passed(jump)
+    store.dispose()
 
 
-def stale_listed(result: dg.ExecuteInProcessResult) -> list[str]:
-    (evaluation,) = result.get_asset_check_evaluations()
-    return evaluation.metadata["stale_weeks"].value
+def test_a_rebuilt_week_marks_every_later_week_stale_until_a_range_rebuild(
+    tmp_path: Path, weeks_instance: dg.DagsterInstance
+) -> None:
+    store = build_store(tmp_path, stories_per_group=24)
+    built = week_metadata(materialize_weeks(store, weeks_instance, WEEKS[0], WEEKS[-1]))
+    # the first week built again from the same stories: the same state, the later weeks stay sound
+    same = materialize_weeks(store, weeks_instance, WEEKS[0])
+    assert week_metadata(same)[WEEKS[0]]["state"] == built[WEEKS[0]]["state"] and check_passed(same)
+    # a story added to the first week changes its state: every later week is stale, not only the next
+    add_stories(store, [LATE_STORY])
+    rebuilt = materialize_weeks(store, weeks_instance, WEEKS[0])
+    assert week_metadata(rebuilt)[WEEKS[0]]["state"] != built[WEEKS[0]]["state"]
+    assert not check_passed(rebuilt) and stale_listed(rebuilt) == {TOPIC: WEEKS[1:]}
+    (evaluation,) = rebuilt.get_asset_check_evaluations()
+    assert evaluation.metadata["rebuild_from"].value == {TOPIC: WEEKS[1]}
+    # one run over the rest rebuilds them in order from the new state, and the check passes again
+    repaired = materialize_weeks(store, weeks_instance, WEEKS[1], WEEKS[-1])
+    assert check_passed(repaired)
+    assert week_metadata(repaired)[WEEKS[1]]["previous_state"] == week_metadata(rebuilt)[WEEKS[0]]["state"]
+    store.dispose()
 
 
-def test_cluster_weeks_depend_on_the_previous_week() -> None:
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("topics", [TOPIC])
-    dep = next(
-        d for d in cluster_weeks.specs_by_key[cluster_weeks.key].deps if d.asset_key == cluster_weeks.key
+def test_a_change_of_configuration_mid_stream_is_refused(
+    tmp_path: Path, weeks_instance: dg.DagsterInstance
+) -> None:
+    store = build_store(tmp_path, stories_per_group=24)
+    assert materialize_weeks(store, weeks_instance, WEEKS[0]).success
+    changed = dg.materialize(
+        [cluster_weeks],
+        partition_key=week_key(WEEKS[1]),
+        run_config=dg.RunConfig(ops={"cluster_weeks": ClusterWeeksConfig(min_stories=10, half_life=4.0)}),
+        instance=weeks_instance,
+        resources=resources(store),
+        raise_on_error=False,
     )
-    partitions = cluster_weeks.partitions_def
+    assert not changed.success
+    assert "which it starts from, was built with" in str(changed.all_events)
+    assert not (weeks_folder(tmp_path) / WEEKS[1]).exists()
+    store.dispose()
 
-    def previous(week: str) -> list:
-        mapped = dep.partition_mapping.get_upstream_mapped_partitions_result_for_partitions(
-            partitions.empty_subset().with_partition_keys([week_key(week)]),
-            partitions,
-            partitions,
-            dynamic_partitions_store=instance,
-        )
-        return list(mapped.partitions_subset.get_partition_keys())
 
-    assert previous("2026-02-09") == [week_key("2026-02-02")]
-    assert previous(WEEKS_START) == []  # the first week starts afresh
+def test_weeks_are_backfilled_in_one_run_per_topic() -> None:
+    assert cluster_weeks.backfill_policy == dg.BackfillPolicy.single_run()
+    # the chain of states is kept in the week folders: no self-dependency, whose provenance a range run would blur
+    deps = cluster_weeks.specs_by_key[cluster_weeks.key].deps
+    assert [d.asset_key for d in deps] == [dg.AssetKey("deduped_stories")]
+
+
+def test_weekly_partitions_end_with_the_last_declared_topic(tmp_path: Path) -> None:
+    topics = tmp_path / "topics.yaml"
+    topics.write_text(
+        "topics:\n  - {name: long, start_date: 2009-01-01, end_date: 2024-12-31}\n"
+        "  - {name: short, start_date: 2019-10-28, end_date: 2020-03-02}\n",
+        encoding="utf-8",
+    )
+    files = {"TOPICMAP_TOPICS_FILE": str(topics)}
+    first = weeks_start_day(files)
+    end = weeks_end_day(first, files)
+    assert (first, end) == (
+        date(2008, 12, 29),
+        date(2025, 1, 6),
+    )  # the Monday after the last topic's last week
+    weeks = dg.WeeklyPartitionsDefinition(
+        start_date=first.isoformat(), end_date=end.isoformat(), day_offset=1
+    ).get_partition_keys()
+    assert weeks[0] == "2008-12-29" and weeks[-1] == "2024-12-30" and len(weeks) == 836
+    # no topic with an end: the weeks run to the current one, as before
+    assert weeks_end_day(first, {"TOPICMAP_TOPICS_FILE": str(tmp_path / "none.yaml")}) is None
+    with pytest.raises(ValueError, match="set TOPICMAP_WEEKS_START to a day before that end"):
+        weeks_end_day(date(2025, 3, 3), files)
+    # the asset's weekly partitions are cut where the code location's topics file says
+    week_dimension = next(d for d in cluster_weeks.partitions_def.partitions_defs if d.name == "week")
+    expected = weeks_end_day(date.fromisoformat(WEEKS_START))
+    assert (week_dimension.partitions_def.end and week_dimension.partitions_def.end.date()) == expected
 
 
 def test_topic_weeks_are_the_mondays_the_topic_spans() -> None:

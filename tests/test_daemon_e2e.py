@@ -5,9 +5,10 @@ The test creates its own databases (Dagster's and the topic store's) on the test
 DAGSTER_HOME from deploy/dagster.yaml, serves a small demo web on loopback and starts the webserver and the
 daemon on workspace.yaml, exactly as deploy/README.md says. Through GraphQL it turns the topic sensors on,
 loads the archive and then declares a topic; the sensors carry it from seeds through every spider iteration
-to a snapshot. While a spider iteration is writing, its run worker is killed with -9: the run must be marked
-failed within a bounded time, a retry must be launched, the topic must complete, and the store must hold
-exactly the rows an in-process run of the same topic holds (nothing lost, nothing twice).
+to a snapshot. While a spider iteration is writing, its run worker (and only it) is killed with -9: the run must
+be marked failed within a bounded time, its step process must be gone before a retry is launched and log nothing
+more into the failed run, the topic must complete, and the store must hold exactly the rows an in-process run of
+the same topic holds (nothing lost, nothing twice).
 
 It waits on progress (new runs, run status changes, new events, new rows), never on a total deadline: a
 busy machine makes it slower, not red. It fails when nothing at all moves for NO_PROGRESS_SECONDS.
@@ -32,6 +33,7 @@ import yaml
 from dagster_graphql import DagsterGraphQLClient
 from sqlalchemy import create_engine, func, select, text
 
+from orchestration.launcher import process_state
 from tests import demo_topic
 from tests.dagster_deploy import (
     DEPLOY,
@@ -99,6 +101,20 @@ class Deployment(ProgressWaiter):
             return conn.execute(
                 select(func.count()).where(s.topic_fetch_urls.c.state.not_in(("pending", "requeued")))
             ).scalar_one()
+
+
+def step_processes(worker_pid: int) -> list[int]:
+    """The step processes Dagster's multiprocess executor started from a run worker (spawned by multiprocessing;
+    not its resource tracker)."""
+    found = []
+    for pid in descendants(worker_pid):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in command:
+            found.append(pid)
+    return found
 
 
 def _start(name: str, argv: list[str], env: dict[str, str], logs: Path) -> tuple[subprocess.Popen, Path]:
@@ -243,9 +259,9 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
         return None
 
     victim, pid = deployed.wait_for("a spider run that has written rows", killable_run, poll=0.3)
-    tree = [pid, *descendants(pid)]  # the run worker and its step process
-    for member in tree:
-        os.kill(member, signal.SIGKILL)
+    steps = step_processes(pid)
+    assert steps, "the spider run's worker has no step process"
+    os.kill(pid, signal.SIGKILL)  # the run worker only: its step process must not outlive it
     killed_at = time.monotonic()
     processed_at_kill = deployed.processed_urls()
 
@@ -270,6 +286,10 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
         return None
 
     retry_run = deployed.wait_for("a retry of the killed spider run", retry)
+    # a failed run is dead before its retry: its step process went with its worker
+    assert all(process_state(step) != "alive" for step in steps), {
+        step: process_state(step) for step in steps
+    }
 
     # 4. The topic completes: spidering goes on to the snapshot, and nothing is left running.
     def finished() -> bool:
@@ -279,6 +299,11 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
         return done
 
     deployed.wait_for("the topic's snapshot", finished, poll=2.0)
+    # nothing of the killed run's steps landed in it after it failed (only Dagster's note of the retry)
+    events = graphql.run_events(victim["runId"])
+    failed_at = next(i for i, e in enumerate(events) if e["eventType"] == "RUN_FAILURE")
+    late = [e for e in events[failed_at + 1 :] if e["stepKey"] or e["eventType"] != "ENGINE_EVENT"]
+    assert late == [], late
     runs = deployed.topic_runs()
     failed = [r for r in runs if r["status"] == "FAILURE"]
     assert [r["runId"] for r in failed] == [victim["runId"]], [

@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import select, update
 
 from topicmap.dedup.rules import MergeCycleError
+from topicmap.dedup.service import BadRequest
 from topicmap.dedup.store import (
     cross_media_link_count,
     declare_duplicate_media,
@@ -262,7 +263,10 @@ def test_near_dups_command_finds_the_copies_of_a_url_or_a_text(store: TopicStore
     assert all(m["distance"] <= 6 and m["jaccard"] >= 0.5 for m in found)
     by_text = near_dups(store, url=None, text=ARTICLE)
     assert by_text[0]["stories_id"] == ids["old_plan"] and by_text[0]["distance"] == 0
-    assert near_dups(store, url=None, text="An unrelated sentence about football.") == []
+    unrelated = "An unrelated story about football: the club sold its stadium to the city and will play away all season."
+    assert near_dups(store, url=None, text=unrelated) == []
+    with pytest.raises(BadRequest, match="the text has 5 word"):  # too short to tell anything
+        near_dups(store, url=None, text="An unrelated sentence about football.")
     with pytest.raises(SystemExit, match="no story in the store is known by the url"):
         near_dups(store, url="https://unknown.test/x", text=None)
 

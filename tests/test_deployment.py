@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,15 +17,18 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
-from dagster._core.events import EngineEventData
+from dagster._core.events import DagsterEvent, EngineEventData
 from dagster._core.launcher import WorkerStatus
 from dagster._core.storage.tags import GRPC_INFO_TAG
 from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
-from orchestration.launcher import PidCheckingRunLauncher, process_state
+from orchestration.coordinator import TaggingRunCoordinator
+from orchestration.launcher import IN_PROCESS_HOST_TAG, PidCheckingRunLauncher, process_state
 from tests.dagster_deploy import DEPLOY, ROOT, dagster_pg_env, postgres_database, write_instance
 
 LOCAL_GRPC = json.dumps({"host": "localhost", "port": 4266})
+#: a step process is killed by the kernel as its run worker exits: still alive after this long, it was not
+STEP_DEATH_PATIENCE_SECONDS = 30.0
 
 
 def _load(path: Path) -> dict:
@@ -41,7 +46,7 @@ def _check_instance(instance: dg.DagsterInstance) -> None:
     """What both instances promise: queue limits, pools, monitoring, crash-only retries, the pid launcher."""
     assert isinstance(instance.run_launcher, PidCheckingRunLauncher)
     assert instance.run_launcher.supports_check_run_worker_health
-    assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+    assert isinstance(instance.run_coordinator, TaggingRunCoordinator)
     assert instance.run_monitoring_enabled
     assert instance.run_monitoring_start_timeout_seconds == 180
     assert instance.run_monitoring_cancel_timeout_seconds == 180
@@ -125,14 +130,20 @@ def test_make_instance_installs_the_template_and_keeps_a_users_file(tmp_path: Pa
 # -- the run launcher's health check, through the MonitoringDaemon's own per-run function ------------------
 
 
-def _started_run(instance: dg.DagsterInstance, pid: int | None, grpc_info: str = LOCAL_GRPC) -> dg.DagsterRun:
-    """A STARTED run as DefaultRunLauncher leaves it: the code server's address tag and the worker's pid event."""
+def _started_run(
+    instance: dg.DagsterInstance,
+    pid: int | None,
+    grpc_info: str = LOCAL_GRPC,
+    tags: dict[str, str] | None = None,
+) -> dg.DagsterRun:
+    """A STARTED run as DefaultRunLauncher leaves it: the code server's address tag and the worker's pid event
+    (``tags`` instead of the address: a run executed where it was created, as orchestration/runs.py tags it)."""
     run = instance.add_run(
         dg.DagsterRun(
             job_name="spider_iteration_job",
             run_id=str(uuid.uuid4()),
             status=dg.DagsterRunStatus.STARTED,
-            tags={GRPC_INFO_TAG: grpc_info},
+            tags={GRPC_INFO_TAG: grpc_info} if tags is None else tags,
         )
     )
     if pid is not None:
@@ -178,6 +189,20 @@ def test_monitoring_fails_a_run_whose_worker_was_killed(monitored_instance: dg.D
     assert _monitor(monitored_instance, gone).status == dg.DagsterRunStatus.FAILURE
 
 
+def test_monitoring_fails_a_run_whose_creating_process_died(monitored_instance: dg.DagsterInstance) -> None:
+    """A `make demo` / `topicmap topic run` run executes in the process that created it: if that process is
+    killed, the run is failed as a dead run worker's is (here: a process that has exited)."""
+    creator = subprocess.Popen([sys.executable, "-c", "pass"])
+    creator.wait()
+    here = _started_run(monitored_instance, creator.pid, tags={IN_PROCESS_HOST_TAG: socket.gethostname()})
+    assert _monitor(monitored_instance, here).status == dg.DagsterRunStatus.FAILURE
+    # a process on another host: its pid means nothing here
+    elsewhere = _started_run(
+        monitored_instance, creator.pid, tags={IN_PROCESS_HOST_TAG: "another-host.example"}
+    )
+    assert _monitor(monitored_instance, elsewhere).status == dg.DagsterRunStatus.STARTED
+
+
 def test_monitoring_leaves_runs_it_cannot_judge_alone(monitored_instance: dg.DagsterInstance) -> None:
     # no pid reported yet (the worker is still importing the code location)
     assert (
@@ -208,6 +233,102 @@ def test_monitoring_sees_a_reused_pid(monitored_instance: dg.DagsterInstance) ->
     assert launcher.check_run_worker_health(run).status == WorkerStatus.RUNNING
     result = launcher.check_run_worker_health(old)
     assert result.status == WorkerStatus.FAILED and "pid reused" in (result.msg or "")
+
+
+def _report_step_process(instance: dg.DagsterInstance, run: dg.DagsterRun, pid: int) -> None:
+    """The event Dagster's multiprocess executor logs as a step process starts (its pid in the metadata)."""
+    instance.report_dagster_event(
+        DagsterEvent(
+            event_type_value=dg.DagsterEventType.STEP_WORKER_STARTED.value,
+            job_name=run.job_name,
+            step_key="spider_iteration",
+            event_specific_data=EngineEventData(metadata={"pid": dg.MetadataValue.text(str(pid))}),
+        ),
+        run_id=run.run_id,
+    )
+
+
+def test_monitoring_ends_the_step_processes_a_dead_worker_left(
+    monitored_instance: dg.DagsterInstance,
+) -> None:
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    step = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        run = _started_run(monitored_instance, worker.pid)
+        _report_step_process(monitored_instance, run, step.pid)
+        worker.kill()
+        worker.wait()
+        failed = _monitor(monitored_instance, run)
+        # the step was killed (SIGKILL) before the run was failed, so a retry never races it
+        assert step.wait(timeout=60) == -9
+    finally:
+        for process in (worker, step):
+            process.kill()
+            process.wait()
+    assert failed.status == dg.DagsterRunStatus.FAILURE
+    messages = [e.message for e in monitored_instance.all_logs(run.run_id)]
+    assert any(f"ended its step processes [{step.pid}]" in m for m in messages), messages
+
+
+def test_only_the_step_process_that_reported_a_pid_is_ended(monitored_instance: dg.DagsterInstance) -> None:
+    """A live process that started after the step event's time only reuses the pid: it is left alone."""
+    launcher = monitored_instance.run_launcher
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        run = _started_run(monitored_instance, None)
+        _report_step_process(monitored_instance, run, bystander.pid)
+        (record,) = monitored_instance.get_records_for_run(
+            run.run_id, of_type=dg.DagsterEventType.STEP_WORKER_STARTED
+        ).records
+        old = _started_run(monitored_instance, None)
+        monitored_instance.store_event(
+            record.event_log_entry._replace(run_id=old.run_id, timestamp=time.time() - 86400)
+        )
+        assert launcher.end_step_processes(old) == []
+        # a run whose code server was on another host: its pids mean nothing here
+        remote = _started_run(monitored_instance, None, json.dumps({"host": "10.1.2.3", "port": 4000}))
+        _report_step_process(monitored_instance, remote, bystander.pid)
+        assert launcher.end_step_processes(remote) == []
+        assert process_state(bystander.pid) == "alive"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_step_process_dies_with_its_run_worker(tmp_path: Path) -> None:
+    """Dagster's multiprocess executor leaves a step process running when its run worker is killed; the code
+    location's executor does not (orchestration/executor.py), so a failed run's steps write nothing more."""
+    (tmp_path / "home").mkdir()
+    pid_file, release = tmp_path / "step.pid", tmp_path / "release"
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "STEP_PID_FILE": str(pid_file),
+        "STEP_RELEASE_FILE": str(release),
+    }
+    worker = subprocess.Popen([sys.executable, "-m", "tests.run_worker_job"], cwd=ROOT, env=env)
+    step = None
+    try:
+        while not pid_file.exists():  # the worker loads the job and starts its step process
+            assert worker.poll() is None, (
+                f"the run worker exited ({worker.returncode}) before its step started"
+            )
+            time.sleep(0.1)
+        step = int(pid_file.read_text(encoding="utf-8"))
+        assert process_state(step) == "alive"
+        worker.kill()
+        worker.wait()
+        # the kernel kills the step as its parent exits; give a loaded machine time to schedule it
+        waited = time.monotonic()
+        while process_state(step) == "alive" and time.monotonic() - waited < STEP_DEATH_PATIENCE_SECONDS:
+            time.sleep(0.05)
+        assert process_state(step) != "alive", "the step process outlived its run worker"
+    finally:
+        release.touch()  # an orphaned step would finish now
+        worker.kill()
+        worker.wait()
+        if step is not None and process_state(step) == "alive":
+            os.kill(step, signal.SIGKILL)
 
 
 def test_spider_sensor_waits_for_dagsters_own_retry(monitored_instance: dg.DagsterInstance) -> None:

@@ -484,29 +484,27 @@ def test_trafilatura_is_called_without_its_tree_copy_and_gives_the_same_stories(
     assert sum(bool(result.text) for result in direct) >= len(direct) - 3
 
 
-def test_a_page_gets_the_same_extraction_pass_whether_or_not_its_links_are_read() -> None:
-    # The spider reads each page's story and links in one pass (extract_story_and_links). Each trafilatura
-    # pass is judged by its text's length; with links that text used to carry Markdown ("[budget](https://…)"),
-    # so a short article full of links passed as long enough for the fast pass that extract_story rejects.
-    link = '<a href="https://www.example.org/reports/2026/transit-authority-annual-budget-review-{}">{}</a>'
-    sentences = [
-        f"The council approved the {link.format(1, 'budget')} for the {link.format(2, 'bus lines')} on Tuesday.",
-        f"Supporters cited the {link.format(3, 'survey')} and the {link.format(4, 'audit')} of last spring.",
-        f"Opponents pointed to the {link.format(5, 'cost estimate')} and {link.format(6, 'earlier delays')}.",
-        f"A final {link.format(7, 'vote')} is expected after {link.format(8, 'hearings')} in each district.",
+def test_a_short_article_full_of_links_is_the_same_story_with_its_links() -> None:
+    # The spider reads each page's story and links in one call (extract_story_and_links). Its story must be
+    # extract_story's, field for field: with links kept, trafilatura's passes judged a Markdown-laden text
+    # ("[budget](https://…)") and chose differently; now the links are read beside the same text.
+    target = "https://www.example.org/reports/2026/transit-authority-annual-budget-review-{}"
+    words = ["budget", "bus lines", "survey", "audit", "cost estimate", "earlier delays", "vote", "hearings"]
+    linked = [f'<a href="{target.format(number)}">{word}</a>' for number, word in enumerate(words, 1)]
+    plain = [
+        "The council approved the {} for the {} on Tuesday.",
+        "Supporters cited the {} and the {} of last spring.",
+        "Opponents pointed to the {} and {}.",
+        "A final {} is expected after {} in each district.",
     ]
-    html = "<html><body><article>" + "".join(f"<p>{s}</p>" for s in sentences) + "</article></body></html>"
-    without_links, method = extract_module._article_document(parse_html(html), URL, include_links=False)
-    with_links, method_with_links = extract_module._article_document(
-        parse_html(html), URL, include_links=True
-    )
-    assert len(without_links.text) < extract_module.FULL_EXTRACTION_BELOW_CHARS  # too short for the fast pass
-    assert method_with_links == method == "precision"
-    assert with_links.text == without_links.text and "](" not in with_links.text
-    assert len(with_links.link_targets) >= 6 and "budget" in with_links.linked_text
+    html = "".join(f"<p>{s.format(*linked[2 * i : 2 * i + 2])}</p>" for i, s in enumerate(plain))
+    html = f"<html><body><article>{html}</article></body></html>"
     story, links = extract_story_and_links(html, URL)
     assert story == extract_story(html, URL)
-    assert links[0] == "https://www.example.org/reports/2026/transit-authority-annual-budget-review-1"
+    kept = [i for i, s in enumerate(plain) if s.format(*words[2 * i : 2 * i + 2]) in story.text]
+    assert len(kept) >= 3 and "](" not in story.text
+    # the links of the sentences the story kept, in order, and none of a sentence it dropped
+    assert links == [target.format(2 * i + n) for i in kept for n in (1, 2)]
 
 
 def test_the_justext_stoplist_is_hashed_once_and_keeps_its_words() -> None:
@@ -522,6 +520,80 @@ def test_the_justext_stoplist_is_hashed_once_and_keeps_its_words() -> None:
     assert hash(stoplist) == hash(tuple(stoplist)) and stoplist == tuple(stoplist)
     assert set(stoplist) == set(external.jt_stoplist_init())
     external.JT_STOPLIST = stoplist  # jt_stoplist_init replaced it: restore the hashed-once tuple
+
+
+LEDE = (
+    "SPRINGFIELD (AP) — The city council approved a two-billion-dollar transit plan early Tuesday, adding three "
+    "bus lines and a rail link to the airport after a debate that ran past midnight."
+)
+FOLLOWING = (
+    "Supporters said the plan would cut commuting times in half for the eastern suburbs, where buses now run "
+    "every forty minutes and the nearest rail station is an hour's walk away.",
+    "Opponents questioned the cost, estimated at two billion dollars over ten years, and asked why the plan "
+    "left the northern districts without a single new stop.",
+    "A final vote on the financing is expected next month after a round of public hearings in each district, "
+    "the council's president said after the meeting.",
+)
+
+
+def _opens_with_the_lede(text: str) -> bool:
+    """The lede is a line of the text, once, right before the first following paragraph."""
+    lines = text.split("\n")
+    return lines.count(LEDE) == 1 and lines.index(LEDE) + 1 == lines.index(FOLLOWING[0])
+
+
+def test_an_opening_paragraph_the_parser_left_loose_in_the_article_is_kept() -> None:
+    # "<p><div>…</div>LEDE</p>": the parser closes the <p> at the <div>, so the lede is text written straight
+    # into the article's container, after a related-stories box that trafilatura deletes with it.
+    box = (
+        '<div class="related-content"><h3>Related Content</h3><ul>'
+        '<li><a href="/a">Earlier: council delays vote on the transit plan</a><p><em>AP - 53 mins ago</em></p></li>'
+        '<li><a href="/b">Bus riders weigh in on the transit proposal</a><p><em>AP - 55 mins ago</em></p></li>'
+        "</ul></div>"
+    )
+    paragraphs = "".join(f"<p>{text}</p>" for text in FOLLOWING)
+    html = f"<html><body><div class='art-content'><div class='bd'><p>{box}{LEDE}</p>{paragraphs}</div></div></body></html>"
+    story = extract_story(html, URL)
+    assert _opens_with_the_lede(story.text)
+    assert "Bus riders weigh in" not in story.text
+
+
+def test_a_standfirst_beside_the_article_body_is_kept_before_it() -> None:
+    # a lede in an element of its own ("article__summary") between the headline and the body's container
+    other_summary = "The stadium deal goes to a vote next week after months of talks with the team's owners, who want the city to pay for roads."
+    paragraphs = "".join(f"<p>{text}</p>" for text in FOLLOWING)
+    html = (
+        "<html><head><title>Council approves transit plan</title></head><body>"
+        f'<aside class="sidebar"><div class="summary">{other_summary}</div></aside>'
+        '<div class="article"><h1>Council approves transit plan</h1><div class="article__date">1 March 2026</div>'
+        f'<div class="article__summary">{LEDE}</div><div class="article__text">{paragraphs}</div></div>'
+        "</body></html>"
+    )
+    story = extract_story(html, URL)
+    assert _opens_with_the_lede(story.text)
+    assert "stadium" not in story.text  # a summary beside nothing of the article is not its opening
+
+
+@pytest.mark.parametrize(
+    ("prefix", "lede", "next_paragraph"),
+    [
+        (
+            "goose3/content__test_yahoo",
+            "SAN FRANCISCO (AP) — Steve Jobs, the mind behind the iPhone",
+            "The move appears",
+        ),
+        (
+            "zyte_aeb/4a44ab3e4c41",
+            "Three people have died during protests in Bolivia",
+            "In addition to the three",
+        ),
+    ],
+)
+def test_real_pages_keep_their_opening_paragraph(prefix: str, lede: str, next_paragraph: str) -> None:
+    row, html = _row(prefix)
+    lines = extract_story(html, row["url"]).text.split("\n")
+    opening = next(i for i, line in enumerate(lines) if line.startswith(lede))
+    assert lines[opening + 1].startswith(next_paragraph)
 
 
 def test_real_page_yonhap_title_date_language() -> None:

@@ -138,18 +138,68 @@ def test_topic_registry_adds_partitions_requests_seeds_and_reports_removed(proje
     assert [r.partition_keys for r in result.dynamic_partitions_requests] == [["climate"]]
     assert [r.partition_key for r in result.run_requests] == ["climate"]
     cursor = result.cursor
-    instance.add_dynamic_partitions("topics", ["climate", "retired"])
-    # Nothing changed: no run request, the retired topic is only reported (its partition stays).
-    quiet = topic_registry(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+    # "retired" was spidered before it left the file; "typo" was added in the launch dialog and never run
+    instance.add_dynamic_partitions("topics", ["climate", "retired", "typo"])
+    _run_for_partition(instance, "retired")
+    tidy = topic_registry(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+    assert tidy.run_requests == []
+    (delete,) = tidy.dynamic_partitions_requests
+    assert isinstance(delete, dg.DeleteDynamicPartitionsRequest) and delete.partition_keys == ["typo"]
+    instance.delete_dynamic_partition("topics", "typo")  # what the daemon does with the request
+    # the retired topic keeps its partition (and data); once reported, later ticks say so and request nothing
+    quiet = topic_registry(
+        dg.build_sensor_context(instance=instance, cursor=tidy.cursor, resources=resources)
+    )
     assert quiet.run_requests == [] and quiet.dynamic_partitions_requests == []
-    assert "retired" in instance.get_dynamic_partitions("topics")
+    assert "retired" in str(quiet.skip_reason) and "typo" not in str(quiet.skip_reason)
     # A changed declaration re-seeds the topic with a new run key.
     topics = project["tmp"] / "topics.yaml"
     topics.write_text(TOPICS.replace("2026-04-30", "2026-04-29", 1), encoding="utf-8")
     changed = topic_registry(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources))
     assert [r.partition_key for r in changed.run_requests] == ["climate"]
     assert changed.run_requests[0].run_key != result.run_requests[0].run_key
-    assert json.loads(changed.cursor).keys() == {"climate"}
+    assert json.loads(changed.cursor)["declared"].keys() == {"climate"}
+    # a cursor written before the registry kept what it reported is read as the declared topics
+    old = json.dumps(json.loads(cursor)["declared"])
+    assert topic_registry(
+        dg.build_sensor_context(instance=instance, cursor=old, resources=resources)
+    ).run_requests
+
+
+@dg.op
+def _noop() -> None:
+    pass
+
+
+@dg.job
+def _topic_job() -> None:
+    _noop()
+
+
+def _run_for_partition(instance: dg.DagsterInstance, topic: str) -> None:
+    instance.create_run_for_job(
+        _topic_job, status=dg.DagsterRunStatus.SUCCESS, tags={"dagster/partition": topic}
+    )
+
+
+def test_runs_for_an_undeclared_topic_fail_at_once_naming_the_topic_and_the_file(project: dict) -> None:
+    from assets.spider import spider_iteration
+    from resources.fetcher import PageSourceResource
+
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("topics", ["typo"])  # "Add a partition" in the launch dialog
+    resources = {**project["resources"], "page_source": PageSourceResource()}
+    for asset in (seeds, spider_iteration):  # the spider has a retry policy: an undeclared topic skips it
+        result = dg.materialize(
+            [asset], partition_key="typo", instance=instance, resources=resources, raise_on_error=False
+        )
+        assert not result.success
+        (failure,) = [e for e in result.all_events if e.is_step_failure]
+        assert not [e for e in result.all_events if e.is_step_up_for_retry]
+        description = failure.step_failure_data.user_failure_data.description
+        assert (
+            "'typo' is not declared in" in description and str(project["tmp"] / "topics.yaml") in description
+        )
 
 
 def test_dagster_cli_validates_the_code_location() -> None:

@@ -140,9 +140,18 @@ def test_get_a_stored_url_lists_its_copies_not_itself(stored: TopicStore) -> Non
     assert body["stored_fingerprints"] == 3
     assert [m["url"] for m in body["matches"]] == ["https://gazette.test/news/carbon-plan-copy"]
     match = body["matches"][0]
-    assert set(match) == {"stories_id", "url", "title", "medium", "hamming_distance", "shingle_similarity"}
+    assert set(match) == {
+        "stories_id",
+        "url",
+        "title",
+        "medium",
+        "hamming_distance",
+        "shingle_similarity",
+        "containment",
+    }
     assert match["title"] == "Carbon plan approved" and match["medium"]
     assert 0 <= match["hamming_distance"] <= 6 and match["shingle_similarity"] >= 0.7
+    assert 0.9 <= match["containment"] < 1.0  # all of the story but the changed day
 
 
 def test_post_a_text_as_json_or_plain_text(stored: TopicStore) -> None:
@@ -152,7 +161,10 @@ def test_post_a_text_as_json_or_plain_text(stored: TopicStore) -> None:
             "/near-duplicates", content=ARTICLE.encode(), headers={"Content-Type": "text/plain"}
         )
         unrelated = client.post(
-            "/near-duplicates", json={"text": "A recipe for bread with flour, water and salt."}
+            "/near-duplicates",
+            json={
+                "text": "A recipe for bread: mix flour, water and salt, knead the dough for ten minutes and bake."
+            },
         )
     assert as_json.status_code == 200 and as_plain.status_code == 200
     urls = {m["url"] for m in as_json.json()["matches"]}
@@ -208,6 +220,9 @@ def test_unreachable_or_refused_urls_answer_502_with_the_fetch_state(stored: Top
         ({"method": "POST", "url": "/near-duplicates", "content": b"{not json", "headers": {"Content-Type": "application/json"}}, 400, "JSON"),
         ({"method": "POST", "url": "/near-duplicates", "json": {"body": "x"}}, 400, "text"),
         ({"method": "POST", "url": "/near-duplicates", "json": {"text": "   "}}, 400, "empty"),
+        ({"method": "POST", "url": "/near-duplicates", "json": {"text": "The council approved a plan."}}, 422, "the text has 5 word(s); a lookup needs at least 15"),
+        ({"method": "POST", "url": "/near-duplicates", "json": {"text": "word " * 20_001}}, 422, "the text has 20,001 words; a lookup compares at most 20,000"),
+        ({"method": "POST", "url": "/near-duplicates?min_containment=1.5", "json": {"text": "x"}}, 400, "min_containment must be between"),
         ({"method": "POST", "url": "/near-duplicates", "content": b"x", "headers": {"Content-Type": "image/png"}}, 415, "text/plain"),
         ({"method": "POST", "url": "/near-duplicates", "content": b"\xff\xfe\xfa", "headers": {"Content-Type": "text/plain"}}, 400, "UTF-8"),
         ({"method": "POST", "url": "/near-duplicates", "content": b"a" * (MAX_BODY_BYTES + 1), "headers": {"Content-Type": "text/plain"}}, 413, "bytes"),

@@ -59,6 +59,7 @@ from topicmap.snapshots.compute import (
     snapshot_problems,
     write_snapshot_files,
 )
+from topicmap.snapshots.summaries import SUMMARY_SCHEMAS
 
 A, B, C, D, E = 1, 2, 3, 4, 5
 NA = None
@@ -470,7 +471,7 @@ def test_a_topic_without_stories_records_its_timespans_but_writes_no_timespan_fi
         "timespans.parquet",
     ]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["format"] == "topicmap-snapshot/2"
+    assert manifest["format"] == "topicmap-snapshot/3"
     assert [(t["key"], t["empty"]) for t in manifest["timespans"]] == [
         (t.key, True) for t in topic_timespans()
     ]
@@ -524,7 +525,9 @@ def test_a_sparse_topic_over_decades_writes_files_only_for_timespans_with_storie
     assert all(len(written[key]) == 8 for key in busy)  # 4 Parquet + 4 CSV each
     assert sum(len(paths) for key, paths in written.items() if key != "snapshot") == 8 * len(busy)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert len(manifest["timespans"]) == len(spans) and len(manifest["files"]) == 8 * len(busy) + 2
+    # + timespans and the summary tables (top words, days, top media and stories), Parquet and CSV each
+    assert len(manifest["timespans"]) == len(spans)
+    assert len(manifest["files"]) == 8 * len(busy) + 2 + 2 * len(SUMMARY_SCHEMAS)
     assert [t["key"] for t in manifest["timespans"] if not t["empty"]] == busy
     table = pd.read_parquet(tmp_path / "timespans.parquet")
     assert len(table) == len(spans) and int((table["story_count"] > 0).sum()) == len(busy)
@@ -717,7 +720,10 @@ def test_csv_lists_use_media_cloud_column_names(result, tmp_path):
         "source_stories_id,ref_stories_id",
         "101,201",
     ]
-    assert {p.name for p in written["snapshot"]} == {"timespans.parquet", "timespans.csv", "manifest.json"}
+    assert {p.name for p in written["snapshot"]} == {
+        "manifest.json",
+        *(f"{name}.{kind}" for name in ("timespans", *SUMMARY_SCHEMAS) for kind in ("parquet", "csv")),
+    }
 
 
 def test_exports_carry_the_utc_instant_and_the_publishers_day(tmp_path):

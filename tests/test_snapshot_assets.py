@@ -429,6 +429,32 @@ def test_materialized_snapshot_matches_the_hand_counts(project: dict) -> None:
     assert ("monthly", date(2026, 1, 5), date(2026, 2, 1), 6) in [tuple(r) for r in spans]  # end exclusive
 
 
+def test_an_evening_story_in_new_york_exports_its_utc_instant_and_its_day_there(project: dict) -> None:
+    """Story 22, re-dated to 19:05 EST on Monday 2 February (00:05 UTC on the 3rd): the exports give the instant
+    with its zone and the day the publisher printed, which is also the day its timespans count."""
+    store = project["store"]
+    with store.engine.begin() as conn:
+        conn.execute(
+            s.stories.update()
+            .where(s.stories.c.stories_id == 22)
+            .values(publish_date=datetime(2026, 2, 3, 0, 5, tzinfo=UTC), publish_utc_offset=-300)
+        )
+    built = snapshot_store.build_snapshot(
+        store, TOPIC, SnapshotOptions(picture_periods=()), home=project["home"]
+    )
+    for key in ("overall", "monthly_2026-02-01", "weekly_2026-02-02"):
+        listed = pd.read_csv(built.folder / key / "stories.csv", dtype=str).set_index("stories_id")
+        assert tuple(listed.loc["22", ["publish_date_utc", "publish_day_local"]]) == (
+            "2026-02-03T00:05:00Z",
+            "2026-02-02",
+        ), key
+        assert "publish_date" not in listed.columns  # no column leaves its zone to a guess
+    table = pd.read_parquet(built.folder / "overall" / "story_link_counts.parquet").set_index("stories_id")
+    assert table.loc[22, "publish_date_utc"] == pd.Timestamp("2026-02-03 00:05", tz="UTC")
+    assert table.loc[22, "publish_day_local"] == date(2026, 2, 2)
+    assert table.loc[21, "publish_day_local"] == date(2026, 1, 13)  # no offset stored: the UTC day
+
+
 def test_same_inputs_keep_the_snapshot_and_new_inputs_make_a_new_one(
     project: dict, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -726,10 +752,50 @@ def test_code_location_wires_the_snapshots_asset() -> None:
         "deduped_stories",
         "near_duplicates",
         "story_statistics",
+        "media_tags",  # media-tag foci and link map colours
         "click_totals",  # every publication day (AllPartitionMapping): the snapshot reads the stories' clicks
     }
     spec = snapshots.specs_by_key[dg.AssetKey("snapshots")]
     assert spec.group_name == "snapshots" and set(spec.kinds) == {"python", "parquet"}
     assert node.partitions_def == graph.get(dg.AssetKey("relevant_stories")).partitions_def
     check_names = {key.name for key in graph.asset_check_keys if key.asset_key == dg.AssetKey("snapshots")}
-    assert check_names == {CHECK_LINK_COUNTS, CHECK_TOPIC_STORIES, CHECK_DATES, "snapshot_files_intact"}
+    assert check_names == {
+        CHECK_LINK_COUNTS,
+        CHECK_TOPIC_STORIES,
+        CHECK_DATES,
+        "snapshot_files_intact",
+        "timespan_counts_consistent",
+    }
+
+
+def test_the_stored_timespan_counts_of_a_real_snapshot_are_consistent(project: dict) -> None:
+    from sqlalchemy import update
+
+    from assets.checks import timespan_counts_consistent
+
+    result = dg.materialize(
+        [snapshots, timespan_counts_consistent],
+        partition_key=TOPIC,
+        instance=project["instance"],
+        resources=project["resources"],
+        run_config=FAST,
+    )
+    (check,) = [
+        e for e in result.get_asset_check_evaluations() if e.check_name == "timespan_counts_consistent"
+    ]
+    assert (
+        check.passed
+        and check.metadata["timespans_checked"].value > 3
+        and check.metadata["topics"].value == TOPIC
+    )
+    # the store's overall count drifts from the snapshot's files
+    with project["store"].engine.begin() as conn:
+        conn.execute(
+            update(s.timespans)
+            .where(s.timespans.c.period == "overall")
+            .values(medium_link_count=s.timespans.c.medium_link_count + 1)
+        )
+    context = dg.build_asset_check_context(resources={"store": project["resources"]["store"]})
+    drifted = timespan_counts_consistent(context)
+    problems = [record.data["problem"] for record in drifted.metadata["found"].records]
+    assert not drifted.passed and any("!= files" in p for p in problems), problems

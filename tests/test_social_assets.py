@@ -24,7 +24,7 @@ from tests.social_fixtures import (
     story_url,
     week_of_stories,
 )
-from topicmap.demo.standins import StandinFaults, run_standin_server
+from topicmap.demo.standins import StandinDataset, StandinFaults, StandinServer, run_standin_server
 from topicmap.social import refetch
 from topicmap.social.bitly import recompute_from_raw
 from topicmap.social.clicks import clicks_until
@@ -41,12 +41,13 @@ from topicmap.social.store import (
     statistics_summary,
     stories_needing_statistics,
     topic_story_days,
+    topic_story_timestamps,
     upsert_click_totals,
     upsert_story_statistics,
     write_click_parquet,
 )
 from topicmap.store import schema as s
-from topicmap.store.topic_store import NewStory, TopicStore
+from topicmap.store.topic_store import NewStory, TopicStore, utc
 
 NOW = at(date(2024, 3, 1), 12)
 JAN10 = date(2024, 1, 10)
@@ -102,34 +103,57 @@ def test_stories_are_placed_on_their_publication_day_with_the_collect_date_fallb
         click_stories(store, JAN10, JAN10 - timedelta(days=1), NOW)
 
 
-def test_the_30d_refetch_keeps_the_3d_figure_and_fills_a_missing_one(store: TopicStore) -> None:
+def test_each_window_keeps_the_largest_figure_with_the_time_it_was_fetched(store: TopicStore) -> None:
     stories = week_of_stories(JAN10, 1, 3)
     ids = list(add_topic_stories(store, stories).values())
     fetched_3d, fetched_30d = at(date(2024, 1, 14), 1), at(date(2024, 2, 10), 1)
 
-    def row(sid: int, clicks_3d: int, clicks_30d: int | None, fetched: datetime) -> dict:
+    def row(sid: int, clicks_3d: int, clicks_30d: int | None, fetched: datetime, bitlinks: int = 1) -> dict:
         return {
             "stories_id": sid,
             "publish_day": JAN10,
-            "bitlinks_found": 1,
+            "bitlinks_found": bitlinks,
             "clicks_3d": clicks_3d,
             "fetched_3d_at": fetched,
             "clicks_30d": clicks_30d,
             "fetched_30d_at": fetched if clicks_30d is not None else None,
         }
 
-    upsert_click_totals(store, "3d", [row(ids[0], 40, None, fetched_3d), row(ids[1], 900, None, fetched_3d)])
+    assert (
+        upsert_click_totals(
+            store, "3d", [row(ids[0], 40, None, fetched_3d), row(ids[1], 900, None, fetched_3d)]
+        )
+        == []
+    )
     assert [c.stories for c in days_lacking_stage(store, "3d", JAN10, JAN10, NOW, 5)] == [1]
-    upsert_click_totals(store, "30d", [row(sid, 55, 70, fetched_30d) for sid in ids])
+    kept = upsert_click_totals(store, "30d", [row(sid, 55, 70, fetched_30d) for sid in ids])
     table = click_table(store)
-    assert (table[ids[0]]["clicks_3d"], table[ids[0]]["clicks_30d"]) == (40, 70)  # 3-day figure kept
-    assert table[ids[2]]["clicks_3d"] == 55 and table[ids[2]]["fetched_3d_at"] is not None  # filled
+    # the 30-day fetch saw the first three days complete (55 > 40): the 3-day figure rises, with its fetch time
+    assert (table[ids[0]]["clicks_3d"], table[ids[0]]["clicks_30d"]) == (55, 70)
+    assert utc(table[ids[0]]["fetched_3d_at"]) == fetched_30d
+    # a 3-day figure above the new one (Bit.ly revised a day down) is kept with its own time, and reported
+    assert (table[ids[1]]["clicks_3d"], utc(table[ids[1]]["fetched_3d_at"])) == (900, fetched_3d)
+    assert [(k["stories_id"], k["window"], k["stored"], k["fetched_now"]) for k in kept] == [
+        (ids[1], "3d", 900, 55)
+    ]
+    assert table[ids[2]]["clicks_3d"] == 55 and utc(table[ids[2]]["fetched_3d_at"]) == fetched_30d  # filled
     assert days_lacking_stage(store, "30d", JAN10, JAN10, NOW, 5) == []
     count, flagged = clicks_30d_below_3d(store)
     assert count == 1 and flagged[0]["stories_id"] == ids[1] and flagged[0]["clicks_3d"] == 900
-    # a 3-day re-run replaces the 3-day figure and leaves the 30-day one
-    upsert_click_totals(store, "3d", [row(ids[1], 60, None, fetched_3d)])
-    assert click_table(store)[ids[1]]["clicks_30d"] == 70 and clicks_30d_below_3d(store)[0] == 0
+    # a re-run that found fewer clicks or bitlinks lowers nothing: not the figures, not their times or bitlinks
+    upsert_click_totals(store, "3d", [row(ids[1], 60, None, fetched_30d)])
+    upsert_click_totals(store, "30d", [row(ids[0], 0, 0, at(date(2024, 3, 1)), bitlinks=0)])
+    after = click_table(store)
+    assert after[ids[1]]["clicks_3d"] == 900 and after[ids[0]] == table[ids[0]]
+    # a higher figure replaces the stored one, with its time and the bitlinks behind it
+    upsert_click_totals(store, "30d", [row(ids[0], 55, 95, at(date(2024, 3, 2)), bitlinks=3)])
+    raised = click_table(store)[ids[0]]
+    assert (raised["clicks_30d"], utc(raised["fetched_30d_at"]), raised["bitlinks_found"]) == (
+        95,
+        at(date(2024, 3, 2)),
+        3,
+    )
+    assert utc(raised["fetched_3d_at"]) == fetched_30d  # a tie keeps the stored 3-day figure's time
     rows = click_rows(store, JAN10, JAN10)
     assert [r["stories_id"] for r in rows] == sorted(ids) and rows[0]["url"] == stories[0].url
 
@@ -509,3 +533,86 @@ def test_demo_backfill_ranges_span_at_most_31_days() -> None:
         (date(2024, 6, 1), date(2024, 6, 1)),
     ]
     assert all((last - first).days < 31 for first, last in ranges)
+
+
+def test_a_backfill_after_dedup_counts_the_merged_story_and_lowers_no_figure(
+    sqlite_store: tuple[TopicStore, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo's order: clicks fetched for two stories with the same lossy URL, dedup merges one into the other,
+    then a UI backfill against the API stand-in taught the topic stories as they are now (`make demo-ui`).
+
+    Before: the survivor kept its 3-day figure but its 30-day figure fell to 0 (no bitlink found: the merged
+    story's URL was neither looked up nor known to the stand-in), and clicks_30d_not_below_3d failed for good."""
+    from topicmap.dedup.store import merge_duplicate_stories
+
+    store, db_url = sqlite_store
+    published = at(JAN10, 9)
+    survivor = NewStory(story_url(JAN10, 0), "Summit opens", "climate " * 50, published)
+    # the same page by http: its other-scheme bitlink is the one the survivor's own URL finds
+    merged = NewStory(survivor.url.replace("https://", "http://"), "Climate summit", "climate", published)
+    counts = {survivor.url: 0, merged.url: 2}
+    ids = add_topic_stories(store, [survivor, merged])
+    _freeze(monkeypatch, NOW)
+    instance = dg.DagsterInstance.ephemeral()
+
+    def backfill(server: StandinServer) -> dg.ExecuteInProcessResult:
+        return dg.materialize(
+            [click_totals, clicks_30d_not_below_3d],
+            instance=instance,
+            resources=social_resources(server, db_url, tmp_path),
+            tags={refetch.RANGE_START_TAG: "2024-01-10", refetch.RANGE_END_TAG: "2024-01-16"},
+        )
+
+    with run_standin_server(dataset_for([survivor, merged], bitlink_counts=counts)) as server:
+        backfill(server)  # `make demo`: clicks before dedup
+    before = click_table(store)[ids[survivor.url]]
+    assert before["bitlinks_found"] == 1 and 0 < before["clicks_3d"] <= before["clicks_30d"]
+
+    report = merge_duplicate_stories(store, store.topic_row(TOPIC.name)["topics_id"])
+    assert report.merges == [
+        {
+            "source_stories_id": ids[merged.url],
+            "target_stories_id": ids[survivor.url],
+            "reason": "same lossy url",
+        }
+    ]
+    # the survivor's figures predate the merge: its day lacks the 30-day stage again (the sensor re-requests it)
+    (lacking,) = days_lacking_stage(store, "30d", JAN10, JAN10, NOW, 5)
+    assert lacking.max_stories_id == ids[survivor.url] and lacking.last_merge_id > 0
+
+    # `make demo-ui`: a fresh stand-in taught the topic stories as they are after dedup
+    stamps = topic_story_timestamps(store, NOW)
+    taught = StandinDataset.from_urls(list(stamps), seed=5, publish_date=stamps, bitlink_counts=counts)
+    with run_standin_server(taught) as server:
+        result = backfill(server)
+        after = click_table(store)[ids[survivor.url]]
+        (check,) = result.get_asset_check_evaluations()
+        assert check.passed, check.metadata["flagged"]
+        # the merged story's two bitlinks count towards the survivor, once each
+        window = click_window("30d", published, NOW)
+        daily = taught.stories[merged.url].expected_daily(*window)
+        assert after["bitlinks_found"] == 2
+        assert after["clicks_3d"] == clicks_until(daily, published + timedelta(days=3)) >= before["clicks_3d"]
+        assert (
+            after["clicks_30d"] == clicks_until(daily, published + timedelta(days=30)) > before["clicks_30d"]
+        )
+        # the merged story is counted in its survivor only: one row on the day, in the store's rows and the export
+        day = next(
+            m for m in result.asset_materializations_for_node("click_totals") if m.partition == "2024-01-10"
+        )
+        assert day.metadata["dagster/row_count"].value == 1
+        assert day.metadata["clicks_30d_total"].value == after["clicks_30d"]
+        assert [r["stories_id"] for r in click_rows(store, JAN10, JAN10)] == [ids[survivor.url]]
+        exported = pq.read_table(tmp_path / "home" / "exports" / "click_totals" / "2024-01-10.parquet")
+        assert exported.column("stories_id").to_pylist() == [ids[survivor.url]]
+        assert days_lacking_stage(store, "30d", JAN10, JAN10, NOW, 5) == []
+
+        # a re-run that finds nothing (every bitlink forgotten) lowers no figure, and says what it kept
+        server.dataset.stories.clear()
+        again = backfill(server)
+    assert click_table(store)[ids[survivor.url]] == after
+    assert again.get_asset_check_evaluations()[0].passed
+    day = next(
+        m for m in again.asset_materializations_for_node("click_totals") if m.partition == "2024-01-10"
+    )
+    assert day.metadata["figures_kept_over_lower_fetch"].value == 2  # the 3-day and the 30-day figure

@@ -87,6 +87,14 @@ def test_topic_run_drives_a_topic_to_its_snapshot_as_named_jobs(project: dict) -
         # tagged as the spider sensor's own requests: a daemon started now would not repeat them
         assert all(r.tags["dagster/sensor_name"] == "spider_iterations" for r in spider)
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        # each is a run of the code location's job, as the UI launches one: its job's page lists it (the page's
+        # filter is the job name and this repository tag) and the UI can re-execute it (tests/test_ui_runs.py)
+        for run in runs:
+            assert run.remote_job_origin is not None and run.remote_job_origin.location_name == "topicmap"
+            on_job_page = instance.get_runs(
+                dg.RunsFilter(job_name=run.job_name, tags={".dagster/repository": "__repository__@topicmap"})
+            )
+            assert run.run_id in {r.run_id for r in on_job_page}
         assert instance.has_dynamic_partition("topics", "run-climate")
         # the spider sensor, asked now, requests exactly the post-spider run already done under its name and key:
         # the sensor daemon skips a request whose run key a run of that sensor already carries

@@ -72,7 +72,7 @@ def test_valid_topics_load_with_defaults(tmp_path: Path) -> None:
         (
             "{name: zero-iter, query: climate, start_date: 2026-01-01, end_date: 2026-02-01, max_iterations: 0}",
             "max_iterations",
-            "≥ 1",
+            "from 1 to 1,000",
         ),
         (
             "{name: typo, query: climate, start_date: 2026-01-01, end_date: 2026-02-01, max_storys: 5}",
@@ -88,7 +88,7 @@ def test_valid_topics_load_with_defaults(tmp_path: Path) -> None:
         (
             "{name: bad-fetch, query: x, start_date: 2026-01-01, end_date: 2026-02-01, fetch: {domain_intervals: {a.com: -1}}}",
             "fetch.domain_intervals.a.com",
-            "≥ 0",
+            "from 0 to 3600",
         ),
         (
             "{name: bad-span, query: x, start_date: 2026-01-01, end_date: 2026-02-01, timespans: [{name: s, start_date: 2025-12-01, end_date: 2026-01-05}]}",
@@ -245,3 +245,22 @@ def test_a_listed_page_that_does_not_match_joins_the_topic_only_when_its_list_as
         state = dict(conn.execute(select(f.c.url, f.c.state).where(f.c.topics_id == topics_id)).all())
     assert in_topic == {LISTED, IN_BOTH, FOUND_BY_LINK}  # the assumed story's links are followed
     assert state[CANDIDATE] == "content match failed"
+
+
+def test_a_seed_lists_changed_flag_changes_its_stored_seeds(store: TopicStore, tmp_path: Path) -> None:
+    (tmp_path / "listed.csv").write_text(f"url\n{LISTED}\n", encoding="utf-8")
+    (tmp_path / "candidates.csv").write_text(f"url\n{CANDIDATE}\n{IN_BOTH}\n", encoding="utf-8")
+    (tmp_path / "also-listed.csv").write_text(f"url\n{IN_BOTH}\n", encoding="utf-8")
+    topic = load_topics(write(tmp_path, SEEDED)).topics[0]
+    topics_id = store.upsert_topic(topic)
+    assert store.add_seed_urls(topics_id, select_seeds(store, topic).rows) == 3
+    # the list of candidates becomes a list taken as relevant, then a list of candidates again
+    for flag, candidate_assumed in (("true", True), ("false", False)):
+        changed = load_topics(
+            write(tmp_path, SEEDED.replace("assume_match: false", f"assume_match: {flag}"))
+        ).topics[0]
+        for _ in range(2):  # re-seeding with the same file changes nothing more
+            assert store.add_seed_urls(topics_id, select_seeds(store, changed).rows) == 0
+            stored = {row["url"]: row["assume_match"] for row in store.seed_rows(topics_id)}
+            # IN_BOTH stays assumed: another list says so
+            assert stored == {LISTED: True, CANDIDATE: candidate_assumed, IN_BOTH: True}

@@ -497,9 +497,14 @@ def refused_file_reason(path: Path, folder: Path | None) -> str | None:
     return None
 
 
+def refused_file_key(path: Path) -> str:
+    """The ``archive_files`` key of a refused file: its name's, not its content's (which is not read)."""
+    return hashlib.sha256(b"refused:" + os.fsencode(path)).hexdigest()
+
+
 def _record_refused(store: TopicStore, path: Path, reason: str) -> DropLoad:
     """Record a refused file once, keyed by its name (its content is not read)."""
-    key = hashlib.sha256(b"refused:" + os.fsencode(path)).hexdigest()
+    key = refused_file_key(path)
     known = archive_file_record(store, key)
     if known is not None:
         return DropLoad(path, key, "failed before", reason=known.reason)

@@ -15,9 +15,10 @@ scikit-learn:
    k = sqrt(n / 2); we find the elbow with kneedle (the ``kneed`` package) and fall back on the same rule when
    the curve has no knee, both bounded by configuration.
 
-Words label clusters only: hashed and projected features cannot be mapped back to words, so the top terms come
-from a small-vocabulary TF-IDF over the member texts, without the stop words of the stories' languages and
-without newswire boilerplate ("said", "told", "reuters"), which otherwise names every cluster.
+Words label clusters only: projected features cannot be mapped back to words, so the top terms come from a
+TF-IDF over the members' hashed counts, each bucket named by the word of the batch that falls in it (the words
+are read once, for the counts and the labels), without the stop words of the stories' languages and without
+newswire boilerplate ("said", "told", "reuters"), which otherwise names every cluster.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from functools import lru_cache
 import numpy as np
 from scipy import sparse
 from sklearn.cluster import KMeans
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, HashingVectorizer, TfidfVectorizer
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, HashingVectorizer
 from sklearn.preprocessing import normalize
+from sklearn.utils import murmurhash3_32
 
 #: hashed vocabulary size before random indexing: distinct words rarely collide
 HASH_FEATURES = 2**18
@@ -157,11 +159,38 @@ def _check_texts(texts: Sequence[str], what: str = "texts") -> list[str]:
 # --------------------------------------------------------------------------------------------- vectors
 
 
+#: scikit-learn's default token, two word characters or more, read from the lowercased text
+_WORD = re.compile(r"(?u)\b\w\w+\b")
+
+
+def tokenize(texts: Sequence[str]) -> list[list[str]]:
+    """Each text's words as scikit-learn's vectorizers read them by default (lowercased, two word characters or
+    more). Read once and used twice, for the hashed counts and for the label words: reading the stories twice
+    cost more than the rest of a weekly step."""
+    return [_WORD.findall(text.lower()) for text in _check_texts(texts)]
+
+
+def hashed_bucket(word: str) -> int:
+    """The column of ``term_counts`` that counts ``word``: scikit-learn's FeatureHasher index, abs(murmurhash3 of
+    the UTF-8 word, seed 0) modulo HASH_FEATURES (its special case for -2**31 gives the same 0 for a power of
+    two)."""
+    return abs(murmurhash3_32(word, seed=0)) % HASH_FEATURES
+
+
+def _as_tokenized(tokens: list[str]) -> list[str]:
+    return tokens
+
+
 def _hasher() -> HashingVectorizer:
     # raw counts (float32 holds them exactly, in half the memory): IDF and normalisation come after, so a stream
     # can weigh terms by what it has seen so far
     return HashingVectorizer(
-        n_features=HASH_FEATURES, alternate_sign=False, norm=None, dtype=np.float32, lowercase=True
+        analyzer=_as_tokenized,
+        lowercase=False,
+        n_features=HASH_FEATURES,
+        alternate_sign=False,
+        norm=None,
+        dtype=np.float32,
     )
 
 
@@ -183,10 +212,9 @@ def _projection(dims: int, seed: int) -> sparse.csr_matrix:
     )
 
 
-def term_counts(texts: Sequence[str]) -> sparse.csr_matrix:
-    """Hashed term counts (stories x HASH_FEATURES)."""
-    texts = _check_texts(texts)
-    return _hasher().transform(texts) if texts else sparse.csr_matrix((0, HASH_FEATURES))
+def term_counts(tokens: Sequence[list[str]]) -> sparse.csr_matrix:
+    """Hashed term counts (stories x HASH_FEATURES) of tokenized texts (``tokenize``)."""
+    return _hasher().transform(tokens) if len(tokens) else sparse.csr_matrix((0, HASH_FEATURES))
 
 
 def document_frequency(counts: sparse.csr_matrix) -> np.ndarray:
@@ -213,9 +241,9 @@ def embed(counts: sparse.csr_matrix, idf: np.ndarray, dims: int = DIMS, seed: in
     return normalize(vectors, copy=False) if len(vectors) else vectors
 
 
-def story_vectors(texts: Sequence[str], dims: int = DIMS, seed: int = 0) -> np.ndarray:
-    """Unit vectors of the texts, IDF over these texts."""
-    counts = term_counts(texts)
+def story_vectors(tokens: Sequence[list[str]], dims: int = DIMS, seed: int = 0) -> np.ndarray:
+    """Unit vectors of tokenized texts (``tokenize``), IDF over these texts."""
+    counts = term_counts(tokens)
     return embed(counts, smoothed_idf(document_frequency(counts), counts.shape[0]), dims, seed)
 
 
@@ -353,7 +381,9 @@ def cluster_stories(
         raise ValueError(f"n_clusters must be a positive integer, got {n_clusters!r}")
     if n_clusters is not None and n_clusters > len(texts):
         raise ValueError(f"n_clusters ({n_clusters}) is larger than the number of texts ({len(texts)})")
-    vectors = story_vectors(texts, dims, seed)
+    tokens = tokenize(texts)
+    counts = term_counts(tokens)
+    vectors = embed(counts, smoothed_idf(document_frequency(counts), len(tokens)), dims, seed)
     if n_clusters is None:
         choice = choose_k(vectors, k_min, k_max, seed)
     else:
@@ -365,7 +395,7 @@ def cluster_stories(
         labels=labels,
         choice=choice,
         sizes=sizes_of(labels, choice.k),
-        top_terms=top_terms(texts, labels, clusters, languages),
+        top_terms=top_terms(counts, tokens, labels, clusters, languages),
         titles=nearest_titles(vectors, labels, model.cluster_centers_, titles or texts, clusters),
         centroids=model.cluster_centers_,
         vectors=vectors,
@@ -373,9 +403,6 @@ def cluster_stories(
 
 
 # --------------------------------------------------------------------------------------------- words
-
-
-_TOKEN_PATTERN = r"(?u)\b[^\W\d_][^\W\d_]+\b"  # words of two letters or more, no numbers
 
 
 @lru_cache(maxsize=64)
@@ -388,7 +415,7 @@ def _stop_words_for(languages: tuple[str, ...]) -> frozenset[str]:
         if name in AVAILABLE_LANGUAGES:
             words.update(w.lower() for w in get_stop_words(name))
     # "aujourd'hui" or "ain't" reach the vectorizer as their tokens: stop those too
-    words.update(part for word in list(words) for part in re.findall(_TOKEN_PATTERN, word))
+    words.update(part for word in list(words) for part in _WORD.findall(word))
     return frozenset(words)
 
 
@@ -402,21 +429,27 @@ def stop_words(languages: Sequence[str | None] | None) -> frozenset[str]:
 
 
 def top_terms(
-    texts: Sequence[str],
+    counts: sparse.csr_matrix,
+    tokens: Sequence[list[str]],
     labels: np.ndarray,
     clusters: Sequence[int] | range,
     languages: Sequence[str | None] | None = None,
     n_terms: int = TOP_TERMS,
 ) -> dict[int, list[str]]:
-    """Words with the highest mean TF-IDF among each cluster's members (labels only, see module doc)."""
+    """Words with the highest mean TF-IDF among each cluster's members (labels only, see module doc), given the
+    members' hashed counts (``term_counts``) and their tokens (``tokenize``).
+
+    scikit-learn's TF-IDF as ``TfidfVectorizer(sublinear_tf=True)`` computes it over the label words (letters
+    only, no stop word), but read from the hashed counts, whose buckets the batch's label words are mapped back
+    to: no second pass over the stories' words (a bucket two label words share, rare in 2**18, is named by the
+    first of them alphabetically)."""
     result: dict[int, list[str]] = {int(c): [] for c in clusters}
-    texts = list(texts)
-    if not texts:
+    if not len(tokens):
         return result
     labels = np.asarray(labels)
-    if len(texts) > LABEL_SAMPLE * max(len(result), 1):
+    if len(tokens) > LABEL_SAMPLE * max(len(result), 1):
         # words of a cluster show in a few hundred of its stories; a seeded sample keeps labelling 100,000
-        # stories at a fraction of a second instead of a second vectorizer pass over all of them
+        # stories at a fraction of a second
         rng = np.random.default_rng(0)
         keep = np.concatenate(
             [
@@ -427,28 +460,38 @@ def top_terms(
             or [np.zeros(0, dtype=np.int64)]
         )
         keep.sort()
-        texts, labels = [texts[i] for i in keep], labels[keep]
+        counts, tokens, labels = counts[keep], [tokens[i] for i in keep], labels[keep]
         languages = [languages[i] for i in keep] if languages is not None else None
-    # no max_df: the words of a cluster holding most of the stories are in most stories, and still name it
-    try:
-        vectorizer = TfidfVectorizer(
-            stop_words=sorted(stop_words(languages)),
-            token_pattern=_TOKEN_PATTERN,
-            max_features=20000,
-            sublinear_tf=True,
-        )
-        matrix = vectorizer.fit_transform(texts)
-    except ValueError:  # no word left in these texts
+    stop = stop_words(languages)
+    words = sorted(w for w in set().union(*tokens) if w.isalpha() and w not in stop)
+    if not words:
         return result
-    vocabulary = vectorizer.get_feature_names_out()
-    for cluster in result:
-        members = np.flatnonzero(labels == cluster)
-        if len(members) == 0:
+    named: dict[int, str] = {}  # bucket -> its word, in alphabetical order of the words
+    for word in words:
+        named.setdefault(hashed_bucket(word), word)
+    buckets, names = np.fromiter(named, dtype=np.int64, count=len(named)), list(named.values())
+    tf = counts[:, buckets].astype(np.float64).tocsr()
+    tf.data = 1.0 + np.log(tf.data)  # sublinear TF
+    # no max_df: the words of a cluster holding most of the stories are in most stories, and still name it
+    idf = smoothed_idf(np.bincount(tf.indices, minlength=len(buckets)), tf.shape[0])
+    tfidf = normalize(tf.multiply(idf[None, :]).tocsr(), copy=False)
+    wanted = list(result)
+    row_of = {cluster: row for row, cluster in enumerate(wanted)}
+    members = np.array([row_of.get(int(label), -1) for label in labels])
+    kept = np.flatnonzero(members >= 0)
+    sizes = np.bincount(members[kept], minlength=len(wanted))
+    # every cluster's summed TF-IDF in one sparse product (cluster x story membership times story x word)
+    membership = sparse.csr_matrix(
+        (np.ones(len(kept)), (members[kept], kept)), shape=(len(wanted), len(labels))
+    )
+    sums = (membership @ tfidf).toarray()
+    for row, cluster in enumerate(wanted):
+        if not sizes[row]:
             continue
-        means = np.asarray(matrix[members].mean(axis=0)).ravel()
-        # ties broken by the word itself, so the labels are the same on every run
-        order = sorted(np.flatnonzero(means), key=lambda j: (-means[j], vocabulary[j]))
-        result[cluster] = [str(vocabulary[j]) for j in order[:n_terms]]
+        means = sums[row] / sizes[row]
+        # ties broken by the word itself (the columns are in alphabetical order), so the labels never vary
+        order = np.argsort(-means, kind="stable")[:n_terms]
+        result[cluster] = [str(names[j]) for j in order if means[j] > 0]
     return result
 
 

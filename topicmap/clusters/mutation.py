@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ from topicmap.clusters.model import (
     nearest_titles,
     smoothed_idf,
     term_counts,
+    tokenize,
     top_terms,
 )
 from topicmap.clusters.streaming import TIME_UNITS, StreamingKMeans, TimeUnit
@@ -120,19 +122,33 @@ class StreamState:
         return digest.hexdigest()[:16]
 
     def save(self, folder: Path) -> None:
-        """state.npz (arrays) and state.json (the rest) in ``folder``."""
-        arrays: dict[str, np.ndarray] = {"frequency": self.frequency}
+        """state.npz (arrays) and state.json (the rest) in ``folder``. The document frequencies are stored as
+        their non-zero buckets and counts: the dense 2 MB array took 0.14 s a week to compress with numpy's
+        default, more than the week's stream step on an 800-week topic."""
+        buckets = np.flatnonzero(self.frequency)
+        arrays: dict[str, np.ndarray] = {
+            "hash_features": np.array(len(self.frequency)),
+            "frequency_buckets": buckets.astype(np.int32),
+            "frequency_counts": self.frequency[buckets],
+        }
         if self.model is not None:
             arrays["centers"] = self.model.centers
             arrays["weights"] = self.model.weights
-        np.savez_compressed(folder / "state.npz", **arrays)
+        with zipfile.ZipFile(folder / "state.npz", "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+            for name, array in arrays.items():
+                with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
         (folder / "state.json").write_text(json.dumps(self._meta(), indent=1))
 
     @classmethod
     def load(cls, folder: Path) -> StreamState:
         meta = json.loads((folder / "state.json").read_text())
         with np.load(folder / "state.npz") as arrays:
-            frequency = arrays["frequency"]
+            if "frequency" in arrays:  # weeks written before the frequencies were stored sparse
+                frequency = arrays["frequency"]
+            else:
+                frequency = np.zeros(int(arrays["hash_features"]), dtype=np.int64)
+                frequency[arrays["frequency_buckets"]] = arrays["frequency_counts"]
             model = None
             if "centers" in arrays:
                 model = StreamingKMeans(
@@ -196,7 +212,8 @@ def advance(
         )
     if state.last_key is not None and str(key) <= state.last_key:
         raise ValueError(f"batch {key!r} does not come after the state's last batch {state.last_key!r}")
-    counts = term_counts(texts)
+    tokens = tokenize(texts)
+    counts = term_counts(tokens)
     frequency = state.frequency + document_frequency(counts)
     documents = state.documents + len(texts)
     # stored as float32; the model sees exactly what later batches will re-read
@@ -263,7 +280,7 @@ def advance(
         window_labels = [model.predict(w.vectors) for w in recent if len(w.vectors)]
         window_sizes = np.bincount(np.concatenate([*window_labels, cluster]), minlength=model.k)
         alive = sorted(set(np.flatnonzero(window_sizes).tolist()) | set(cluster[cluster >= 0].tolist()))
-        terms = top_terms(texts, cluster, alive, languages)
+        terms = top_terms(counts, tokens, cluster, alive, languages)
         near = nearest_titles(vectors, cluster, model.centers, titles, alive)
         own = np.bincount(cluster[cluster >= 0], minlength=model.k)
         nodes = pd.DataFrame(
@@ -296,10 +313,12 @@ def stream_batches(
     state: StreamState | None = None,
 ) -> list[BatchStep]:
     """Every batch (key, stories_id, titles, texts) in order, in memory: what the weekly partitions do on disk."""
+    config = config or StreamConfig()
     state = state or StreamState()
     steps: list[BatchStep] = []
     for key, ids, titles, texts in batches:
-        step = advance(state, key, ids, titles, texts, [s.window_batch() for s in steps], config)
+        window = [s.window_batch() for s in steps[-(config.window - 1) :]] if config.window > 1 else []
+        step = advance(state, key, ids, titles, texts, window, config)
         steps.append(step)
         state = step.state
     return steps

@@ -4,28 +4,36 @@ Two ways, under ``TOPICMAP_HOME/exports/clusters/<topic>/``:
 
 - one-shot (``build_topic_clusters``): every story of the topic, k from the SSE curve; ``stories.parquet``
   (stories_id, cluster, week), ``clusters.parquet`` (size, top terms, titles), ``sse_curve.parquet``, and
-  ``sse_curve.png`` / ``timeline.png`` (the clusters as a stream graph over the weeks);
-- week by week (``build_topic_week``): the streaming model carried from week to week. Each week's folder
-  ``weeks/<monday>/`` holds the state the next week starts from (``state.npz``, ``state.json``), the week's
-  stories with their clusters (``stories.parquet``) and vectors (``vectors.npy``, re-read by the next three
-  weeks' mutation step), the mutation edges (``edges.parquet``; ``transitions.parquet`` also has the stories
-  that stayed), the nodes (``nodes.parquet``), and the mutation graph so far (``mutations.gexf``,
+  ``sse_curve.png`` / ``timeline.png`` (the clusters as a stream graph over the weeks, on a date axis);
+- week by week (``build_topic_weeks``): the streaming model carried from week to week, any range of weeks in
+  one pass. Each week's folder ``weeks/<monday>/`` holds the state a later week starts from (``state.npz``,
+  ``state.json``), where its own start came from (``lineage.json``), the week's stories with their clusters
+  (``stories.parquet``) and vectors (``vectors.npy``, re-read by the next three weeks' mutation step), the
+  mutation edges (``edges.parquet``; ``transitions.parquet`` also has the stories that stayed) and the nodes
+  (``nodes.parquet``). The last week of a pass also holds the mutation graph so far (``mutations.gexf``,
   ``mutations.png``) and the stream graph so far (``stream.png``).
 
 A week's folder is written whole into a temporary folder and then renamed into place, so a killed run leaves
 the previous version or none, never half of one; writing a week again replaces it. No table is added to the
-store: the state is a file per week that a re-materialization replaces as a unit, and Dagster's partition
-status and data versions say which later weeks were built from an older state (they show as stale).
+store: the state is a file per week that a rebuild replaces as a unit, and ``stale_weeks`` reads the lineage
+files to say which later weeks were built from an older state.
 """
 
 from __future__ import annotations
 
+import bisect
+import fcntl
 import json
 import shutil
 import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from functools import partial
 from pathlib import Path
+from time import perf_counter
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -48,11 +56,11 @@ from topicmap.clusters.pictures import draw_mutation_graph, draw_sse_curve, draw
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, topicmap_home, utc
 
-#: below this many stories a topic is not clustered (KMeans on a handful of texts says nothing)
+T = TypeVar("T")
 
 
 class ClusterStateError(RuntimeError):
-    """A week cannot be built: the state it starts from is missing or unreadable."""
+    """A week cannot be built: the state it starts from is unreadable or was built with another configuration."""
 
 
 def topic_story_texts(
@@ -91,13 +99,14 @@ def clusters_dir(topic_name: str, home: Path | None = None) -> Path:
     return (home or topicmap_home()) / "exports" / "clusters" / topic_name
 
 
-def _write_folder_atomically(target: Path, write) -> None:  # noqa: ANN001  (write: Callable[[Path], None])
-    """``write`` fills a fresh temporary folder, which then replaces ``target`` (a rename, not a merge)."""
+def _write_folder_atomically(target: Path, write: Callable[[Path], T]) -> T:
+    """``write`` fills a fresh temporary folder, which then replaces ``target`` (a rename, not a merge); what
+    ``write`` returns."""
     target.parent.mkdir(parents=True, exist_ok=True)
     scratch = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
     scratch.mkdir()
     try:
-        write(scratch)
+        written = write(scratch)
         old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
         if target.exists():
             target.rename(old)
@@ -105,6 +114,7 @@ def _write_folder_atomically(target: Path, write) -> None:  # noqa: ANN001  (wri
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    return written
 
 
 # --------------------------------------------------------------------------------------------- one-shot
@@ -188,6 +198,11 @@ def build_topic_clusters(
 
 # --------------------------------------------------------------------------------------------- weekly
 
+#: written into every week's folder: which week's state it continued from, and the state it left
+LINEAGE_FILE = "lineage.json"
+#: weeks of stories read in one query (a half-year: a few MB of text for most topics)
+READ_WEEKS = 26
+
 
 def week_folder(topic_name: str, week: str, home: Path | None = None) -> Path:
     return clusters_dir(topic_name, home) / "weeks" / week
@@ -213,170 +228,312 @@ def topic_weeks(start: date, end: date) -> list[str]:
     return weeks
 
 
-def state_fingerprint(folder: Path) -> str:
-    """A digest of a week's state: equal fingerprints mean the next week starts the same."""
-    return json.loads((folder / "lineage.json").read_text())["state"]
-
-
-def stale_weeks(topic_name: str, home: Path | None = None) -> list[str]:
-    """Built weeks that no longer follow from the week before: the first week whose recorded starting state is
-    not its predecessor's current state (that week was built again since, differently), and every week after
-    it, whose start depends on it. Empty when the chain of weeks is consistent."""
+def built_weeks(topic_name: str, home: Path | None = None) -> list[str]:
+    """The topic's built weeks, oldest first (a folder is renamed into place whole, so each one is complete)."""
     weeks_dir = clusters_dir(topic_name, home) / "weeks"
     if not weeks_dir.exists():
         return []
-    folders = sorted(
-        f for f in weeks_dir.iterdir() if not f.name.startswith(".") and (f / "lineage.json").exists()
+    return sorted(
+        f.name for f in weeks_dir.iterdir() if not f.name.startswith(".") and (f / LINEAGE_FILE).exists()
     )
-    current = {f.name: json.loads((f / "lineage.json").read_text()) for f in folders}
-    for index, folder in enumerate(folders):
-        lineage = current[folder.name]
-        before = current.get(lineage["previous_week"])
-        expected = before["state"] if before else None
-        if lineage["previous_state"] != expected:
-            return [f.name for f in folders[index:]]
+
+
+@dataclass(frozen=True)
+class WeekLineage:
+    """Where a built week's stream came from: the built week it continued (None: it started from its own fit,
+    no earlier week being built) and that week's state then, and the state it left."""
+
+    week: str
+    started_from: str | None
+    previous_state: str | None
+    state: str
+
+    @classmethod
+    def read(cls, folder: Path) -> WeekLineage:
+        raw = json.loads((folder / LINEAGE_FILE).read_text())
+        # a week that started from its own fit has no previous state, whatever previous_week says
+        started_from = raw["previous_week"] if raw["previous_state"] else None
+        return cls(raw["week"], started_from, raw["previous_state"], raw["state"])
+
+    def write(self, folder: Path) -> None:
+        (folder / LINEAGE_FILE).write_text(
+            json.dumps(
+                {
+                    "week": self.week,
+                    "previous_week": self.started_from,
+                    "previous_state": self.previous_state,
+                    "state": self.state,
+                }
+            )
+        )
+
+
+def stale_weeks(topic_name: str, home: Path | None = None) -> list[str]:
+    """Built weeks that no longer follow from the week before them: the first built week that did not start from
+    the current state of the nearest built week before it (that week was built again since, differently, or was
+    built after it), and every built week after it, whose start depends on it. Empty when the chain is whole."""
+    weeks = built_weeks(topic_name, home)
+    before: WeekLineage | None = None
+    for index, week in enumerate(weeks):
+        lineage = WeekLineage.read(week_folder(topic_name, week, home))
+        expected = (before.week, before.state) if before else (None, None)
+        if (lineage.started_from, lineage.previous_state) != expected:
+            return weeks[index:]
+        before = lineage
     return []
 
 
 @dataclass
 class TopicWeek:
+    """One built week: its step through the stream, where it started from, and the pictures drawn with it."""
+
     week: str
     folder: Path
     step: BatchStep
-    started_fresh: bool
+    started_from: str | None
     previous_fingerprint: str | None
     fingerprint: str
-    nodes_so_far: pd.DataFrame
-    transitions_so_far: pd.DataFrame
+    pictures: list[Path]
+    #: what building this week took, by phase (reading, the stream step, writing, pictures)
+    seconds: dict[str, float]
+
+    @property
+    def started_fresh(self) -> bool:
+        return self.started_from is None
 
 
-def _previous_state(
-    topic_name: str, monday: date, topic_start: date, home: Path | None
-) -> tuple[StreamState, str | None, bool]:
-    previous = monday - timedelta(days=7)
-    folder = week_folder(topic_name, previous.isoformat(), home)
-    if (folder / "state.json").exists():
-        try:
-            return StreamState.load(folder), state_fingerprint(folder), False
-        except (OSError, ValueError, KeyError) as error:
-            raise ClusterStateError(
-                f"{folder}: the previous week's state cannot be read ({error})"
-            ) from error
-    if previous + timedelta(days=7) <= topic_start:  # the previous week ended before the topic starts
-        return StreamState(), None, True
-    raise ClusterStateError(
-        f"topic {topic_name!r}: week {monday.isoformat()} starts from week {previous.isoformat()}'s clusters, "
-        "which were never built: materialize the weeks in order (a backfill over the range does)"
-    )
+@contextmanager
+def _timed(seconds: dict[str, float], phase: str) -> Iterator[None]:
+    started = perf_counter()
+    try:
+        yield
+    finally:
+        seconds[phase] = seconds.get(phase, 0.0) + perf_counter() - started
 
 
-def _window(topic_name: str, monday: date, weeks: int, home: Path | None) -> list[WindowBatch]:
-    batches = []
-    for back in range(weeks - 1, 0, -1):
-        week = (monday - timedelta(days=7 * back)).isoformat()
-        folder = week_folder(topic_name, week, home)
-        if (folder / "vectors.npy").exists():
-            ids = pd.read_parquet(folder / "stories.parquet", columns=["stories_id"])["stories_id"].to_numpy()
-            batches.append(WindowBatch(week, ids, np.load(folder / "vectors.npy").astype(np.float64)))
-    return batches
-
-
-def _so_far(
-    topic_name: str, monday: date, step: BatchStep, home: Path | None
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Nodes and transitions of every built week up to this one (the mutation graph so far)."""
+@contextmanager
+def _topic_lock(topic_name: str, home: Path | None) -> Iterator[None]:
+    """One pass over a topic's weeks at a time: a second run of the same topic waits, and then starts from the
+    weeks the first one left (released by the kernel if the process dies)."""
     weeks_dir = clusters_dir(topic_name, home) / "weeks"
+    weeks_dir.mkdir(parents=True, exist_ok=True)
+    with (weeks_dir / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+class _WeeklyStories:
+    """The topic's stories week by week, read READ_WEEKS weeks at a time: a query per week went through all the
+    topic's stories each time (SQLite joins from the topic's stories, not from the publish dates), which over
+    800 weeks of 100,000 stories took longer than clustering them."""
+
+    def __init__(self, store: TopicStore, topics_id: int, last_monday: date) -> None:
+        self.store, self.topics_id, self.end = store, topics_id, last_monday + timedelta(weeks=1)
+        self.first = self.stop = last_monday  # the weeks [first, stop) read so far (none yet)
+        self.weeks: dict[str, pd.DataFrame] = {}
+        self.empty = pd.DataFrame()
+
+    def of(self, monday: date) -> pd.DataFrame:
+        """The stories published in the week of ``monday`` (UTC), ordered by stories_id."""
+        if not self.first <= monday < self.stop:
+            self.first, self.stop = monday, min(monday + timedelta(weeks=READ_WEEKS), self.end)
+            start = datetime.combine(self.first, time(), tzinfo=UTC)
+            frame = topic_story_texts(
+                self.store, self.topics_id, start, datetime.combine(self.stop, time(), tzinfo=UTC)
+            )
+            self.weeks = dict(tuple(frame.groupby(week_of(frame["publish_date"]), sort=False)))
+            self.empty = frame.iloc[0:0]
+        return self.weeks.get(monday.isoformat(), self.empty)
+
+
+def _load_state(topic_name: str, week: str, home: Path | None) -> tuple[StreamState, str]:
+    folder = week_folder(topic_name, week, home)
+    try:
+        return StreamState.load(folder), WeekLineage.read(folder).state
+    except (OSError, ValueError, KeyError) as error:
+        raise ClusterStateError(f"{folder}: the state of week {week} cannot be read ({error})") from error
+
+
+def _window_batch(topic_name: str, week: str, home: Path | None) -> WindowBatch:
+    folder = week_folder(topic_name, week, home)
+    ids = pd.read_parquet(folder / "stories.parquet", columns=["stories_id"])["stories_id"].to_numpy()
+    return WindowBatch(week, ids, np.load(folder / "vectors.npy").astype(np.float64))
+
+
+def _graph_so_far(
+    topic_name: str,
+    up_to: str,
+    built: list[str],
+    in_pass: dict[str, tuple[pd.DataFrame, pd.DataFrame]],
+    home: Path | None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Nodes and transitions of every built week up to ``up_to`` (the mutation graph so far): the weeks of this
+    pass from memory, the others from their folders."""
     nodes, transitions = [], []
-    if weeks_dir.exists():
-        for folder in sorted(weeks_dir.iterdir()):
-            if folder.name.startswith(".") or folder.name >= monday.isoformat():
-                continue
-            if (folder / "nodes.parquet").exists():
-                nodes.append(pd.read_parquet(folder / "nodes.parquet"))
-                transitions.append(pd.read_parquet(folder / "transitions.parquet"))
-    nodes.append(step.nodes)
-    transitions.append(step.transitions)
-    non_empty = [n for n in nodes if len(n)] or [step.nodes]
-    non_empty_t = [t for t in transitions if len(t)] or [step.transitions]
+    for week in built:
+        if week > up_to:
+            break
+        if week in in_pass:
+            week_nodes, week_transitions = in_pass[week]
+        else:
+            folder = week_folder(topic_name, week, home)
+            week_nodes = pd.read_parquet(folder / "nodes.parquet")
+            week_transitions = pd.read_parquet(folder / "transitions.parquet")
+        nodes.append(week_nodes)
+        transitions.append(week_transitions)
+    empty_nodes, empty_transitions = in_pass[up_to]
     return (
-        pd.concat(non_empty, ignore_index=True)[NODE_COLUMNS],
-        pd.concat(non_empty_t, ignore_index=True)[TRANSITION_COLUMNS],
+        pd.concat([n for n in nodes if len(n)] or [empty_nodes], ignore_index=True)[NODE_COLUMNS],
+        pd.concat([t for t in transitions if len(t)] or [empty_transitions], ignore_index=True)[
+            TRANSITION_COLUMNS
+        ],
     )
 
 
-def build_topic_week(
+def build_topic_weeks(
     store: TopicStore,
     topic_name: str,
-    week: str,
+    weeks: Sequence[str],
     config: StreamConfig | None = None,
     home: Path | None = None,
-) -> TopicWeek:
-    """One week of a topic's streaming clusters, from the state the previous week left (see module doc)."""
-    config = config or StreamConfig()
-    monday = parse_week(week)
-    topic = store.topic_row(topic_name)
-    state, previous_fingerprint, fresh = _previous_state(topic_name, monday, topic["start_date"], home)
-    if state.config and state.config != config.as_dict():
-        raise ClusterStateError(
-            f"topic {topic_name!r}: week {week} is configured {config.as_dict()} but the weeks before it were "
-            f"built with {state.config}; rebuild from the first week (a backfill) to change the configuration"
-        )
-    start = datetime.combine(monday, time(), tzinfo=UTC)
-    frame = topic_story_texts(store, topic["topics_id"], start, start + timedelta(days=7))
-    step = advance(
-        state,
-        week,
-        frame["stories_id"].tolist(),
-        frame["title"].tolist(),
-        frame["text"].tolist(),
-        _window(topic_name, monday, config.window, home),
-        config,
-        languages=frame["language"].tolist(),
-    )
-    nodes_so_far, transitions_so_far = _so_far(topic_name, monday, step, home)
-    target = week_folder(topic_name, week, home)
+) -> Iterator[TopicWeek]:
+    """Build the topic's ``weeks`` in date order, in one pass, each from the state the week before left; each
+    week is yielded once its folder is in place (``stale_weeks`` then tells whether later weeks need a rebuild).
 
-    def write(scratch: Path) -> None:
+    A week starts from the nearest built week before it (the week just built, kept in memory, or a folder read
+    once), or from its own fit when no earlier week is built: any week can start a stream. After each update the
+    stories of the last ``config.window`` built weeks are predicted again (the mutation step). Each week's folder
+    is written whole before the next week starts, so a pass that dies leaves whole weeks to start from. The
+    cumulative mutation graph (``mutations.gexf``, ``mutations.png``) and stream graph (``stream.png``) are drawn
+    once, into the last week's folder: drawn for every week of a long topic they would cost more than the stream.
+    One pass over a topic at a time: a second waits for the first (a lock file in the topic's ``weeks/``)."""
+    config = config or StreamConfig()
+    mondays = sorted({parse_week(week) for week in weeks})
+    if not mondays:
+        raise ValueError(f"topic {topic_name!r}: no week to build")
+    topic = store.topic_row(topic_name)
+    built_now: list[str] = []
+    in_pass: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = {}  # nodes and transitions of this pass's weeks
+    recent: dict[str, WindowBatch] = {}  # the last weeks of this pass, as a later week's window re-reads them
+    carried: tuple[str, StreamState, str] | None = None  # the week just built: its state and fingerprint
+    stories = _WeeklyStories(store, topic["topics_id"], mondays[-1])
+    with _topic_lock(topic_name, home):
+        built = built_weeks(topic_name, home)
+        for index, monday in enumerate(mondays):
+            week = monday.isoformat()
+            earlier = built[: bisect.bisect_left(built, week)]
+            started_from = earlier[-1] if earlier else None
+            seconds: dict[str, float] = {}
+            with _timed(seconds, "read states and windows"):
+                if started_from is None:
+                    state, previous_fingerprint = StreamState(), None
+                elif carried is not None and carried[0] == started_from:
+                    _, state, previous_fingerprint = carried
+                else:
+                    state, previous_fingerprint = _load_state(topic_name, started_from, home)
+                if state.config and state.config != config.as_dict():
+                    raise ClusterStateError(
+                        f"topic {topic_name!r}: week {week} is configured {config.as_dict()} but week "
+                        f"{started_from}, which it starts from, was built with {state.config}; build the "
+                        "topic's weeks from its first week to change the configuration"
+                    )
+                window_weeks = earlier[-(config.window - 1) :] if config.window > 1 else []
+                window = [
+                    recent[w] if w in recent else _window_batch(topic_name, w, home) for w in window_weeks
+                ]
+            with _timed(seconds, "read stories"):
+                frame = stories.of(monday)
+            with _timed(seconds, "stream step (embed, update, re-predict, labels)"):
+                step = advance(
+                    state,
+                    week,
+                    frame["stories_id"].tolist(),
+                    frame["title"].tolist(),
+                    frame["text"].tolist(),
+                    window,
+                    config,
+                    languages=frame["language"].tolist(),
+                )
+            in_pass[week] = (step.nodes, step.transitions)
+            if week not in built:
+                bisect.insort(built, week)
+            last = index == len(mondays) - 1
+            graph = _graph_so_far(topic_name, week, built, in_pass, home) if last else None
+            target = week_folder(topic_name, week, home)
+            lineage = WeekLineage(week, started_from, previous_fingerprint, step.state.fingerprint())
+            pictures = _write_folder_atomically(
+                target, partial(_write_week, topic_name, state, step, lineage, graph, seconds)
+            )
+            carried = (week, step.state, lineage.state)
+            built_now.append(week)
+            recent[week] = step.window_batch()
+            for old in built_now[: -config.window]:  # no later week of the pass re-reads these
+                recent.pop(old, None)
+            yield TopicWeek(
+                week=week,
+                folder=target,
+                step=step,
+                started_from=started_from,
+                previous_fingerprint=previous_fingerprint,
+                fingerprint=lineage.state,
+                pictures=[target / p for p in pictures],
+                seconds=seconds,
+            )
+
+
+def _write_week(
+    topic_name: str,
+    before: StreamState,
+    step: BatchStep,
+    lineage: WeekLineage,
+    graph: tuple[pd.DataFrame, pd.DataFrame] | None,
+    seconds: dict[str, float],
+    scratch: Path,
+) -> list[Path]:
+    """A week's files into ``scratch``; the pictures drawn, by name."""
+    with _timed(seconds, "write week folders"):
         step.state.save(scratch)
         step.stories.to_parquet(scratch / "stories.parquet", index=False)
         np.save(scratch / "vectors.npy", step.vectors)
         step.transitions.to_parquet(scratch / "transitions.parquet", index=False)
         step.edges[EDGE_COLUMNS].to_parquet(scratch / "edges.parquet", index=False)
         step.nodes.to_parquet(scratch / "nodes.parquet", index=False)
-        write_gexf(nodes_so_far, transitions_so_far, scratch / "mutations.gexf")
-        draw_mutation_graph(
-            nodes_so_far,
-            transitions_so_far,
-            scratch / "mutations.png",
-            f"{topic_name}: story mutation to {week}",
-        )
-        draw_stream_graph(
-            nodes_so_far, scratch / "stream.png", f"{topic_name}: streaming clusters week by week, to {week}"
-        )
-        if state.choice is None and step.state.choice is not None and step.state.choice.ks:  # k chosen now
+        lineage.write(scratch)
+    with _timed(seconds, "pictures and GEXF"):
+        return [Path(p.name) for p in _draw_week(topic_name, lineage.week, before, step, graph, scratch)]
+
+
+def _draw_week(
+    topic_name: str,
+    week: str,
+    before: StreamState,
+    step: BatchStep,
+    graph: tuple[pd.DataFrame, pd.DataFrame] | None,
+    scratch: Path,
+) -> list[Path]:
+    """The pictures of a week: the SSE curve when k was chosen this week; with ``graph`` (the last week of a
+    pass), the mutation graph (GEXF and picture) and the stream graph so far."""
+    drawn = []
+    if before.choice is None and step.state.choice is not None and step.state.choice.ks:
+        drawn.append(
             draw_sse_curve(
                 step.state.choice, scratch / "sse_curve.png", f"{topic_name}: SSE curve, week {week}"
             )
-
-        (scratch / "lineage.json").write_text(
-            json.dumps(
-                {
-                    "week": week,
-                    "previous_week": (monday - timedelta(days=7)).isoformat(),
-                    "previous_state": previous_fingerprint,
-                    "state": step.state.fingerprint(),
-                }
+        )
+    if graph is not None:
+        nodes, transitions = graph
+        write_gexf(nodes, transitions, scratch / "mutations.gexf")
+        drawn.append(
+            draw_mutation_graph(
+                nodes, transitions, scratch / "mutations.png", f"{topic_name}: story mutation to {week}"
             )
         )
-
-    _write_folder_atomically(target, write)
-    return TopicWeek(
-        week=week,
-        folder=target,
-        step=step,
-        started_fresh=fresh,
-        previous_fingerprint=previous_fingerprint,
-        fingerprint=state_fingerprint(target),
-        nodes_so_far=nodes_so_far,
-        transitions_so_far=transitions_so_far,
-    )
+        drawn.append(
+            draw_stream_graph(
+                nodes, scratch / "stream.png", f"{topic_name}: streaming clusters week by week, to {week}"
+            )
+        )
+    return drawn

@@ -1,4 +1,4 @@
-"""The near-duplicate lookup service (seed 001): "which stored stories are copies of this URL or text?".
+"""The near-duplicate lookup service: "which stored stories are copies of this URL or text, or contain it?".
 
 ``topicmap serve`` runs it (Starlette + uvicorn):
 
@@ -7,19 +7,28 @@
   timeouts, robots.txt) and its article text extracted. An unreachable or refused URL answers 502 with the
   fetch state.
 - ``POST /near-duplicates`` with ``{"text": "..."}`` (JSON) or a text/plain body.
-- Both take ``max_distance`` (simhash bits, 0..6), ``min_similarity`` (word-bigram Jaccard, 0..1) and ``limit``.
-- ``GET /health``: how many fingerprints are loaded.
+- Both take ``max_distance`` (simhash bits, 0..6), ``min_similarity`` (word-bigram Jaccard, 0..1),
+  ``min_containment`` (0..1) and ``limit``.
+- ``GET /health``: how many fingerprints are loaded, and the size of the containment index.
 
-Each match: stories_id, url, title, medium, hamming_distance, shingle_similarity; nearest first. The two stages
-are those of the ``near_duplicates`` asset: simhash candidates within ``max_distance`` bits, kept when their
-word-bigram Jaccard reaches ``min_similarity``.
+Each match: stories_id, url, title, medium, hamming_distance, shingle_similarity (whole-document word-bigram
+Jaccard) and containment (the share of the looked-up text's word bigrams the story holds); the stories holding
+most of the text first, then the most similar. Candidates come two ways: simhash fingerprints within
+``max_distance`` bits (whole-document copies, as the ``near_duplicates`` asset finds them) and stories sharing
+the text's winnowed word 4-grams (:mod:`topicmap.dedup.containment`: a paragraph or a quote of a longer story,
+whose fingerprint is far from the story's and whose Jaccard with it is a few percent). A candidate is a match
+when its similarity reaches ``min_similarity`` or its containment reaches ``min_containment``. A text must have
+``MIN_QUERY_WORDS`` to ``MAX_QUERY_WORDS`` words (422 otherwise, saying why).
 
 The fingerprints of every stored story (archive and topics) are held in memory (:class:`FingerprintCatalog`,
-a :class:`~topicmap.dedup.simhash.NearDuplicateIndex`) and refreshed every ``refresh_seconds``: stories added
-since the last refresh are fingerprinted if they have no fingerprint yet (stored, so the assets reuse them)
-and added to the index. Texts, titles and URLs stay in the database and are read only for the candidates.
-A lookup tokenizes its text once (fingerprint and shingles); the candidates' shingle arrays are kept in a
-memory-bounded cache (:class:`ShingleCache`) that is used only for the very text it was computed from.
+a :class:`~topicmap.dedup.simhash.NearDuplicateIndex`), beside the containment keys of their texts (a
+:class:`~topicmap.dedup.containment.ContainmentIndex`, ~8 bytes per 6.5 words of text: ~0.8 KB for a
+655-word article), and refreshed every ``refresh_seconds``: stories added since the last refresh are
+fingerprinted if they have no fingerprint yet (stored, so the assets reuse them), their texts read and keyed
+(~2 ms of CPU for an 800-word article with its fingerprint, mostly tokenizing), and added to both indexes. Texts, titles and URLs stay in the
+database and are read only for the candidates. A lookup tokenizes its text once (fingerprint, shingles and
+containment keys); the candidates' shingle arrays are kept in a memory-bounded cache (:class:`ShingleCache`)
+that is used only for the very text it was computed from.
 
 Safety: the service binds to 127.0.0.1 unless told otherwise, and any other address requires a bearer token
 (from the environment, never logged); request bodies and fetched pages are size-capped.
@@ -32,6 +41,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -48,13 +58,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from topicmap.dedup.containment import (
+    DEFAULT_MIN_CONTAINMENT,
+    MIN_QUERY_WORDS,
+    ContainmentIndex,
+    containment_keys_many,
+    containment_keys_of_token_hashes,
+)
 from topicmap.dedup.simhash import (
     DEFAULT_CANDIDATE_DISTANCE,
     DEFAULT_MIN_JACCARD,
     NearDuplicateIndex,
-    fingerprint_and_shingles,
+    containment_sorted,
     jaccard_sorted,
     shingle_array,
+    text_features,
+    tokenize,
 )
 from topicmap.dedup.store import SIMHASH_FEATURE_VERSION, ensure_fingerprints, simhashes_from_db
 from topicmap.store import schema as s
@@ -74,6 +93,12 @@ DEFAULT_LIMIT = 20
 # huge cluster of copies.
 MAX_CANDIDATES = 500
 REFRESH_BATCH = 5000
+# Texts tokenized at once when a refresh keys stories for the containment index (their token lists are the
+# transient memory: ~60 bytes a word).
+KEYING_BATCH_CHARS = 2_000_000
+# The longest text a lookup compares, in words: a long-form article is ~10,000; the bound keeps one request's
+# tokenizing and containment postings bounded whatever body size is accepted.
+MAX_QUERY_WORDS = 20_000
 # Shingle arrays of stored stories kept between lookups (a long article's is ~60 KB, a median one's ~4 KB).
 DEFAULT_SHINGLE_CACHE_BYTES = 64 * 1024 * 1024
 # Measured bytes of a cache entry beside its array's data (dict slot, key, digest, tuple, array header).
@@ -104,8 +129,9 @@ class Match:
     url: str
     title: str | None
     medium: str | None
-    hamming_distance: int
+    hamming_distance: int | None  # None only for a story whose fingerprint is not stored
     shingle_similarity: float
+    containment: float
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -115,7 +141,24 @@ class Match:
             "medium": self.medium,
             "hamming_distance": self.hamming_distance,
             "shingle_similarity": round(self.shingle_similarity, 4),
+            "containment": round(self.containment, 4),
         }
+
+
+def check_query_words(words: int) -> None:
+    """Refuse a text too short to say anything or too long to compare (422, saying which and why)."""
+    if words < MIN_QUERY_WORDS:
+        raise BadRequest(
+            f"the text has {words} word(s); a lookup needs at least {MIN_QUERY_WORDS}: shorter texts are "
+            f"in too many stories to tell anything, and a text is sure to be found inside a story only from "
+            f"{MIN_QUERY_WORDS} words on",
+            422,
+        )
+    if words > MAX_QUERY_WORDS:
+        raise BadRequest(
+            f"the text has {words:,} words; a lookup compares at most {MAX_QUERY_WORDS:,} (send a part of it)",
+            422,
+        )
 
 
 class ShingleCache:
@@ -174,7 +217,8 @@ class ShingleCache:
 
 
 class FingerprintCatalog:
-    """Every stored story's simhash in memory, for lookups; ``refresh`` loads the stories added since.
+    """Every stored story's simhash and containment keys in memory, for lookups; ``refresh`` loads the stories
+    added since.
 
     ``shingle_cache_bytes`` bounds the memory of the stored stories' shingle arrays kept between lookups
     (:class:`ShingleCache`; 0 keeps none)."""
@@ -189,6 +233,7 @@ class FingerprintCatalog:
         self.shingle_cache = ShingleCache(shingle_cache_bytes)
         self.max_distance = max_distance
         self.index = NearDuplicateIndex(max_distance=max_distance)
+        self.containment = ContainmentIndex()
         # One refresh at a time (the index's adds must not overlap); lookups never wait for it: an add
         # publishes the index's new arrays in one assignment.
         self._refresh_lock = threading.Lock()
@@ -224,6 +269,9 @@ class FingerprintCatalog:
                     ).all()
                 new_ids = [int(row.stories_id) for row in rows]
                 values = simhashes_from_db([row.simhash for row in rows])
+                # Keys first: if reading or keying the texts fails, neither index holds the batch, and the
+                # next refresh takes it again (the simhash index refuses ids it already holds).
+                self._add_containment_keys(ids)
                 self.index.add(new_ids, values)
                 self.watermark = max(ids)
                 loaded += len(new_ids)
@@ -231,6 +279,38 @@ class FingerprintCatalog:
                     progress(loaded)
             self.refreshed_at = time.time()
         return loaded
+
+    def _add_containment_keys(self, ids: list[int]) -> None:
+        """Read, tokenize and key these stories' texts (``KEYING_BATCH_CHARS`` of text at a time, so that
+        only one part's token lists are in memory), then add them all at once: a failure adds none of them,
+        and the next refresh takes the same stories again."""
+        st = s.stories
+        with self.store.engine.connect() as conn:
+            lengths = conn.execute(
+                select(st.c.stories_id, func.coalesce(func.length(st.c.text), 0)).where(
+                    st.c.stories_id.in_(ids)
+                )
+            ).all()
+        keyed: list[int] = []
+        docs, keys = [], []
+        part: list[int] = []
+        part_chars = 0
+        for position, (stories_id, chars) in enumerate(lengths):
+            part.append(int(stories_id))
+            part_chars += int(chars)
+            if part_chars < KEYING_BATCH_CHARS and position < len(lengths) - 1:
+                continue
+            with self.store.engine.connect() as conn:
+                texts = dict(
+                    conn.execute(select(st.c.stories_id, st.c.text).where(st.c.stories_id.in_(part))).all()
+                )
+            doc, part_keys = containment_keys_many([tokenize(texts.get(i) or "") for i in part])
+            docs.append(doc + len(keyed))
+            keys.append(part_keys)
+            keyed += part
+            part, part_chars = [], 0
+        if keyed:
+            self.containment.add_keys(keyed, np.concatenate(docs), np.concatenate(keys))
 
     def candidates(self, value: int, max_distance: int) -> list[tuple[int, int]]:
         return self.index.query(value, max_distance)  # type: ignore[return-value]
@@ -268,6 +348,18 @@ class FingerprintCatalog:
                 )
             }
 
+    def stored_fingerprints(self, ids: list[int]) -> dict[int, int]:
+        """The stored simhash of each of these stories that has one."""
+        sh = s.story_simhashes
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(
+                select(sh.c.stories_id, sh.c.simhash).where(
+                    sh.c.stories_id.in_(ids), sh.c.feature_version == SIMHASH_FEATURE_VERSION
+                )
+            ).all()
+        values = simhashes_from_db([row.simhash for row in rows])
+        return {int(row.stories_id): int(value) for row, value in zip(rows, values, strict=True)}
+
     def lookup(
         self,
         text: str,
@@ -275,23 +367,64 @@ class FingerprintCatalog:
         max_distance: int | None = None,
         min_similarity: float = DEFAULT_MIN_JACCARD,
         limit: int = DEFAULT_LIMIT,
+        min_containment: float = DEFAULT_MIN_CONTAINMENT,
     ) -> tuple[int, list[Match]]:
-        """(fingerprint of text, stored stories near-duplicate to it), nearest first."""
+        """(fingerprint of text, stored stories that contain it or are near-duplicates of it).
+
+        Candidates: stories whose fingerprint is within ``max_distance`` bits, and stories sharing at least
+        half the share ``min_containment`` asks of the text's containment keys (of at most
+        ``MAX_KEYS_PER_QUERY`` of them; the key share follows the bigram containment, less the keys that an
+        edit, or a seam with other text, takes away). Each is
+        kept when its word-bigram Jaccard with the text reaches ``min_similarity`` or the share of the text's
+        word bigrams it holds reaches ``min_containment``; most contained first, then most similar, nearest.
+        Raises ``BadRequest`` for a text outside ``MIN_QUERY_WORDS``..``MAX_QUERY_WORDS`` words."""
+        if not 0.0 <= min_containment <= 1.0:
+            raise ValueError(f"min_containment must be between 0 and 1, got {min_containment}")
         k = self.max_distance if max_distance is None else max_distance
-        value, own = fingerprint_and_shingles(text)  # one tokenization, one set of features for both
-        found = [(i, d) for i, d in self.candidates(value, k) if i != exclude][:MAX_CANDIDATES]
-        if not found:
+        tokens = tokenize(text)
+        check_query_words(len(tokens))
+        value, own, token_hashes = text_features(tokens)  # one tokenization and hashing for all three
+        near = dict([(i, d) for i, d in self.candidates(value, k) if i != exclude][:MAX_CANDIDATES])
+        sharing = self.containment.query(containment_keys_of_token_hashes(token_hashes))
+        needed = max(1, math.ceil(min_containment * sharing.keys_used / 2))
+        holding = [
+            i
+            for i in sharing.stories_ids[sharing.shared >= needed].tolist()
+            if i != exclude and i not in near
+        ][: MAX_CANDIDATES - len(near)]
+        ids = [*near, *holding]
+        if not ids:
             return value, []
-        details = self.candidate_details([i for i, _ in found])
-        matches = []
-        for stories_id, distance in found:
+        details = self.candidate_details(ids)
+        kept = []
+        for stories_id in ids:
             row = details.get(stories_id)
             if row is None:  # a fingerprint without a story (benchmark filler, or deleted): nothing to show
                 continue
-            similarity = jaccard_sorted(own, self.shingle_cache.shingles(stories_id, row.text or ""))
-            if similarity >= min_similarity:
-                matches.append(Match(stories_id, row.url, row.title, row.name, distance, similarity))
-        matches.sort(key=lambda m: (m.hamming_distance, -m.shingle_similarity, m.stories_id))
+            theirs = self.shingle_cache.shingles(stories_id, row.text or "")
+            similarity = jaccard_sorted(own, theirs)
+            contained = containment_sorted(own, theirs)
+            if similarity >= min_similarity or contained >= min_containment:
+                kept.append((row, similarity, contained))
+        # Distances of the stories found by containment alone: one more query, and only when there are some.
+        distant = [row.stories_id for row, _, _ in kept if row.stories_id not in near]
+        if distant:
+            fingerprints = self.stored_fingerprints(distant)
+            near.update({i: (value ^ fingerprints[i]).bit_count() for i in distant if i in fingerprints})
+        matches = [
+            Match(
+                row.stories_id, row.url, row.title, row.name, near.get(row.stories_id), similarity, contained
+            )
+            for row, similarity, contained in kept
+        ]
+        matches.sort(
+            key=lambda m: (
+                -m.containment,
+                -m.shingle_similarity,
+                64 if m.hamming_distance is None else m.hamming_distance,
+                m.stories_id,
+            )
+        )
         return value, matches[:limit]
 
     def stored_story_count(self) -> int:
@@ -357,11 +490,18 @@ def create_app(
         "limit": (DEFAULT_LIMIT, 1, MAX_LIMIT),
     }
 
-    def options(request: Request) -> tuple[int, float, int]:
-        max_distance = _number_param(request, "max_distance", *params["max_distance"])
-        min_similarity = _number_param(request, "min_similarity", DEFAULT_MIN_JACCARD, 0.0, 1.0, kind=float)
-        limit = _number_param(request, "limit", *params["limit"])
-        return max_distance, min_similarity, limit
+    def options(request: Request) -> dict[str, Any]:
+        """The lookup's keyword arguments from the query parameters."""
+        return {
+            "max_distance": _number_param(request, "max_distance", *params["max_distance"]),
+            "min_similarity": _number_param(
+                request, "min_similarity", DEFAULT_MIN_JACCARD, 0.0, 1.0, kind=float
+            ),
+            "min_containment": _number_param(
+                request, "min_containment", DEFAULT_MIN_CONTAINMENT, 0.0, 1.0, kind=float
+            ),
+            "limit": _number_param(request, "limit", *params["limit"]),
+        }
 
     def answer(query: dict[str, Any], value: int, matches: list[Match]) -> JSONResponse:
         return JSONResponse(
@@ -372,11 +512,11 @@ def create_app(
             }
         )
 
-    def lookup_url(url: str, max_distance: int, min_similarity: float, limit: int) -> JSONResponse:
+    def lookup_url(url: str, lookup_options: dict[str, Any]) -> JSONResponse:
         known = catalog.story_id_for_url(url)
         if known is not None:
             text = catalog.story_text(known)
-            value, matches = catalog.lookup(text, known, max_distance, min_similarity, limit)
+            value, matches = catalog.lookup(text, exclude=known, **lookup_options)
             return answer({"url": url, "source": "store", "stories_id": known}, value, matches)
         outcome = page_fetcher.fetch(url)
         if not outcome.ok:
@@ -384,7 +524,7 @@ def create_app(
         story = extract_story(outcome.text or outcome.content or b"", outcome.final_url)
         if not story.text.strip():
             raise BadRequest(f"the page at {outcome.final_url} has no article text to compare", 422)
-        value, matches = catalog.lookup(story.text, None, max_distance, min_similarity, limit)
+        value, matches = catalog.lookup(story.text, **lookup_options)
         source = {"url": url, "source": "fetched", "final_url": outcome.final_url, "title": story.title}
         return answer(source, value, matches)
 
@@ -396,11 +536,10 @@ def create_app(
             raise BadRequest(f"url is longer than {MAX_URL_CHARS} characters")
         if not is_http_url(url):
             raise BadRequest(f"url must be an absolute http(s) URL, got {url[:200]!r}")
-        max_distance, min_similarity, limit = options(request)
-        return await run_in_threadpool(lookup_url, url, max_distance, min_similarity, limit)
+        return await run_in_threadpool(lookup_url, url, options(request))
 
     async def near_duplicates_post(request: Request) -> JSONResponse:
-        max_distance, min_similarity, limit = options(request)
+        lookup_options = options(request)
         body = await _read_body(request, MAX_BODY_BYTES)
         content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
         try:
@@ -421,9 +560,7 @@ def create_app(
             raise BadRequest(f"post application/json or text/plain, not {content_type!r}", 415)
         if not text.strip():
             raise BadRequest("the text is empty")
-        value, matches = await run_in_threadpool(
-            catalog.lookup, text, None, max_distance, min_similarity, limit
-        )
+        value, matches = await run_in_threadpool(catalog.lookup, text, **lookup_options)
         return answer({"source": "text", "text_chars": len(text)}, value, matches)
 
     async def health(_request: Request) -> JSONResponse:
@@ -432,6 +569,11 @@ def create_app(
                 "stored_fingerprints": len(catalog),
                 "watermark": catalog.watermark,
                 "refreshed_at": catalog.refreshed_at,
+                "containment_index": {
+                    "stories": len(catalog.containment),
+                    "keys": catalog.containment.postings,
+                    "bytes": catalog.containment.nbytes,
+                },
             }
         )
 
@@ -519,9 +661,12 @@ def service_token(host: str, environ: dict[str, str]) -> str | None:
 
 
 __all__ = [
+    "DEFAULT_MIN_CONTAINMENT",
     "FingerprintCatalog",
     "MAX_BODY_BYTES",
     "MAX_FETCH_BYTES",
+    "MAX_QUERY_WORDS",
+    "MIN_QUERY_WORDS",
     "Match",
     "ShingleCache",
     "TOKEN_ENV",

@@ -14,9 +14,9 @@ Fingerprint features (chosen by measurement, see benchmarks/eval_near_duplicates
   also fall within 3 bits, ``c - 0.9`` about 0.92 with no unrelated pair within 3 bits. IDF weighting
   would up-weight exactly the rare words an edit touches. Weights are scaled and rounded to integers,
   so the bit sums are exact and a fingerprint does not depend on which batch computed it.
-- no positional weighting. Seed 001's "the lead matters more" variant (each occurrence weighted
+- no positional weighting. A "the lead matters more" variant (each occurrence weighted
   ``1 - w * position / length``) was measured on real articles (benchmarks/RESULTS.md, "Positional
-  simhash", issue 21) and removed: in the two stages the asset and the lookup service run, w=1 found every
+  simhash") and removed: in the two stages the asset and the lookup service run, w=1 found every
   footer-appended copy (0.94 without) but only 0.71 of reordered copies (1.00 without) and fewer substituted
   ones; w=0.5 traded +0.03 on footers for -0.005 on each substitution rate. No net gain, so one feature set.
 
@@ -34,6 +34,7 @@ import math
 import re
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -689,16 +690,30 @@ def shingle_array(text: str, size: int = 2) -> np.ndarray:
 
 
 def fingerprint_and_shingles(text: str) -> tuple[int, np.ndarray]:
-    """(``fingerprint(text)``, ``shingle_array(text, 2)``) from one tokenization and one set of features.
+    """(``fingerprint(text)``, ``shingle_array(text, 2)``) from one tokenization (``text_features``)."""
+    features = text_features(tokenize(text))
+    return features.fingerprint, features.shingles
+
+
+class TextFeatures(NamedTuple):
+    fingerprint: int
+    shingles: np.ndarray  # ``shingle_array`` of the text: sorted distinct word-bigram hashes
+    token_hashes: np.ndarray  # each token's stable hash, in text order (uint64)
+
+
+def text_features(tokens: list[str]) -> TextFeatures:
+    """``fingerprint(text)``, ``shingle_array(text, 2)`` and the token hashes, from one set of features.
 
     The lookup service's path for its query text: the fingerprint's bigram features are the word 2-shingles,
     so the shingle array is the distinct hashes of those features. The same features and integer weights as
     ``_fingerprint_chunk`` gives one document (its per-document grouping is a bincount and one unique here),
-    so the same bits: every vote is an exact sum of integers, in whatever order it is taken.
+    so the same bits: every vote is an exact sum of integers, in whatever order it is taken. Takes the tokens
+    (``tokenize``) and gives each token's hash so that a caller needing more (the containment keys) neither
+    tokenizes nor hashes the text again.
     """
-    tokens = tokenize(text)
     if not tokens:
-        return 0, np.zeros(0, dtype=np.uint64)
+        empty = np.zeros(0, dtype=np.uint64)
+        return TextFeatures(0, empty, empty)
     vocabulary = dict(zip(dict.fromkeys(tokens), itertools.count()))  # first-occurrence ids, C loops
     token_ids = np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens))
     vocab_hashes = _token_hashes(list(vocabulary))
@@ -714,21 +729,35 @@ def fingerprint_and_shingles(text: str) -> tuple[int, np.ndarray]:
         shingles = _sorted_distinct(bigram_hashes)
     all_hashes, all_weights = np.concatenate(hashes), np.concatenate(weights)
     value = _aggregate_bits(np.zeros(len(all_hashes), dtype=np.int64), all_hashes, all_weights, 1)
-    return int(value[0]), shingles
+    return TextFeatures(int(value[0]), shingles, vocab_hashes[token_ids])
+
+
+def _common_count(a: np.ndarray, b: np.ndarray) -> int:
+    """How many items two sorted arrays of distinct values share."""
+    if len(a) > len(b):
+        a, b = b, a
+    if not len(a):
+        return 0
+    at = np.searchsorted(b, a)  # the smaller array's items looked up in the larger one
+    np.minimum(at, len(b) - 1, out=at)
+    return int(np.count_nonzero(b[at] == a))
 
 
 def jaccard_sorted(a: np.ndarray, b: np.ndarray) -> float:
     """``jaccard`` of two ``shingle_array`` results: the same float, since both divide the same two ints."""
-    if len(a) > len(b):
-        a, b = b, a
-    if not len(b):
+    if not len(a) and not len(b):
         return 1.0  # two empty sets count as identical, as in ``jaccard``
-    if not len(a):
-        return 0.0
-    at = np.searchsorted(b, a)  # the smaller array's items looked up in the larger one
-    np.minimum(at, len(b) - 1, out=at)
-    common = int(np.count_nonzero(b[at] == a))
+    common = _common_count(a, b)
     return common / (len(a) + len(b) - common)
+
+
+def containment_sorted(part: np.ndarray, whole: np.ndarray) -> float:
+    """|part ∩ whole| / |part| of two ``shingle_array`` results: the share of ``part``'s shingles that
+    ``whole`` holds (1.0 when a paragraph is in a story word for word, whatever the story's length); an empty
+    ``part`` is contained nowhere (0.0)."""
+    if not len(part):
+        return 0.0
+    return _common_count(part, whole) / len(part)
 
 
 DEFAULT_CANDIDATE_DISTANCE = 6  # k=8 finds a few more heavy edits but makes ~9x more candidates (RESULTS.md)

@@ -1,7 +1,8 @@
 """Dedup applied to the topic store: duplicate media, duplicate stories, near-duplicates across media.
 
-``topicmap.dedup.rules`` and ``topicmap.dedup.simhash`` decide (pure); this module reads a topic's stories, asks them,
-and applies the answer in place, in one transaction per topic, idempotently (fact sheet §8c, §9):
+``topicmap.dedup.rules`` and ``topicmap.dedup.simhash`` decide (pure); this module reads a topic's stories,
+asks them, and applies the answer in place, in one transaction per topic, idempotently (as Media Cloud's
+``_merge_dup_story`` and ``merge_dup_media_stories`` do):
 
 - a merged story leaves ``topic_stories``; its survivor joins the topic with the smaller iteration;
 - its outgoing links are copied to the survivor, incoming links re-pointed, links that became self-loops
@@ -30,7 +31,13 @@ from topicmap.dedup.rules import (
     resolve_dup_media,
     resolve_merge_map,
 )
-from topicmap.dedup.simhash import fingerprints, near_duplicate_groups, verified_near_duplicate_pairs
+from topicmap.dedup.simhash import (
+    DEFAULT_CANDIDATE_DISTANCE,
+    FINGERPRINT_BITS,
+    fingerprints,
+    near_duplicate_groups,
+    verified_near_duplicate_pairs,
+)
 from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, utc
 from topicmap.web.urls import normalize_url_lossy
@@ -186,7 +193,8 @@ def declare_duplicate_media(store: TopicStore, pairs: list[tuple[str, str]]) -> 
 
 def merge_duplicate_media(store: TopicStore, topics_id: int) -> MergeReport:
     """Every topic story in a duplicate medium is merged into a matching story of the final medium, or
-    moved there (fact sheet §9). A dup_media_id cycle raises an error naming the media."""
+    moved there (Media Cloud's ``merge_dup_media_stories``). A dup_media_id cycle raises an error naming the
+    media."""
     report = MergeReport()
     with store.engine.begin() as conn:
         dup_of = dict(conn.execute(select(s.media.c.media_id, s.media.c.dup_media_id)).all())
@@ -339,6 +347,14 @@ def _apply_merges(
             ],
             ["topics_id", "source_stories_id"],
         )
+        # stories merged into this one earlier (A into B, now B into C) are recorded as merged into C: the map
+        # always names the final survivor, as the click totals and exports read it
+        merged_map = s.topic_merged_stories_map
+        conn.execute(
+            update(merged_map)
+            .where(merged_map.c.topics_id == topics_id, merged_map.c.target_stories_id == source)
+            .values(target_stories_id=target)
+        )
         for table in (s.topic_seed_urls, s.topic_fetch_urls):
             conn.execute(
                 update(table)
@@ -408,12 +424,20 @@ def ensure_fingerprints(store: TopicStore, stories_ids: list[int], chunk: int = 
     return computed
 
 
-def find_near_duplicates(store: TopicStore, topics_id: int, max_distance: int = 3) -> NearDuplicateReport:
+def find_near_duplicates(
+    store: TopicStore, topics_id: int, max_distance: int = DEFAULT_CANDIDATE_DISTANCE
+) -> NearDuplicateReport:
     """Near-duplicate groups among the topic's stories across media (simhash, then a shingle check).
 
-    Pairs come from stored fingerprints (computed once per story), widened to a candidate distance and
-    verified by word-bigram Jaccard: plain simhash at k=3 misses ~8% of 3%-edited copies of short texts
-    (benchmarks/RESULTS.md "Near-duplicate quality"). The groups replace the topic's previous groups."""
+    Candidate pairs are stories whose stored fingerprints (computed once per story) are within
+    ``max_distance`` bits, kept when their word-bigram Jaccard reaches 0.7. The default 6 is wider than plain
+    simhash's 3, which misses ~8% of 3%-edited copies of short texts (benchmarks/RESULTS.md "Near-duplicate
+    quality"); a smaller value finds fewer copies, never more. The groups replace the topic's previous
+    groups."""
+    if isinstance(max_distance, bool) or not isinstance(max_distance, int):
+        raise TypeError(f"max_distance must be an int, got {type(max_distance).__name__}")
+    if not 0 <= max_distance <= FINGERPRINT_BITS:  # checked before any fingerprint is written
+        raise ValueError(f"max_distance must be between 0 and {FINGERPRINT_BITS} bits, got {max_distance}")
     report = NearDuplicateReport()
     with store.engine.connect() as conn:
         stories = topic_stories_frame(conn, topics_id)
@@ -434,7 +458,7 @@ def find_near_duplicates(store: TopicStore, topics_id: int, max_distance: int = 
         )
         fps = simhashes_from_db([stored[i] for i in ids])
         pairs = verified_near_duplicate_pairs(
-            [texts.get(i) or "" for i in ids], fps, candidate_distance=max(max_distance, 6)
+            [texts.get(i) or "" for i in ids], fps, candidate_distance=max_distance
         )
         report.pairs = len(pairs)
         labels = (

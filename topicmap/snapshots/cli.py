@@ -32,6 +32,7 @@ def format_snapshot_paths(paths: dict[str, Any], brief: bool = False) -> str:
         f"  provenance:      {paths['provenance']}",
         f"  link map (PNG):  {paths['link_map_png'] or '-'}",
         f"  link map (GEXF): {paths['link_map_gexf'] or '-'}",
+        f"  attention chart: {paths.get('attention_png') or '-'}",
         f"  timespans, each in {folder}/<timespan>/ (Parquet + CSV tables, link_map.gexf, link_map.png if drawn):",
     ]
     empty = [t for t in paths["timespans"] if t["empty"]]
@@ -60,6 +61,23 @@ def format_snapshot_paths(paths: dict[str, Any], brief: bool = False) -> str:
         )
         plural = "s" if len(empty) != 1 else ""
         lines.append(f"    + {len(empty)} timespan{plural} without stories ({by_period}): recorded, no files")
+    if paths.get("foci"):
+        lines.append(f"  foci, each in {folder}/foci/<focal set>/<focus>/<timespan>/ (the same files):")
+        for focus in paths["foci"]:
+            busy = [t for t in focus["timespans"] if not t["empty"]]
+            overall = next((t for t in busy if t["period"] == "overall"), None)
+            links = overall["counts"].get("story_link_count", 0) if overall else 0
+            lines.append(
+                f"    {focus['key']}  ({focus['focal_set']} / {focus['name']}): {focus['story_count']} stories, "
+                f"{links} story links overall, {len(busy)} timespans with stories"
+            )
+            if focus["attention_png"]:
+                lines.append(f"      attention: {focus['attention_png']}")
+    if any(not t["empty"] for t in paths["timespans"]):
+        lines.append(
+            f"  summary tables in {folder}: top_words, stories_per_day, media_stories_per_day, top_media, top_stories "
+            "(.parquet/.csv, keyed by focus and timespan)"
+        )
     return "\n".join(lines)
 
 

@@ -44,8 +44,8 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -58,7 +58,22 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from topicmap.snapshots.foci import Focus, FrameTexts, StoryTexts, check_foci, focus_story_masks
 from topicmap.snapshots.names import PERIODS
+from topicmap.snapshots.summaries import (
+    StoryInfo,
+    TimespanSummary,
+    empty_summary,
+    summarize_timespan,
+    summary_tables,
+)
+from topicmap.snapshots.words import (
+    DEFAULT_WORD_SAMPLE,
+    count_words,
+    sample_order,
+    sample_positions,
+    top_words,
+)
 
 STAT_COLUMNS: tuple[str, ...] = ("facebook_share_count", "bitly_clicks_3d", "bitly_clicks_30d")
 
@@ -268,6 +283,10 @@ class TimespanSnapshot:
     medium_links: pd.DataFrame
     medium_link_counts: pd.DataFrame
     counts: TimespanCounts
+    #: attention over time, top media and stories, top words (``topicmap.snapshots.summaries``)
+    summary: TimespanSummary | None = None
+    #: each counted story's position in ``SnapshotResult.stories`` (row-aligned with story_link_counts)
+    story_positions: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def empty(self) -> bool:
@@ -284,8 +303,29 @@ class TimespanSnapshot:
 
 
 @dataclass
+class FocusSnapshot:
+    """A focus's stories (``stories_id``, ascending) and every timespan of the topic computed on them alone."""
+
+    focus: Focus
+    stories_id: np.ndarray
+    timespans: list[TimespanSnapshot]
+
+    @property
+    def story_count(self) -> int:
+        return len(self.stories_id)
+
+    def __getitem__(self, key: str) -> TimespanSnapshot:
+        for snap in self.timespans:
+            if snap.timespan.key == key:
+                return snap
+        raise KeyError(f"focus {self.focus.key!r} has no timespan {key!r}")
+
+
+@dataclass
 class SnapshotResult:
-    """Every timespan's tables, plus the validated topic stories and media (for the CSV lists)."""
+    """Every timespan's tables, plus the validated topic stories and media (for the CSV lists).
+
+    ``timespans`` are the whole topic's; ``foci`` hold the same timespans computed on each focus's stories."""
 
     timespans: list[TimespanSnapshot]
     # stories_id, media_id, url, title, publish_date (UTC), publish_day_local (the publisher's calendar day, at
@@ -294,6 +334,23 @@ class SnapshotResult:
     media: pd.DataFrame  # media_id, name, url; sorted by media_id
     count_syndicated_once: bool
     dropped_links: dict[str, int] = field(default_factory=dict)
+    foci: list[FocusSnapshot] = field(default_factory=list)
+    #: stories per timespan whose words are counted (0: all)
+    word_sample: int = DEFAULT_WORD_SAMPLE
+
+    def focus(self, key: str) -> FocusSnapshot:
+        for found in self.foci:
+            if found.focus.key == key:
+                return found
+        raise KeyError(f"no focus {key!r}; have {[f.focus.key for f in self.foci]}")
+
+    def all_timespans(self) -> Iterator[tuple[Focus | None, TimespanSnapshot]]:
+        """Every timespan of the whole topic (focus None), then every timespan of each focus."""
+        for snap in self.timespans:
+            yield None, snap
+        for found in self.foci:
+            for snap in found.timespans:
+                yield found.focus, snap
 
     def __getitem__(self, key: str) -> TimespanSnapshot:
         for snap in self.timespans:
@@ -302,12 +359,14 @@ class SnapshotResult:
         raise KeyError(f"no timespan {key!r}; have {[s.timespan.key for s in self.timespans]}")
 
     def timespan_table(self) -> pd.DataFrame:
-        """One row per timespan: key, period, name, start_date, end_date (exclusive), last_date, counts."""
+        """One row per timespan, the whole topic's then each focus's: focus (its key; None for the whole
+        topic), key, period, name, start_date, end_date (exclusive), last_date, counts, words_sampled."""
         rows = []
-        for snap in self.timespans:
+        for focus, snap in self.all_timespans():
             ts = snap.timespan
             rows.append(
                 {
+                    "focus": focus.key if focus is not None else None,
                     "key": ts.key,
                     "period": ts.period,
                     "name": ts.name,
@@ -315,13 +374,28 @@ class SnapshotResult:
                     "end_date": ts.end_date,
                     "last_date": ts.last_date,
                     **asdict(snap.counts),
+                    "words_sampled": snap.summary.words_sampled if snap.summary is not None else 0,
                 }
             )
-        columns = ["key", "period", "name", "start_date", "end_date", "last_date", *_COUNT_COLUMNS]
-        table = pd.DataFrame(rows, columns=columns)
-        for column in _COUNT_COLUMNS:
+        columns = ["focus", "key", "period", "name", "start_date", "end_date", "last_date", *_COUNT_COLUMNS]
+        table = pd.DataFrame(rows, columns=[*columns, "words_sampled"])
+        for column in (*_COUNT_COLUMNS, "words_sampled"):
             table[column] = table[column].astype("int64")
         return table
+
+    def foci_table(self) -> pd.DataFrame:
+        """One row per focus: focus (key), focal_set, name, kind, definition, description, story_count."""
+        return pd.DataFrame(
+            {
+                "focus": [f.focus.key for f in self.foci],
+                "focal_set": [f.focus.focal_set for f in self.foci],
+                "name": [f.focus.name for f in self.foci],
+                "kind": [f.focus.kind for f in self.foci],
+                "definition": [f.focus.describe() for f in self.foci],
+                "description": [f.focus.description for f in self.foci],
+                "story_count": np.array([f.story_count for f in self.foci], dtype=np.int64),
+            }
+        )
 
 
 # ----------------------------------------------------------------------------------------------- inputs
@@ -373,6 +447,8 @@ class _Topic:
     date_order: np.ndarray  # story positions sorted by (date, position); undated last
     sorted_dates: np.ndarray  # story dates in that order, undated as _SORT_LAST
     date_rank: np.ndarray  # each story's rank in date_order (earliest syndicated copy)
+    # a focus's stories' positions among the whole topic's (None: this is the whole topic)
+    whole_position: np.ndarray | None = None
 
 
 class _IdIndex:
@@ -611,8 +687,14 @@ def compute_snapshot(
     story_stats: pd.DataFrame | None = None,
     near_dup_groups: pd.DataFrame | None = None,
     count_syndicated_once: bool = False,
+    foci: Sequence[Focus] = (),
+    media_tags: pd.DataFrame | None = None,
+    texts: StoryTexts | None = None,
+    word_sample: int = DEFAULT_WORD_SAMPLE,
+    files: SnapshotFilesWriter | None = None,
 ) -> SnapshotResult:
-    """Compute story_links, story_link_counts, medium_links, medium_link_counts and counts per timespan.
+    """Compute story_links, story_link_counts, medium_links, medium_link_counts and counts per timespan, for the
+    whole topic and for each focus, and each timespan's summary (``TimespanSnapshot.summary``).
 
     ``stories`` (stories_id, media_id, publish_date, url, title) and ``media`` (media_id, name, url) must be
     deduplicated already: a repeated id raises ``ValueError``. ``links`` (stories_id → ref_stories_id) may hold
@@ -621,34 +703,157 @@ def compute_snapshot(
     bitly_clicks_3d, bitly_clicks_30d) fills the statistics (null where unknown). ``near_dup_groups``
     (stories_id, group_id) enables the syndication report and ``count_syndicated_once``.
 
+    ``foci`` (``topicmap.snapshots.foci``): each focus's timespans are the whole topic's rules applied to its
+    stories alone (the focus's stories and the links among them), as if the topic held no other story.
+    ``media_tags`` (media_id, tag_set, tag; media_id the final medium) serves media-tag foci. ``texts`` gives
+    each story's title, text and language (query foci, top words); by default the ``title``, ``text`` and
+    ``language`` columns of ``stories``. ``word_sample``: stories per timespan whose words are counted (0: all).
+    ``files``: a writer that starts writing each group of timespans (the whole topic's, each focus's) as soon
+    as it is computed; its ``finish`` writes the rest.
+
     Cost: one pass over the stories and links, then per timespan work in proportion to its own stories and
     links; a timespan without stories costs a binary search and shares one set of empty tables (treat the
-    tables as read-only).
+    tables as read-only). A focus costs a pass over the topic's links to select its own, then its timespans in
+    proportion to its stories and links; a query focus also costs its query on every story.
     """
     if count_syndicated_once and near_dup_groups is None:
         raise ValueError("count_syndicated_once needs near_dup_groups")
     keys = [ts.key for ts in timespans]
     if len(set(keys)) != len(keys):
         raise ValueError(f"timespan keys repeat: {keys}")
+    check_foci(foci)
+    if isinstance(word_sample, bool) or not isinstance(word_sample, int) or word_sample < 0:
+        raise ValueError(f"word_sample must be a whole number >= 0 (0: every story), got {word_sample!r}")
+    if media_tags is not None:
+        _require(media_tags, "media_tags", ["media_id", "tag_set", "tag"])
     topic = _prepare_topic(stories, media, story_stats, near_dup_groups)
     cross = _cross_media_links(topic, links)
+    texts = texts if texts is not None else FrameTexts(stories)
+    if files is not None:
+        files.start(topic.stories, topic.media)
+    snaps = _timespan_snapshots(topic, cross, timespans, count_syndicated_once)
+    if files is not None:
+        files.submit(None, snaps)
+    focus_snaps = []
+    if foci:
+        final_media = topic.media_ids[topic.story_medium]
+        masks = focus_story_masks(foci, topic.story_ids, final_media, media_tags, texts)
+        for focus, mask in zip(foci, masks, strict=True):
+            sub_topic, sub_cross = _restrict(topic, cross, mask)
+            focus_snaps.append(
+                FocusSnapshot(
+                    focus=focus,
+                    stories_id=sub_topic.story_ids,
+                    timespans=_timespan_snapshots(sub_topic, sub_cross, timespans, count_syndicated_once),
+                )
+            )
+            if files is not None:
+                files.submit(focus, focus_snaps[-1].timespans)
+    result = SnapshotResult(
+        timespans=snaps,
+        stories=topic.stories,
+        media=topic.media,
+        count_syndicated_once=count_syndicated_once,
+        dropped_links=cross.dropped,
+        foci=focus_snaps,
+        word_sample=word_sample,
+    )
+    _summarize(result, texts)
+    return result
+
+
+def _timespan_snapshots(
+    topic: _Topic, cross: _Links, timespans: Sequence[Timespan], syndicated_once: bool
+) -> list[TimespanSnapshot]:
     empty: TimespanSnapshot | None = None
     snaps = []
     for ts in timespans:
         window = _window_stories(topic, ts)
         if len(window) == 0:  # no story published in it, hence no link either: nothing to count
             if empty is None:
-                empty = _timespan_snapshot(topic, cross, ts, window, count_syndicated_once)
+                empty = _timespan_snapshot(topic, cross, ts, window, syndicated_once)
             snaps.append(replace(empty, timespan=ts))
         else:
-            snaps.append(_timespan_snapshot(topic, cross, ts, window, count_syndicated_once))
-    return SnapshotResult(
-        timespans=snaps,
-        stories=topic.stories,
+            snaps.append(_timespan_snapshot(topic, cross, ts, window, syndicated_once))
+    return snaps
+
+
+def _restrict(topic: _Topic, cross: _Links, mask: np.ndarray) -> tuple[_Topic, _Links]:
+    """The topic of the stories in ``mask`` alone, and the links among them: what the whole topic's arrays
+    become when the other stories are dropped (positions renumbered in the same order, nothing sorted again)."""
+    keep = np.flatnonzero(mask)
+    new_position = np.full(len(mask), -1, dtype=np.int64)
+    new_position[keep] = np.arange(len(keep), dtype=np.int64)
+    in_dates = mask[topic.date_order]
+    sub = _Topic(
+        stories=topic.stories,  # the whole topic's frame: only the arrays below are read per timespan
         media=topic.media,
-        count_syndicated_once=count_syndicated_once,
-        dropped_links=cross.dropped,
+        story_ids=topic.story_ids[keep],
+        story_medium=topic.story_medium[keep],
+        story_date=topic.story_date[keep],
+        media_ids=topic.media_ids,
+        stat_values={k: v[keep] for k, v in topic.stat_values.items()},
+        stat_known={k: v[keep] for k, v in topic.stat_known.items()},
+        story_group=topic.story_group[keep] if topic.story_group is not None else None,
+        n_groups=topic.n_groups,
+        date_order=new_position[topic.date_order[in_dates]],
+        sorted_dates=topic.sorted_dates[in_dates],
+        date_rank=topic.date_rank[keep],  # the same order among the kept stories: enough for "earliest copy"
+        whole_position=keep,
     )
+    both = mask[cross.source] & mask[cross.ref]
+    source = new_position[cross.source[both]]
+    by_source = np.zeros(len(keep) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(source, minlength=len(keep)), out=by_source[1:])
+    links = _Links(
+        source=source,
+        ref=new_position[cross.ref[both]],
+        source_medium=cross.source_medium[both],
+        ref_medium=cross.ref_medium[both],
+        by_source=by_source,
+        dropped={},
+    )
+    return sub, links
+
+
+def _positions_of(snap: TimespanSnapshot, story_ids: np.ndarray) -> np.ndarray:
+    """The counted stories' positions among the topic's (known from the computation, else looked up)."""
+    if snap.story_positions is not None:
+        return snap.story_positions
+    return np.searchsorted(story_ids, snap.story_link_counts["stories_id"].to_numpy(dtype=np.int64))
+
+
+def _summarize(result: SnapshotResult, texts: StoryTexts) -> None:
+    """Every timespan's summary (whole topic and foci); the words of all samples are read in one pass."""
+    stories = result.stories
+    info = StoryInfo(
+        story_ids=stories["stories_id"].to_numpy(dtype=np.int64),
+        story_days=stories["publish_day_local"].to_numpy(dtype="datetime64[ns]").view(np.int64),
+        title=stories["title"].to_numpy(dtype=object),
+        url=stories["url"].to_numpy(dtype=object),
+        publish_day_local=stories["publish_day_local"].to_numpy(dtype="datetime64[ns]"),
+        media_ids=result.media["media_id"].to_numpy(dtype=np.int64),
+        media_names=result.media["name"].to_numpy(dtype=object),
+    )
+    sample_keys = sample_order(info.story_ids)
+    busy = [snap for _, snap in result.all_timespans() if not snap.empty]
+    shared_empty = empty_summary()
+    for _, snap in result.all_timespans():
+        snap.summary = shared_empty if snap.empty else summarize_timespan(snap, info)
+    samples = [
+        info.story_ids[sample_positions(_positions_of(snap, info.story_ids), sample_keys, result.word_sample)]
+        for snap in busy
+    ]
+    if not samples:
+        return
+    union = np.unique(np.concatenate(samples))
+    words = count_words(texts, union)
+    stop_cache: dict[tuple[str, ...], np.ndarray] = {}
+    for snap, sample in zip(busy, samples, strict=True):
+        assert snap.summary is not None
+        snap.summary = replace(
+            snap.summary, top_words=top_words(words, sample, stop_cache=stop_cache), words_sampled=len(sample)
+        )
 
 
 def _window_stories(topic: _Topic, ts: Timespan) -> np.ndarray:
@@ -807,7 +1012,16 @@ def _timespan_snapshot(
         medium_link_count=len(medium_links),
         syndicated_repeat_link_count=int(syndicated_repeats),
     )
-    return TimespanSnapshot(ts, story_links, story_link_counts, medium_links, medium_link_counts, counts)
+    positions = period_pos if topic.whole_position is None else topic.whole_position[period_pos]
+    return TimespanSnapshot(
+        ts,
+        story_links,
+        story_link_counts,
+        medium_links,
+        medium_link_counts,
+        counts,
+        story_positions=positions,
+    )
 
 
 # ----------------------------------------------------------------------------------------------- checks
@@ -816,17 +1030,19 @@ def _timespan_snapshot(
 def snapshot_problems(result: SnapshotResult, topic_start: Any, topic_end: Any) -> list[str]:
     """Consistency problems of a snapshot (empty when consistent), for the asset checks.
 
-    Checks, per timespan: the timespan lies within the topic's dates (``topic_end`` inclusive); the medium
-    link counts sum to the number of story links and every story link joins two different media; every
-    counted story is a topic story; the counters match the tables.
+    Checks, per timespan of the whole topic and of each focus (named by its folder, ``foci/<focus>/<key>``):
+    the timespan lies within the topic's dates (``topic_end`` inclusive); the medium link counts sum to the
+    number of story links and every story link joins two different media; every counted story is a topic story
+    (and, in a focus, one of the focus's); the counters match the tables.
     """
     start = _as_date(topic_start, "topic start_date")
     end = _as_date(topic_end, "topic end_date") + _DAY
     index = _IdIndex(result.stories["stories_id"].to_numpy())
     story_media = result.stories["media_id"].to_numpy()
     problems: list[str] = []
-    for snap in result.timespans:
-        ts, key = snap.timespan, snap.timespan.key
+    focus_index = {found.focus.key: _IdIndex(found.stories_id) for found in result.foci}
+    for focus, snap in result.all_timespans():
+        ts, key = snap.timespan, timespan_folder(focus, snap.timespan)
         if ts.start_date < start or ts.end_date > end or ts.start_date >= ts.end_date:
             problems.append(f"{key}: {ts.start_date}..{ts.last_date} is outside the topic's dates")
         if snap.empty and not any(len(getattr(snap, table)) for table in _TABLES):
@@ -844,8 +1060,13 @@ def snapshot_problems(result: SnapshotResult, topic_start: Any, topic_end: Any) 
             problems.append(
                 f"{key}: {int((story_media[source_pos] == story_media[ref_pos]).sum())} same-medium story links"
             )
-        if (index.positions(snap.story_link_counts["stories_id"].to_numpy()) < 0).any():
+        counted = snap.story_link_counts["stories_id"].to_numpy()
+        if (index.positions(counted) < 0).any():
             problems.append(f"{key}: story_link_counts counts stories that are not topic stories")
+        elif focus is not None and (focus_index[focus.key].positions(counted) < 0).any():
+            problems.append(
+                f"{key}: story_link_counts counts stories that are not topic stories of the focus"
+            )
         expected = (
             len(snap.story_link_counts),
             len(snap.story_links),
@@ -899,6 +1120,7 @@ _SCHEMAS: dict[str, pa.Schema] = {
     ),
     "timespans": pa.schema(
         [
+            ("focus", pa.string()),
             ("key", pa.string()),
             ("period", pa.string()),
             ("name", pa.string()),
@@ -906,6 +1128,18 @@ _SCHEMAS: dict[str, pa.Schema] = {
             ("end_date", pa.date32()),
             ("last_date", pa.date32()),
             *((column, pa.int64()) for column in _COUNT_COLUMNS),
+            ("words_sampled", pa.int64()),
+        ]
+    ),
+    "foci": pa.schema(
+        [
+            ("focus", pa.string()),
+            ("focal_set", pa.string()),
+            ("name", pa.string()),
+            ("kind", pa.string()),
+            ("definition", pa.string()),
+            ("description", pa.string()),
+            ("story_count", pa.int64()),
         ]
     ),
 }
@@ -938,9 +1172,14 @@ def _write_parquet(
     table = pa.Table.from_pandas(frame[own.names], schema=own, preserve_index=False)
     for name in extra:
         table = table.append_column(schema.field(name), joined.column(name))
-    table = table.select(schema.names).replace_schema_metadata(None)
-    integers = [f.name for f in schema if pa.types.is_integer(f.type)]
-    others = [f.name for f in schema if f.name not in integers]
+    return _write_arrow(table.select(schema.names), path)
+
+
+def _write_arrow(table: pa.Table, path: Path) -> Path:
+    """An Arrow table as Parquet, integers delta-encoded, text with its dictionary, no schema metadata."""
+    table = table.replace_schema_metadata(None)
+    integers = [f.name for f in table.schema if pa.types.is_integer(f.type)]
+    others = [f.name for f in table.schema if f.name not in integers]
     return _atomic_write(
         path,
         lambda tmp: pq.write_table(
@@ -1010,63 +1249,114 @@ WRITE_THREADS = min(4, os.cpu_count() or 1)
 def write_snapshot_files(
     result: SnapshotResult, folder: str | os.PathLike[str], csv: bool = True
 ) -> dict[str, list[Path]]:
-    """Write each non-empty timespan's tables under ``folder/<timespan key>/`` and return the paths per
-    timespan key (an empty list for a timespan without stories: it is listed in ``timespans.parquet`` and
-    the manifest, marked ``"empty": true``, and gets no folder).
+    """Write each non-empty timespan's tables under ``folder/<timespan folder>/`` and return the paths per
+    timespan folder (``timespan_folder``: ``<key>`` for the whole topic, ``foci/<focal set>/<focus>/<key>`` for
+    a focus; an empty list for a timespan without stories: it is listed in ``timespans.parquet`` and the
+    manifest, marked ``"empty": true``, and gets no folder).
 
     Per timespan: ``story_links``, ``story_link_counts``, ``medium_links``, ``medium_link_counts`` as Parquet
     and, with ``csv``, Media Cloud style ``stories.csv`` / ``media.csv`` lists (sorted by media inlinks, as
     the web tools list them) plus ``story_links.csv`` / ``medium_links.csv``. A story's dates, in
     ``story_link_counts.parquet`` and ``stories.csv`` alike, are ``publish_date_utc`` (the instant, zone
     UTC: a zoned timestamp, "2019-11-19T00:05:00Z" in CSV) and ``publish_day_local`` (the publisher's
-    calendar day, the one its timespans count: "2019-11-18"); both empty for an undated story. The key ``"snapshot"`` lists
-    ``timespans.parquet`` (+ ``timespans.csv``) and ``manifest.json`` (sizes and sha256 of every file).
+    calendar day, the one its timespans count: "2019-11-18"); both empty for an undated story. The key
+    ``"snapshot"`` lists the snapshot's own tables (``timespans``, ``foci``, and the summary tables ``top_words``,
+    ``stories_per_day``, ``media_stories_per_day``, ``top_media``, ``top_stories``, each keyed by focus and
+    timespan; Parquet + CSV) and ``manifest.json`` (sizes and sha256 of every file).
     Files are written atomically, by a few threads, and byte-identical for identical inputs; existing files
     are replaced, so the caller gives every snapshot its own folder.
     """
-    root = Path(folder)
-    written: dict[str, list[Path]] = {snap.timespan.key: [] for snap in result.timespans}
-    story_index = _IdIndex(result.stories["stories_id"].to_numpy())
-    # Per-story columns as Arrow tables, built once and taken by position per timespan.
-    story_dates = _story_dates(result.stories)
-    story_info: pa.Table | None = None
-    if csv:
-        text_dates = _date_strings(story_dates)
-        story_info = pa.table(
-            {
-                **{name: text_dates.column(name) for name in STORY_DATE_COLUMNS},
-                "title": pa.array(result.stories["title"], type=pa.string(), from_pandas=True),
-                "url": pa.array(result.stories["url"], type=pa.string(), from_pandas=True),
-                "media_name": pa.array(
-                    result.media["name"].to_numpy()[
-                        _positions(result.media["media_id"].to_numpy(), result.stories["media_id"].to_numpy())
-                    ],
-                    type=pa.string(),
-                    from_pandas=True,
-                ),
-            }
-        )
-    # Biggest first, so the threads finish together.
-    busy = sorted(
-        (snap for snap in result.timespans if not snap.empty),
-        key=lambda snap: -(snap.counts.story_link_count + snap.counts.story_count),
-    )
-    entries: dict[str, dict[str, Any]] = {}
-    with ThreadPoolExecutor(max_workers=WRITE_THREADS) as pool:
-        for snap, files in zip(
-            busy,
-            pool.map(lambda s: _write_timespan(s, root, story_dates, story_info, story_index), busy),
-            strict=True,
-        ):
-            written[snap.timespan.key] = list(files)
-            entries.update({path.relative_to(root).as_posix(): entry for path, entry in files.items()})
+    with SnapshotFilesWriter(folder, csv) as files:
+        return files.finish(result)
 
-    table = result.timespan_table()
-    top = [_write_parquet(table, _SCHEMAS["timespans"], root / "timespans.parquet")]
-    if csv:
-        top.append(_write_csv(table, root / "timespans.csv"))
-    entries.update({path.relative_to(root).as_posix(): _file_entry(path) for path in top})
-    manifest = {
+
+class SnapshotFilesWriter:
+    """Writes a snapshot's files on a few threads (pyarrow and hashlib release the GIL), each timespan's as
+    soon as it is computed: ``compute_snapshot(..., files=writer)`` hands over the whole topic's timespans
+    while the foci are still being computed, so the second core writes while the first computes.
+    ``finish`` writes whatever was not handed over yet, then the snapshot's tables and the manifest. Use it as a
+    context manager: on an error the pending writes are cancelled and the running ones waited for."""
+
+    def __init__(self, folder: str | os.PathLike[str], csv: bool = True) -> None:
+        self.root = Path(folder)
+        self.csv = csv
+        self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS)
+        self._jobs: dict[str, Future[dict[Path, dict[str, Any]]]] = {}
+        self._context: tuple[pa.Table, pa.Table | None, _IdIndex] | None = None
+
+    def __enter__(self) -> SnapshotFilesWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def start(self, stories: pd.DataFrame, media: pd.DataFrame) -> None:
+        """The per-story columns every timespan's files take rows of (``SnapshotResult.stories`` / ``media``)."""
+        story_dates = _story_dates(stories)
+        story_info: pa.Table | None = None
+        if self.csv:
+            text_dates = _date_strings(story_dates)
+            story_info = pa.table(
+                {
+                    **{name: text_dates.column(name) for name in STORY_DATE_COLUMNS},
+                    "title": pa.array(stories["title"], type=pa.string(), from_pandas=True),
+                    "url": pa.array(stories["url"], type=pa.string(), from_pandas=True),
+                    "media_name": pa.array(
+                        media["name"].to_numpy()[
+                            _positions(media["media_id"].to_numpy(), stories["media_id"].to_numpy())
+                        ],
+                        type=pa.string(),
+                        from_pandas=True,
+                    ),
+                }
+            )
+        self._context = (story_dates, story_info, _IdIndex(stories["stories_id"].to_numpy()))
+
+    def submit(self, focus: Focus | None, snaps: Sequence[TimespanSnapshot]) -> None:
+        """Start writing the files of these timespans (of the whole topic, or of ``focus``)."""
+        if self._context is None:
+            raise RuntimeError("SnapshotFilesWriter.start must be called before submit")
+        story_dates, story_info, story_index = self._context
+        # Biggest first, so the threads finish together.
+        busy = sorted(
+            (snap for snap in snaps if not snap.empty),
+            key=lambda snap: -(snap.counts.story_link_count + snap.counts.story_count),
+        )
+        for snap in busy:
+            name = timespan_folder(focus, snap.timespan)
+            if name not in self._jobs:
+                self._jobs[name] = self._pool.submit(
+                    _write_timespan, snap, self.root / name, story_dates, story_info, story_index
+                )
+
+    def finish(self, result: SnapshotResult) -> dict[str, list[Path]]:
+        """Write what is left, wait for every file, then the snapshot's tables and the manifest."""
+        if self._context is None:
+            self.start(result.stories, result.media)
+        self.submit(None, result.timespans)
+        for found in result.foci:
+            self.submit(found.focus, found.timespans)
+        root = self.root
+        written: dict[str, list[Path]] = {
+            timespan_folder(focus, snap.timespan): [] for focus, snap in result.all_timespans()
+        }
+        top_job = self._pool.submit(_write_snapshot_tables, result, root, self.csv)
+        entries: dict[str, dict[str, Any]] = {}
+        for name, job in self._jobs.items():
+            files = job.result()
+            written[name] = list(files)
+            entries.update({path.relative_to(root).as_posix(): entry for path, entry in files.items()})
+        top = top_job.result()
+        entries.update({path.relative_to(root).as_posix(): _file_entry(path) for path in top})
+        manifest = _manifest(result, entries)
+        text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+        top.append(_atomic_write(root / "manifest.json", lambda tmp: tmp.write_text(text, encoding="utf-8")))
+        written["snapshot"] = top
+        return written
+
+
+def _manifest(result: SnapshotResult, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
         "format": MANIFEST_FORMAT,
         "count_syndicated_once": result.count_syndicated_once,
         "dropped_links": result.dropped_links,
@@ -1082,16 +1372,66 @@ def write_snapshot_files(
             }
             for snap in result.timespans
         ],
+        "foci": [
+            {
+                "key": found.focus.key,
+                **found.focus.definition(),
+                "story_count": found.story_count,
+                "timespans": [
+                    {
+                        "key": snap.timespan.key,
+                        "folder": timespan_folder(found.focus, snap.timespan),
+                        "counts": asdict(snap.counts),
+                        "empty": snap.empty,
+                    }
+                    for snap in found.timespans
+                ],
+            }
+            for found in result.foci
+        ],
+        "word_sample": result.word_sample,
         "files": dict(sorted(entries.items())),
     }
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    top.append(_atomic_write(root / "manifest.json", lambda tmp: tmp.write_text(text, encoding="utf-8")))
-    written["snapshot"] = top
-    return written
 
 
 #: "topicmap-snapshot/2": a timespan without stories is in the manifest ("empty": true) but has no files.
-MANIFEST_FORMAT = "topicmap-snapshot/2"
+#: "topicmap-snapshot/3": foci (their timespans under "foci", folders under foci/) and the summary tables.
+MANIFEST_FORMAT = "topicmap-snapshot/3"
+#: the snapshot's folder of foci: foci/<focal set>/<focus>/<timespan key>/
+FOCI_FOLDER = "foci"
+
+
+def timespan_folder(focus: Focus | None, timespan: Timespan) -> str:
+    """A timespan's folder, relative to the snapshot's: ``<timespan key>`` for the whole topic,
+    ``foci/<focal set>/<focus>/<timespan key>`` for a focus."""
+    return timespan.key if focus is None else f"{FOCI_FOLDER}/{focus.key}/{timespan.key}"
+
+
+def _write_snapshot_tables(result: SnapshotResult, root: Path, csv: bool) -> list[Path]:
+    """The tables of the whole snapshot: timespans (every one, the foci's too), foci, and the summary tables
+    (top words, stories per day, top media and stories) of every timespan with stories, if any."""
+    tables: dict[str, pa.Table] = {
+        "timespans": pa.Table.from_pandas(
+            result.timespan_table(), schema=_SCHEMAS["timespans"], preserve_index=False
+        )
+    }
+    if result.foci:
+        tables["foci"] = pa.Table.from_pandas(
+            result.foci_table(), schema=_SCHEMAS["foci"], preserve_index=False
+        )
+    summaries = [
+        (focus.key if focus is not None else None, snap.timespan.key, snap.summary)
+        for focus, snap in result.all_timespans()
+        if not snap.empty and snap.summary is not None
+    ]
+    if summaries:  # a topic without any story has nothing to sum up (and no file but its timespans)
+        tables.update(summary_tables(summaries))
+    written = []
+    for name, table in tables.items():
+        written.append(_write_arrow(table, root / f"{name}.parquet"))
+        if csv:
+            written.append(_write_csv(table, root / f"{name}.csv"))
+    return written
 
 
 def _file_entry(path: Path) -> dict[str, Any]:
@@ -1101,14 +1441,15 @@ def _file_entry(path: Path) -> dict[str, Any]:
 
 def _write_timespan(
     snap: TimespanSnapshot,
-    root: Path,
+    out: Path,
     story_dates: pa.Table,
     story_info: pa.Table | None,
     story_index: _IdIndex,
 ) -> dict[Path, dict[str, Any]]:
-    """One timespan's Parquet (and, with ``story_info``, CSV) files, each with its manifest entry."""
-    out = root / snap.timespan.key
-    positions = story_index.positions(snap.story_link_counts["stories_id"].to_numpy())
+    """One timespan's Parquet (and, with ``story_info``, CSV) files in ``out``, each with its manifest entry."""
+    positions = snap.story_positions
+    if positions is None:
+        positions = story_index.positions(snap.story_link_counts["stories_id"].to_numpy())
     dates = story_dates.take(pa.array(positions))
     paths = [
         _write_parquet(

@@ -2,7 +2,9 @@
 
 Inputs are a timespan's ``medium_link_counts`` (media_id, name, story_count, media_inlink_count, inlink_count,
 facebook_share_count, ...) and ``medium_links`` (source_media_id, ref_media_id, link_count) from
-``topicmap.snapshots.compute``. Both outputs are deterministic: the GEXF is written by hand (networkx's writer stamps
+``topicmap.snapshots.compute``, and optionally the media's tags (media_id, tag_set, tag): each tag set becomes a
+node attribute of the GEXF (so Gephi can colour by it), and the picture can colour the media by one tag set
+instead of by link community. Both outputs are deterministic: the GEXF is written by hand (networkx's writer stamps
 today's date into it) with nodes and edges sorted by id, and the picture uses a seeded force-directed layout
 and seeded community detection, so the same timespan always gives the same file.
 """
@@ -13,12 +15,15 @@ import math
 import os
 import re
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 import networkx as nx
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 # The Agg canvas is used directly (no pyplot): headless, no global backend switch, no figure registry.
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -64,28 +69,46 @@ def _atomic_write_bytes(path: Path, data: bytes) -> Path:
     return path
 
 
+def tag_labels(media_tags: pd.DataFrame | None) -> dict[str, dict[int, str]]:
+    """Per tag set, each tagged medium's tags of the set joined with "; " (sorted): the GEXF values and the
+    colour keys. Computed once per snapshot: every timespan's map reads it."""
+    labels: dict[str, dict[int, list[str]]] = {}
+    if media_tags is not None:
+        ordered = media_tags.sort_values(["tag_set", "media_id", "tag"], kind="mergesort")
+        for tag_set, media_id, tag in zip(
+            ordered["tag_set"].tolist(), ordered["media_id"].tolist(), ordered["tag"].tolist(), strict=True
+        ):
+            labels.setdefault(tag_set, {}).setdefault(int(media_id), []).append(tag)
+    return {tag_set: {m: "; ".join(tags) for m, tags in media.items()} for tag_set, media in labels.items()}
+
+
 def write_gexf(
     medium_link_counts: pd.DataFrame,
     medium_links: pd.DataFrame,
     path: str | os.PathLike[str],
     description: str = "",
+    media_tags: Mapping[str, Mapping[int, str]] | None = None,
 ) -> Path:
     """Write the directed media link graph as GEXF 1.3 (readable by Gephi and ``networkx.read_gexf``).
 
     Nodes are the media (id = media_id, label = name) with the attributes in ``NODE_ATTRIBUTES`` (a null
     statistic is left out of that node); edges go from the linking medium to the linked one with
     ``weight`` = link_count (and a ``link_count`` integer attribute). Edges whose media are not in
-    ``medium_link_counts`` are an error.
+    ``medium_link_counts`` are an error. Each tag set of ``media_tags`` (``tag_labels``) is a string attribute
+    ``tags:<set>`` (a medium's tags of the set joined with "; "; none on an untagged medium).
     """
     _require(medium_link_counts, "medium_link_counts", ["media_id", "name"] + [c for c, _ in NODE_ATTRIBUTES])
     _require(medium_links, "medium_links", ["source_media_id", "ref_media_id", "link_count"])
     nodes = medium_link_counts.sort_values("media_id", kind="mergesort")
     edges = medium_links.sort_values(["source_media_id", "ref_media_id"], kind="mergesort")
-    known = set(nodes["media_id"].tolist())
-    strays = sorted({*edges["source_media_id"].tolist(), *edges["ref_media_id"].tolist()} - known)
-    if strays:
-        raise ValueError(f"medium_links name media not in medium_link_counts: {strays[:10]}")
+    sources = edges["source_media_id"].to_numpy(dtype=np.int64)
+    targets = edges["ref_media_id"].to_numpy(dtype=np.int64)
+    strays = np.setdiff1d(np.union1d(sources, targets), nodes["media_id"].to_numpy(dtype=np.int64))
+    if len(strays):
+        raise ValueError(f"medium_links name media not in medium_link_counts: {strays[:10].tolist()}")
 
+    tags_of = media_tags or {}
+    tag_sets = sorted(tags_of)
     # Written as text line by line: an ElementTree of ~100k edges is slow to build and indent.
     lines = [
         '<?xml version="1.0" encoding="UTF-8"?>',
@@ -97,6 +120,7 @@ def write_gexf(
         '  <graph defaultedgetype="directed" mode="static">',
         '    <attributes class="node" mode="static">',
         *(f'      <attribute id="{c}" title="{c}" type="{kind}" />' for c, kind in NODE_ATTRIBUTES),
+        *(f'      <attribute id="tags:{t}" title="{t}" type="string" />' for t in tag_sets),
         "    </attributes>",
         '    <attributes class="edge" mode="static">',
         '      <attribute id="link_count" title="link_count" type="long" />',
@@ -115,24 +139,36 @@ def write_gexf(
                 continue  # unknown: no value rather than a made-up 0
             text = str(int(value)) if kind == "long" else _xml_text(value)
             lines.append(f'          <attvalue for="{column}" value={quoteattr(text)} />')
+        for tag_set in tag_sets:
+            tags = tags_of[tag_set].get(int(media_id))
+            if tags is not None:
+                lines.append(
+                    f'          <attvalue for="tags:{tag_set}" value={quoteattr(_xml_text(tags))} />'
+                )
         lines.append("        </attvalues>")
         lines.append("      </node>")
     lines += ["    </nodes>", "    <edges>"]
-    triples = zip(
-        edges["source_media_id"].tolist(),
-        edges["ref_media_id"].tolist(),
-        edges["link_count"].tolist(),
-        strict=True,
-    )
-    for edge_id, (source, target, count) in enumerate(triples):
-        count = int(count)
-        lines.append(
-            f'      <edge id="{edge_id}" source="{int(source)}" target="{int(target)}" weight="{count}">'
-            f'<attvalues><attvalue for="link_count" value="{count}" /></attvalues></edge>'
-        )
+    lines += _edge_lines(sources, targets, edges["link_count"].to_numpy(dtype=np.int64))
     lines += ["    </edges>", "  </graph>", "</gexf>", ""]
     data = "\n".join(lines).encode("utf-8")
     return _atomic_write_bytes(Path(path), data)
+
+
+def _edge_lines(sources: np.ndarray, targets: np.ndarray, counts: np.ndarray) -> list[str]:
+    """One ``<edge>`` line per medium link, built by Arrow's string kernels: a big timespan has tens of
+    thousands of media pairs, and a Python f-string per edge was most of a map's cost."""
+    if len(sources) == 0:
+        return []
+    text = [
+        pc.cast(pa.array(values), pa.string())
+        for values in (np.arange(len(sources)), sources, targets, counts)
+    ]
+    edge_id, source, target, count = text
+    pieces = [
+        '      <edge id="', edge_id, '" source="', source, '" target="', target, '" weight="', count,
+        '"><attvalues><attvalue for="link_count" value="', count, '" /></attvalues></edge>',
+    ]  # fmt: skip
+    return pc.binary_join_element_wise(*pieces, "").to_pylist()
 
 
 # ----------------------------------------------------------------------------------------------- picture
@@ -209,6 +245,8 @@ def render_link_map(
     max_media: int = 250,
     max_edges: int = 3000,
     seed: int = _LAYOUT_SEED,
+    groups: Mapping[int, str] | None = None,
+    groups_title: str = "",
 ) -> Path:
     """Draw the media link map as a PNG and return its path.
 
@@ -218,6 +256,10 @@ def render_link_map(
     communities (Louvain, seeded), and the ``top_labels`` media with the most media inlinks are named, labels
     placed greedily so they do not overlap. The layout is networkx's spring layout with a fixed ``seed``, so
     the picture is reproducible. A timespan without links still gets a picture that says so.
+
+    ``groups`` (media_id -> label, e.g. each medium's media_type tags, ``tag_labels``) colours the media by
+    their label instead of by community: the most frequent labels among the drawn media get a colour each, the
+    others one grey, untagged media a lighter one; the legend is titled ``groups_title``.
     """
     media = medium_link_counts.sort_values("media_id", kind="mergesort").set_index("media_id")
     graph, total_linked = link_map_graph(medium_link_counts, medium_links, max_media)
@@ -258,21 +300,12 @@ def render_link_map(
     xy = np.array([positions[node] for node in nodes], dtype=float)
     _fix_equal_limits(figure, axes, xy)
 
-    communities = sorted(
-        nx.community.louvain_communities(graph, weight="weight", seed=seed),
-        key=lambda members: (-sum(int(media.at[m, "media_inlink_count"]) for m in members), min(members)),
-    )
-    color_of = dict.fromkeys(nodes, _OTHER_COLOR)
-    cluster_entries = []
-    for rank, members in enumerate(c for c in communities if len(c) > 1):
-        if rank >= len(_COMMUNITY_COLORS):
-            break
-        for node in members:
-            color_of[node] = _COMMUNITY_COLORS[rank]
-        hub = max(sorted(members), key=lambda m: int(media.at[m, "media_inlink_count"]))
-        cluster_entries.append(
-            (_COMMUNITY_COLORS[rank], f"around {_short(media.at[hub, 'name'], 26)} ({len(members)})")
-        )
+    if groups is not None:
+        color_of, cluster_entries = _group_colors(nodes, groups)
+        legend_title = groups_title or "media tags"
+    else:
+        color_of, cluster_entries = _community_colors(graph, media, nodes, seed)
+        legend_title = "link communities (media)"
 
     # Edges: the heaviest pairs, light, under the nodes, as one LineCollection (fast for thousands).
     edges = sorted(graph.edges(data="weight"), key=lambda e: (-e[2], e[0], e[1]))[:max_edges]
@@ -353,7 +386,7 @@ def render_link_map(
             frameon=True,
             framealpha=0.92,
             fontsize=9,
-            title="link communities (media)",
+            title=legend_title,
             title_fontsize=9,
         )
 
@@ -370,6 +403,54 @@ def render_link_map(
     )
     figure.text(0.5, 0.038, caption, ha="center", va="center", fontsize=10, color="#333333", linespacing=1.6)
     return _save_png(figure, Path(path_png))
+
+
+def _community_colors(
+    graph: nx.Graph, media: pd.DataFrame, nodes: list[int], seed: int
+) -> tuple[dict[int, str], list[tuple[str, str]]]:
+    """Colours of the largest link communities (Louvain, seeded) and their legend entries."""
+    communities = sorted(
+        nx.community.louvain_communities(graph, weight="weight", seed=seed),
+        key=lambda members: (-sum(int(media.at[m, "media_inlink_count"]) for m in members), min(members)),
+    )
+    color_of = dict.fromkeys(nodes, _OTHER_COLOR)
+    entries = []
+    for rank, members in enumerate(c for c in communities if len(c) > 1):
+        if rank >= len(_COMMUNITY_COLORS):
+            break
+        for node in members:
+            color_of[node] = _COMMUNITY_COLORS[rank]
+        hub = max(sorted(members), key=lambda m: int(media.at[m, "media_inlink_count"]))
+        entries.append(
+            (_COMMUNITY_COLORS[rank], f"around {_short(media.at[hub, 'name'], 26)} ({len(members)})")
+        )
+    return color_of, entries
+
+
+_UNTAGGED_COLOR = "#dcdcdc"
+
+
+def _group_colors(
+    nodes: list[int], groups: Mapping[int, str]
+) -> tuple[dict[int, str], list[tuple[str, str]]]:
+    """Colours of the most frequent labels among the drawn media (ties: the label), and their legend entries."""
+    counts: dict[str, int] = {}
+    for node in nodes:
+        if node in groups:
+            counts[groups[node]] = counts.get(groups[node], 0) + 1
+    ranked = sorted(counts, key=lambda label: (-counts[label], label))
+    colored = {label: _COMMUNITY_COLORS[i] for i, label in enumerate(ranked[: len(_COMMUNITY_COLORS)])}
+    color_of = {
+        node: colored.get(groups[node], _OTHER_COLOR) if node in groups else _UNTAGGED_COLOR for node in nodes
+    }
+    entries = [(colored[label], f"{_short(label, 30)} ({counts[label]})") for label in ranked[: len(colored)]]
+    others = sum(counts[label] for label in ranked[len(colored) :])
+    if others:
+        entries.append((_OTHER_COLOR, f"other tags ({others})"))
+    untagged = sum(node not in groups for node in nodes)
+    if untagged:
+        entries.append((_UNTAGGED_COLOR, f"untagged ({untagged})"))
+    return color_of, entries
 
 
 def _fix_equal_limits(figure: Figure, axes: object, xy: np.ndarray, margin: float = 0.08) -> None:

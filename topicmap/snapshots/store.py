@@ -30,7 +30,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -44,16 +44,19 @@ import pandas as pd
 import pyarrow as pa
 from sqlalchemy import Connection, func, select
 
+from topicmap.snapshots.charts import render_attention_chart
 from topicmap.snapshots.compute import (
     PERIODS,
+    SnapshotFilesWriter,
     SnapshotResult,
     Timespan,
     build_timespans,
     compute_snapshot,
     snapshot_problems,
-    write_snapshot_files,
+    timespan_folder,
 )
-from topicmap.snapshots.linkmap import render_link_map, write_gexf
+from topicmap.snapshots.foci import TEXT_CHUNK, Focus, TextChunk
+from topicmap.snapshots.linkmap import render_link_map, tag_labels, write_gexf
 from topicmap.snapshots.names import (  # noqa: F401 - re-exported: part of this module's public names
     CHECK_DATES,
     CHECK_LINK_COUNTS,
@@ -61,17 +64,22 @@ from topicmap.snapshots.names import (  # noqa: F401 - re-exported: part of this
     CHECK_TOPIC_STORIES,
     DEFAULT_PICTURE_PERIODS,
 )
+from topicmap.snapshots.words import DEFAULT_WORD_SAMPLE
 from topicmap.store import schema as s
+from topicmap.store.media_tags import declared_media_tags
+from topicmap.store.tag_names import tag_set_problem
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, topicmap_home, utc
 
 #: Bumped whenever this code would write different files from the same inputs: part of every snapshot key.
 # 2: no files for empty timespans, delta-encoded Parquet integers; 3: timespans by the publisher's calendar day;
-# 4: story exports name their dates (publish_date_utc with its zone, publish_day_local) instead of publish_date
-SNAPSHOT_CODE_VERSION = 4
+# 4: story exports name their dates (publish_date_utc with its zone, publish_day_local) instead of publish_date;
+# 5: foci, summary tables (top words, stories per day, top media and stories), attention charts, media tags
+SNAPSHOT_CODE_VERSION = 5
 MANIFEST_NAME = "manifest.json"
 PROVENANCE_NAME = "provenance.json"
 GEXF_NAME = "link_map.gexf"
 PNG_NAME = "link_map.png"
+ATTENTION_NAME = "attention.png"
 SNAPSHOT_STATE = "completed"
 #: state of a snapshot whose consistency checks failed: kept for inspection, rebuilt by the next run
 INCONSISTENT_STATE = "inconsistent"
@@ -94,6 +102,10 @@ class SnapshotOptions:
     picture_periods: tuple[str, ...] = DEFAULT_PICTURE_PERIODS
     #: media named on each picture (the ones linked from the most other media)
     top_labels: int = 15
+    #: stories per timespan whose words are counted (Media Cloud's default sample; 0: every story)
+    word_sample: int = DEFAULT_WORD_SAMPLE
+    #: the tag set whose tags colour the media of the link maps (None: link communities)
+    link_map_tag_set: str | None = None
 
     def __post_init__(self) -> None:
         periods = tuple(self.picture_periods)
@@ -106,12 +118,26 @@ class SnapshotOptions:
             raise ValueError(f"top_labels must be a whole number >= 0, got {self.top_labels!r}")
         # canonical order, so ("monthly", "overall") and ("overall", "monthly") give the same key
         object.__setattr__(self, "picture_periods", tuple(p for p in PERIODS if p in periods))
+        if (
+            isinstance(self.word_sample, bool)
+            or not isinstance(self.word_sample, int)
+            or self.word_sample < 0
+        ):
+            raise ValueError(
+                f"word_sample must be a whole number >= 0 (0: every story), got {self.word_sample!r}"
+            )
+        tag_set = (self.link_map_tag_set or "").strip() or None
+        if tag_set is not None and (problem := tag_set_problem(tag_set)):
+            raise ValueError(f"link_map_tag_set: {problem}")
+        object.__setattr__(self, "link_map_tag_set", tag_set)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "count_syndicated_once": bool(self.count_syndicated_once),
             "picture_periods": list(self.picture_periods),
             "top_labels": self.top_labels,
+            "word_sample": self.word_sample,
+            "link_map_tag_set": self.link_map_tag_set,
         }
 
 
@@ -148,6 +174,13 @@ class SnapshotInputs:
     near_dup_groups: pd.DataFrame  # stories_id, group_id
     iteration: int
     dedup_state: dict[str, Any] = field(default_factory=dict)
+    # media_id (final medium), tag_set, tag: the tags of the topic's media, distinct, sorted
+    media_tags: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["media_id", "tag_set", "tag"])
+    )
+    foci: tuple[Focus, ...] = ()
+    #: the stories' titles, texts and languages (query foci, top words); None: the ``stories`` frame's columns
+    texts: StoreTexts | None = None
 
     def frames(self) -> Iterator[tuple[str, pd.DataFrame]]:
         yield "stories", self.stories
@@ -155,6 +188,7 @@ class SnapshotInputs:
         yield "links", self.links
         yield "story_stats", self.story_stats
         yield "near_dup_groups", self.near_dup_groups
+        yield "media_tags", self.media_tags
 
     def row_counts(self) -> dict[str, int]:
         return {name: len(frame) for name, frame in self.frames()}
@@ -219,8 +253,58 @@ def _int64(values: list[Any]) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)
 
 
-def read_snapshot_inputs(store: TopicStore, topic_name: str) -> SnapshotInputs:
-    """Read the topic ``topic_name`` from the store, deduplicated, in one consistent read."""
+class StoreTexts:
+    """The titles, texts and languages of a topic's stories, read from the store a chunk at a time (a topic's
+    texts are never all in memory). A pass over every story (query foci) also hashes them for the snapshot key
+    (``digest``), so the key covers what the foci and the words were computed from."""
+
+    def __init__(self, store: TopicStore, stories_ids: np.ndarray) -> None:
+        self.store = store
+        self.stories_ids = np.asarray(stories_ids, dtype=np.int64)
+        self._digest: str | None = None
+
+    def chunks(self, stories_ids: np.ndarray) -> Iterator[TextChunk]:
+        st = s.stories
+        every = np.array_equal(stories_ids, self.stories_ids)
+        digest = hashlib.sha256() if every and self._digest is None else None
+        with self.store.engine.connect() as conn:
+            for start in range(0, len(stories_ids), TEXT_CHUNK):
+                ids = stories_ids[start : start + TEXT_CHUNK]
+                rows = conn.execute(
+                    select(st.c.stories_id, st.c.title, st.c.text, st.c.language)
+                    .where(st.c.stories_id.in_(ids.tolist()))
+                    .order_by(st.c.stories_id)
+                ).all()
+                chunk = TextChunk(
+                    stories_id=_int64([r[0] for r in rows]),
+                    title=[r[1] for r in rows],
+                    text=[r[2] for r in rows],
+                    language=[r[3] for r in rows],
+                )
+                if digest is not None:
+                    digest.update(_text_bytes(chunk))
+                yield chunk
+        if digest is not None:
+            self._digest = digest.hexdigest()
+
+    def digest(self) -> str:
+        """sha256 of every story's id, title, text and language (one pass over the texts, unless done)."""
+        if self._digest is None:
+            for _ in self.chunks(self.stories_ids):
+                pass
+        assert self._digest is not None
+        return self._digest
+
+
+def _text_bytes(chunk: TextChunk) -> bytes:
+    values = list(zip(chunk.stories_id.tolist(), chunk.title, chunk.text, chunk.language, strict=True))
+    return json.dumps(values, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def read_snapshot_inputs(store: TopicStore, topic_name: str, foci: Sequence[Focus] = ()) -> SnapshotInputs:
+    """Read the topic ``topic_name`` from the store, deduplicated, in one consistent read; ``foci`` are the
+    topic's foci (``topicmap.topics.declarations`` parses them with the topic: this package parses no query).
+    The texts are read later, a chunk at a time (``StoreTexts``)."""
     row = store.topic_row(topic_name)
     topics_id = int(row["topics_id"])
     config = json.loads(row["config_json"])
@@ -241,6 +325,8 @@ def read_snapshot_inputs(store: TopicStore, topic_name: str) -> SnapshotInputs:
         start_date=start_date,
         end_date=end_date,
         timespans=timespans,
+        foci=tuple(foci),
+        texts=StoreTexts(store, frames["stories"]["stories_id"].to_numpy()),
         **frames,
     )
 
@@ -347,6 +433,18 @@ def _read_topic(conn: Connection, topics_id: int) -> dict[str, Any]:
     reasons: dict[str, int] = {}
     for merge in merges:
         reasons[merge[2]] = reasons.get(merge[2], 0) + 1
+    # A tag of a duplicate medium is its final medium's, as its stories are.
+    tags = declared_media_tags(conn)
+    tag_media = _map_ids(_int64([m for m, _, _ in tags]), dup_sources, dup_finals)
+    media_tags = pd.DataFrame(
+        {"media_id": tag_media, "tag_set": [t[1] for t in tags], "tag": [t[2] for t in tags]}
+    )
+    media_tags = media_tags[_positions(media_ids, tag_media) >= 0]
+    media_tags = (
+        media_tags.drop_duplicates()
+        .sort_values(["media_id", "tag_set", "tag"], kind="mergesort")
+        .reset_index(drop=True)
+    )
     dedup_state = {
         "merged_stories": len(merges),
         "merged_stories_by_reason": dict(sorted(reasons.items())),
@@ -367,6 +465,7 @@ def _read_topic(conn: Connection, topics_id: int) -> dict[str, Any]:
         "near_dup_groups": groups,
         "iteration": int(iteration or 0),
         "dedup_state": dedup_state,
+        "media_tags": media_tags,
     }
 
 
@@ -423,7 +522,8 @@ def _column_bytes(series: pd.Series) -> bytes:
 
 def snapshot_key(inputs: SnapshotInputs, options: SnapshotOptions) -> str:
     """sha256 over everything a snapshot is built from: the topic's config, the iteration and dedup state,
-    the input frames (sorted by their ids), the options and the code versions. Same inputs, same key."""
+    the input frames (sorted by their ids; the media tags among them), the foci, the stories' texts (whose
+    words are counted and which query foci match), the options and the code versions. Same inputs, same key."""
     digest = hashlib.sha256()
 
     def part(label: str, payload: bytes) -> None:
@@ -445,6 +545,9 @@ def snapshot_key(inputs: SnapshotInputs, options: SnapshotOptions) -> str:
         part(f"frame:{name}", canonical(list(frame.columns)))
         for column in frame.columns:
             part(f"{name}.{column}", _column_bytes(frame[column]))
+    part("foci", canonical([focus.definition() for focus in inputs.foci]))
+    if inputs.texts is not None:
+        part("texts", inputs.texts.digest().encode("ascii"))
     return digest.hexdigest()
 
 
@@ -462,6 +565,8 @@ def snapshot_provenance(inputs: SnapshotInputs, options: SnapshotOptions, key: s
         "iteration": inputs.iteration,
         "dedup": dict(inputs.dedup_state),
         "input_rows": inputs.row_counts(),
+        "foci": [focus.definition() for focus in inputs.foci],
+        "texts_sha256": inputs.texts.digest() if inputs.texts is not None else None,
         "options": options.as_dict(),
         "code": code_versions(),
     }
@@ -543,14 +648,15 @@ def _write_folder(
     problems: list[str],
     staging: Path,
     log: Callable[[str], None],
+    files: SnapshotFilesWriter,
 ) -> None:
     """Everything of one snapshot into ``staging``; the manifest is written last and lists every file.
 
-    The tables are written by a background thread (pyarrow and hashlib release the GIL) while this thread
+    The tables are written by background threads (pyarrow and hashlib release the GIL) while this thread
     draws the maps, so the pictures' fixed cost overlaps the files' cost when a second core is free.
     """
     with ThreadPoolExecutor(max_workers=1) as background:
-        tables = background.submit(write_snapshot_files, result, staging, csv=True)
+        tables = background.submit(files.finish, result)
         try:
             extra = _write_maps(result, inputs, options, staging)
         finally:
@@ -578,16 +684,31 @@ def _write_folder(
 def _write_maps(
     result: SnapshotResult, inputs: SnapshotInputs, options: SnapshotOptions, staging: Path
 ) -> list[Path]:
-    """A GEXF for every timespan with stories, a PNG for those of ``options.picture_periods``."""
+    """A GEXF for every timespan with stories; a PNG link map for the whole topic's timespans of
+    ``options.picture_periods`` and each focus's overall timespan; an attention chart for every overall
+    timespan (the whole topic's and each focus's, the focus's with the topic's for comparison)."""
     extra: list[Path] = []
-    for snap in result.timespans:
+    tag_set = options.link_map_tag_set
+    labels = tag_labels(inputs.media_tags)
+    groups = labels.get(tag_set, {}) if tag_set else None
+    overall = next((snap for snap in result.timespans if snap.timespan.period == "overall"), None)
+    topic_days = overall.summary.days if overall is not None and overall.summary is not None else None
+    for focus, snap in result.all_timespans():
         ts = snap.timespan
         if snap.empty:  # recorded in the manifest and the store, but no map of nothing
             continue
-        folder = staging / ts.key
-        label = f"{inputs.topic_name} · {ts.name} ({ts.start_date.isoformat()} to {ts.last_date.isoformat()})"
-        extra.append(write_gexf(snap.medium_link_counts, snap.medium_links, folder / GEXF_NAME, label))
-        if ts.period in options.picture_periods:
+        folder = staging / timespan_folder(focus, ts)
+        whose = (
+            inputs.topic_name
+            if focus is None
+            else f"{inputs.topic_name} · focus {focus.focal_set} / {focus.name}"
+        )
+        label = f"{whose} · {ts.name} ({ts.start_date.isoformat()} to {ts.last_date.isoformat()})"
+        extra.append(
+            write_gexf(snap.medium_link_counts, snap.medium_links, folder / GEXF_NAME, label, labels)
+        )
+        drawn = ts.period in options.picture_periods if focus is None else ts.period == "overall"
+        if drawn:
             extra.append(
                 render_link_map(
                     snap.medium_link_counts,
@@ -595,16 +716,39 @@ def _write_maps(
                     folder / PNG_NAME,
                     title=f"Media link map · {label}",
                     top_labels=options.top_labels,
+                    groups=groups,
+                    groups_title=f"media by {tag_set}" if tag_set else "",
+                )
+            )
+        if ts.period == "overall" and snap.summary is not None:
+            summary = snap.summary
+            apart = [
+                f"{count} {what}"
+                for count, what in (
+                    (summary.undated_stories, "undated"),
+                    (summary.outside_stories, "published outside the dates, linked from inside"),
+                )
+                if count
+            ]
+            extra.append(
+                render_attention_chart(
+                    summary.days,
+                    folder / ATTENTION_NAME,
+                    title=f"Stories per day · {whose}",
+                    topic_days=topic_days if focus is not None else None,
+                    note=f"not on a day: {', '.join(apart)}" if apart else "",
                 )
             )
     return extra
 
 
 def _log_written(result: SnapshotResult, extra: list[Path], log: Callable[[str], None]) -> None:
-    empty = sum(snap.empty for snap in result.timespans)
+    spans = [snap for _, snap in result.all_timespans()]
+    empty = sum(snap.empty for snap in spans)
     log(
         f"wrote {sum(p.suffix == '.gexf' for p in extra)} GEXF maps and {sum(p.suffix == '.png' for p in extra)} "
-        f"pictures; {empty} of {len(result.timespans)} timespans have no stories (recorded, no files)"
+        f"pictures; {empty} of {len(spans)} timespans ({len(result.foci)} foci) have no stories "
+        "(recorded, no files)"
     )
 
 
@@ -617,44 +761,57 @@ def _set_aside(folder: Path) -> Path:
     return aside
 
 
+@dataclass
+class WrittenSnapshot:
+    """A snapshot computed and, unless its folder was already complete, written."""
+
+    result: SnapshotResult
+    problems: dict[str, list[str]]  # per asset check (empty lists when consistent)
+    written: bool  # False: the folder for this key already existed, complete, and was left alone
+
+
 def write_snapshot_folder(
-    result: SnapshotResult,
     inputs: SnapshotInputs,
     options: SnapshotOptions,
     key: str,
     folder: Path,
     log: Callable[[str], None] = lambda _msg: None,
-    problems: list[str] | None = None,
-) -> bool:
-    """Write the snapshot ``key`` to ``folder`` unless it is already there, complete. Returns True if written.
+) -> WrittenSnapshot:
+    """Compute the snapshot ``key`` and write it to ``folder`` unless it is already there, complete.
 
-    ``problems`` (the consistency problems found) are recorded in the manifest; such a folder does not count
-    as complete, so once the code is fixed the next run sets it aside and writes the snapshot again.
+    The consistency problems found are recorded in the manifest; such a folder does not count as complete, so
+    once the code is fixed the next run sets it aside and writes the snapshot again.
 
-    The files go to a staging sibling first, which is renamed to ``folder`` at the end: a reader, a crash
-    or a concurrent run never sees half a snapshot. If another process finished the same key first, its
-    folder is kept (same key, same bytes) and ours is discarded.
+    The files go to a staging sibling first, which is renamed to ``folder`` at the end: a reader, a crash or a
+    concurrent run never sees half a snapshot. If another process finished the same key first, its folder is
+    kept (same key, same bytes) and ours is discarded. The whole topic's files are written while the foci are
+    computed (``SnapshotFilesWriter``).
     """
     if folder_is_complete(folder, key):
-        return False
+        result = compute_inputs(inputs, options)
+        return WrittenSnapshot(result, check_problems(result, inputs.start_date, inputs.end_date), False)
     if folder.exists():
         log(f"{folder} is incomplete or inconsistent; moved to {_set_aside(folder)}")
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = folder.with_name(f".{folder.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     staging.mkdir()
     try:
-        provenance = snapshot_provenance(inputs, options, key)
-        _write_folder(result, inputs, options, key, provenance, list(problems or []), staging, log)
+        with SnapshotFilesWriter(staging, csv=True) as files:
+            result = compute_inputs(inputs, options, files)
+            problems = check_problems(result, inputs.start_date, inputs.end_date)
+            flat = [problem for found in problems.values() for problem in found]
+            provenance = snapshot_provenance(inputs, options, key)
+            _write_folder(result, inputs, options, key, provenance, flat, staging, log, files)
         try:
             staging.rename(folder)
         except OSError:
             if not folder_is_complete(folder, key):
                 raise
-            return False
+            return WrittenSnapshot(result, problems, False)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    return True
+    return WrittenSnapshot(result, problems, True)
 
 
 # ----------------------------------------------------------------------------------------------- recording
@@ -717,7 +874,66 @@ def record_snapshot(
             for snap in result.timespans
         ]
         store.insert_ignore(conn, s.timespans, rows, ["snapshots_id", "period", "start_date", "end_date"])
+        _record_foci(store, conn, snapshots_id, result)
     return snapshots_id
+
+
+def _record_foci(store: TopicStore, conn: Connection, snapshots_id: int, result: SnapshotResult) -> None:
+    """The snapshot's focal sets, foci and focus timespans (Media Cloud's focal_sets / foci / timespans with a
+    foci_id), idempotent on their unique keys."""
+    if not result.foci:
+        return
+    set_names = list(dict.fromkeys(found.focus.focal_set for found in result.foci))
+    store.insert_ignore(
+        conn,
+        s.focal_sets,
+        [{"snapshots_id": snapshots_id, "name": n} for n in set_names],
+        ["snapshots_id", "name"],
+    )
+    set_ids = dict(
+        conn.execute(
+            select(s.focal_sets.c.name, s.focal_sets.c.focal_sets_id).where(
+                s.focal_sets.c.snapshots_id == snapshots_id
+            )
+        ).all()
+    )
+    store.insert_ignore(
+        conn,
+        s.foci,
+        [
+            {
+                "focal_sets_id": set_ids[found.focus.focal_set],
+                "name": found.focus.name,
+                "arguments": json.dumps(found.focus.definition(), sort_keys=True),
+                "story_count": found.story_count,
+            }
+            for found in result.foci
+        ],
+        ["focal_sets_id", "name"],
+    )
+    foci_ids = {
+        (int(set_id), name): int(foci_id)
+        for foci_id, set_id, name in conn.execute(
+            select(s.foci.c.foci_id, s.foci.c.focal_sets_id, s.foci.c.name).where(
+                s.foci.c.focal_sets_id.in_(list(set_ids.values()))
+            )
+        )
+    }
+    rows = [
+        {
+            "foci_id": foci_ids[(int(set_ids[found.focus.focal_set]), found.focus.name)],
+            "period": snap.timespan.period,
+            "start_date": snap.timespan.start_date,
+            "end_date": snap.timespan.end_date,
+            "story_count": snap.counts.story_count,
+            "story_link_count": snap.counts.story_link_count,
+            "medium_count": snap.counts.medium_count,
+            "medium_link_count": snap.counts.medium_link_count,
+        }
+        for found in result.foci
+        for snap in found.timespans
+    ]
+    store.insert_ignore(conn, s.focus_timespans, rows, ["foci_id", "period", "start_date", "end_date"])
 
 
 # ----------------------------------------------------------------------------------------------- checks
@@ -763,23 +979,11 @@ class BuiltSnapshot:
         return path if path.is_file() else None
 
 
-def build_snapshot(
-    store: TopicStore,
-    topic_name: str,
-    options: SnapshotOptions | None = None,
-    home: Path | None = None,
-    log: Callable[[str], None] = lambda _msg: None,
-) -> BuiltSnapshot:
-    """Read, key, compute, write (once) and record the snapshot of ``topic_name``."""
-    options = options or SnapshotOptions()
-    home = home or topicmap_home()
-    inputs = read_snapshot_inputs(store, topic_name)
-    key = snapshot_key(inputs, options)
-    log(
-        f"{topic_name}: {len(inputs.stories)} stories, {len(inputs.media)} media, {len(inputs.links)} links, "
-        f"{len(inputs.timespans)} timespans; snapshot key {key[:16]}"
-    )
-    result = compute_snapshot(
+def compute_inputs(
+    inputs: SnapshotInputs, options: SnapshotOptions, files: SnapshotFilesWriter | None = None
+) -> SnapshotResult:
+    """``compute_snapshot`` of what was read, with the options' choices (``files``: write while computing)."""
+    return compute_snapshot(
         inputs.stories,
         inputs.media,
         inputs.links,
@@ -787,11 +991,36 @@ def build_snapshot(
         story_stats=inputs.story_stats,
         near_dup_groups=inputs.near_dup_groups,
         count_syndicated_once=options.count_syndicated_once,
+        foci=inputs.foci,
+        media_tags=inputs.media_tags,
+        texts=inputs.texts,
+        word_sample=options.word_sample,
+        files=files,
     )
-    problems = check_problems(result, inputs.start_date, inputs.end_date)
-    flat = [problem for found in problems.values() for problem in found]
+
+
+def build_snapshot(
+    store: TopicStore,
+    topic_name: str,
+    options: SnapshotOptions | None = None,
+    home: Path | None = None,
+    log: Callable[[str], None] = lambda _msg: None,
+    foci: Sequence[Focus] = (),
+) -> BuiltSnapshot:
+    """Read, key, compute, write (once) and record the snapshot of ``topic_name`` with its ``foci``."""
+    options = options or SnapshotOptions()
+    home = home or topicmap_home()
+    inputs = read_snapshot_inputs(store, topic_name, foci)
+    log(
+        f"{topic_name}: {len(inputs.stories)} stories, {len(inputs.media)} media, {len(inputs.links)} links, "
+        f"{len(inputs.timespans)} timespans, {len(inputs.foci)} foci, {len(inputs.media_tags)} media tags"
+    )
+    key = snapshot_key(inputs, options)
+    log(f"{topic_name}: snapshot key {key[:16]}")
     folder = snapshot_folder(topic_name, key, home)
-    written = write_snapshot_folder(result, inputs, options, key, folder, log, flat)
+    done = write_snapshot_folder(inputs, options, key, folder, log)
+    result, problems, written = done.result, done.problems, done.written
+    flat = [problem for found in problems.values() for problem in found]
     if not written:
         log(f"{folder} already holds this snapshot: left as it is")
     provenance = snapshot_provenance(inputs, options, key)
@@ -839,9 +1068,10 @@ def snapshot_paths(
     """Where a snapshot's files are: the newest snapshot of ``topic``, or ``snapshot_id`` (of that topic).
 
     Returns ``snapshots_id``, ``snapshot_key``, ``snapshot_date``, ``iteration``, ``folder``, ``manifest``,
-    ``provenance``, ``link_map_png`` / ``link_map_gexf`` (of the overall timespan, None if absent) and
-    ``timespans``: one dict per timespan (key, period, name, start_date, last_date, counts, empty, folder,
-    files, gexf, png); an empty timespan (no stories) has no files and no folder. Raises ``StoreError`` for an unknown topic, a missing snapshot or a vanished folder.
+    ``provenance``, ``link_map_png`` / ``link_map_gexf`` / ``attention_png`` (of the overall timespan, None if
+    absent), ``timespans``: one dict per timespan (key, period, name, start_date, last_date, counts, empty,
+    folder, files, gexf, png, attention_png); an empty timespan (no stories) has no files and no folder; and
+    ``foci``: one dict per focus (key, focal_set, name, story_count, link_map_png, attention_png, timespans). Raises ``StoreError`` for an unknown topic, a missing snapshot or a vanished folder.
     """
     home = home or topicmap_home()
     topics_id = int(store.topic_row(topic)["topics_id"])
@@ -857,22 +1087,39 @@ def snapshot_paths(
             f"snapshot {row['snapshots_id']} of {topic!r}: {folder} has no readable {MANIFEST_NAME}"
         )
     files = sorted(manifest.get("files", {}))
-    timespans = []
-    for entry in manifest.get("timespans", []):
-        ts_key = entry["key"]
-        own = [folder / name for name in files if name.startswith(f"{ts_key}/")]
-        gexf, png = folder / ts_key / GEXF_NAME, folder / ts_key / PNG_NAME
+
+    def timespan_entry(entry: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:
+        where = entry.get("folder", entry["key"])  # a focus's timespans name their folder
+        own = [folder / name for name in files if name.startswith(f"{where}/")]
+        gexf, png, chart = (folder / where / name for name in (GEXF_NAME, PNG_NAME, ATTENTION_NAME))
         counts = entry.get("counts", {})
-        timespans.append(
+        return {
+            **{k: described[k] for k in ("key", "period", "name", "start_date", "last_date")},
+            "counts": counts,
+            # format 1 wrote files for empty timespans too and had no flag
+            "empty": bool(entry.get("empty", counts.get("story_count", 0) == 0)),
+            "folder": None if not own else folder / where,
+            "files": own,
+            "gexf": gexf if gexf in own else None,
+            "png": png if png in own else None,
+            "attention_png": chart if chart in own else None,
+        }
+
+    timespans = [timespan_entry(entry, entry) for entry in manifest.get("timespans", [])]
+    described = {t["key"]: t for t in manifest.get("timespans", [])}
+    foci = []
+    for entry in manifest.get("foci", []):
+        spans = [timespan_entry(span, described[span["key"]]) for span in entry["timespans"]]
+        focus_overall = next((t for t in spans if t["period"] == "overall"), None)
+        foci.append(
             {
-                **{k: entry[k] for k in ("key", "period", "name", "start_date", "last_date")},
-                "counts": counts,
-                # format 1 wrote files for empty timespans too and had no flag
-                "empty": bool(entry.get("empty", counts.get("story_count", 0) == 0)),
-                "folder": None if not own else folder / ts_key,
-                "files": own,
-                "gexf": gexf if gexf in own else None,
-                "png": png if png in own else None,
+                "key": entry["key"],
+                "focal_set": entry["focal_set"],
+                "name": entry["name"],
+                "story_count": entry["story_count"],
+                "timespans": spans,
+                "link_map_png": focus_overall["png"] if focus_overall else None,
+                "attention_png": focus_overall["attention_png"] if focus_overall else None,
             }
         )
     overall = next((t for t in timespans if t["period"] == "overall"), None)
@@ -887,7 +1134,9 @@ def snapshot_paths(
         "provenance": folder / PROVENANCE_NAME,
         "link_map_png": overall["png"] if overall else None,
         "link_map_gexf": overall["gexf"] if overall else None,
+        "attention_png": overall["attention_png"] if overall else None,
         "timespans": timespans,
+        "foci": foci,
     }
 
 

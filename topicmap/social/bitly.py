@@ -1,6 +1,6 @@
 """Bit.ly client: find a story's bitlinks from its URL variants and fetch their daily clicks.
 
-Media Cloud (fact sheet §12, seed 004) used Bit.ly's **v3** API, because only v3 can look bitlinks up from a long
+Media Cloud (its Bit.ly processing) used Bit.ly's **v3** API, because only v3 can look bitlinks up from a long
 URL (v4 has no reverse lookup). Bit.ly retired v3 in 2020; the shapes below are v3's documented ones, which is what
 this client speaks and what :mod:`topicmap.demo.standins` answers. To use a real service, point ``base_url`` at an
 endpoint that speaks them; the token goes in ``access_token`` as v3 documented.

@@ -1,6 +1,6 @@
 """Bit.ly click totals: when to fetch them, over which window, and how to add them up.
 
-Media Cloud (fact sheet §12, seed 004) fetched each story's Bit.ly clicks twice, "3 and 30 days" after the story's
+Media Cloud (its Bit.ly processing) fetched each story's Bit.ly clicks twice, "3 and 30 days" after the story's
 timestamp, and summed the daily clicks of every bitlink found for the story's URL variants. This module holds the
 pure rules; the HTTP client lives in :mod:`topicmap.social.bitly`.
 
@@ -47,7 +47,7 @@ def story_timestamp(publish_date: datetime | None, collect_date: datetime, now: 
     """The instant the click schedule counts from (UTC).
 
     The publish date, unless it is missing, before 2008-01-01 or in the future relative to ``now``; then the
-    collect date, which the crawler sets soon after a story appears online (seed 004, "Notes").
+    collect date, which the crawler sets soon after a story appears online (Media Cloud's Bit.ly processing notes).
     """
     collect_utc = as_utc(collect_date, "collect_date")
     now_utc = as_utc(now, "now")

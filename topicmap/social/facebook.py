@@ -1,6 +1,6 @@
 """Facebook Graph API engagement counts (shares, comments, reactions) for story URLs.
 
-Follows Media Cloud's ``facebook_fetch_story_stats`` (fact sheet §13):
+Follows Media Cloud's ``facebook_fetch_story_stats``:
 
 * Request: ``GET {base_url}/?id=<canonical url>&fields=engagement&access_token=<app_id>|<app_secret>``; answer
   ``{"id": "<url>", "engagement": {"share_count": 1, "comment_count": 2, "reaction_count": 3, ...}}``, errors as

@@ -1,6 +1,6 @@
 """A folder of raw API answers, gzip-compressed JSON, so derived figures can be recomputed without refetching.
 
-Media Cloud kept every raw Bit.ly answer gzip-compressed in a key-value store (Postgres and/or S3, fact sheet §12).
+Media Cloud kept every raw Bit.ly answer gzip-compressed in a key-value store (Postgres and/or S3).
 Here the store is a plain folder (a setting, so it can be a mounted bucket or network share):
 
     <root>/<kind>/<h[0:2]>/<h[2:4]>/<h>.json.gz      h = sha256(key) in hex

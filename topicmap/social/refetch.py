@@ -19,6 +19,10 @@ story lacking the stage when the sensor passed it). The sensors ask the topic st
   missing 3-day figure from the same daily clicks (:mod:`topicmap.social.clicks` computes both from one day map), which is
   the rule "a story older than 30 days when it arrives is due once, at once, for the 30-day stage".
 
+* a story that another story was merged into (dedup) after its stage was fetched lacks the stage again: its figure
+  must count the merged story's URLs too (:func:`topicmap.social.store.click_stories`); its day is requested again
+  with the key ``...:late-<stories_id>-merge-<newest merge id>``.
+
 A run that fails leaves its stories lacking; the next tick re-requests the day once with a ``late-`` key (whose
 stories_id is the same as long as no new story arrives), so a failure is retried once, not forever; after that a
 data engineer backfills the range from the UI.
@@ -132,9 +136,11 @@ def run_key(day: date, stage: str) -> str:
     return f"clicks:{day.isoformat()}:{check_stage(stage)}"
 
 
-def late_run_key(day: date, stage: str, max_stories_id: int) -> str:
-    """The key of a repeat request for stories that arrived after the day's regular request."""
-    return f"{run_key(day, stage)}:late-{max_stories_id}"
+def late_run_key(day: date, stage: str, max_stories_id: int, last_merge_id: int = 0) -> str:
+    """The key of a repeat request for stories that arrived after the day's regular request, or whose figures
+    predate a merge into them (``-merge-<id>``: a later merge into the same story is requested again)."""
+    key = f"{run_key(day, stage)}:late-{max_stories_id}"
+    return f"{key}-merge-{last_merge_id}" if last_merge_id else key
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,9 @@ class DayCandidate:
     day: date
     stories: int
     max_stories_id: int
+    last_merge_id: int = 0
+    """The newest merge (``topic_merged_stories_map`` id) into a story of the day after its stage was fetched, or 0.
+    Such a survivor lacks the stage again: its figure must count the merged stories' URLs too."""
 
 
 @dataclass(frozen=True)
@@ -214,7 +223,7 @@ def plan_refetch(
             continue
         late = last_requested is not None and candidate.day <= last_requested
         key = (
-            late_run_key(candidate.day, stage, candidate.max_stories_id)
+            late_run_key(candidate.day, stage, candidate.max_stories_id, candidate.last_merge_id)
             if late
             else run_key(candidate.day, stage)
         )

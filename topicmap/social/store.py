@@ -7,6 +7,14 @@ The same timestamp rule is written once in Python (:func:`topicmap.social.clicks
 (:func:`story_timestamp_sql`) so the sensors can group a whole table by day without loading it; the Python rule
 re-checks every row the SQL selects.
 
+Merged stories (dedup, ``topic_merged_stories_map``) count towards their survivor, as Media Cloud's bitly totals
+were per story over all its URL variants, merged stories' URLs included: a survivor's variants are its own plus
+those of every story merged into it (through chains too), a merged-away story is no longer measured or exported,
+and a survivor whose figures predate a merge into it lacks its stage again (the sensors re-request its day).
+A stored figure never goes down: each window keeps the largest figure any fetch observed, with the time of that
+fetch (:func:`upsert_click_totals`), so a re-run that found fewer bitlinks (a lookup that failed, a URL no longer
+known) cannot lower it.
+
 Facebook engagement goes to ``story_statistics`` (one row per story, upserted), soft failures in
 ``facebook_api_error``.
 """
@@ -23,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
-from sqlalchemy import Date, and_, case, cast, func, or_, select
+from sqlalchemy import Connection, Date, and_, case, cast, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -90,27 +98,48 @@ def _in_days(timestamp: ColumnElement[Any], first_day: date, last_day: date) -> 
     return and_(timestamp >= day_start(first_day), timestamp < day_start(last_day + timedelta(days=1)))
 
 
-def _lacking(stage: str) -> ColumnElement[bool]:
-    fetched = (
-        s.bitly_clicks_total.c.fetched_3d_at
-        if check_stage(stage) == STAGE_3D
-        else (s.bitly_clicks_total.c.fetched_30d_at)
+def _latest_merges() -> Any:
+    """Per story that others were merged into: its newest merge (time and id), in any topic."""
+    m = s.topic_merged_stories_map
+    return (
+        select(
+            m.c.target_stories_id.label("target"),
+            func.max(m.c.merged_at).label("merged_at"),
+            func.max(m.c.topic_merged_stories_map_id).label("merge_id"),
+        )
+        .group_by(m.c.target_stories_id)
+        .subquery("latest_merges")
     )
-    return or_(s.bitly_clicks_total.c.stories_id.is_(None), fetched.is_(None))
 
 
 def days_lacking_stage(
     store: TopicStore, stage: str, first_day: date, last_day: date, now: datetime, limit: int
 ) -> list[DayCandidate]:
-    """Publication days in ``[first_day, last_day]`` with topic stories still lacking ``stage``, oldest first."""
+    """Publication days in ``[first_day, last_day]`` with topic stories still lacking ``stage``, oldest first:
+    stories without the stage's figure, and survivors whose figure was fetched before a story was merged into them
+    (it does not count that story's URLs yet)."""
     st, b = s.stories, s.bitly_clicks_total
+    fetched = b.c.fetched_3d_at if check_stage(stage) == STAGE_3D else b.c.fetched_30d_at
+    merges = _latest_merges()
+    merged_since = and_(fetched.is_not(None), merges.c.merged_at.is_not(None), merges.c.merged_at > fetched)
     timestamp = story_timestamp_sql(now)
     day = _day_sql(store.dialect, timestamp).label("day")
     query = (
-        select(day, func.count().label("stories"), func.max(st.c.stories_id).label("max_id"))
-        .select_from(st.outerjoin(b, b.c.stories_id == st.c.stories_id))
+        select(
+            day,
+            func.count().label("stories"),
+            func.max(st.c.stories_id).label("max_id"),
+            func.max(case((merged_since, merges.c.merge_id), else_=0)).label("merge_id"),
+        )
+        .select_from(
+            st.outerjoin(b, b.c.stories_id == st.c.stories_id).outerjoin(
+                merges, merges.c.target == st.c.stories_id
+            )
+        )
         .where(
-            st.c.stories_id.in_(_topic_story_ids()), _in_days(timestamp, first_day, last_day), _lacking(stage)
+            st.c.stories_id.in_(_topic_story_ids()),
+            _in_days(timestamp, first_day, last_day),
+            or_(b.c.stories_id.is_(None), fetched.is_(None), merged_since),
         )
         .group_by(day)
         .order_by(day)
@@ -118,7 +147,7 @@ def days_lacking_stage(
     )
     with store.engine.connect() as conn:
         rows = conn.execute(query).all()
-    return [DayCandidate(_as_date(r.day), int(r.stories), int(r.max_id)) for r in rows]
+    return [DayCandidate(_as_date(r.day), int(r.stories), int(r.max_id), int(r.merge_id or 0)) for r in rows]
 
 
 def topic_story_days(store: TopicStore, now: datetime) -> list[date]:
@@ -131,10 +160,14 @@ def topic_story_days(store: TopicStore, now: datetime) -> list[date]:
 
 
 def topic_story_timestamps(store: TopicStore, now: datetime) -> dict[str, datetime]:
-    """Story URL → story timestamp for every topic story (the demo seeds its API stand-in with these)."""
-    st = s.stories
+    """Story URL → story timestamp for every topic story and every story merged into one (the demo seeds its API
+    stand-in with these: Bit.ly knows a merged story's URL as well as before the merge)."""
+    st, m = s.stories, s.topic_merged_stories_map
     query = select(st.c.url, st.c.publish_date, st.c.collect_date).where(
-        st.c.stories_id.in_(_topic_story_ids())
+        or_(
+            st.c.stories_id.in_(_topic_story_ids()),
+            st.c.stories_id.in_(select(m.c.source_stories_id).distinct()),
+        )
     )
     with store.engine.connect() as conn:
         return {
@@ -153,6 +186,8 @@ class ClickStory:
     story_ts: datetime
     day: date
     url_variants: tuple[str, ...]
+    merged_stories_ids: tuple[int, ...] = ()
+    """Stories merged into this one (dedup, any topic, chains followed): their URL variants are in ``url_variants``."""
 
 
 def canonical_link(html: bytes | str | None, page_url: str) -> str | None:
@@ -179,9 +214,9 @@ def canonical_link(html: bytes | str | None, page_url: str) -> str | None:
 def story_url_variants(
     url: str, redirect_urls: Sequence[str], canonical_url: str | None, known_urls: Sequence[str]
 ) -> list[str]:
-    """Every URL a story is known by, for Bit.ly lookups (fact sheet §12 ``all_url_variants``): the story URL, each
+    """Every URL a story is known by, for Bit.ly lookups (Media Cloud's ``all_url_variants``): the story URL, each
     redirect target and the canonical link with their normalized forms (:func:`topicmap.web.urls.url_variants`), plus
-    the story's ``story_urls`` rows (alternative URLs of merged stories). Homepages are dropped unless the story URL
+    the story's ``story_urls`` rows (its guid and the forms it was found under). Homepages are dropped unless the story URL
     itself is one; order is first seen first."""
     redirects = [r for r in dict.fromkeys(redirect_urls) if r and r != url]
     variants = url_variants(url, redirects[0] if redirects else None, canonical_url)
@@ -194,9 +229,70 @@ def story_url_variants(
     return list(dict.fromkeys(variants))
 
 
+def merged_into(conn: Connection, survivors: Iterable[int]) -> dict[int, list[int]]:
+    """Survivor → the stories merged into it (``topic_merged_stories_map``, any topic), directly or through a chain
+    (A merged into B, B later into C: both count for C), in the order they were found."""
+    m = s.topic_merged_stories_map
+    root: dict[int, int] = {sid: sid for sid in survivors}
+    found: dict[int, list[int]] = {}
+    frontier = list(root)
+    while frontier:
+        sources: list[tuple[int, int]] = []
+        for start in range(0, len(frontier), 500):
+            chunk = frontier[start : start + 500]
+            sources += conn.execute(
+                select(m.c.source_stories_id, m.c.target_stories_id)
+                .where(m.c.target_stories_id.in_(chunk))
+                .order_by(m.c.topic_merged_stories_map_id)
+            ).all()
+        frontier = []
+        for source, target in sources:
+            if source in root:
+                continue  # already counted (merged in two topics), or a cycle, which dedup never writes
+            root[source] = root[target]
+            found.setdefault(root[target], []).append(source)
+            frontier.append(source)
+    return found
+
+
+def _variants_by_story(conn: Connection, urls: dict[int, str]) -> dict[int, list[str]]:
+    """Each story's URL variants (:func:`story_url_variants`) from its URL, redirect targets, canonical link and
+    ``story_urls`` rows; ``urls`` maps stories_id → stories.url. Pages are read and let go 500 stories at a time."""
+    ts, su, dl = s.topic_stories, s.story_urls, s.downloads
+    ids = sorted(urls)
+    variants: dict[int, list[str]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        redirects: dict[int, list[str]] = {}
+        known: dict[int, list[str]] = {}
+        for sid, redirect in conn.execute(
+            select(ts.c.stories_id, ts.c.redirect_url)
+            .where(ts.c.stories_id.in_(chunk), ts.c.redirect_url.is_not(None))
+            .order_by(ts.c.topic_stories_id)
+        ):
+            redirects.setdefault(sid, []).append(redirect)
+        for sid, known_url in conn.execute(
+            select(su.c.stories_id, su.c.url).where(su.c.stories_id.in_(chunk)).order_by(su.c.story_urls_id)
+        ):
+            known.setdefault(sid, []).append(known_url)
+        pages = {
+            sid: decompress_page(content)[:CANONICAL_HTML_BYTES]
+            for sid, content in conn.execute(
+                select(dl.c.stories_id, dl.c.content_gz).where(dl.c.stories_id.in_(chunk))
+            )
+        }
+        for sid in chunk:
+            url = urls[sid]
+            variants[sid] = story_url_variants(
+                url, redirects.get(sid, []), canonical_link(pages.get(sid), url), known.get(sid, [])
+            )
+    return variants
+
+
 def click_stories(store: TopicStore, first_day: date, last_day: date, now: datetime) -> list[ClickStory]:
-    """Topic stories whose publication day is in ``[first_day, last_day]``, with their URL variants, by id."""
-    st, ts, su, dl = s.stories, s.topic_stories, s.story_urls, s.downloads
+    """Topic stories whose publication day is in ``[first_day, last_day]``, by id, each with its URL variants and
+    those of the stories merged into it (a merged story's bitlinks count towards its survivor)."""
+    st = s.stories
     timestamp = story_timestamp_sql(now)
     query = (
         select(st.c.stories_id, st.c.url, st.c.publish_date, st.c.collect_date)
@@ -206,40 +302,26 @@ def click_stories(store: TopicStore, first_day: date, last_day: date, now: datet
     stories: list[ClickStory] = []
     with store.engine.connect() as conn:
         rows = conn.execute(query).all()
-        ids = [row.stories_id for row in rows]
-        redirects: dict[int, list[str]] = {}
-        known: dict[int, list[str]] = {}
-        pages: dict[int, bytes] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            for sid, redirect in conn.execute(
-                select(ts.c.stories_id, ts.c.redirect_url)
-                .where(ts.c.stories_id.in_(chunk), ts.c.redirect_url.is_not(None))
-                .order_by(ts.c.topic_stories_id)
-            ):
-                redirects.setdefault(sid, []).append(redirect)
-            for sid, known_url in conn.execute(
-                select(su.c.stories_id, su.c.url)
-                .where(su.c.stories_id.in_(chunk))
-                .order_by(su.c.story_urls_id)
-            ):
-                known.setdefault(sid, []).append(known_url)
-            for sid, content in conn.execute(
-                select(dl.c.stories_id, dl.c.content_gz).where(dl.c.stories_id.in_(chunk))
-            ):
-                pages[sid] = decompress_page(content)[:CANONICAL_HTML_BYTES]
-        for row in rows:
-            story_ts = story_timestamp(utc(row.publish_date), utc(row.collect_date), now)
-            day = story_ts.date()
-            if not first_day <= day <= last_day:
-                continue  # cannot happen unless the SQL and Python rules disagree; Python wins
-            variants = story_url_variants(
-                row.url,
-                redirects.get(row.stories_id, []),
-                canonical_link(pages.get(row.stories_id), row.url),
-                known.get(row.stories_id, []),
+        merged = merged_into(conn, [row.stories_id for row in rows])
+        urls = {row.stories_id: row.url for row in rows}
+        sources = sorted({sid for ids in merged.values() for sid in ids} - set(urls))
+        for start in range(0, len(sources), 500):
+            urls |= dict(
+                conn.execute(
+                    select(st.c.stories_id, st.c.url).where(st.c.stories_id.in_(sources[start : start + 500]))
+                ).all()
             )
-            stories.append(ClickStory(row.stories_id, row.url, story_ts, day, tuple(variants)))
+        variants = _variants_by_story(conn, urls)
+    for row in rows:
+        story_ts = story_timestamp(utc(row.publish_date), utc(row.collect_date), now)
+        day = story_ts.date()
+        if not first_day <= day <= last_day:
+            continue  # cannot happen unless the SQL and Python rules disagree; Python wins
+        own = merged.get(row.stories_id, [])
+        every = [*variants[row.stories_id], *(url for sid in own for url in variants[sid])]
+        stories.append(
+            ClickStory(row.stories_id, row.url, story_ts, day, tuple(dict.fromkeys(every)), tuple(own))
+        )
     return stories
 
 
@@ -255,7 +337,7 @@ def click_window(stage: str, story_ts: datetime, now: datetime) -> tuple[datetim
 # ---------------------------------------------------------------------------------------------- click totals
 def click_total_row(stage: str, story: ClickStory, clicks: StoryClicks) -> dict[str, Any]:
     """The ``bitly_clicks_total`` values one fetch yields. A 30-day fetch carries the 3-day figure too (computed
-    from the same daily clicks); :func:`upsert_click_totals` stores it only where none is stored yet."""
+    from the same daily clicks, which by then are complete for the first three days)."""
     fetched_at = as_utc(clicks.fetched_at, "fetched_at")
     row: dict[str, Any] = {
         "stories_id": story.stories_id,
@@ -272,32 +354,82 @@ def click_total_row(stage: str, story: ClickStory, clicks: StoryClicks) -> dict[
     return row
 
 
-def upsert_click_totals(store: TopicStore, stage: str, rows: Sequence[dict[str, Any]]) -> None:
-    """Write one stage's totals.
+def _figures_kept(stage: str, stored: dict[int, Any], rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The stored figures that stay because this fetch saw fewer clicks (see :func:`upsert_click_totals`)."""
+    windows = ("clicks_3d",) if check_stage(stage) == STAGE_3D else ("clicks_3d", "clicks_30d")
+    kept = []
+    for row in rows:
+        old = stored.get(row["stories_id"])
+        for column in windows:
+            if old is not None and old[column] is not None and row[column] < old[column]:
+                kept.append(
+                    {
+                        "stories_id": row["stories_id"],
+                        "window": column.removeprefix("clicks_"),
+                        "stored": old[column],
+                        "fetched_now": row[column],
+                        "stored_fetched_at": utc(old[f"fetched_{column.removeprefix('clicks_')}_at"]),
+                        "bitlinks_now": row["bitlinks_found"],
+                        "bitlinks_stored": old["bitlinks_found"],
+                    }
+                )
+    return kept
 
-    3d: sets clicks_3d / fetched_3d_at, keeps clicks_30d. 30d: sets clicks_30d / fetched_30d_at and fills
-    clicks_3d / fetched_3d_at only where they are null, so the figure taken at 3 days survives the 30-day refetch.
+
+def upsert_click_totals(
+    store: TopicStore, stage: str, rows: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Write one stage's totals; a figure never goes down. Returns the stored figures kept over lower new ones.
+
+    Per story and window (3 days, 30 days) the stored figure is the largest any fetch observed, with the time of
+    that fetch (``fetched_3d_at`` / ``fetched_30d_at``): clicks only accumulate, so a lower figure means the fetch
+    saw less (a bitlink lookup that failed, a URL variant no longer known, Bit.ly revising a day down), not that
+    clicks went away. A tie keeps the stored figure and its time. A 3d fetch sets the 3-day window only; a 30d
+    fetch both (its 3-day figure comes from the same complete daily clicks, and for a survivor of a merge counts
+    the merged stories' bitlinks too). ``bitlinks_found`` belongs to the stored 30-day figure, else to the 3-day
+    one. The same fetches in any order give the same figures (a tie keeps the time of whichever came first).
     """
     if not rows:
-        return
+        return []
     table = s.bitly_clicks_total
     insert = (postgresql.insert if store.dialect == "postgresql" else sqlite.insert)(table)
     new = insert.excluded
-    updates: dict[str, Any] = {"publish_day": new.publish_day, "bitlinks_found": new.bitlinks_found}
-    if check_stage(stage) == STAGE_3D:
-        updates |= {"clicks_3d": new.clicks_3d, "fetched_3d_at": new.fetched_3d_at}
-    else:
-        keep_3d = table.c.clicks_3d.is_not(None)
-        updates |= {
-            "clicks_30d": new.clicks_30d,
-            "fetched_30d_at": new.fetched_30d_at,
-            "clicks_3d": case((keep_3d, table.c.clicks_3d), else_=new.clicks_3d),
-            "fetched_3d_at": case((keep_3d, table.c.fetched_3d_at), else_=new.fetched_3d_at),
+
+    def higher(window: str) -> ColumnElement[bool]:
+        return or_(
+            table.c[f"clicks_{window}"].is_(None), new[f"clicks_{window}"] > table.c[f"clicks_{window}"]
+        )
+
+    def take(window: str) -> dict[str, Any]:
+        wins = higher(window)
+        return {
+            f"clicks_{window}": case((wins, new[f"clicks_{window}"]), else_=table.c[f"clicks_{window}"]),
+            f"fetched_{window}_at": case(
+                (wins, new[f"fetched_{window}_at"]), else_=table.c[f"fetched_{window}_at"]
+            ),
         }
+
+    updates: dict[str, Any] = {"publish_day": new.publish_day, **take("3d")}
+    if check_stage(stage) == STAGE_3D:
+        without_30d = and_(table.c.clicks_30d.is_(None), higher("3d"))
+        updates["bitlinks_found"] = case((without_30d, new.bitlinks_found), else_=table.c.bitlinks_found)
+    else:
+        updates |= take("30d")
+        updates["bitlinks_found"] = case((higher("30d"), new.bitlinks_found), else_=table.c.bitlinks_found)
     statement = insert.on_conflict_do_update(index_elements=["stories_id"], set_=updates)
+    kept: list[dict[str, Any]] = []
     with store.engine.begin() as conn:
         for start in range(0, len(rows), 500):
-            conn.execute(statement, list(rows[start : start + 500]))
+            batch = list(rows[start : start + 500])
+            stored = {
+                row.stories_id: row._mapping
+                for row in conn.execute(
+                    select(table).where(table.c.stories_id.in_([r["stories_id"] for r in batch]))
+                )
+            }
+            kept += _figures_kept(stage, stored, batch)
+            conn.execute(statement, batch)
+    return kept
 
 
 CLICK_COLUMNS = (
@@ -313,12 +445,18 @@ CLICK_COLUMNS = (
 
 
 def click_rows(store: TopicStore, first_day: date, last_day: date) -> list[dict[str, Any]]:
-    """The stored click totals of ``[first_day, last_day]`` with each story's URL, by day then story."""
+    """The stored click totals of the topic stories of ``[first_day, last_day]`` with each story's URL, by day
+    then story (a story merged into another is counted in its survivor's figures, not again on its own)."""
     b, st = s.bitly_clicks_total, s.stories
     query = (
         select(*(b.c[c] for c in CLICK_COLUMNS if c != "url"), st.c.url)
         .join(st, st.c.stories_id == b.c.stories_id)
-        .where(b.c.publish_day >= first_day, b.c.publish_day <= last_day)
+        .where(
+            b.c.publish_day >= first_day,
+            b.c.publish_day <= last_day,
+            # a story merged into another counts there (its row stays, as the story does, but is not exported)
+            b.c.stories_id.in_(_topic_story_ids()),
+        )
         .order_by(b.c.publish_day, b.c.stories_id)
     )
     with store.engine.connect() as conn:
@@ -388,9 +526,14 @@ def write_click_exports(
 
 
 def clicks_30d_below_3d(store: TopicStore, limit: int = 50) -> tuple[int, list[dict[str, Any]]]:
-    """Stories whose 30-day total is below their 3-day total: (how many, the first ``limit`` of them)."""
+    """Topic stories whose 30-day total is below their 3-day total: (how many, the first ``limit`` of them)."""
     b, st = s.bitly_clicks_total, s.stories
-    condition = and_(b.c.clicks_30d.is_not(None), b.c.clicks_3d.is_not(None), b.c.clicks_30d < b.c.clicks_3d)
+    condition = and_(
+        b.c.clicks_30d.is_not(None),
+        b.c.clicks_3d.is_not(None),
+        b.c.clicks_30d < b.c.clicks_3d,
+        b.c.stories_id.in_(_topic_story_ids()),
+    )
     with store.engine.connect() as conn:
         count = int(conn.execute(select(func.count()).select_from(b).where(condition)).scalar_one())
         rows = conn.execute(

@@ -5,7 +5,7 @@ A claim is two columns of ``topic_fetch_urls``: ``claimed_by`` (the holder) and 
 seconds since the epoch on the holder's clock, as the politeness throttle's slots are: hosts must run NTP).
 The holder renews its lease while it works (:class:`ClaimHeartbeat`); a holder that dies stops renewing, its
 claims expire, and any other worker takes those URLs again. A URL's claim ends when its outcome is written
-(its state leaves "pending"/"requeued" in the same transaction as the stories it produced), so a URL is never
+(its state leaves "pending" in the same transaction as the stories it produced), so a URL is never
 lost in a claimed state: it is either done, or pending with a claim that expires.
 
 One claim is ONE statement, atomic on both databases:
@@ -73,7 +73,7 @@ from topicmap.web.throttle import throttle_domain
 
 log = logging.getLogger(__name__)
 
-OPEN_STATES = ("pending", "requeued")
+OPEN_STATES = ("pending",)
 #: A holder renews its claims every LEASE / 4; one that stopped renewing loses them after LEASE.
 DEFAULT_LEASE_SECONDS = 120.0
 #: URLs of one site taken by one claim.

@@ -1,4 +1,5 @@
-"""The spider: one iteration of growing a topic (fact sheet §2, §5, §10), resumable and idempotent.
+"""The spider: one iteration of growing a topic (Media Cloud's fetch_link, relevance test and mining loop),
+resumable and idempotent.
 
 One call of ``Spider.run_iteration`` is one Dagster materialization:
 
@@ -18,7 +19,7 @@ Many processes can work on one iteration at once (``topicmap.spider.claims``): e
 before it is fetched, a few dozen at a time, so each is fetched once; step 2 can be split into shards
 (``process_pending(shard=...)``) that run anywhere, between ``begin_iteration`` (step 1) and
 ``finish_iteration`` (step 3 and the iteration's bookkeeping). ``run_iteration`` does the three in one process. Media Cloud passed ``max_iterations`` itself as the
-iteration bound to every ``spider_new_links`` call, so its bound was never applied (fact sheet §10); here a
+iteration bound to every ``spider_new_links`` call, so its bound was never applied; here a
 link found by a story at iteration ``max_iterations`` is recorded but never queued.
 """
 
@@ -70,7 +71,7 @@ from topicmap.web.links import (
 )
 from topicmap.web.urls import distinctive_domain, normalize_url_lossy, url_variants
 
-# Fetch states, as Media Cloud names them (fact sheet §5); "python error" is Media Cloud's name for a bug.
+# Fetch states, as Media Cloud's fetch_link names them; "python error" is Media Cloud's name for a bug.
 PENDING = "pending"
 REQUEUED = "requeued"
 REQUEST_FAILED = "request failed"
@@ -97,13 +98,12 @@ MAX_ERROR_RATE = 0.02
 #: URLs whose outcome is written in one transaction, or fewer once the oldest has waited WRITE_BATCH_SECONDS
 #: (a throttled iteration still commits steadily). A crash loses at most one batch: those URLs stay pending.
 #: 200 rather than 50: each batch pays fixed statements and a commit on the extracting thread; on the news
-#: benchmark 200 gave 0.79 of the extractor against 0.78, higher in 5 of 6 paired rounds (RESULTS.md, session 14).
+#: benchmark 200 gave 0.79 of the extractor against 0.78, higher in 5 of 6 paired rounds.
 #: Only an unthrottled spider fills a batch before WRITE_BATCH_SECONDS, so the claims' lease is never at risk.
 WRITE_BATCH = 200
 WRITE_BATCH_SECONDS = 5.0
 #: stored stories whose links are mined in one transaction
 MINE_BATCH = 100
-CONTENT_MATCH_BYTES = 1 << 20
 #: URLs claimed at a time by a source that fetches one URL after another (a WARC replay, a test's dict web)
 SEQUENTIAL_CLAIM = 50
 #: how often a spider that has nothing left to claim looks whether other workers' URLs are done or expired
@@ -474,7 +474,7 @@ class Spider:
             lease=self.claim_lease,
             per_domain=self.claim_per_domain,
             # keeping off busy sites helps a pool of claims; a shard cannot hand its URLs of a busy site to
-            # the worker fetching it, and waiting for it measured slower (RESULTS.md, session 11)
+            # the worker fetching it, and waiting for it measured slower (1.31x against 1.52-1.79x; deploy/celery.md)
             exclusive_sites=shard.count == 1 and bool(getattr(self.source, "polite", False)),
         )
         claims.take_back()
@@ -795,8 +795,10 @@ class Spider:
                 return _Resolution(
                     row, STORY_MATCH, code=200, stories_id=stories_id, redirect_url=redirect_url
                 )
-        html_text = outcome.text or ""
-        if not row["assume_match"] and not self.query.may_match(html_text[:CONTENT_MATCH_BYTES]):
+        # The whole page the extractor reads, and the URLs, which are part of the story (Media Cloud read the
+        # first MiB only: a story further down a large page was lost). False only if no story can match.
+        raw_page = outcome.text or outcome.content
+        if not row["assume_match"] and not self.query.may_match(raw_page, urls=(final_url, outcome.url)):
             return _Resolution(
                 row, CONTENT_MATCH_FAILED, code=outcome.status, message="the page does not match the query"
             )
@@ -942,9 +944,12 @@ class Spider:
     def _relevance(
         self, conn: Connection, batch: list[_Resolution], story_of: dict[int, int], in_topic: set[int]
     ) -> dict[int, bool]:
-        """Full relevance (fact sheet §2) of each resolution's story: already in the topic, assumed (URL-list
-        seeds), or matched by title, description, url, redirect url, then the story's sentences that are new
-        within its medium and calendar week. Sentences are claimed in batch order, as one by one would."""
+        """Full relevance of each resolution's story, as Media Cloud's spider judges it. A story already in the
+        topic, or fetched for a seed URL whose source says ``assume_match`` (topics.yaml), is relevant without a
+        test. Any other is matched by the query on its title, description, URL and redirect URL
+        (``_fields_match``), then on its sentences that are new within its medium and calendar week; sentences
+        are claimed in batch order, as one by one would. The raw-page prefilter (``TopicQuery.may_match`` in
+        ``_judge_outcome``) is an upper bound of this test: it never rejects a page whose story this keeps."""
         to_judge = [
             i for i in sorted(story_of) if story_of[i] not in in_topic and not batch[i].row["assume_match"]
         ]
@@ -982,6 +987,9 @@ class Spider:
         return relevant
 
     def _fields_match(self, story, redirect_url: str | None) -> bool:  # noqa: ANN001 - a SQLAlchemy row
+        """The query on the title, description, URL and redirect URL each alone (Media Cloud's per-field test:
+        there a ``text:`` clause looks at that field), then on them as the fields of one story (``title:`` on
+        the title, AND across fields)."""
         for field_text in (story.title, story.description, story.url, redirect_url):
             if field_text and self.query.matches(field_text):
                 return True

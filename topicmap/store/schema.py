@@ -34,7 +34,7 @@ from sqlalchemy import (
 metadata = MetaData()
 
 #: The newest schema version; ``schema_version`` holds the version a store is at.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 #: Every URL column is an indexed VARCHAR of this length that lookups match exactly (as Media Cloud's are). A
 #: longer URL is rejected or skipped with a reason, never cut: a cut URL is another URL.
@@ -498,4 +498,83 @@ cc_news_files = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Index("cc_news_files_day", "day"),
     info=_since(5),
+)
+
+
+# ---------------------------------------------------------------- version 11: media tags, snapshot foci
+
+# Media tags (Media Cloud's tag_sets / tags / media_tags_map): what kind of outlet a medium is (media_type:
+# newspaper), its partisanship, its country... Loaded from a curated CSV (topicmap.store.media_tags): the
+# file is the source of truth for media_tags_map, tag sets and tags keep their ids once created. A tag on a
+# duplicate medium counts for its final medium (dup_media_id chains are followed when the tags are read).
+tag_sets = Table(
+    "tag_sets",
+    metadata,
+    Column("tag_sets_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(256), nullable=False),
+    UniqueConstraint("name", name="tag_sets_name_key"),
+    info=_since(11),
+)
+
+tags = Table(
+    "tags",
+    metadata,
+    Column("tags_id", Integer, primary_key=True, autoincrement=True),
+    Column("tag_sets_id", Integer, ForeignKey("tag_sets.tag_sets_id"), nullable=False),
+    Column("tag", String(512), nullable=False),
+    UniqueConstraint("tag_sets_id", "tag", name="tags_tag_set_tag_key"),
+    info=_since(11),
+)
+
+media_tags_map = Table(
+    "media_tags_map",
+    metadata,
+    Column("media_tags_map_id", Integer, primary_key=True, autoincrement=True),
+    Column("media_id", Integer, ForeignKey("media.media_id"), nullable=False),
+    Column("tags_id", Integer, ForeignKey("tags.tags_id"), nullable=False),
+    UniqueConstraint("media_id", "tags_id", name="media_tags_map_media_tag_key"),
+    Index("media_tags_map_tag", "tags_id"),
+    info=_since(11),
+)
+
+# A snapshot's subtopics, as Media Cloud records them: focal sets of a snapshot, their foci (the definition as
+# JSON in ``arguments``: a query, or media tags) and each focus's timespans with their counts. Media Cloud put
+# a focus's timespans in ``timespans`` with a ``foci_id``; here they have their own table, so the whole topic's
+# ``timespans`` keep their unique key (snapshot, period, dates).
+focal_sets = Table(
+    "focal_sets",
+    metadata,
+    Column("focal_sets_id", Integer, primary_key=True, autoincrement=True),
+    Column("snapshots_id", Integer, ForeignKey("snapshots.snapshots_id"), nullable=False),
+    Column("name", String(256), nullable=False),
+    UniqueConstraint("snapshots_id", "name", name="focal_sets_snapshot_name_key"),
+    info=_since(11),
+)
+
+foci = Table(
+    "foci",
+    metadata,
+    Column("foci_id", Integer, primary_key=True, autoincrement=True),
+    Column("focal_sets_id", Integer, ForeignKey("focal_sets.focal_sets_id"), nullable=False),
+    Column("name", String(256), nullable=False),
+    Column("arguments", Text, nullable=False),
+    Column("story_count", Integer, nullable=False),
+    UniqueConstraint("focal_sets_id", "name", name="foci_focal_set_name_key"),
+    info=_since(11),
+)
+
+focus_timespans = Table(
+    "focus_timespans",
+    metadata,
+    Column("focus_timespans_id", Integer, primary_key=True, autoincrement=True),
+    Column("foci_id", Integer, ForeignKey("foci.foci_id"), nullable=False),
+    Column("period", String(16), nullable=False),
+    Column("start_date", Date, nullable=False),
+    Column("end_date", Date, nullable=False),
+    Column("story_count", Integer, nullable=False),
+    Column("story_link_count", Integer, nullable=False),
+    Column("medium_count", Integer, nullable=False),
+    Column("medium_link_count", Integer, nullable=False),
+    UniqueConstraint("foci_id", "period", "start_date", "end_date", name="focus_timespans_key"),
+    info=_since(11),
 )

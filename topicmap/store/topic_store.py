@@ -729,7 +729,14 @@ class TopicStore:
     # ------------------------------------------------------------------ seeds
 
     def add_seed_urls(self, topics_id: int, rows: Sequence[dict]) -> int:
-        """Insert seed URLs (keys: url, source, optional stories_id/publish_date/title); returns new rows."""
+        """Insert seed URLs (keys: url, source, optional stories_id/publish_date/title/assume_match); returns
+        the number of new rows.
+
+        ``assume_match`` (default false): the URL's story joins the topic without being judged by the query
+        (a seed list's flag in topics.yaml). A URL already stored keeps its row (source, story, whether the
+        spider imported it) but takes the flag the rows give it now, true when any of them says so: a seed
+        list whose flag was changed in the file changes its stored seeds, and the same rows given again change
+        nothing."""
         clean = [
             {
                 "topics_id": topics_id,
@@ -742,8 +749,26 @@ class TopicStore:
             }
             for r in rows
         ]
+        assumed: dict[str, bool] = {}
+        for row in clean:
+            assumed[row["url"]] = assumed.get(row["url"], False) or row["assume_match"]
+        seeds = s.topic_seed_urls
         with self.engine.begin() as conn:
-            return self.insert_ignore(conn, s.topic_seed_urls, clean, ["topics_id", "url"])
+            inserted = self.insert_ignore(conn, seeds, clean, ["topics_id", "url"])
+            for flag in (True, False):
+                # only rows whose flag differs are written: a repeated call updates nothing
+                urls = [url for url, assume in assumed.items() if assume is flag]
+                for chunk in chunks(urls):
+                    conn.execute(
+                        update(seeds)
+                        .where(
+                            seeds.c.topics_id == topics_id,
+                            seeds.c.url.in_(chunk),
+                            seeds.c.assume_match.is_not(flag),
+                        )
+                        .values(assume_match=flag)
+                    )
+            return inserted
 
     def seed_rows(self, topics_id: int) -> list[dict]:
         with self.engine.connect() as conn:

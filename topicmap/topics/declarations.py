@@ -2,7 +2,11 @@
 
 A topic with an invalid field or query is rejected with a message naming the topic, the field and, for a
 query, the character position; the other topics still load. That way one typo in a shared file never stops
-every topic of a deployment.
+every topic of a deployment. The same holds for hostile input: every value is bounded (dates within the
+archive's range, whole numbers, query size and nesting, YAML values, nesting and aliases: the constants
+below), a duplicate key is an error rather than a silent choice, and reading a file again costs no query
+parse (``parse`` keeps each query by its text). Only a file that cannot be read as a whole (missing, not
+UTF-8, not YAML, over MAX_TOPICS_FILE_BYTES or MAX_TOPICS_FILE_VALUES) is an error of the file.
 
 Seeds: the archive stories the query matches, plus the URLs of the ``seed_urls`` CSV files. A seed list is a
 researcher's own selection, so its stories are taken as relevant (``assume_match: true``, the default, as
@@ -32,22 +36,59 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
+import reprlib
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
+from yaml.events import (
+    AliasEvent,
+    CollectionStartEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    StreamEndEvent,
+)
+from yaml.nodes import CollectionNode, MappingNode, Node, ScalarNode, SequenceNode
 
-from topicmap.topics.query import QuerySyntaxError, TopicQuery, parse
+from topicmap.store.tag_names import tag_problem, tag_set_problem
+from topicmap.topics.query import MAX_QUERY_CHARS, PARSE_CACHE_CHARS, QuerySyntaxError, TopicQuery, parse
 
 DEFAULT_MAX_ITERATIONS = 15
 #: a seed URL list's stories are taken as relevant unless the list says ``assume_match: false``
 DEFAULT_SEED_ASSUME_MATCH = True
 SEED_LIST_FIELDS = {"path", "assume_match"}
 DEFAULT_MAX_STORIES = 100_000
-TOPIC_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
+TOPIC_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_\-]{0,62}")
+
+# Bounds: whatever the file says, a topic that passes them can be seeded, stored and spidered. Each is far
+# from what a topic needs; the query's own bounds are in ``topicmap.topics.query`` (MAX_QUERY_*).
+#: a topic's dates start no earlier: the archive refuses stories published before it as misdated (Media
+#: Cloud's rule; ``topicmap.archive.drops.EARLIEST_DATE``, ``topicmap.web.dates.MIN_PUBLISH_DATE``)
+EARLIEST_TOPIC_DATE = date(2008, 1, 1)
+#: a topic may end in the future (it is still being collected), up to the end of the year this many years ahead
+TOPIC_YEARS_AHEAD = 5
+#: inclusive bounds of the whole-number settings (the store keeps them as 32-bit integers)
+MAX_ITERATIONS_RANGE = (1, 1000)
+MAX_STORIES_RANGE = (1, 10_000_000)
+MAX_FETCHES_PER_ITERATION_RANGE = (1, 10_000_000)
+#: seconds between two requests to one site, at most (a larger one would stall the topic's spider)
+MAX_FETCH_INTERVAL_SECONDS = 3600.0
+#: the topics file is read whole, up to this size, and up to this many YAML values (a value costs ~0.3 kB and
+#: a few microseconds to read: 16 MB of "1," would otherwise take 4 GB)
+MAX_TOPICS_FILE_BYTES = 16 * 1024 * 1024
+MAX_TOPICS_FILE_VALUES = 100_000
+#: one topic's YAML, as its values will be: values (a value used again through an alias counted each time)
+#: and nesting levels under the topic
+MAX_TOPIC_VALUES = 100_000
+MAX_TOPIC_DEPTH = 16
+#: the queries of one file together, in characters: half the parse cache, so that the queries of a file read
+#: on every tick, and those of the edit before it, stay parsed (and the cache's memory bounded)
+MAX_FILE_QUERY_CHARS = PARSE_CACHE_CHARS // 2
 KNOWN_FIELDS = {
     "name",
     "query",
@@ -59,20 +100,33 @@ KNOWN_FIELDS = {
     "fetch",
     "timespans",
     "snapshot_periods",
+    "focal_sets",
 }
 SNAPSHOT_PERIODS = ("overall", "monthly", "weekly", "custom")
 FETCH_FIELDS = {"domain_intervals", "default_interval", "obey_robots", "max_fetches_per_iteration"}
 
 
-class _StringDatesLoader(yaml.SafeLoader):
-    """YAML without implicit timestamps: an impossible date such as 2026-13-01 must become a per-topic
-    error naming the field, not a failure of the whole file inside the YAML parser."""
+class _TopicsLoader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
+    """Safe YAML without implicit timestamps: an impossible date such as 2026-13-01 must become a per-topic
+    error naming the field, not a failure of the whole file inside the YAML parser.
+
+    libyaml parses when it is installed (PyYAML's wheels have it): a 2 MB file in 0.05 s where PyYAML's own
+    parser takes 4 s, on every tick of the registry. Only the parser's events are used: the nodes are built
+    by ``_compose``, without recursion and counting them."""
 
 
-_StringDatesLoader.yaml_implicit_resolvers = {
+_TopicsLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+#: the tags the safe constructor reads (str, int, float, bool, null, seq, map, binary, set, omap, pairs,
+#: explicit timestamps); any other (``!!python/object``, ``!custom``) is refused with its place
+_READABLE_TAGS = frozenset(tag for tag in _TopicsLoader.yaml_constructors if tag is not None)
+_KEY_TAGS = _READABLE_TAGS | {"tag:yaml.org,2002:merge"}
+
+#: values quoted in messages are cut short: a message names what is wrong, it is not a copy of the file
+_shown = reprlib.Repr()
+_shown.maxstring = _shown.maxother = 80
 
 
 class TopicConfigError(ValueError):
@@ -111,6 +165,39 @@ class SeedUrlList:
     assume_match: bool = DEFAULT_SEED_ASSUME_MATCH
 
 
+#: subtopics of one topic, at most: every focus repeats every timespan of the topic's snapshots
+MAX_FOCI = 50
+FOCAL_SET_FIELDS = {"name", "description", "foci"}
+FOCUS_FIELDS = {"name", "description", "query", "media_tags"}
+MAX_FOCUS_NAME_CHARS = 100
+MAX_FOCUS_DESCRIPTION_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class FocusDefinition:
+    """A subtopic (Media Cloud's focus definition): the topic's stories a query matches (the topic's query
+    language, on each story's title and text), or those whose final medium has, in every tag set named, one of
+    the tags listed (``media_tags``: tag set -> tags, the tags sorted)."""
+
+    name: str
+    query: str | None = None
+    media_tags: dict[str, tuple[str, ...]] | None = None
+    description: str = ""
+
+    @property
+    def parsed_query(self) -> TopicQuery | None:
+        return parse(self.query) if self.query is not None else None
+
+
+@dataclass(frozen=True)
+class FocalSetDefinition:
+    """Foci that split a topic one way (Media Cloud's focal set definition): "partisanship", "subtopics"."""
+
+    name: str
+    foci: tuple[FocusDefinition, ...]
+    description: str = ""
+
+
 @dataclass(frozen=True)
 class TopicConfig:
     name: str
@@ -123,6 +210,7 @@ class TopicConfig:
     fetch: FetchSettings = field(default_factory=FetchSettings)
     timespans: tuple[CustomTimespan, ...] = ()
     snapshot_periods: tuple[str, ...] = SNAPSHOT_PERIODS
+    focal_sets: tuple[FocalSetDefinition, ...] = ()
 
     @property
     def parsed_query(self) -> TopicQuery:
@@ -138,7 +226,12 @@ class TopicConfig:
                 return str(value)
             raise TypeError(f"not serializable: {value!r}")
 
-        return json.dumps(asdict(self), sort_keys=True, default=default)
+        declaration = asdict(self)
+        if (
+            not self.focal_sets
+        ):  # a topic without foci keeps the JSON (and the config hash) it had before foci
+            del declaration["focal_sets"]
+        return json.dumps(declaration, sort_keys=True, default=default)
 
     @property
     def config_hash(self) -> str:
@@ -156,6 +249,11 @@ class TopicsFile:
         return {topic.name: topic for topic in self.topics}
 
 
+def latest_topic_date(today: date | None = None) -> date:
+    """The last day a topic may end on: the end of the year ``TOPIC_YEARS_AHEAD`` years from ``today``."""
+    return date((today or date.today()).year + TOPIC_YEARS_AHEAD, 12, 31)
+
+
 def _as_date(topic: str, field_name: str, value: Any) -> date:
     if isinstance(value, datetime):
         return value.date()
@@ -166,13 +264,47 @@ def _as_date(topic: str, field_name: str, value: Any) -> date:
             return date.fromisoformat(value.strip())
         except ValueError:
             pass
-    raise TopicConfigError(topic, field_name, f"expected a date like 2026-01-31, got {value!r}")
+    raise TopicConfigError(topic, field_name, f"expected a date like 2026-01-31, got {_shown.repr(value)}")
 
 
-def _as_positive_int(topic: str, field_name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise TopicConfigError(topic, field_name, f"expected a whole number ≥ 1, got {value!r}")
+def _as_topic_date(topic: str, field_name: str, value: Any, today: date | None) -> date:
+    """A topic's start or end: a date in the archive's range (any date in it can be seeded month by month)."""
+    day = _as_date(topic, field_name, value)
+    latest = latest_topic_date(today)
+    if not EARLIEST_TOPIC_DATE <= day <= latest:
+        raise TopicConfigError(
+            topic,
+            field_name,
+            f"{day} is outside {EARLIEST_TOPIC_DATE}..{latest}: the archive holds no story published before "
+            f"{EARLIEST_TOPIC_DATE}, and a topic ends at most {TOPIC_YEARS_AHEAD} years ahead",
+        )
+    return day
+
+
+def _as_int_in(topic: str, field_name: str, value: Any, bounds: tuple[int, int]) -> int:
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise TopicConfigError(
+            topic, field_name, f"expected a whole number from {low:,} to {high:,}, got {_shown.repr(value)}"
+        )
     return value
+
+
+def _as_interval(topic: str, field_name: str, value: Any) -> float:
+    """Seconds between two requests to one site: a number from 0 to MAX_FETCH_INTERVAL_SECONDS (not .nan or
+    .inf, which YAML reads as floats)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 <= value <= MAX_FETCH_INTERVAL_SECONDS
+    ):
+        raise TopicConfigError(
+            topic,
+            field_name,
+            f"expected seconds from 0 to {MAX_FETCH_INTERVAL_SECONDS:g}, got {_shown.repr(value)}",
+        )
+    return float(value)
 
 
 def _parse_fetch(topic: str, raw: Any) -> FetchSettings:
@@ -183,36 +315,31 @@ def _parse_fetch(topic: str, raw: Any) -> FetchSettings:
     unknown = set(raw) - FETCH_FIELDS
     if unknown:
         raise TopicConfigError(
-            topic, f"fetch.{sorted(unknown)[0]}", f"unknown setting (known: {sorted(FETCH_FIELDS)})"
+            topic, f"fetch.{sorted(map(str, unknown))[0]}", f"unknown setting (known: {sorted(FETCH_FIELDS)})"
         )
     intervals = raw.get("domain_intervals") or {}
     if not isinstance(intervals, dict):
         raise TopicConfigError(topic, "fetch.domain_intervals", "expected a mapping of domain to seconds")
-    clean: dict[str, float] = {}
-    for domain, seconds in intervals.items():
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-            raise TopicConfigError(
-                topic, f"fetch.domain_intervals.{domain}", f"expected seconds ≥ 0, got {seconds!r}"
-            )
-        clean[str(domain).lower()] = float(seconds)
+    clean = {
+        str(domain).lower(): _as_interval(topic, f"fetch.domain_intervals.{domain}", seconds)
+        for domain, seconds in intervals.items()
+    }
     default_interval = raw.get("default_interval")
-    if default_interval is not None and (
-        isinstance(default_interval, bool)
-        or not isinstance(default_interval, int | float)
-        or default_interval < 0
-    ):
-        raise TopicConfigError(
-            topic, "fetch.default_interval", f"expected seconds ≥ 0, got {default_interval!r}"
-        )
+    if default_interval is not None:
+        default_interval = _as_interval(topic, "fetch.default_interval", default_interval)
     obey_robots = raw.get("obey_robots")
     if obey_robots is not None and not isinstance(obey_robots, bool):
-        raise TopicConfigError(topic, "fetch.obey_robots", f"expected true or false, got {obey_robots!r}")
+        raise TopicConfigError(
+            topic, "fetch.obey_robots", f"expected true or false, got {_shown.repr(obey_robots)}"
+        )
     max_fetches = raw.get("max_fetches_per_iteration")
     if max_fetches is not None:
-        max_fetches = _as_positive_int(topic, "fetch.max_fetches_per_iteration", max_fetches)
+        max_fetches = _as_int_in(
+            topic, "fetch.max_fetches_per_iteration", max_fetches, MAX_FETCHES_PER_ITERATION_RANGE
+        )
     return FetchSettings(
         domain_intervals=clean,
-        default_interval=None if default_interval is None else float(default_interval),
+        default_interval=default_interval,
         obey_robots=obey_robots,
         max_fetches_per_iteration=max_fetches,
     )
@@ -253,13 +380,13 @@ def _parse_seed_urls(topic: str, raw: Any, base_dir: Path) -> tuple[SeedUrlList,
             if unknown:
                 raise TopicConfigError(
                     topic,
-                    f"{where}.{sorted(unknown)[0]}",
+                    f"{where}.{sorted(map(str, unknown))[0]}",
                     f"unknown setting (known: {sorted(SEED_LIST_FIELDS)})",
                 )
             assume_match = entry.get("assume_match", DEFAULT_SEED_ASSUME_MATCH)
             if not isinstance(assume_match, bool):
                 raise TopicConfigError(
-                    topic, f"{where}.assume_match", f"expected true or false, got {assume_match!r}"
+                    topic, f"{where}.assume_match", f"expected true or false, got {_shown.repr(assume_match)}"
                 )
             entry = entry.get("path")
             where = f"{where}.path"
@@ -267,20 +394,180 @@ def _parse_seed_urls(topic: str, raw: Any, base_dir: Path) -> tuple[SeedUrlList,
             raise TopicConfigError(
                 topic,
                 where,
-                f"expected a CSV file path or {{path: ..., assume_match: true|false}}, got {entry!r}",
+                f"expected a CSV file path or {{path: ..., assume_match: true|false}}, got {_shown.repr(entry)}",
             )
         path = Path(entry.strip())
         lists.append(SeedUrlList(path if path.is_absolute() else base_dir / path, assume_match))
     return tuple(lists)
 
 
-def parse_topic(raw: Any, base_dir: Path, index: int = 0) -> TopicConfig:
-    """Validate one topic mapping; raises TopicConfigError naming the topic and the field."""
+def _folder_name(name: str) -> str:
+    """The name a snapshot gives a focal set's or a focus's folder (topicmap.snapshots: the same rule)."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _focus_text(topic: str, where: str, value: Any, limit: int, required: bool) -> str:
+    """A focal set's or focus's name or description: text of at most ``limit`` characters."""
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise TopicConfigError(
+            topic, where, f"expected {'a non-empty' if required else 'a'} string, got {_shown.repr(value)}"
+        )
+    if len(value) > limit:
+        raise TopicConfigError(topic, where, f"is {len(value):,} characters long, more than {limit:,}")
+    return value.strip()
+
+
+def _named_mapping(topic: str, where: str, raw: Any, known: set[str], what: str) -> tuple[dict, str]:
+    """A focal set or focus mapping and its name, which must name a folder no sibling names."""
+    if not isinstance(raw, dict):
+        raise TopicConfigError(
+            topic, where, f"expected a mapping with a name ({what}), got {type(raw).__name__}"
+        )
+    unknown = set(raw) - known
+    if unknown:
+        raise TopicConfigError(
+            topic, f"{where}.{sorted(map(str, unknown))[0]}", f"unknown field (known: {sorted(known)})"
+        )
+    name = _focus_text(topic, f"{where}.name", raw.get("name"), MAX_FOCUS_NAME_CHARS, required=True)
+    if not _folder_name(name):
+        raise TopicConfigError(
+            topic, f"{where}.name", f"{name!r} needs a letter a-z or a digit: it names the snapshot's folder"
+        )
+    return raw, name
+
+
+def _parse_media_tags(topic: str, where: str, label: str, raw: Any) -> dict[str, tuple[str, ...]]:
+    """``{tag_set: [tags]}``: a tag set's tags as a list or one tag; at least one tag set, one tag each."""
+    if not isinstance(raw, dict) or not raw:
+        raise TopicConfigError(
+            topic, where, f"{label}: expected a mapping of tag set to tags, e.g. {{media_type: [newspaper]}}"
+        )
+    selection: dict[str, tuple[str, ...]] = {}
+    for tag_set, tags in raw.items():
+        problem = (
+            tag_set_problem(tag_set)
+            if isinstance(tag_set, str)
+            else f"tag set {_shown.repr(tag_set)} is not text"
+        )
+        if problem:
+            raise TopicConfigError(topic, f"{where}.{tag_set}", f"{label}: {problem}")
+        values = tags if isinstance(tags, list) else [tags]
+        if not values:
+            raise TopicConfigError(topic, f"{where}.{tag_set}", f"{label}: lists no tag")
+        for position, tag in enumerate(values):
+            problem = (
+                tag_problem(tag.strip()) if isinstance(tag, str) else f"tag {_shown.repr(tag)} is not text"
+            )
+            if problem:
+                raise TopicConfigError(topic, f"{where}.{tag_set}[{position}]", f"{label}: {problem}")
+        selection[tag_set] = tuple(sorted({tag.strip() for tag in values}))
+    return dict(sorted(selection.items()))
+
+
+def _parse_focus(topic: str, where: str, raw: Any, set_name: str) -> FocusDefinition:
+    raw, name = _named_mapping(topic, where, raw, FOCUS_FIELDS, "and a query or media_tags")
+    label = f"focus {name!r} of focal set {set_name!r}"
+    description = _focus_text(
+        topic, f"{where}.description", raw.get("description"), MAX_FOCUS_DESCRIPTION_CHARS, required=False
+    )
+    kinds = [kind for kind in ("query", "media_tags") if raw.get(kind) is not None]
+    if len(kinds) != 1:
+        raise TopicConfigError(
+            topic, where, f"{label}: expected a query or media_tags{'' if not kinds else ', not both'}"
+        )
+    if kinds == ["media_tags"]:
+        tags = _parse_media_tags(topic, f"{where}.media_tags", label, raw["media_tags"])
+        return FocusDefinition(name=name, media_tags=tags, description=description)
+    query = raw["query"]
+    if not isinstance(query, str) or not query.strip():
+        raise TopicConfigError(
+            topic, f"{where}.query", f"{label}: expected a query string, got {_shown.repr(query)}"
+        )
+    try:
+        parse(query)
+    except QuerySyntaxError as exc:
+        raise TopicConfigError(
+            topic, f"{where}.query", f"{label}: at position {exc.position}: {exc}"
+        ) from exc
+    return FocusDefinition(name=name, query=query, description=description)
+
+
+def _parse_focal_sets(topic: str, raw: Any) -> tuple[FocalSetDefinition, ...]:
+    """``focal_sets``: a list of ``{name, description?, foci: [{name, description?, query | media_tags}]}``.
+
+    A mistake names the topic, the place (``focal_sets[1].foci[0].query``), the focus and, in a query, the
+    character position; the topic is then refused and the other topics load. Names are free text of at most
+    MAX_FOCUS_NAME_CHARS characters; two focal sets of a topic (or two foci of a focal set) may not share a folder
+    name (the name lower-cased, runs of other characters than a-z 0-9 made one '-')."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise TopicConfigError(topic, "focal_sets", "expected a list of {name, foci: [...]}")
+    focal_sets: list[FocalSetDefinition] = []
+    set_folders: dict[str, str] = {}
+    total = 0
+    for i, item in enumerate(raw):
+        where = f"focal_sets[{i}]"
+        item, set_name = _named_mapping(topic, where, item, FOCAL_SET_FIELDS, "and its foci")
+        folder = _folder_name(set_name)
+        if folder in set_folders:
+            raise TopicConfigError(
+                topic,
+                f"{where}.name",
+                f"focal set {set_name!r} has the folder name of {set_folders[folder]!r}",
+            )
+        set_folders[folder] = set_name
+        description = _focus_text(
+            topic,
+            f"{where}.description",
+            item.get("description"),
+            MAX_FOCUS_DESCRIPTION_CHARS,
+            required=False,
+        )
+        foci_raw = item.get("foci")
+        if not isinstance(foci_raw, list) or not foci_raw:
+            raise TopicConfigError(
+                topic, f"{where}.foci", f"focal set {set_name!r}: expected a non-empty list of foci"
+            )
+        total += len(foci_raw)
+        if total > MAX_FOCI:
+            raise TopicConfigError(
+                topic, "focal_sets", f"more than {MAX_FOCI} foci (each repeats every timespan of a snapshot)"
+            )
+        foci: list[FocusDefinition] = []
+        focus_folders: dict[str, str] = {}
+        for j, focus_raw in enumerate(foci_raw):
+            focus = _parse_focus(topic, f"{where}.foci[{j}]", focus_raw, set_name)
+            folder = _folder_name(focus.name)
+            if folder in focus_folders:
+                raise TopicConfigError(
+                    topic,
+                    f"{where}.foci[{j}].name",
+                    f"focus {focus.name!r} of focal set {set_name!r} has the folder name of {focus_folders[folder]!r}",
+                )
+            focus_folders[folder] = focus.name
+            foci.append(focus)
+        focal_sets.append(FocalSetDefinition(name=set_name, foci=tuple(foci), description=description))
+    return tuple(focal_sets)
+
+
+def _topic_label(name: Any, index: int) -> str:
+    """How messages name a topic: its name when it has a short one, else its place in the file."""
+    if isinstance(name, str | int) and not isinstance(name, bool) and 0 < len(str(name)) <= 100:
+        return str(name)
+    return f"#{index + 1}"
+
+
+def parse_topic(raw: Any, base_dir: Path, index: int = 0, today: date | None = None) -> TopicConfig:
+    """Validate one topic mapping; raises TopicConfigError naming the topic and the field. ``today`` (default:
+    the current date) bounds how far ahead the topic may end."""
     if not isinstance(raw, dict):
         raise TopicConfigError(f"#{index + 1}", "<topic>", f"expected a mapping, got {type(raw).__name__}")
     name = raw.get("name")
-    label = str(name) if name else f"#{index + 1}"
-    if not isinstance(name, str) or not TOPIC_NAME_PATTERN.match(name):
+    label = _topic_label(name, index)
+    if not isinstance(name, str) or not TOPIC_NAME_PATTERN.fullmatch(name):
         raise TopicConfigError(
             label,
             "name",
@@ -288,7 +575,9 @@ def parse_topic(raw: Any, base_dir: Path, index: int = 0) -> TopicConfig:
         )
     unknown = set(raw) - KNOWN_FIELDS
     if unknown:
-        raise TopicConfigError(name, sorted(unknown)[0], f"unknown field (known: {sorted(KNOWN_FIELDS)})")
+        raise TopicConfigError(
+            name, sorted(map(str, unknown))[0], f"unknown field (known: {sorted(KNOWN_FIELDS)})"
+        )
     for required in ("query", "start_date", "end_date"):
         if raw.get(required) in (None, ""):
             raise TopicConfigError(name, required, "is required")
@@ -299,14 +588,16 @@ def parse_topic(raw: Any, base_dir: Path, index: int = 0) -> TopicConfig:
         parse(query)
     except QuerySyntaxError as exc:
         raise TopicConfigError(name, "query", f"at position {exc.position}: {exc}") from exc
-    start = _as_date(name, "start_date", raw["start_date"])
-    end = _as_date(name, "end_date", raw["end_date"])
+    start = _as_topic_date(name, "start_date", raw["start_date"], today)
+    end = _as_topic_date(name, "end_date", raw["end_date"], today)
     if end < start:
         raise TopicConfigError(name, "end_date", f"{end} is before start_date {start}")
-    max_iterations = _as_positive_int(
-        name, "max_iterations", raw.get("max_iterations", DEFAULT_MAX_ITERATIONS)
+    max_iterations = _as_int_in(
+        name, "max_iterations", raw.get("max_iterations", DEFAULT_MAX_ITERATIONS), MAX_ITERATIONS_RANGE
     )
-    max_stories = _as_positive_int(name, "max_stories", raw.get("max_stories", DEFAULT_MAX_STORIES))
+    max_stories = _as_int_in(
+        name, "max_stories", raw.get("max_stories", DEFAULT_MAX_STORIES), MAX_STORIES_RANGE
+    )
     seed_lists = _parse_seed_urls(name, raw.get("seed_urls"), base_dir)
     periods = raw.get("snapshot_periods", list(SNAPSHOT_PERIODS))
     if isinstance(periods, str):
@@ -326,31 +617,49 @@ def parse_topic(raw: Any, base_dir: Path, index: int = 0) -> TopicConfig:
         fetch=_parse_fetch(name, raw.get("fetch")),
         timespans=_parse_timespans(name, raw.get("timespans"), start, end),
         snapshot_periods=tuple(periods),
+        focal_sets=_parse_focal_sets(name, raw.get("focal_sets")),
     )
 
 
-def load_topics(path: str | Path) -> TopicsFile:
-    """Read a topics file. A broken file raises TopicConfigError; a broken topic is listed in ``errors``."""
+def load_topics(path: str | Path, today: date | None = None) -> TopicsFile:
+    """Read a topics file. A file that cannot be read as a whole (missing, not UTF-8, not YAML, over
+    MAX_TOPICS_FILE_BYTES or MAX_TOPICS_FILE_VALUES) raises TopicConfigError; any problem inside one topic,
+    whatever its input, is listed in ``errors`` and the other topics load.
+
+    Each topic's YAML is checked before it is turned into values (``_structure_problem``): no duplicate key,
+    no tag the safe loader does not read, no alias expanding past MAX_TOPIC_VALUES values, no nesting past
+    MAX_TOPIC_DEPTH. Its query is parsed once per process and text (``parse`` keeps it), so reading the file
+    again on each tick of the registry costs the YAML and the checks only.
+    """
     path = Path(path)
-    try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_StringDatesLoader)  # noqa: S506 - a SafeLoader
-    except FileNotFoundError as exc:
-        raise TopicConfigError("<file>", str(path), "file not found") from exc
-    except yaml.YAMLError as exc:
-        raise TopicConfigError("<file>", str(path), f"not valid YAML: {exc}") from exc
-    if raw is None:
-        return TopicsFile([], [])
-    items = raw.get("topics") if isinstance(raw, dict) else raw
-    if not isinstance(items, list):
-        raise TopicConfigError("<file>", str(path), "expected a list under 'topics:'")
+    root = _read_yaml(path)
     topics: list[TopicConfig] = []
     errors: list[TopicConfigError] = []
     seen: set[str] = set()
-    for i, item in enumerate(items):
+    shapes: dict[int, _Shape] = {}  # of the file's nodes: a node shared by aliases is measured once
+    query_chars = 0  # of the queries parsed so far
+    for i, node in enumerate(_topic_nodes(root, path)):
+        label = _topic_label(_node_name(node), i)
         try:
-            topic = parse_topic(item, path.parent, i)
+            raw = _topic_value(node, label, shapes)
+            query = raw.get("query") if isinstance(raw, dict) else None
+            if isinstance(query, str) and len(query) <= MAX_QUERY_CHARS:  # a longer one is refused unread
+                query_chars += len(query)
+                if query_chars > MAX_FILE_QUERY_CHARS:
+                    raise TopicConfigError(
+                        label,
+                        "query",
+                        f"not parsed: the file's queries hold more than {MAX_FILE_QUERY_CHARS:,} characters "
+                        "together up to this one",
+                    )
+            topic = parse_topic(raw, path.parent, i, today)
         except TopicConfigError as exc:
             errors.append(exc)
+            continue
+        except Exception as exc:  # noqa: BLE001 - one topic must never cost the others (the registry reads them all)
+            errors.append(
+                TopicConfigError(label, "<topic>", f"could not be read: {type(exc).__name__}: {exc}")
+            )
             continue
         if topic.name in seen:
             errors.append(
@@ -360,6 +669,269 @@ def load_topics(path: str | Path) -> TopicsFile:
         seen.add(topic.name)
         topics.append(topic)
     return TopicsFile(topics, errors)
+
+
+def _read_yaml(path: Path) -> Node | None:
+    """The file's YAML node graph (aliases are shared nodes, not copies yet), or None for an empty file."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_TOPICS_FILE_BYTES + 1)
+    except FileNotFoundError as exc:
+        raise TopicConfigError("<file>", str(path), "file not found") from exc
+    except OSError as exc:
+        raise TopicConfigError("<file>", str(path), f"cannot be read: {exc}") from exc
+    if len(data) > MAX_TOPICS_FILE_BYTES:
+        raise TopicConfigError(
+            "<file>", str(path), f"is larger than {MAX_TOPICS_FILE_BYTES // 2**20} MiB: not read"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TopicConfigError("<file>", str(path), f"not UTF-8 (at byte {exc.start})") from exc
+    loader = _TopicsLoader(text)
+    try:
+        return _compose(loader, path)
+    except yaml.YAMLError as exc:
+        raise TopicConfigError("<file>", str(path), f"not valid YAML: {exc}") from exc
+    finally:
+        loader.dispose()
+
+
+def _compose(loader: _TopicsLoader, path: Path) -> Node | None:
+    """The document's node graph, built from the parser's events without recursion and counting its values
+    (PyYAML's composer, and libyaml's, recurse once per level and have no bound on the values). As PyYAML's:
+    an alias is the node of its anchor (shared, not copied), an undefined alias or a second document is an
+    error."""
+    loader.get_event()  # stream start
+    if loader.check_event(StreamEndEvent):
+        return None
+    loader.get_event()  # document start
+    anchors: dict[str, Node] = {}
+    open_collections: list[CollectionNode] = []
+    pending_keys: list[Node | None] = []  # per open collection: a mapping's key that waits for its value
+    root: Node | None = None
+    values = 0
+    while root is None or open_collections:
+        event = loader.get_event()
+        if not isinstance(event, AliasEvent | ScalarEvent | CollectionStartEvent):  # a collection ends
+            open_collections.pop().end_mark = event.end_mark
+            pending_keys.pop()
+            continue
+        values += 1
+        if values > MAX_TOPICS_FILE_VALUES:
+            raise TopicConfigError(
+                "<file>", str(path), f"holds more than {MAX_TOPICS_FILE_VALUES:,} YAML values: not read"
+            )
+        if isinstance(event, AliasEvent):
+            if event.anchor not in anchors:
+                raise ComposerError(None, None, f"found undefined alias {event.anchor!r}", event.start_mark)
+            node = anchors[event.anchor]
+        else:
+            if event.anchor is not None and event.anchor in anchors:
+                raise ComposerError(
+                    f"found duplicate anchor {event.anchor!r}; first occurrence",
+                    anchors[event.anchor].start_mark,
+                    "second occurrence",
+                    event.start_mark,
+                )
+            node = _new_node(loader, event)
+            if event.anchor is not None:
+                anchors[event.anchor] = node
+        if not open_collections:
+            root = node
+        elif isinstance(open_collections[-1], SequenceNode):
+            open_collections[-1].value.append(node)
+        elif pending_keys[-1] is None:
+            pending_keys[-1] = node
+        else:
+            open_collections[-1].value.append((pending_keys[-1], node))
+            pending_keys[-1] = None
+        if isinstance(event, CollectionStartEvent):
+            open_collections.append(node)
+            pending_keys.append(None)
+    loader.get_event()  # document end
+    if not loader.check_event(StreamEndEvent):
+        raise ComposerError(
+            "expected a single document in the stream",
+            root.start_mark,
+            "but found another document",
+            loader.get_event().start_mark,
+        )
+    return root
+
+
+def _new_node(loader: _TopicsLoader, event: ScalarEvent | CollectionStartEvent) -> Node:
+    """A scalar, or an empty sequence or mapping, with its tag resolved as PyYAML's composer does."""
+    kind = (
+        ScalarNode
+        if isinstance(event, ScalarEvent)
+        else MappingNode
+        if isinstance(event, MappingStartEvent)
+        else SequenceNode
+    )
+    tag = event.tag
+    if tag is None or tag == "!":
+        tag = loader.resolve(kind, event.value if kind is ScalarNode else None, event.implicit)
+    if kind is ScalarNode:
+        return ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+    return kind(tag, [], event.start_mark, None, flow_style=event.flow_style)
+
+
+def _topic_nodes(root: Node | None, path: Path) -> list[Node]:
+    """The nodes of the topics: the list under ``topics:``, or a file that is only the list."""
+    if root is None or (isinstance(root, ScalarNode) and root.tag == "tag:yaml.org,2002:null"):
+        return []
+    items: Node | None = root
+    if isinstance(root, MappingNode):
+        entries = [
+            value for key, value in root.value if isinstance(key, ScalarNode) and key.value == "topics"
+        ]
+        if len(entries) > 1:
+            raise TopicConfigError("<file>", "topics", f"is given {len(entries)} times; keep one list")
+        items = entries[0] if entries else None
+    if not isinstance(items, SequenceNode):
+        raise TopicConfigError("<file>", str(path), "expected a list under 'topics:'")
+    return list(items.value)
+
+
+def _node_name(node: Node) -> str | None:
+    """The topic's ``name:``, read from its node, to name the topic in an error found before it is read."""
+    if isinstance(node, MappingNode):
+        for key, value in node.value:
+            if isinstance(key, ScalarNode) and key.value == "name" and isinstance(value, ScalarNode):
+                return value.value
+    return None
+
+
+def _topic_value(node: Node, label: str, shapes: dict[int, _Shape]) -> Any:
+    """A topic's YAML as Python values, once its shape shows nothing unsafe to read (``_structure_problem``).
+    Each field is read alone first, so that a value the loader cannot read (``!!int abc``, a 5000-digit number)
+    is named by its field; the topic as a whole is read last (merge keys, ``<<: *defaults``, need it whole)."""
+    problem = _structure_problem(node, shapes)
+    if problem is not None:
+        raise TopicConfigError(label, *problem)
+    if isinstance(node, MappingNode):
+        for key, value in node.value:
+            _construct(value, label, str(key.value))
+    return _construct(node, label, "<topic>")
+
+
+def _construct(node: Node, label: str, field_name: str) -> Any:
+    try:
+        # a loader per call: a failed construction leaves state behind in the constructor
+        return _TopicsLoader("").construct_document(node)
+    except (yaml.YAMLError, ValueError, TypeError) as exc:
+        raise TopicConfigError(label, field_name, f"cannot be read: {' '.join(str(exc).split())}") from exc
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What a YAML node will be as a value: how many values (capped just past MAX_TOPIC_VALUES), how many
+    nesting levels, and its first problem as (path inside the node, what is wrong)."""
+
+    values: int
+    levels: int
+    problem: tuple[str, str] | None = None
+
+
+#: the shape of a node met again inside itself (``&a [*a]``): its own value would be infinite
+_CYCLE = _Shape(MAX_TOPIC_VALUES + 1, 0, ("", "contains itself (a YAML alias inside its own anchor)"))
+
+
+def _structure_problem(node: Node, shapes: dict[int, _Shape]) -> tuple[str, str] | None:
+    """The first thing in a topic's YAML (as ``(field, problem)``) that would make reading or validating it
+    unsafe, or None: a duplicate key, a tag the safe loader does not read, a key that is a list or mapping, a
+    value containing itself, more than MAX_TOPIC_VALUES values or MAX_TOPIC_DEPTH levels. Values are counted
+    as they will be once aliases are expanded (a "billion laughs", aliases of aliases each repeating the last
+    ten times, is refused here, before anything expands it), yet each node is measured once (``shapes``)."""
+    shape = _shape(node, shapes)
+    fields = _children(node) if isinstance(node, MappingNode) else []
+    if shape.problem is not None:
+        where, problem = shape.problem
+        return where.removeprefix(".") or "<topic>", problem
+    if shape.values > MAX_TOPIC_VALUES:
+        largest = [name for name, child in fields if shapes[id(child)].values > MAX_TOPIC_VALUES]
+        field_name = largest[0].removeprefix(".") if largest else "<topic>"
+        return field_name, f"holds more than {MAX_TOPIC_VALUES:,} values (YAML aliases repeating one?)"
+    if shape.levels > MAX_TOPIC_DEPTH:
+        deepest = [name for name, child in fields if shapes[id(child)].levels >= MAX_TOPIC_DEPTH]
+        field_name = deepest[0].removeprefix(".") if deepest else "<topic>"
+        return field_name, f"is nested more than {MAX_TOPIC_DEPTH} levels deep"
+    return None
+
+
+def _shape(node: Node, shapes: dict[int, _Shape]) -> _Shape:
+    """The shape of ``node``, measured children first without recursion (a file may nest 1000 levels)."""
+    on_path: set[int] = set()  # collections whose children are being measured
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:
+        current, measured_children = stack.pop()
+        if measured_children:
+            on_path.discard(id(current))
+            shapes[id(current)] = _combined_shape(current, shapes)
+            continue
+        if id(current) in shapes:
+            continue
+        if current.tag not in _READABLE_TAGS:
+            shapes[id(current)] = _Shape(
+                1, 0, ("", f"has the YAML tag {_shown.repr(current.tag)}, which is not read")
+            )
+        elif isinstance(current, ScalarNode):
+            shapes[id(current)] = _Shape(1, 0)
+        else:
+            on_path.add(id(current))
+            stack.append((current, True))
+            stack.extend(
+                (child, False)
+                for _, child in _children(current)
+                if id(child) not in on_path and id(child) not in shapes
+            )
+    return shapes[id(node)]
+
+
+def _combined_shape(node: Node, shapes: dict[int, _Shape]) -> _Shape:
+    """A collection's shape from its children's (a child not measured is one of its own ancestors)."""
+    problem = _keys_problem(node) if isinstance(node, MappingNode) else None
+    values, levels = 1, 0
+    for name, child in _children(node):
+        shape = shapes.get(id(child), _CYCLE)
+        values = min(values + shape.values, MAX_TOPIC_VALUES + 1)
+        levels = max(levels, shape.levels + 1)
+        if problem is None and shape.problem is not None:
+            problem = (name + shape.problem[0], shape.problem[1])
+    return _Shape(values, levels, problem)
+
+
+def _children(node: Node) -> list[tuple[str, Node]]:
+    """A collection's values, each with its path from the collection (``[2]``, ``.name``)."""
+    if isinstance(node, SequenceNode):
+        return [(f"[{index}]", child) for index, child in enumerate(node.value)]
+    if isinstance(node, MappingNode):
+        return [(f".{_key_name(key)}", value) for key, value in node.value]
+    return []
+
+
+def _keys_problem(node: MappingNode) -> tuple[str, str] | None:
+    """A key that is not a plain value, or given twice (YAML would keep the last value, silently)."""
+    lines: dict[tuple[str, str], int] = {}
+    for key, _ in node.value:
+        line = key.start_mark.line + 1
+        if not isinstance(key, ScalarNode) or key.tag not in _KEY_TAGS:
+            return "", f"has a key on line {line} that is not a plain value"
+        spot = (key.tag, key.value)
+        if spot in lines:
+            first = lines[spot]
+            place = f"on line {line}" if first == line else f"on lines {first} and {line}"
+            return f".{_key_name(key)}", f"is given twice ({place}); YAML would keep the last one silently"
+        lines[spot] = line
+    return None
+
+
+def _key_name(key: Node) -> str:
+    """A mapping key as a path names it: a plain key as written (cut short), any other as ``<key>``."""
+    if not isinstance(key, ScalarNode):
+        return "<key>"
+    return key.value if len(key.value) <= 80 else f"{key.value[:77]}..."
 
 
 @dataclass(frozen=True)

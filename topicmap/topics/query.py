@@ -50,7 +50,7 @@ true on a page whenever the query can be true on a story extracted from it, eval
 then on views of it that hold every word of its story (character references decoded, tags that split words
 removed, <meta> and JSON-LD strings). NOT clauses, fields and word order are decided on the story only.
 
-Better than Media Cloud (fact sheet §1): Media Cloud turns the query into one regex; it drops every NOT
+Better than Media Cloud: Media Cloud turns the query into one regex; it drops every NOT
 (``foo AND NOT bar`` matched texts with bar), builds AND as both-order alternation (exponential in the
 number of operands), has no right word boundary (``cat`` matched "category"), ignores the proximity
 distance and reads only the first 1 MiB. Here the query is parsed into a tree evaluated against the
@@ -65,8 +65,11 @@ import functools
 import html
 import json
 import re
+import threading
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from enum import Enum
@@ -75,7 +78,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["QuerySyntaxError", "TopicQuery", "parse"]
+__all__ = ["MAX_QUERY_CHARS", "MAX_QUERY_DEPTH", "MAX_QUERY_TERMS", "QuerySyntaxError", "TopicQuery", "parse"]
+
+# Bounds on what a query may be, so that any text given to ``parse`` costs a bounded time and memory and never
+# exhausts the stack (the parser, and the tree's evaluation, rendering and relaxation, are recursive). Each is
+# far above what a topic needs: a list of a few thousand names fits.
+#: characters in a query
+MAX_QUERY_CHARS = 100_000
+#: words in a query, each word of a phrase counted (every word becomes a compiled pattern: ~0.1 ms each)
+MAX_QUERY_TERMS = 10_000
+#: parentheses and prefix operators (NOT, !, -, +) nested inside one another; the tree is then at most about
+#: three nodes deep per level (AND, OR, NOT), a few hundred Python frames where the limit is a thousand
+MAX_QUERY_DEPTH = 32
 
 
 class QuerySyntaxError(ValueError):
@@ -796,9 +810,18 @@ class _Lexer:
         self.query = query
         self.warnings = warnings
         self.tokens: list[_Token] = []
+        self.terms = 0  # words so far, each word of a phrase counted
 
     def error(self, message: str, position: int) -> QuerySyntaxError:
         return QuerySyntaxError(message, self.query, position)
+
+    def _count_terms(self, words: int, position: int) -> None:
+        self.terms += words
+        if self.terms > MAX_QUERY_TERMS:
+            raise self.error(
+                f"more than {MAX_QUERY_TERMS:,} words (phrase words included), at position {position}",
+                position,
+            )
 
     def run(self) -> list[_Token]:
         query, i, n = self.query, 0, len(self.query)
@@ -876,7 +899,9 @@ class _Lexer:
                 raise self.error(f"expected a whole number of words after '~' at position {i}", i)
             slop = int(number.group())
             i = number.end()
-        self.tokens.append(_Token(_Kind.PHRASE, query[start:i], start, word="".join(content), slop=slop))
+        phrase = "".join(content)
+        self._count_terms(max(1, len(phrase.split())), start)
+        self.tokens.append(_Token(_Kind.PHRASE, query[start:i], start, word=phrase, slop=slop))
         return self._boost(i)
 
     def _range(self, start: int) -> int:
@@ -950,6 +975,7 @@ class _Lexer:
             self.warnings.append(
                 f"fuzzy search '{query[start:i]}' at position {start} is not supported; matched exactly"
             )
+        self._count_terms(1, start)
         self.tokens.append(_Token(_Kind.TERM, text, start, word=word, wildcard=wildcard))
         return self._boost(i)
 
@@ -978,9 +1004,26 @@ class _Parser:
         self.index = 0
         self.warnings = warnings
         self.field_context: str | None = None
+        self.depth = 0  # parentheses and prefix operators open around the clause being parsed
 
     def error(self, message: str, position: int) -> QuerySyntaxError:
         return QuerySyntaxError(message, self.query, position)
+
+    @contextmanager
+    def _nested(self, token: _Token) -> Iterator[None]:
+        """One more level of nesting (a parenthesis or a prefix operator), refused beyond MAX_QUERY_DEPTH
+        before the parser recurses into it."""
+        if self.depth >= MAX_QUERY_DEPTH:
+            raise self.error(
+                f"'{token.text}' at position {token.position} nests parentheses and operators more than "
+                f"{MAX_QUERY_DEPTH} deep",
+                token.position,
+            )
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     def peek(self) -> _Token | None:
         return self.tokens[self.index] if self.index < len(self.tokens) else None
@@ -1077,7 +1120,8 @@ class _Parser:
             self.take()
             if self._no_operand_follows():
                 raise self.error(f"dangling '{token.text}' at position {token.position}", token.position)
-            node, occur = self.unary()
+            with self._nested(token):
+                node, occur = self.unary()
             if token.kind is _Kind.PLUS:
                 return node, (_Occur.MUST_NOT if occur is _Occur.MUST_NOT else _Occur.MUST)
             return node, (_Occur.SHOULD if occur is _Occur.MUST_NOT else _Occur.MUST_NOT)
@@ -1087,7 +1131,8 @@ class _Parser:
         token = self.take()
         kind = token.kind
         if kind is _Kind.LPAREN:
-            node, count = self.or_list()
+            with self._nested(token):
+                node, count = self.or_list()
             closing = self.peek()
             if closing is None:
                 raise self.error(f"unbalanced '(' at position {token.position}: missing ')'", token.position)
@@ -1288,12 +1333,77 @@ class TopicQuery:
         return any(self.matches(text) for text in texts)
 
 
-@functools.lru_cache(maxsize=256)
+#: parsed queries (and refused ones) are kept by their text, the least recently used dropped first, up to this
+#: many characters of queries together: a parsed query takes about 120 bytes a character (8 MB for 10,000
+#: words), so the cache stays near 120 MB whatever it is given. A topics file whose queries fit in it
+#: (``topicmap.topics.declarations.MAX_FILE_QUERY_CHARS``) is read on every tick without parsing one twice.
+PARSE_CACHE_CHARS = 1_000_000
+
+
 def parse(q: str) -> TopicQuery:
-    """Parse a query; raises QuerySyntaxError (with ``position``) when it is malformed or only excludes
-    (``NOT foo``, ``-foo``: it would match every story without foo, so a topic would name nothing)."""
+    """Parse a query; raises QuerySyntaxError (with ``position``) when it is malformed, over a size bound
+    (``MAX_QUERY_CHARS``, ``MAX_QUERY_TERMS``, ``MAX_QUERY_DEPTH``) or only excludes (``NOT foo``, ``-foo``: it
+    would match every story without foo, so a topic would name nothing).
+
+    The outcome is kept by the query's text, a refusal too: a query seen before costs a dictionary lookup.
+    """
     if not isinstance(q, str):
         raise TypeError(f"query must be a str, not {type(q).__name__}")
+    outcome = _parsed.get(q)
+    if outcome is None:
+        try:
+            outcome = _parse(q)
+        except QuerySyntaxError as exc:
+            outcome = exc.with_traceback(None)  # kept without the parser's frames (tokens, a half-built tree)
+        _parsed.put(q, outcome)
+    if isinstance(outcome, QuerySyntaxError):
+        # a new instance each time: raising the kept one would chain every caller's traceback onto it
+        raise QuerySyntaxError(outcome.message, outcome.query, outcome.position)
+    return outcome
+
+
+class _ParseCache:
+    """Outcomes of ``parse`` by query text, least recently used dropped first beyond ``limit`` characters of
+    queries. Sensors and runs may parse from several threads: two may parse one text at once, harmlessly."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._outcomes: OrderedDict[str, TopicQuery | QuerySyntaxError] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, q: str) -> TopicQuery | QuerySyntaxError | None:
+        with self._lock:
+            outcome = self._outcomes.get(q)
+            if outcome is not None:
+                self._outcomes.move_to_end(q)
+            return outcome
+
+    def put(self, q: str, outcome: TopicQuery | QuerySyntaxError) -> None:
+        if len(q) > MAX_QUERY_CHARS:
+            return  # refused at once: not worth keeping its text
+        with self._lock:
+            if q not in self._outcomes:
+                self._outcomes[q] = outcome
+                self._chars += len(q)
+            while self._chars > self.limit:
+                dropped, _ = self._outcomes.popitem(last=False)
+                self._chars -= len(dropped)
+
+
+_parsed = _ParseCache(PARSE_CACHE_CHARS)
+
+
+def _excerpt(text: str, limit: int = 80) -> str:
+    """A query as messages quote it: whole when short, its start otherwise (a message is not a copy of it)."""
+    return repr(text) if len(text) <= limit else f"{text[: limit - 3]!r}..."
+
+
+def _parse(q: str) -> TopicQuery:
+    if len(q) > MAX_QUERY_CHARS:
+        raise QuerySyntaxError(
+            f"the query is {len(q):,} characters long, more than {MAX_QUERY_CHARS:,}", q, MAX_QUERY_CHARS
+        )
     warnings: list[str] = []
     tokens = _Lexer(q, warnings).run()
     root = _Parser(q, tokens, warnings).parse()
@@ -1303,7 +1413,7 @@ def parse(q: str) -> TopicQuery:
         # written out is the explicit way to ask for everything.
         position = tokens[0].position
         raise QuerySyntaxError(
-            f"query {q!r} only excludes (it matches a story with no words at all, e.g. 'NOT foo' or "
+            f"query {_excerpt(q)} only excludes (it matches a story with no words at all, e.g. 'NOT foo' or "
             "'-foo'): a topic must name what it is about; add the words it is about, e.g. 'climate AND NOT foo'",
             q,
             position,

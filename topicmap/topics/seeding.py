@@ -3,6 +3,8 @@
 An archive story is a seed because the query matches it: it joins the topic at iteration 0. A seed list's URLs
 are fetched by the spider at iteration 0; each row carries its list's ``assume_match``: true (the default)
 and the story joins the topic whatever its text, false and it is judged by the query like any page found.
+A topic re-seeded after its declaration changed stores its rows again (``TopicStore.add_seed_urls``): a URL
+already stored takes the flag the file gives it now.
 """
 
 from __future__ import annotations

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import html as html_lib
 import inspect
+import itertools
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -51,7 +52,7 @@ from topicmap.web.urls import distinctive_domain, is_http_url
 log = logging.getLogger(__name__)
 
 MAX_TITLE_LENGTH = 1024
-# Media Cloud treats content without a '<' in its first 1000 chars as plain text (fact sheet §3).
+# Media Cloud treats content without a '<' in its first 1000 chars as plain text (its link extraction's rule).
 PLAIN_TEXT_PROBE_CHARS = 1000
 MAX_PLAIN_TEXT_CHARS = 1_000_000
 
@@ -442,15 +443,17 @@ def _hash_justext_stoplist_once() -> None:
         external.JT_STOPLIST = _HashedOnce(stoplist)
 
 
-def _extractor(options: dict[str, Any], include_links: bool) -> Extractor:
+def _extractor(options: dict[str, Any]) -> Extractor:
     """trafilatura's settings for one mode, built once: building them per call (config reads, a time-zone
-    lookup for htmldate's date window, unused without metadata) cost 0.2-0.3 ms a pass. No URL: trafilatura
-    uses it only to resolve links (which we resolve against the page, links.py) and in log lines. The
-    object is only read during extraction, so threads may share it."""
-    key = (tuple(sorted(options.items())), include_links)
+    lookup for htmldate's date window, unused without metadata) cost 0.2-0.3 ms a pass. Never with links:
+    trafilatura splits a paragraph at an inline link it keeps and glues the link's words to the next ones
+    ("speechin San Francisco", "heads upthat"), and with links it keeps or drops other paragraphs than without; the
+    article's links are read beside the text instead (``_article_link_targets``). No URL: trafilatura uses it
+    to resolve links and in log lines. The object is only read during extraction, so threads may share it."""
+    key = tuple(sorted(options.items()))
     extractor = _extractors.get(key)
     if extractor is None:
-        settings = {"tables": True, "links": include_links}
+        settings = {"tables": True, "links": False}
         settings.update({_EXTRACTOR_FIELDS[name]: value for name, value in options.items()})
         extractor = _extractors[key] = Extractor(output_format="python", with_metadata=False, **settings)
         if not extractor.fast:
@@ -460,28 +463,10 @@ def _extractor(options: dict[str, Any], include_links: bool) -> Extractor:
 
 @dataclass(frozen=True)
 class _Article:
-    """What we use of trafilatura's Document: the article body (its XML) and its text; when links were asked
-    for, the link targets and the text with the links' words, read before the links were taken out."""
+    """What we use of trafilatura's Document: the article body (its XML) and its text."""
 
     text: str
     body: Any
-    link_targets: list[str] = field(default_factory=list)
-    linked_text: str = ""
-
-
-def _article(body: Any, formatting: bool, include_links: bool) -> _Article:
-    """The article of one pass. With links, trafilatura kept them as <ref target=...> elements, and its text
-    output writes them as Markdown links: the targets and the linked text are read, then the <ref>s are
-    taken out (their words stay): the story's text has no link markup (F1 0.971 on the evaluation set, 0.928
-    with it), and each pass is judged by the same text length as without links. (Taking them out after the
-    last pass cost a second text pass, ~1.5 % of a page, and a short article full of links could pass as long
-    enough for the fast pass that ``extract_story`` rejects.)"""
-    if not include_links:
-        return _Article(xmltotxt(body, formatting), body)
-    link_targets = [target for ref in body.iter("ref") if (target := ref.get("target"))]
-    linked_text = " ".join(body.itertext())
-    etree.strip_tags(body, "ref")
-    return _Article(xmltotxt(body, formatting), body, link_targets, linked_text)
 
 
 def _sequence_function() -> Callable[..., Any] | None:
@@ -504,19 +489,19 @@ DIRECT_SEQUENCE = True
 _SEQUENCE = _sequence_function()
 
 
-def _bare_extraction(tree: HtmlElement, include_links: bool, options: dict[str, Any]) -> _Article | None:
+def _bare_extraction(tree: HtmlElement, options: dict[str, Any]) -> _Article | None:
     """trafilatura's article of `tree` in one mode, or None. Prunes `tree`."""
-    extractor = _extractor(options, include_links)
+    extractor = _extractor(options)
     try:
         if not DIRECT_SEQUENCE or _SEQUENCE is None:
             document = trafilatura.bare_extraction(tree, options=extractor)
             body = getattr(document, "body", None) if document is not None else None
-            return None if body is None else _article(body, extractor.formatting, include_links)
+            return None if body is None else _Article(xmltotxt(body, extractor.formatting), body)
         body, text, _comments_body, comments = _SEQUENCE(tree, extractor, None)
         # bare_extraction's own check: nothing extracted is no document
         if len(text) < extractor.min_output_size and len(comments) < extractor.min_output_comm_size:
             return None
-        return _article(body, extractor.formatting, include_links)
+        return _Article(xmltotxt(body, extractor.formatting), body)
     except Exception:  # noqa: BLE001 - third-party extractor on hostile input
         log.debug("trafilatura failed", exc_info=True)
         return None
@@ -557,24 +542,23 @@ def _looks_deficient(document: _Article | None) -> bool:
     return not paragraphs or len(document.body.findall(".//table")) > len(paragraphs)
 
 
-def _article_document(
-    tree: HtmlElement, url: str, include_links: bool = False
-) -> tuple[_Article | None, str]:
-    """trafilatura's article or None, and how it was found ("precision (fast)", "precision", "recall
-    fallback"). Prunes `tree` in place: read it before.
-
-    With ``include_links`` the article also has its links (``_article``); trafilatura is given no URL: it
-    would resolve relative links against the site root instead of the page."""
+def _strip_page_chrome(tree: HtmlElement) -> None:
+    """Delete what is never article text (``_NEVER_ARTICLE_TEXT``), tails kept, in place."""
     etree.strip_elements(tree, *_NEVER_ARTICLE_TEXT, with_tail=False)
+
+
+def _article_document(tree: HtmlElement) -> tuple[_Article | None, str]:
+    """trafilatura's article or None, and how it was found ("precision (fast)", "precision", "recall
+    fallback"). Prunes `tree` in place: read it before. Expects ``_strip_page_chrome`` done."""
     if FAST_FIRST:
-        document = _bare_extraction(tree, include_links, {**TRAFILATURA_OPTIONS, "fast": True})
+        document = _bare_extraction(tree, {**TRAFILATURA_OPTIONS, "fast": True})
         if not _looks_deficient(document):
             return document, "precision (fast)"
-    document = _bare_extraction(tree, include_links, TRAFILATURA_OPTIONS)
+    document = _bare_extraction(tree, TRAFILATURA_OPTIONS)
     precise_length = _body_text_length(document)
     if precise_length >= RECALL_FALLBACK_BELOW_CHARS or RECALL_FALLBACK_BELOW_CHARS <= 0:
         return document, "precision"
-    recalled = _bare_extraction(tree, include_links, RECALL_OPTIONS)
+    recalled = _bare_extraction(tree, RECALL_OPTIONS)
     if _body_text_length(recalled) >= max(1, precise_length) * RECALL_FALLBACK_GAIN:
         return recalled, "recall fallback"
     return document, "precision"
@@ -601,6 +585,348 @@ def tidy_text(text: str | None) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+# the article's links
+
+# Elements a text extractor writes on lines of their own: a link's paragraph is its nearest such ancestor.
+_BLOCK_TAGS = frozenset(
+    {"address", "article", "blockquote", "body", "caption", "center", "dd", "details", "div", "dl", "dt",
+     "figcaption", "figure", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "html", "li", "main", "ol",
+     "p", "pre", "section", "summary", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul"}
+)  # fmt: skip
+# A link is the article's when its words and LINK_CONTEXT_CHARS characters (not counting whitespace) on
+# each side, as its paragraph writes them, are in the article text. A paragraph shorter than
+# SHORT_PARAGRAPH_CHARS ("Home", "Sports") must be a whole line of it: such words occur in any article.
+LINK_CONTEXT_CHARS = 20
+SHORT_PARAGRAPH_CHARS = 24
+
+
+def _compact(text: str) -> str:
+    """Text without whitespace: how a paragraph and the article text are compared (an extractor moves
+    spaces and line breaks, not words)."""
+    return "".join(text.split())
+
+
+def _text_of(element: HtmlElement) -> str:
+    """The element's text as written, its tail excluded."""
+    return etree.tostring(element, method="text", encoding=str, with_tail=False)
+
+
+def _compact_text_of(element: HtmlElement) -> str:
+    """The element's text (its tail excluded), compacted; a comment's is none."""
+    if not isinstance(element.tag, str):
+        return ""
+    if len(element) == 0:  # most links: no serialisation needed
+        return _compact(element.text or "")
+    return _compact(_text_of(element))
+
+
+def _article_lines(article_text: str) -> set[str]:
+    """The article's lines, list items (without their marker) and table cells, compacted."""
+    lines: set[str] = set()
+    for line in article_text.split("\n"):
+        lines.add(_compact(line))
+        if line.startswith("- "):
+            lines.add(_compact(line[2:]))
+        elif line.startswith("|"):
+            lines.update(_compact(cell) for cell in line.split("|"))
+    return lines
+
+
+def _text_before(anchor: HtmlElement, paragraph: HtmlElement) -> tuple[str, bool]:
+    """Up to LINK_CONTEXT_CHARS characters (compacted) before the anchor in its paragraph, and whether
+    that is all of them."""
+    pieces: list[str] = []
+    size = 0
+    node = anchor
+    while node is not paragraph and size < LINK_CONTEXT_CHARS:
+        previous = node.getprevious()
+        if previous is None:
+            node = node.getparent()
+            found = [_compact(node.text or "")]
+        else:
+            node = previous
+            found = [_compact(previous.tail or ""), _compact_text_of(previous)]
+        for piece in found:
+            pieces.append(piece)
+            size += len(piece)
+    text = "".join(reversed(pieces))
+    return text[-LINK_CONTEXT_CHARS:], node is paragraph and size <= LINK_CONTEXT_CHARS
+
+
+def _text_after(anchor: HtmlElement, paragraph: HtmlElement) -> tuple[str, bool]:
+    """Up to LINK_CONTEXT_CHARS characters (compacted) after the anchor in its paragraph, and whether that
+    is all of them."""
+    pieces = [_compact(anchor.tail or "")]
+    size = len(pieces[0])
+    node = anchor
+    while size < LINK_CONTEXT_CHARS:
+        following = node.getnext()
+        if following is None:
+            node = node.getparent()
+            if node is paragraph:
+                return "".join(pieces), True
+            found = [_compact(node.tail or "")]
+        else:
+            node = following
+            found = [_compact_text_of(following), _compact(following.tail or "")]
+        for piece in found:
+            pieces.append(piece)
+            size += len(piece)
+    return "".join(pieces)[:LINK_CONTEXT_CHARS], False
+
+
+def _page_anchors(tree: HtmlElement) -> list[HtmlElement]:
+    """The page's <a href> elements, in document order: taken after the page chrome is deleted, before
+    trafilatura runs (read after it: ``_article_link_targets``)."""
+    return [anchor for anchor in tree.iter("a") if anchor.get("href")]
+
+
+def _article_link_targets(anchors: list[HtmlElement], article_text: str) -> list[str]:
+    """The hrefs (as written, in document order) of the anchors found in the article text, whichever of
+    trafilatura's passes chose it: an anchor is found by its words with up to LINK_CONTEXT_CHARS characters
+    on each side within its paragraph (its nearest block ancestor), or, when that paragraph is shorter than
+    SHORT_PARAGRAPH_CHARS, by the whole paragraph being a line, list item or table cell of the article. A
+    link without words (an image, an icon) has nothing to be found by: it is not the article's.
+
+    Read after extraction because most anchors' words are not in the article at all, and only those that are
+    need their paragraph: trafilatura cleans a copy of our tree and prunes the tree itself only of comment
+    sections and infinite-scroll containers, so the anchors' paragraphs are as the page wrote them (a pruned
+    section's anchors keep theirs, detached, and are not article text)."""
+    if not anchors or not article_text:
+        return []
+    article = _compact(article_text)
+    lines: set[str] | None = None  # built for the first short paragraph
+    words_found: dict[str, bool] = {}  # a page repeats its link texts ("Share", a section's name)
+    targets = []
+    for anchor in anchors:
+        words = _compact_text_of(anchor)
+        if not words:
+            continue
+        found = words_found.get(words)
+        if found is None:
+            found = words_found[words] = words in article
+        if not found:
+            continue
+        paragraph = anchor.getparent()
+        while paragraph is not None and paragraph.tag not in _BLOCK_TAGS:
+            paragraph = paragraph.getparent()
+        if paragraph is None:
+            continue
+        before, paragraph_starts = _text_before(anchor, paragraph)
+        after, paragraph_ends = _text_after(anchor, paragraph)
+        context = before + words + after
+        if paragraph_starts and paragraph_ends and len(context) < SHORT_PARAGRAPH_CHARS:
+            lines = _article_lines(article_text) if lines is None else lines
+            found = context in lines
+        else:
+            found = context in article
+        if found:
+            targets.append(anchor.get("href", "").strip())
+    return [target for target in targets if target]
+
+
+# --------------------------------------------------------------------------------------------------
+# the opening paragraph
+
+# trafilatura keeps the paragraphs of the container it chooses. An opening paragraph the page writes beside
+# them is lost: text written straight into the container (a <p> the parser closed at a nested <div>;
+# paragraphs separated by <br> only), or a standfirst in an element of its own next to the body's container
+# ("article__summary", "story-lede", "c-standfirst"). Such a paragraph is put back, before the kept text it
+# precedes, when the page marks it as the article's opening: it is loose text in a container of paragraphs,
+# or an element whose class names it a lede/standfirst/summary; the article's kept text follows it in its
+# container (only wordless or dropped pieces between: a photo credit, a share bar); and nothing of the
+# article but the headline comes before it in its container.
+
+# A class name that makes an element the story's standfirst: one of these words, at the end of the name or
+# before "-text"/"-paragraph" ("lead-image" and "summary-box" are not).
+_LEDE_CLASS_RE = re.compile(
+    r"(?:^|[\s_-])(?:lede|lead|standfirst|summary|dek|deck|intro|subtitle|subhead|subheadline|excerpt|abstract)"
+    r"(?:[-_](?:text|paragraph|para|copy))?(?:\s|$)"
+)
+# Class or id names of what is not the story's own prose, even when it sits in its container.
+_NOT_LEDE_RE = re.compile(
+    r"caption|credit|byline|author|share|social|related|promo|advert|sponsor|newsletter|subscri|comment|signup"
+    r"|popular|trending|teaser|recommend|breadcrumb",
+    re.I,
+)
+# Cheap first test of a class name (the full pattern above is slower on the hundreds of names of a page).
+_LEDE_CLASS_WORD_RE = re.compile("lede|lead|standfirst|summary|dek|intro|subtitle|subhead|excerpt|abstract")
+# Text written straight into a container that holds paragraphs (<p> or <br>-separated).
+_LOOSE_TEXT_XPATH = etree.XPath(
+    "(//div|//section|//article|//main|//td|//center)[p or br]/text()[string-length(normalize-space(.)) >= 40]"
+)
+MIN_LEDE_CHARS = 80  # shorter is a label, a dateline or a headline, not a paragraph
+MAX_LEDE_LINK_SHARE = 0.5  # of its characters in links: a list of links, not prose
+# A piece of text (an element's or a text run's) shorter than this is not telling: "By X", "Advertisement".
+MIN_PIECE_CHARS = 20
+# How many pieces around a dropped paragraph are looked at for the article's text.
+LEDE_NEIGHBOURS = 8
+LEDE_PROBE_CHARS = 30
+_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+
+
+@dataclass(frozen=True)
+class _Lede:
+    """A paragraph trafilatura left out, and the piece of the article's text that follows it."""
+
+    text: str
+    followed_by: str
+
+
+def _pieces_after(node: HtmlElement, with_tail: bool = True) -> Iterator[str]:
+    """The texts (compacted) that follow ``node``: its tail (``with_tail``), its following siblings' texts
+    and tails, then the same after its container and after that one's container."""
+    for _level in range(3):
+        if with_tail:
+            yield _compact(node.tail or "")
+        following = node.getnext()
+        while following is not None:
+            yield _compact_text_of(following)
+            yield _compact(following.tail or "")
+            following = following.getnext()
+        parent = node.getparent()
+        if parent is None:
+            return
+        node, with_tail = parent, True
+
+
+def _pieces_before(node: HtmlElement) -> Iterator[tuple[str, bool]]:
+    """The texts (compacted) before ``node`` in its container, nearest first, each with whether it is a
+    heading's."""
+    previous = node.getprevious()
+    while previous is not None:
+        yield _compact(previous.tail or ""), False
+        yield _compact_text_of(previous), previous.tag in _HEADINGS
+        previous = previous.getprevious()
+    parent = node.getparent()
+    if parent is not None:
+        yield _compact(parent.text or ""), False
+
+
+def _loose_run(text_node: Any) -> tuple[str, float, Iterator[str], Iterator[tuple[str, bool]]]:
+    """A text written straight into a container (``text_node``, lxml's "smart" string) with the inline
+    elements after it up to a <br> or a block: its text, the share of it in links, and the pieces of text
+    after and before it (``_pieces_after``, ``_pieces_before``)."""
+    owner = text_node.getparent()  # the element whose tail the text is, or the container whose text it is
+    pieces = [str(text_node)]
+    linked = 0
+    last = owner if text_node.is_tail else None  # the run's last node: its next sibling ends the run
+    following = owner.getnext() if text_node.is_tail else (owner[0] if len(owner) else None)
+    while following is not None and following.tag not in _BLOCK_TAGS and following.tag != "br":
+        words = _text_of(following) if isinstance(following.tag, str) else ""
+        if following.tag == "a" or (words and following.find(".//a") is not None):
+            linked += len(collapse(words))
+        pieces += [words, following.tail or ""]
+        last = following
+        following = following.getnext()
+    text = collapse(" ".join(pieces))
+    if last is not None:
+        after = _pieces_after(last, with_tail=False)
+    elif following is not None:
+        after = itertools.chain(
+            [_compact_text_of(following), _compact(following.tail or "")], _pieces_after(following, False)
+        )
+    else:
+        after = _pieces_after(owner)
+    before: Iterator[tuple[str, bool]] = iter(())
+    if text_node.is_tail:
+        before = itertools.chain([(_compact_text_of(owner), owner.tag in _HEADINGS)], _pieces_before(owner))
+    return text, linked / max(1, len(text)), after, before
+
+
+def _is_kept(piece: str, article: str) -> bool:
+    return len(piece) >= MIN_PIECE_CHARS and piece[:LEDE_PROBE_CHARS] in article
+
+
+def _opening_lede(
+    text: str,
+    pieces_after: Iterator[str],
+    pieces_before: Iterator[tuple[str, bool]],
+    article: str,
+    title_key: str,
+) -> _Lede | None:
+    """The paragraph ``text`` as the article's dropped opening, or None (see the comment above)."""
+    if len(text) < MIN_LEDE_CHARS:
+        return None
+    compact = _compact(text)
+    if compact[:LEDE_PROBE_CHARS] in article or compact == title_key:
+        return None
+    followed_by = None
+    for piece in itertools.islice((piece for piece in pieces_after if piece), LEDE_NEIGHBOURS):
+        if _is_kept(piece, article):
+            followed_by = piece[:LEDE_PROBE_CHARS]
+            break
+    if followed_by is None:
+        return None
+    for piece, is_heading in itertools.islice(((p, h) for p, h in pieces_before if p), LEDE_NEIGHBOURS):
+        if not is_heading and piece != title_key and _is_kept(piece, article):
+            return None  # the article's text starts before it: not its opening
+    return _Lede(text, followed_by)
+
+
+def _marked_ledes(tree: HtmlElement) -> Iterator[HtmlElement]:
+    """The elements whose class names them a lede, standfirst or summary, or whose itemprop (schema.org)
+    names them the article's description or abstract. (XPath's contains() on each element's class took
+    ten times as long as this walk; a case-insensitive pattern, four times.)"""
+    for element in tree.iter(etree.Element):
+        classes = (element.get("class") or "").lower()
+        marked = bool(classes and _LEDE_CLASS_WORD_RE.search(classes) and _LEDE_CLASS_RE.search(classes))
+        if marked or element.get("itemprop") in ("description", "abstract"):
+            yield element
+
+
+def _dropped_ledes(tree: HtmlElement, article_text: str, title: str | None) -> list[_Lede]:
+    """The opening paragraphs the page marks as the article's that its text lacks, in document order."""
+    article = _compact(article_text)
+    title_key = _compact(title or "")
+    ledes = []
+    for element in _marked_ledes(tree):
+        if element.tag == "h1" or _NOT_LEDE_RE.search(f"{element.get('class', '')} {element.get('id', '')}"):
+            continue
+        if element.find(".//li") is not None or len(element.findall(".//p")) > 1:
+            continue  # a list of points or several paragraphs is a box, not the opening paragraph
+        text = collapse(_text_of(element))
+        linked = sum(len(collapse(_text_of(anchor))) for anchor in element.iter("a"))
+        if linked > MAX_LEDE_LINK_SHARE * max(1, len(text)):
+            continue
+        lede = _opening_lede(text, _pieces_after(element), _pieces_before(element), article, title_key)
+        if lede is not None:
+            ledes.append(lede)
+            article += _compact(lede.text)  # a paragraph marked twice (a box and its heading) goes in once
+    for text_node in _LOOSE_TEXT_XPATH(tree):
+        owner = text_node.getparent()
+        container = owner.getparent() if text_node.is_tail else owner
+        if container is None or _NOT_LEDE_RE.search(
+            f"{container.get('class', '')} {container.get('id', '')}"
+        ):
+            continue
+        text, link_share, after, before = _loose_run(text_node)
+        if link_share <= MAX_LEDE_LINK_SHARE:
+            lede = _opening_lede(text, after, before, article, title_key)
+            if lede is not None:
+                ledes.append(lede)
+                article += _compact(lede.text)
+    return ledes
+
+
+def _with_ledes(article_text: str, ledes: list[_Lede]) -> str:
+    """The article text with each dropped opening paragraph as a line before the line it precedes."""
+    lines = article_text.split("\n")
+    starts = [_compact(line) for line in lines]
+    inserted: dict[int, list[str]] = {}
+    for lede in ledes:
+        # the line the following piece is on: where it starts, else the first that has it
+        index = next((i for i, line in enumerate(starts) if line.startswith(lede.followed_by)), None)
+        if index is None:
+            index = next((i for i, line in enumerate(starts) if lede.followed_by in line), None)
+        if index is not None:
+            inserted.setdefault(index, []).append(lede.text)
+    if not inserted:
+        return article_text
+    return "\n".join(line for i, text in enumerate(lines) for line in (*inserted.get(i, ()), text))
+
+
+# --------------------------------------------------------------------------------------------------
 # public entry point
 
 
@@ -614,13 +940,12 @@ def extract_story(html: str | bytes, url: str) -> ExtractedStory:
 
 @dataclass(frozen=True)
 class StoryDocument:
-    """One parse of a page: the story; when links were asked for, the article's link targets (as written)
-    and its text with the links' words; and whatever ``before_pruning`` read from the full page tree (for
-    link mining: <base>, embedded videos)."""
+    """One parse of a page: the story (the same whether or not links were asked for); when they were, the
+    targets (as written, in document order) of the links in the article text; and whatever
+    ``before_pruning`` read from the full page tree (for link mining: <base>, embedded videos)."""
 
     story: ExtractedStory
     link_targets: list[str] = field(default_factory=list)
-    linked_text: str = ""
     before_pruning: Any = None
 
 
@@ -630,7 +955,9 @@ def extract_story_document(
     include_links: bool = False,
     before_pruning: Callable[[HtmlElement], Any] | None = None,
 ) -> StoryDocument:
-    """``extract_story`` that can also keep the article's links, so a crawler parses each page once."""
+    """``extract_story`` that can also read the article's links, so a crawler parses each page once. The
+    story is ``extract_story``'s: the text comes from the same passes, and the links are those whose words
+    and surroundings are in that text (``_article_link_targets``)."""
     try:
         return _extract_story(html, url if isinstance(url, str) else "", include_links, before_pruning)
     except Exception:  # noqa: BLE001 - total function by contract
@@ -661,10 +988,12 @@ def _extract_story(
     canonical_url = _canonical_url(tree, meta, url)
     seen_before_pruning = before_pruning(tree) if before_pruning is not None else None
     # Last, because it prunes the tree the metadata was read from.
-    document, _text_method = _article_document(tree, url, include_links)
-    if document is None:
-        document = _Article("", None)
-    text = tidy_text(document.text)
+    _strip_page_chrome(tree)
+    anchors = _page_anchors(tree) if include_links else []
+    document, _text_method = _article_document(tree)
+    text = tidy_text(document.text) if document is not None else ""
+    if text:
+        text = _with_ledes(text, _dropped_ledes(tree, text, title))
     language, language_method = _language(text, declared_language)
     story = ExtractedStory(
         title,
@@ -677,7 +1006,7 @@ def _extract_story(
         dated.method,
         language_method,
     )
-    return StoryDocument(story, document.link_targets, document.linked_text, seen_before_pruning)
+    return StoryDocument(story, _article_link_targets(anchors, text), seen_before_pruning)
 
 
 __all__ = [

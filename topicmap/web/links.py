@@ -1,14 +1,16 @@
-"""The links a story makes (fact sheet §3), the ignore list, and the self-link rules for the spider.
+"""The links a story makes, the ignore list and the spider's self-link rules (Media Cloud's, bugs fixed).
 
 Two readers, one for each question:
 
 - ``extract_links(html, base_url=None)`` is Media Cloud's ``get_links_from_html``: the links of the HTML it
   is given, a fragment or a whole page. Every element with an ``href`` (``<a>``, ``<link>``, ``<area>``),
   YouTube embeds, and http(s) URLs written out in the visible text.
-- ``extract_content_links`` / ``extract_story_and_links`` are what the spider mines: the links inside the
-  article content only (trafilatura's extraction of the page), so navigation, footers, "most read" boxes and
-  share bars are not links the story makes; plus URLs written in the article text and YouTube embeds from
-  the whole page (extractors drop iframes). Media Cloud ran its article extractor first for the same reason.
+- ``extract_story_and_links`` / ``extract_content_links`` are what the spider mines: the links inside the
+  article content only, so navigation, footers, "most read" boxes and share bars are not links the story
+  makes; plus URLs written in the article text and YouTube embeds from the whole page (extractors drop
+  iframes). Media Cloud ran its article extractor first for the same reason. The story is exactly
+  ``extract_story``'s (the benchmarked one); a link is the article's when its words and their surroundings
+  in its paragraph are in that story's text (``topicmap.web.extract.extract_story_document``).
 
 Differences from Media Cloud, on purpose:
 
@@ -26,7 +28,6 @@ import logging
 import re
 from urllib.parse import urljoin
 
-import trafilatura
 from lxml import etree
 from lxml.html import HtmlElement
 
@@ -46,7 +47,7 @@ from topicmap.web.urls import (
 
 log = logging.getLogger(__name__)
 
-# Fact sheet §3 (topics_base/ignore_link_pattern.py): share buttons, spam and aggregator sites, tag/profile
+# Media Cloud's ignore list (topics_base/ignore_link_pattern.py): share buttons, spam and aggregator sites, tag/profile
 # pages, API hosts. Repaired entries, each of which silently did less than intended in Media Cloud:
 # - `iconosquare\.com` and `unz\.com` lacked a comma between them, so Python fused them into one
 #   alternative "iconosquare\.comunz\.com" and neither site was ignored: two entries here;
@@ -98,16 +99,13 @@ IGNORE_LINK_PATTERN = "|".join(f"(?:{pattern})" for pattern in IGNORE_LINK_PATTE
 # letters are literals (no \S, \W, \D or \B escapes), which tests/test_links.py checks.
 _IGNORE_LINK_RE = re.compile(IGNORE_LINK_PATTERN.lower())
 
-# Clear-text URLs (fact sheet §3: `https?://[^\s")]+`, then trailing non-word characters stripped); also
+# Clear-text URLs (Media Cloud's `https?://[^\s")]+`, then trailing non-word characters stripped); also
 # stop at angle brackets and quotes, which never end a URL written in prose.
 _TEXT_URL_RE = re.compile(r"https?://[^\s\"'<>)\]]+", re.I)
 _TRAILING_NON_WORD_RE = re.compile(r"\W+$")
 # Media Cloud's special case: www3.nytimes.com and friends are www.nytimes.com.
 _NYTIMES_MIRROR_RE = re.compile(r"www[a-z0-9]+\.nytimes", re.I)
 MAX_PLAIN_TEXT_CHARS = 1_000_000
-
-# Same as the story extractor, except links: the content area trafilatura keeps is the article.
-_CONTENT_OPTIONS = {"include_comments": False, "favor_precision": True, "include_links": True}
 
 
 def is_ignored_url(url: str | None) -> bool:
@@ -142,22 +140,6 @@ def _absolute(href: str | None, base: str | None) -> str | None:
         except ValueError:
             return None
     return fix_common_url_mistakes(href)
-
-
-def _content_links_and_text(tree: HtmlElement) -> tuple[list[str], str]:
-    """Hrefs inside the article content and the article text, via trafilatura."""
-    try:
-        # No url: trafilatura would resolve relative links against the site root, not the page
-        # (`story-2.html` on /news/ → /story-2.html); they are resolved here with urljoin instead.
-        document = trafilatura.bare_extraction(tree, url=None, with_metadata=False, **_CONTENT_OPTIONS)
-    except Exception:  # noqa: BLE001 - third-party extractor on hostile input
-        log.debug("trafilatura failed in link extraction", exc_info=True)
-        return [], ""
-    if document is None or document.body is None:
-        return [], ""
-    hrefs = [ref.get("target") for ref in document.body.iter("ref")]
-    text = " ".join(document.body.itertext())
-    return [href for href in hrefs if href], text
 
 
 def _text_urls(text: str) -> list[str]:
@@ -198,7 +180,7 @@ def extract_links(html: str | bytes | None, base_url: str | None = None) -> list
 
     Never raises: unparsable or binary input gives []."""
     try:
-        return _extract_links(html, base_url if isinstance(base_url, str) else None, content_only=False)
+        return _extract_links(html, base_url if isinstance(base_url, str) else None)
     except Exception:  # noqa: BLE001 - total function by contract
         log.warning("link extraction failed for %s", base_url, exc_info=True)
         return []
@@ -206,12 +188,9 @@ def extract_links(html: str | bytes | None, base_url: str | None = None) -> list
 
 def extract_content_links(html: str | bytes | None, base_url: str | None = None) -> list[str]:
     """The links the story itself makes: those inside its article content (as extracted), URLs written in
-    the article text and YouTube embeds. What the spider mines from a stored page. Never raises."""
-    try:
-        return _extract_links(html, base_url if isinstance(base_url, str) else None, content_only=True)
-    except Exception:  # noqa: BLE001 - total function by contract
-        log.warning("content link extraction failed for %s", base_url, exc_info=True)
-        return []
+    the article text and YouTube embeds; relative links are dropped without a ``base_url``. What the spider
+    mines from a stored page: ``extract_story_and_links``'s links. Never raises."""
+    return extract_story_and_links(html, base_url if isinstance(base_url, str) else "")[1]
 
 
 # Text nodes a reader sees: not inside scripts, styles, templates or the head.
@@ -238,23 +217,20 @@ def _is_resource_link(element: HtmlElement) -> bool:
     return bool(rels) and rels <= _RESOURCE_LINK_RELS
 
 
-def _extract_links(html: str | bytes | None, base_url: str | None, content_only: bool) -> list[str]:
+def _extract_links(html: str | bytes | None, base_url: str | None) -> list[str]:
     if not html or not isinstance(html, str | bytes | bytearray):
         return []
     text = decode_html(html) if isinstance(html, bytes | bytearray) else html
     self_key = normalize_url_lossy(base_url) if base_url else None
     if "<" not in text[:PLAIN_TEXT_PROBE_CHARS]:
-        # Not HTML (fact sheet §3): the only links are the URLs written in it.
+        # Not HTML (Media Cloud's rule): the only links are the URLs written in it.
         return _clean(_text_urls(text[:MAX_PLAIN_TEXT_CHARS]), self_key)
     tree = parse_html(text)
     if tree is None:
         return []
     base = _base_for(tree, base_url)
     embeds = _youtube_embeds(tree, base)
-    if content_only:
-        hrefs, visible_text = _content_links_and_text(tree)
-    else:
-        hrefs, visible_text = _all_hrefs_and_text(tree)
+    hrefs, visible_text = _all_hrefs_and_text(tree)
     candidates = [_absolute(href, base) for href in hrefs]
     candidates += _text_urls(visible_text)
     candidates += embeds
@@ -262,8 +238,9 @@ def _extract_links(html: str | bytes | None, base_url: str | None, content_only:
 
 
 def extract_story_and_links(html: str | bytes | None, url: str) -> tuple[ExtractedStory, list[str]]:
-    """``extract_story`` and ``extract_links`` from ONE parse and ONE trafilatura pass (what a crawler wants:
-    each fetched page is both a story and a source of links). Never raises."""
+    """``extract_story`` and the article's links (``extract_content_links``) from ONE parse and the same
+    trafilatura passes (what a crawler wants: each fetched page is both a story and a source of links). The
+    story is ``extract_story``'s, field for field. Never raises."""
 
     def read_full_page(tree: HtmlElement) -> tuple[str | None, list[str]]:
         base = _base_for(tree, url)
@@ -271,13 +248,17 @@ def extract_story_and_links(html: str | bytes | None, url: str) -> tuple[Extract
 
     document = extract_story_document(html or b"", url, include_links=True, before_pruning=read_full_page)
     story = document.story
-    self_key = normalize_url_lossy(url) if url else None
-    if document.before_pruning is None:  # not HTML: the only links are the URLs written in the text
-        return story, _clean(_text_urls(story.text[:MAX_PLAIN_TEXT_CHARS]), self_key)
-    base, embeds = document.before_pruning
-    candidates = [_absolute(href, base) for href in document.link_targets]
-    candidates += _text_urls(document.linked_text) + embeds
-    return story, _clean(candidates, self_key)
+    try:
+        self_key = normalize_url_lossy(url) if url else None
+        if document.before_pruning is None:  # not HTML: the only links are the URLs written in the text
+            return story, _clean(_text_urls(story.text[:MAX_PLAIN_TEXT_CHARS]), self_key)
+        base, embeds = document.before_pruning
+        candidates = [_absolute(href, base) for href in document.link_targets]
+        candidates += _text_urls(story.text) + embeds
+        return story, _clean(candidates, self_key)
+    except Exception:  # noqa: BLE001 - total function by contract: the story stands without its links
+        log.warning("link extraction failed for %s", url, exc_info=True)
+        return story, []
 
 
 def _clean(candidates: list[str | None], self_key: str | None) -> list[str]:

@@ -1,0 +1,101 @@
+"""The project's tags of a run, read from what the run materializes and the partition it runs for.
+
+Dagster records a run's steps (its execution plan) and partition tags; the project's run tags (assets/jobs.py
+``run_tags``: topic, spider topic, stage, API) follow from them. Every path that creates a run uses this: `make
+demo` and `topicmap topic run` (orchestration/runs.py), and the run coordinator for every run it queues
+(orchestration/coordinator.py: the UI's materializations and backfills, sensors, schedules, retries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+import dagster as dg
+from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph
+from dagster._core.snap import ExecutionPlanSnapshot
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+    get_multidimensional_partition_tag,
+)
+
+from assets.jobs import run_tags
+from assets.partitions import topics_partitions
+
+
+def planned_asset_keys(plan: ExecutionPlanSnapshot) -> set[dg.AssetKey]:
+    """The assets materialized by the plan's steps to execute (all of the job's, or the selected subset)."""
+    to_execute = set(plan.step_keys_to_execute)
+    return {
+        output.properties.asset_key
+        for step in plan.steps
+        if step.key in to_execute
+        for output in step.outputs
+        if output.properties is not None and output.properties.asset_key is not None
+    }
+
+
+def _is_topics(partitions_def: dg.PartitionsDefinition | None) -> bool:
+    return (
+        isinstance(partitions_def, dg.DynamicPartitionsDefinition)
+        and partitions_def.name == topics_partitions.name
+    )
+
+
+def _partition_keys(tags: Mapping[str, str]) -> list[str]:
+    """The run's partition key, or the two ends of its partition range (a single-run backfill)."""
+    if PARTITION_NAME_TAG in tags:
+        return [tags[PARTITION_NAME_TAG]]
+    ends = [tags.get(ASSET_PARTITION_RANGE_START_TAG), tags.get(ASSET_PARTITION_RANGE_END_TAG)]
+    return [end for end in ends if end]
+
+
+def run_topic(
+    asset_graph: BaseAssetGraph, asset_keys: Collection[dg.AssetKey], tags: Mapping[str, str]
+) -> str | None:
+    """The one topic a run works on: its partition of `topics` (or of a multi-partition's topic dimension), None
+    for a run of no topic or of a range over several topics."""
+    keys = _partition_keys(tags)
+    for asset_key in asset_keys:
+        if not asset_graph.has(asset_key):
+            continue
+        partitions_def = asset_graph.get(asset_key).partitions_def
+        topics: set[str] = set()
+        if _is_topics(partitions_def):
+            topics = set(keys)
+        elif isinstance(partitions_def, dg.MultiPartitionsDefinition):
+            dimension = next(
+                (d.name for d in partitions_def.partitions_defs if _is_topics(d.partitions_def)), None
+            )
+            if dimension is None:
+                continue
+            tagged = tags.get(get_multidimensional_partition_tag(dimension))
+            topics = (
+                {tagged}
+                if tagged
+                else {
+                    partitions_def.get_partition_key_from_str(key).keys_by_dimension[dimension]
+                    for key in keys
+                }
+            )
+        if len(topics) == 1:
+            return topics.pop()
+    return None
+
+
+def run_asset_keys(
+    asset_selection: Collection[dg.AssetKey] | None, plan: ExecutionPlanSnapshot | None
+) -> set[dg.AssetKey]:
+    """What a run materializes: its asset selection, else what its plan's steps materialize (nothing known of a
+    run stored without a plan)."""
+    if asset_selection:
+        return set(asset_selection)
+    return planned_asset_keys(plan) if plan is not None else set()
+
+
+def tags_for_run(
+    asset_graph: BaseAssetGraph, asset_keys: Collection[dg.AssetKey], tags: Mapping[str, str]
+) -> dict[str, str]:
+    """The project's tags for a run that materializes ``asset_keys`` with these (partition) tags."""
+    return run_tags([key.to_user_string() for key in asset_keys], run_topic(asset_graph, asset_keys, tags))

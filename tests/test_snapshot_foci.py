@@ -1,0 +1,468 @@
+"""Subtopics (foci): declared with the topic, refused precisely when wrong, and computed in every snapshot as the
+same tables the whole topic gets, restricted to the focus's stories."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+import pytest
+from sqlalchemy import func, select, update
+
+from assets.snapshots import snapshot_foci, snapshots
+from resources.store import TopicStoreResource
+from resources.topics import TopicsFileResource
+from tests.test_snapshot import (
+    A,
+    B,
+    D,
+    links_frame,
+    media_frame,
+    rows,
+    stats_frame,
+    stories_frame,
+    topic_timespans,
+)
+from tests.test_snapshot_assets import TOPIC as SNAP_TOPIC
+from tests.test_snapshot_assets import TOPICS_YAML, build_topic
+from tests.test_snapshot_assets import A as SA
+from tests.test_snapshot_assets import C as SC
+from topicmap.snapshots.compute import compute_snapshot, snapshot_problems, write_snapshot_files
+from topicmap.snapshots.foci import Focus
+from topicmap.snapshots.store import SnapshotOptions, build_snapshot, read_snapshot_inputs, snapshot_paths
+from topicmap.store import schema as s
+from topicmap.store.media_tags import load_media_tags, read_media_tags_csv
+from topicmap.store.topic_store import TopicStore
+from topicmap.topics.declarations import FocalSetDefinition, FocusDefinition, TopicConfig, load_topics
+from topicmap.topics.query import parse
+
+TOPIC_START, TOPIC_END = "2026-01-07", "2026-02-10"
+
+TOPIC_HEAD = """
+  - name: {name}
+    query: climate
+    start_date: 2026-01-01
+    end_date: 2026-03-31
+"""
+
+
+def topics_file(tmp_path: Path, *topics: tuple[str, str]) -> Path:
+    """A topics file of ``(name, focal_sets YAML indented under the topic)`` entries."""
+    text = "topics:\n" + "".join(TOPIC_HEAD.format(name=name) + body for name, body in topics)
+    path = tmp_path / "topics.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+GOOD_FOCI = """    focal_sets:
+      - name: Subtopics
+        description: what the coverage is about
+        foci:
+          - {name: Energy transition, query: '"renewable energy" OR solar OR wind*'}
+      - name: Media type
+        foci:
+          - name: Newspapers and wires
+            media_tags: {media_type: [wire, newspaper], partisanship: center}
+"""
+
+
+# ----------------------------------------------------------------------------------------------- declarations
+
+
+def test_focal_sets_are_read_with_the_topic(tmp_path: Path) -> None:
+    loaded = load_topics(topics_file(tmp_path, ("with-foci", GOOD_FOCI), ("plain", "")))
+    assert loaded.errors == []
+    with_foci, plain = loaded.topics
+    assert with_foci.focal_sets == (
+        FocalSetDefinition(
+            name="Subtopics",
+            description="what the coverage is about",
+            foci=(FocusDefinition(name="Energy transition", query='"renewable energy" OR solar OR wind*'),),
+        ),
+        FocalSetDefinition(
+            name="Media type",
+            foci=(
+                FocusDefinition(
+                    name="Newspapers and wires",
+                    media_tags={"media_type": ("newspaper", "wire"), "partisanship": ("center",)},
+                ),
+            ),
+        ),
+    )
+    assert '"focal_sets"' in with_foci.to_json()
+    # a topic without foci keeps its declaration JSON (and config hash): declaring foci elsewhere re-seeds nothing
+    assert plain.focal_sets == () and "focal_sets" not in plain.to_json()
+
+
+@pytest.mark.parametrize(
+    ("foci", "field", "message"),
+    [
+        (
+            "      - name: Subtopics\n        foci:\n          - {name: Fine, query: solar}\n"
+            "          - {name: Jobs, query: 'jobs AND (tax'}\n",
+            "focal_sets[0].foci[1].query",
+            "focus 'Jobs' of focal set 'Subtopics': at position 9:",
+        ),
+        (
+            "      - name: Subtopics\n        foci:\n          - {name: Both, query: solar, media_tags: {a: [b]}}\n",
+            "focal_sets[0].foci[0]",
+            "focus 'Both' of focal set 'Subtopics': expected a query or media_tags, not both",
+        ),
+        (
+            "      - name: Kinds\n        foci:\n          - {name: Papers, media_tags: {Media Type: [newspaper]}}\n",
+            "focal_sets[0].foci[0].media_tags.Media Type",
+            "focus 'Papers' of focal set 'Kinds': tag_set 'Media Type' must be lower-case",
+        ),
+        (
+            "      - name: Kinds\n        foci:\n          - {name: Papers, media_tags: {media_type: []}}\n",
+            "focal_sets[0].foci[0].media_tags.media_type",
+            "lists no tag",
+        ),
+        (
+            "      - name: Kinds\n        foci:\n          - {name: A b, query: a}\n          - {name: a-B, query: b}\n",
+            "focal_sets[0].foci[1].name",
+            "focus 'a-B' of focal set 'Kinds' has the folder name of 'A b'",
+        ),
+        (
+            "      - name: Kinds\n        foci: []\n",
+            "focal_sets[0].foci",
+            "expected a non-empty list of foci",
+        ),
+        (
+            "      - name: '???'\n        foci: [{name: x, query: y}]\n",
+            "focal_sets[0].name",
+            "needs a letter",
+        ),
+        (
+            "      - name: Kinds\n        foci:\n          - {name: x, query: y, colour: red}\n",
+            "focal_sets[0].foci[0].colour",
+            "unknown field",
+        ),
+    ],
+)
+def test_a_bad_focus_is_refused_naming_topic_place_and_focus_while_the_others_load(
+    tmp_path: Path, foci: str, field: str, message: str
+) -> None:
+    loaded = load_topics(
+        topics_file(tmp_path, ("first", GOOD_FOCI), ("broken", "    focal_sets:\n" + foci), ("last", ""))
+    )
+    assert [t.name for t in loaded.topics] == ["first", "last"]
+    (error,) = loaded.errors
+    assert (error.topic, error.field) == ("broken", field)
+    assert message in error.problem
+
+
+def test_foci_are_bounded(tmp_path: Path) -> None:
+    many = "".join(f"          - {{name: f{i}, query: word{i}}}\n" for i in range(51))
+    loaded = load_topics(
+        topics_file(tmp_path, ("crowded", f"    focal_sets:\n      - name: s\n        foci:\n{many}"))
+    )
+    (error,) = loaded.errors
+    assert error.field == "focal_sets" and "more than 50 foci" in error.problem
+
+
+# ----------------------------------------------------------------------------------------------- computing
+
+TABLES = ("story_links", "story_link_counts", "medium_links", "medium_link_counts")
+#: the fixture's media kinds: A, B papers; D a wire; C, E untagged
+MEDIA_TAGS = pd.DataFrame(
+    {
+        "media_id": [A, B, D, B],
+        "tag_set": ["media_type", "media_type", "media_type", "region"],
+        "tag": ["newspaper", "newspaper", "wire", "north"],
+    }
+)
+
+
+def texts_stories() -> pd.DataFrame:
+    """The hand-made topic of test_snapshot with texts: odd stories speak of solar power, even ones of football;
+    501's title (not its text) says solar."""
+    stories = stories_frame()
+    odd = stories["stories_id"] % 2 == 1
+    stories["text"] = np.where(
+        odd, "Solar panels and the climate grid.", "Football match report, goals and fans."
+    )
+    stories.loc[stories["stories_id"] == 501, ["title", "text"]] = ["Solar farm opens", "A ribbon was cut."]
+    stories["language"] = "en"
+    return stories
+
+
+def foci() -> list[Focus]:
+    return [
+        Focus("Subtopics", "Solar", query="solar", matcher=parse("solar")),
+        Focus("Subtopics", "Solar in titles", query="title:solar", matcher=parse("title:solar")),
+        Focus("Media type", "Papers", media_tags={"media_type": ["newspaper"]}),
+        Focus(
+            "Media type",
+            "Northern papers or wires",
+            media_tags={"media_type": ["newspaper", "wire"], "region": ["north"]},
+        ),
+    ]
+
+
+def compute(stories: pd.DataFrame, chosen: list[Focus], word_sample: int = 3):
+    return compute_snapshot(
+        stories,
+        media_frame(),
+        links_frame(),
+        topic_timespans(),
+        story_stats=stats_frame(),
+        foci=chosen,
+        media_tags=MEDIA_TAGS,
+        word_sample=word_sample,
+    )
+
+
+def test_each_focus_holds_its_stories_as_relevance_and_media_tags_say() -> None:
+    result = compute(texts_stories(), foci())
+    members = {found.focus.key: found.stories_id.tolist() for found in result.foci}
+    assert members == {
+        "subtopics/solar": [101, 201, 203, 301, 401, 403, 501],  # title or text
+        "subtopics/solar-in-titles": [501],  # title: looks at the title alone
+        "media-type/papers": [101, 102, 201, 202, 203],  # media A and B
+        "media-type/northern-papers-or-wires": [201, 202, 203],  # paper or wire AND north: B only
+    }
+
+
+def test_a_focus_has_the_tables_the_topic_would_have_with_the_focus_stories_alone() -> None:
+    stories = texts_stories()
+    result = compute(stories, foci())
+    assert snapshot_problems(result, TOPIC_START, TOPIC_END) == []
+    for found in result.foci:
+        alone = compute(stories[stories["stories_id"].isin(found.stories_id)], [])
+        assert [s.timespan for s in found.timespans] == [s.timespan for s in alone.timespans]
+        for mine, theirs in zip(found.timespans, alone.timespans, strict=True):
+            where = f"{found.focus.key} {mine.timespan.key}"
+            assert mine.counts == theirs.counts, where
+            for table in TABLES:
+                pd.testing.assert_frame_equal(
+                    getattr(mine, table), getattr(theirs, table), obj=f"{where} {table}"
+                )
+            for part in ("days", "media_days", "top_media", "top_stories", "top_words"):
+                pd.testing.assert_frame_equal(
+                    getattr(mine.summary, part), getattr(theirs.summary, part), obj=f"{where} {part}"
+                )
+    # and a focus is not the whole topic: the papers' overall timespan lost the links from C and D
+    papers = result.focus("media-type/papers")["overall"]
+    assert set(map(tuple, papers.story_links.to_numpy().tolist())) == {(101, 201), (201, 101), (202, 102)}
+    assert papers.counts.story_count == 5 < result["overall"].counts.story_count
+
+
+def test_top_words_count_a_fixed_sample_without_stop_words() -> None:
+    result = compute(texts_stories(), foci(), word_sample=0)
+    words = result["overall"].summary.top_words
+    assert result["overall"].summary.words_sampled == result["overall"].counts.story_count == 11
+    top = words.set_index("word")
+    assert "and" not in top.index and "the" not in top.index  # English stop words
+    # "story" is in every title; "solar" in the six odd stories of the overall timespan, "football" in five
+    assert top.loc["story", "stories"] == 11 and top.loc["story", "share"] == 1.0
+    assert (top.loc["solar", "stories"], top.loc["football", "stories"]) == (6, 5)
+    assert words["rank"].tolist() == list(range(1, len(words) + 1))
+    sampled = compute(texts_stories(), [], word_sample=4)["overall"].summary
+    assert sampled.words_sampled == 4 and sampled.top_words["stories"].max() <= 4
+
+
+def test_attention_and_top_lists_per_timespan() -> None:
+    summary = compute(texts_stories(), [])["overall"].summary
+    days = summary.days
+    assert len(days) == 35 and days["day"].iloc[0] == pd.Timestamp("2026-01-07")  # every day of Jan 7..Feb 10
+    assert days["story_count"].sum() == 11 - 1 - 1  # 402 is undated, 401 (Dec 15) is in through a link
+    assert (summary.undated_stories, summary.outside_stories) == (1, 1)
+    by_shares = summary.top_stories[summary.top_stories["metric"] == "facebook_share_count"]
+    # 401 (100 shares) leads; 202 (0 shares) and the unknown ones do not rank
+    assert by_shares["stories_id"].tolist() == [401, 101, 102]
+    assert by_shares["media_name"].tolist() == ["Delta Wire", "Alpha News", "Alpha News"]
+    by_inlinks = summary.top_media[summary.top_media["metric"] == "media_inlink_count"]
+    assert by_inlinks["media_id"].tolist()[0] == B
+
+
+def test_a_focus_files_sit_under_foci_and_every_table_is_keyed_by_focus_and_timespan(tmp_path: Path) -> None:
+    result = compute(texts_stories(), foci())
+    written = write_snapshot_files(result, tmp_path)
+    papers = tmp_path / "foci" / "media-type" / "papers"
+    assert sorted(p.name for p in (papers / "overall").iterdir()) == sorted(
+        [
+            *(f"{table}.parquet" for table in TABLES),
+            "media.csv",
+            "medium_links.csv",
+            "stories.csv",
+            "story_links.csv",
+        ]
+    )
+    assert written["foci/media-type/papers/overall"]
+    spans = pd.read_parquet(tmp_path / "timespans.parquet")
+    assert spans["focus"].isna().sum() == len(topic_timespans())
+    assert len(spans) == len(topic_timespans()) * (1 + len(foci()))
+    row = spans[(spans["focus"] == "media-type/papers") & (spans["key"] == "overall")].iloc[0]
+    assert row["story_count"] == 5
+    words = pd.read_parquet(tmp_path / "top_words.parquet")
+    # 501, the one story with solar in its title, was published after the topic: that focus has no words
+    assert set(words["focus"].dropna()) == {f.key for f in foci()} - {"subtopics/solar-in-titles"}
+    overall = words[words["focus"].isna() & (words["timespan"] == "overall")].drop(
+        columns=["focus", "timespan"]
+    )
+    pd.testing.assert_frame_equal(overall.reset_index(drop=True), result["overall"].summary.top_words)
+    per_day = pd.read_csv(tmp_path / "stories_per_day.csv")
+    assert list(per_day.columns) == ["focus", "timespan", "day", "story_count"]
+    table = pd.read_csv(tmp_path / "foci.csv")
+    assert table["definition"].tolist() == [
+        "solar",
+        "title:solar",
+        "media_type: newspaper",
+        "media_type: newspaper, wire; region: north",
+    ]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert [f["key"] for f in manifest["foci"]] == [f.key for f in foci()]
+    assert manifest["foci"][2]["timespans"][0] == {
+        "key": "overall",
+        "folder": "foci/media-type/papers/overall",
+        "counts": asdict(result.focus("media-type/papers")["overall"].counts),
+        "empty": False,
+    }
+    # the same inputs write the same bytes
+    write_snapshot_files(compute(texts_stories(), foci()), tmp_path / "again")
+    for name in (
+        "top_words.parquet",
+        "top_stories.csv",
+        "timespans.parquet",
+        "foci/subtopics/solar/overall/stories.csv",
+    ):
+        assert (tmp_path / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
+
+
+def test_problems_in_a_focus_name_the_focus() -> None:
+    result = compute(texts_stories(), foci())
+    solar = result.focus("subtopics/solar")["overall"]
+    solar.story_link_counts = pd.concat([solar.story_link_counts, solar.story_link_counts.iloc[:0]])
+    solar.story_links = solar.story_links.iloc[1:]
+    problems = snapshot_problems(result, TOPIC_START, TOPIC_END)
+    assert problems and all(p.startswith("foci/subtopics/solar/overall:") for p in problems)
+
+
+# ----------------------------------------------------------------------------------------------- the store
+
+
+FOCI_YAML = """    focal_sets:
+      - name: Subtopics
+        foci:
+          - {name: Energy, query: 'solar OR wind'}
+      - name: Media type
+        foci:
+          - {name: Papers, media_tags: {media_type: [newspaper]}}
+"""
+TAGS_CSV = "medium_url,tag_set,tag\nhttps://alphamirror.test/,media_type,newspaper\nhttps://gamma.test/,media_type,blog\n"
+
+
+def stored_topic(store: TopicStore, tmp_path: Path) -> tuple[Path, TopicConfig]:
+    """The hand-made store topic of test_snapshot_assets, declared with two foci; its mirror of Alpha tagged
+    newspaper (so Alpha is), Gamma blog; stories 11, 21 and 31 speak of solar power."""
+    topics_file = tmp_path / "topics.yaml"
+    topics_file.write_text(TOPICS_YAML + FOCI_YAML, encoding="utf-8")
+    build_topic(store, topics_file)
+    (tmp_path / "tags.csv").write_text(TAGS_CSV, encoding="utf-8")
+    load_media_tags(store, read_media_tags_csv(tmp_path / "tags.csv").rows)
+    with store.engine.begin() as conn:
+        conn.execute(update(s.stories).values(text="Politics as usual.", language="en"))
+        conn.execute(
+            update(s.stories)
+            .where(s.stories.c.stories_id.in_([11, 21, 31]))
+            .values(text="Solar power grows.")
+        )
+    return topics_file, load_topics(topics_file).topics[0]
+
+
+def test_the_store_snapshot_holds_and_records_each_focus(store: TopicStore, tmp_path: Path) -> None:
+    _, topic = stored_topic(store, tmp_path)
+    foci_of_topic = snapshot_foci(topic)
+    inputs = read_snapshot_inputs(store, SNAP_TOPIC, foci_of_topic)
+    # the mirror's tag counts for Alpha, its final medium
+    assert inputs.media_tags.to_numpy().tolist() == [
+        [SA, "media_type", "newspaper"],
+        [SC, "media_type", "blog"],
+    ]
+    options = SnapshotOptions(picture_periods=("overall",), link_map_tag_set="media_type")
+    built = build_snapshot(store, SNAP_TOPIC, options, home=tmp_path, foci=foci_of_topic)
+    assert not any(built.problems.values())
+    energy, papers = built.result.focus("subtopics/energy"), built.result.focus("media-type/papers")
+    assert energy.stories_id.tolist() == [11, 21, 31]
+    assert papers.stories_id.tolist() == [
+        11,
+        12,
+        41,
+        61,
+    ]  # Alpha's stories, its mirror's and archive's included
+    assert rows(energy["overall"].story_links) == [(11, 21), (21, 11), (31, 21)]
+    assert papers["overall"].counts.story_link_count == 0  # all its links stay within Alpha
+    with store.engine.connect() as conn:
+        recorded = conn.execute(
+            select(s.foci.c.name, s.foci.c.story_count, func.count(s.focus_timespans.c.focus_timespans_id))
+            .join(s.focus_timespans, s.focus_timespans.c.foci_id == s.foci.c.foci_id)
+            .group_by(s.foci.c.name, s.foci.c.story_count)
+            .order_by(s.foci.c.name)
+        ).all()
+        sets = conn.execute(select(s.focal_sets.c.name).order_by(s.focal_sets.c.name)).scalars().all()
+    assert [tuple(r) for r in recorded] == [("Energy", 3, 9), ("Papers", 4, 9)]
+    assert sets == ["Media type", "Subtopics"]
+    paths = snapshot_paths(store, SNAP_TOPIC, home=tmp_path)
+    assert [f["key"] for f in paths["foci"]] == ["subtopics/energy", "media-type/papers"]
+    assert paths["foci"][0]["attention_png"].is_file() and paths["foci"][0]["link_map_png"].is_file()
+    assert paths["attention_png"].is_file()
+    assert (
+        'for="tags:media_type" value="newspaper"' in (built.folder / "overall" / "link_map.gexf").read_text()
+    )
+
+    # the key covers the foci, the tags and the texts: the same inputs keep the snapshot, a change makes another
+    again = build_snapshot(store, SNAP_TOPIC, options, home=tmp_path, foci=foci_of_topic)
+    assert (again.snapshot_key, again.written) == (built.snapshot_key, False)
+    assert build_snapshot(store, SNAP_TOPIC, options, home=tmp_path).snapshot_key != built.snapshot_key
+    (tmp_path / "tags.csv").write_text(TAGS_CSV.replace("blog", "magazine"), encoding="utf-8")
+    load_media_tags(store, read_media_tags_csv(tmp_path / "tags.csv").rows)
+    retagged = build_snapshot(store, SNAP_TOPIC, options, home=tmp_path, foci=foci_of_topic)
+    assert retagged.snapshot_key != built.snapshot_key and retagged.written
+    with store.engine.begin() as conn:
+        conn.execute(update(s.stories).where(s.stories.c.stories_id == 22).values(text="Wind farms."))
+    rewritten = build_snapshot(store, SNAP_TOPIC, options, home=tmp_path, foci=foci_of_topic)
+    assert rewritten.snapshot_key != retagged.snapshot_key
+    assert rewritten.result.focus("subtopics/energy").stories_id.tolist() == [11, 21, 22, 31]
+
+
+def test_the_asset_page_sums_up_the_topic_and_each_focus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
+    store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    topics_file, _ = stored_topic(store, tmp_path)
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("topics", [SNAP_TOPIC])
+    config = {"picture_periods": ["overall"], "link_map_tag_set": "media_type", "word_sample": 0}
+    result = dg.materialize(
+        [snapshots],
+        partition_key=SNAP_TOPIC,
+        instance=instance,
+        resources={
+            "store": TopicStoreResource(database_url=store.engine.url.render_as_string(hide_password=False)),
+            "topics_file": TopicsFileResource(path=str(topics_file)),
+        },
+        run_config={"ops": {"snapshots": {"config": config}}},
+    )
+    meta = {k: v.value for k, v in result.asset_materializations_for_node("snapshots")[0].metadata.items()}
+    overall = meta["summary_overall"]
+    assert "**Top media** by media inlinks" in overall and "| 1 | Beta | 2 |" in overall
+    assert (
+        "**Top stories** by media inlinks" in overall
+        and "| 1 | Story 21 | Beta | 2026-01-13 | 2 |" in overall
+    )
+    assert "**Top words** (share of the 7 stories whose words were counted): story 100%" in overall
+    assert "![stories per day: snaptest: the whole topic](data:image/png;base64," in overall
+    energy = meta["summary_focus_subtopics_energy"]
+    assert energy.startswith("### focus Subtopics / Energy (query: solar OR wind)")
+    assert "**3** stories, **3** cross-media story links" in energy and "solar 100%" in energy
+    focus_rows = [(r.data["focus"], r.data["stories"]) for r in meta["foci"].records]
+    assert focus_rows == [("subtopics/energy", "3"), ("media-type/papers", "4")]
+    folder = Path(meta["snapshot_folder"])
+    assert (folder / "foci" / "media-type" / "papers" / "overall" / "link_map.png").is_file()
+    store.dispose()

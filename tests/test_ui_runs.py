@@ -1,0 +1,145 @@
+"""Runs as the Dagster UI sees and launches them, on dagster-webserver + dagster-daemon (deploy/dagster.local.yaml),
+driven through GraphQL as the UI drives it.
+
+* A run the project started itself (`topicmap topic run`, like `make demo`) is listed on its job's page and
+  re-executes from the UI (the Re-execute button's mutation, by parent run id), and so does its re-execution.
+* A run launched from the asset graph (Materialize on `__ASSET_JOB`, a partition backfill) shows under the named job
+  that holds its assets and carries the project's tags and pools, so the run queue's limits hold: a second spider run
+  of a topic stays queued while the first is in progress, while a spider run of another topic starts.
+
+Waits on progress (runs, their states, the processes' logs), never on a wall-clock deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import dagster as dg
+import pytest
+
+from assets.jobs import SPIDER_ASSETS, topic_run_tags
+from tests.dagster_deploy import ROOT, LocalDagster
+
+pytestmark = pytest.mark.daemon
+
+TOPIC, OTHER_TOPIC = "ui-climate", "ui-carbon"
+DROP = """url,title,text,publish_date,medium
+https://www.herald.test/2026/01/10/a,Climate summit opens,Delegates discuss carbon emissions.,2026-01-10,Herald
+https://ledger.test/2026/02/02/c,Carbon tax vote,Parliament votes on a carbon tax today.,2026-02-02,Ledger
+"""
+TOPICS = f"""topics:
+  - {{name: {TOPIC}, query: climate, start_date: 2026-01-01, end_date: 2026-03-31}}
+  - {{name: {OTHER_TOPIC}, query: '"carbon tax"', start_date: 2026-01-01, end_date: 2026-03-31}}
+"""
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalDagster, dg.DagsterInstance]]:
+    """The webserver and daemon on an instance where `topicmap topic run` has already driven TOPIC to its snapshot."""
+    tmp_path = tmp_path_factory.mktemp("ui_runs")
+    home = tmp_path / "home"
+    (home / "drops").mkdir(parents=True)
+    (home / "drops" / "drop.csv").write_text(DROP, encoding="utf-8")
+    (tmp_path / "topics.yaml").write_text(TOPICS, encoding="utf-8")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("TOPICMAP_", "DAGSTER_HOME"))},
+        "TOPICMAP_HOME": str(home),
+        "TOPICMAP_TOPICS_FILE": str(tmp_path / "topics.yaml"),
+    }
+    dagster = LocalDagster(tmp_path, env)
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "topic", "run", TOPIC, "--load-archive"],
+        cwd=ROOT,
+        env=dagster.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    try:
+        dagster.start()
+        with dg.DagsterInstance.from_config(str(dagster.dagster_home)) as instance:
+            yield dagster, instance
+    finally:
+        dagster.stop()
+
+
+def test_a_run_the_project_started_is_on_its_job_page_and_re_executes_from_the_ui(
+    deployment: tuple[LocalDagster, dg.DagsterInstance],
+) -> None:
+    dagster, _ = deployment
+    graphql = dagster.graphql
+    # the seeds run of `topicmap topic run` (tagged as the topic registry sensor's request)
+    (seeds_run,) = graphql.runs({"topicmap/topic": TOPIC, "dagster/sensor_name": "topic_registry"})
+    assert seeds_run["jobName"] == "seeds_job"
+    assert seeds_run["runId"] in graphql.job_page_runs("seeds_job")
+
+    again = graphql.reexecute(seeds_run["runId"])
+    assert dagster.wait_for_run(again) == "SUCCESS", graphql.run_messages(again)[-10:]
+    (rerun,) = [r for r in graphql.runs() if r["runId"] == again]
+    assert rerun["jobName"] == "seeds_job" and rerun["tags"]["dagster/parent_run_id"] == seeds_run["runId"]
+    assert again in graphql.job_page_runs("seeds_job")
+    # the re-execution is itself a run of the code location: it re-executes too
+    assert dagster.wait_for_run(graphql.reexecute(again)) == "SUCCESS"
+
+
+def test_runs_launched_from_the_asset_graph_carry_the_projects_job_tags_and_limits(
+    deployment: tuple[LocalDagster, dg.DagsterInstance],
+) -> None:
+    dagster, instance = deployment
+    graphql = dagster.graphql
+    graphql.add_partition("topics", OTHER_TOPIC)
+    # a spider run of TOPIC in progress (as the spider sensor leaves one): the queue must hold a second one back
+    instance.add_run(
+        dg.DagsterRun(
+            job_name="spider_iteration_job",
+            run_id=str(uuid.uuid4()),
+            status=dg.DagsterRunStatus.STARTED,
+            tags=topic_run_tags(TOPIC, 7, "spider"),
+        )
+    )
+    second = graphql.launch_assets(*SPIDER_ASSETS, tags={"dagster/partition": TOPIC})
+    other = graphql.launch_assets(*SPIDER_ASSETS, tags={"dagster/partition": OTHER_TOPIC})
+
+    def stored(run_id: str) -> dict:
+        return next(r for r in graphql.runs() if r["runId"] == run_id)
+
+    for run_id, topic in ((second, TOPIC), (other, OTHER_TOPIC)):
+        run = stored(run_id)
+        assert run["jobName"] == "spider_iteration_job", run
+        assert {
+            k: run["tags"].get(k) for k in ("topicmap/topic", "topicmap/spider_topic", "topicmap/stage")
+        } == {
+            "topicmap/topic": topic,
+            "topicmap/spider_topic": topic,
+            "topicmap/stage": "spider",
+        }
+        assert instance.get_run_by_id(run_id).run_op_concurrency.all_pools == {"spider"}
+        assert run_id in graphql.job_page_runs("spider_iteration_job")
+    # the queue starts the other topic's spider run (queued after the second) and holds the second back
+    dagster.wait_for(
+        "the other topic's spider run to leave the queue", lambda: stored(other)["status"] != "QUEUED"
+    )
+    assert stored(second)["status"] == "QUEUED"
+
+    # a backfill from the asset graph: one run per topic, each a seeds_job run of its topic
+    def submitted(backfill_id: str, count: int) -> list[dict] | None:
+        """The backfill's runs once the daemon has created and submitted (queued) all ``count`` of them."""
+        runs = dagster.backfill_runs(backfill_id)
+        return runs if len(runs) == count and all(r["status"] != "NOT_STARTED" for r in runs) else None
+
+    backfill = dagster.launch_backfill("seeds", [TOPIC, OTHER_TOPIC])
+    runs = dagster.wait_for("the backfill's two runs", lambda: submitted(backfill, 2))
+    assert sorted((r["jobName"], r["tags"].get("topicmap/topic")) for r in runs) == [
+        ("seeds_job", OTHER_TOPIC),
+        ("seeds_job", TOPIC),
+    ], runs
+    # and one over publication days: a click_totals_job run counted against the Bit.ly limit
+    clicks = dagster.launch_backfill("click_totals", ["2026-01-10", "2026-01-11"])
+    (click_run,) = dagster.wait_for("the click backfill's run", lambda: submitted(clicks, 1))
+    assert click_run["jobName"] == "click_totals_job" and click_run["tags"]["topicmap/api"] == "bitly"
+    assert instance.get_run_by_id(click_run["runId"]).run_op_concurrency.all_pools == {"social_api"}

@@ -1,0 +1,313 @@
+"""Media tags: what kind of outlet a medium is, from a curated CSV (Media Cloud's tag_sets, tags, media_tags_map).
+
+Media Cloud tagged media by hand and by collection: ``media_type`` (newspaper, digital native, broadcast, ...),
+partisanship quintiles, country of publication. Researchers compared kinds of outlets with those tags and split
+topics by them (media-tag foci). Here the tags are a file under version control, one row per tag of a medium::
+
+    medium_url,tag_set,tag
+    https://www.nytimes.com/,media_type,newspaper
+    https://www.nytimes.com/,partisanship,center-left
+    foxnews.com,partisanship,right
+
+* ``medium_url`` finds the medium as stories find theirs: the medium with exactly that URL, else every medium
+  whose lossy-normalized URL is the same (``www.``, ``m.``, the scheme and a trailing slash do not matter). A
+  medium the store does not know yet (no story of it) is reported, not created; the tags apply once it is known
+  and the file is loaded again (each topic's ``media_tags`` run loads it).
+* ``tag_set`` is a name of lower-case letters, digits and ``_ - . :``; ``tag`` any text of at most 256
+  characters without control characters. A medium may have several tags of one set.
+* Rows that cannot be used are reported with their line number and skipped; the other rows load.
+* The file is the source of truth for ``media_tags_map``: loading it adds the rows it names and removes the rows
+  it no longer names. Tag sets and tags keep their ids once created.
+* A tag on a duplicate medium (``media.dup_media_id``) counts for the medium its chain ends at, as every stage
+  counts a duplicate medium's stories for its final medium: ``final_media_tags``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import Connection, delete, select, tuple_
+
+from topicmap.store import schema as s
+from topicmap.store.names import StoreError
+from topicmap.store.tag_names import tag_problem, tag_set_problem
+from topicmap.store.topic_store import TopicStore, chunks
+from topicmap.web.urls import normalize_url_lossy
+
+MEDIA_TAGS_COLUMNS: tuple[str, ...] = ("medium_url", "tag_set", "tag")
+
+
+@dataclass(frozen=True)
+class MediaTagRow:
+    """One usable row of the tags file (``line``: its line number, the header being line 1)."""
+
+    line: int
+    medium_url: str
+    tag_set: str
+    tag: str
+
+
+@dataclass
+class MediaTagsFile:
+    """What a tags file holds: the usable rows and one message per row that was skipped."""
+
+    path: Path
+    rows: list[MediaTagRow] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def media_tags_digest(path: str | Path | None) -> str | None:
+    """sha256 of the tags file as stored (None when there is no file): what says it changed."""
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def _row_problem(medium_url: str, tag_set: str, tag: str) -> str | None:
+    """Why a row cannot be used, or None."""
+    missing = [
+        name for name, value in zip(MEDIA_TAGS_COLUMNS, (medium_url, tag_set, tag), strict=True) if not value
+    ]
+    if missing:
+        return f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} empty"
+    if normalize_url_lossy(medium_url) is None:
+        return f"medium_url {medium_url!r} is not a web address"
+    return tag_set_problem(tag_set) or tag_problem(tag)
+
+
+def read_media_tags_csv(path: str | Path) -> MediaTagsFile:
+    """The rows of a tags file (columns ``medium_url``, ``tag_set``, ``tag``; others are ignored).
+
+    A row that cannot be used is reported as ``<file>:<line>: <why>`` and skipped. A missing column makes every
+    row unusable (one problem, line 1). Raises ``StoreError`` when the file cannot be read as UTF-8 text.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreError(f"media tags file {path}: cannot be read ({exc})") from exc
+    found = MediaTagsFile(path)
+    reader = csv.DictReader(io.StringIO(text))
+    header = [name.strip() for name in reader.fieldnames or []]
+    absent = [column for column in MEDIA_TAGS_COLUMNS if column not in header]
+    if absent:
+        found.problems.append(
+            f"{path}:1: expected the columns {', '.join(MEDIA_TAGS_COLUMNS)}; missing {', '.join(absent)} "
+            f"(header: {reader.fieldnames})"
+        )
+        return found
+    reader.fieldnames = header
+    seen: dict[tuple[str, str, str], int] = {}
+    for raw in reader:
+        line = reader.line_num  # the row's (last) line: a quoted tag may span lines
+        values = [(raw.get(column) or "").strip() for column in MEDIA_TAGS_COLUMNS]
+        if None in raw:  # more fields than the header names: a comma inside an unquoted tag
+            found.problems.append(f"{path}:{line}: more fields than columns (quote a tag that holds a comma)")
+            continue
+        problem = _row_problem(*values)
+        if problem is not None:
+            found.problems.append(f"{path}:{line}: {problem}")
+            continue
+        key = (values[0], values[1], values[2])
+        if key in seen:  # harmless, but a sign of a copy-paste slip: said once
+            found.problems.append(f"{path}:{line}: repeats line {seen[key]}")
+            continue
+        seen[key] = line
+        found.rows.append(MediaTagRow(line, *values))
+    return found
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+
+@dataclass
+class MediaTagsLoad:
+    """What loading a tags file did."""
+
+    rows: int = 0
+    media_tagged: int = 0  # distinct media the rows found
+    added: int = 0  # media_tags_map rows added now
+    removed: int = 0  # media_tags_map rows the file no longer names, removed now
+    unknown_media: list[str] = field(default_factory=list)  # medium URLs no medium of the store has
+    tags_by_set: dict[str, int] = field(default_factory=dict)  # distinct tags per tag set
+
+
+def _media_by_url(conn: Connection, urls: Iterable[str]) -> dict[str, list[int]]:
+    """Each medium URL's media: the medium with exactly that URL, else all with its lossy-normalized URL."""
+    md = s.media
+    wanted = sorted(set(urls))
+    exact: dict[str, list[int]] = {}
+    for chunk in chunks(wanted):
+        for media_id, url in conn.execute(select(md.c.media_id, md.c.url).where(md.c.url.in_(chunk))):
+            exact.setdefault(url, []).append(int(media_id))
+    normalized = {url: normalize_url_lossy(url) for url in wanted if url not in exact}
+    by_normalized: dict[str, list[int]] = {}
+    for chunk in chunks(sorted({n for n in normalized.values() if n})):
+        for media_id, key in conn.execute(
+            select(md.c.media_id, md.c.normalized_url).where(md.c.normalized_url.in_(chunk))
+        ):
+            by_normalized.setdefault(key, []).append(int(media_id))
+    found = dict(exact)
+    for url, key in normalized.items():
+        if key in by_normalized:
+            found[url] = sorted(by_normalized[key])
+    return found
+
+
+def _ensure_tags(
+    store: TopicStore, conn: Connection, pairs: set[tuple[str, str]]
+) -> dict[tuple[str, str], int]:
+    """tags_id of each (tag_set, tag), creating the tag sets and tags that do not exist yet."""
+    ts, tg = s.tag_sets, s.tags
+    set_names = sorted({tag_set for tag_set, _ in pairs})
+    store.insert_ignore(conn, ts, [{"name": name} for name in set_names], ["name"])
+    set_ids: dict[str, int] = {}
+    for chunk in chunks(set_names):
+        set_ids.update(
+            (name, int(i))
+            for i, name in conn.execute(select(ts.c.tag_sets_id, ts.c.name).where(ts.c.name.in_(chunk)))
+        )
+    rows = [{"tag_sets_id": set_ids[tag_set], "tag": tag} for tag_set, tag in sorted(pairs)]
+    store.insert_ignore(conn, tg, rows, ["tag_sets_id", "tag"])
+    names = {i: name for name, i in set_ids.items()}
+    tag_ids: dict[tuple[str, str], int] = {}
+    for chunk in chunks(sorted(set_ids.values())):
+        for tags_id, tag_sets_id, tag in conn.execute(
+            select(tg.c.tags_id, tg.c.tag_sets_id, tg.c.tag).where(tg.c.tag_sets_id.in_(chunk))
+        ):
+            key = (names[int(tag_sets_id)], tag)
+            if key in pairs:
+                tag_ids[key] = int(tags_id)
+    return tag_ids
+
+
+def load_media_tags(store: TopicStore, rows: Sequence[MediaTagRow]) -> MediaTagsLoad:
+    """Make ``media_tags_map`` hold exactly the tags of ``rows`` (one transaction; idempotent).
+
+    Rows naming a medium the store does not know are reported in ``unknown_media`` and otherwise skipped.
+    """
+    report = MediaTagsLoad(rows=len(rows))
+
+    def work(conn: Connection) -> None:
+        media_of = _media_by_url(conn, (row.medium_url for row in rows))
+        report.unknown_media = sorted({row.medium_url for row in rows if row.medium_url not in media_of})
+        usable = [row for row in rows if row.medium_url in media_of]
+        tag_ids = _ensure_tags(store, conn, {(row.tag_set, row.tag) for row in usable})
+        wanted = {
+            (media_id, tag_ids[(row.tag_set, row.tag)])
+            for row in usable
+            for media_id in media_of[row.medium_url]
+        }
+        mt = s.media_tags_map
+        present = {(int(m), int(t)) for m, t in conn.execute(select(mt.c.media_id, mt.c.tags_id))}
+        stale = sorted(present - wanted)
+        for chunk in chunks(stale):
+            conn.execute(delete(mt).where(tuple_(mt.c.media_id, mt.c.tags_id).in_(chunk)))
+        report.removed = len(stale)
+        report.added = store.insert_ignore(
+            conn,
+            mt,
+            [{"media_id": m, "tags_id": t} for m, t in sorted(wanted - present)],
+            ["media_id", "tags_id"],
+        )
+        report.media_tagged = len({media_id for media_id, _ in wanted})
+        report.tags_by_set = dict(sorted(Counter(tag_set for tag_set, _ in tag_ids).items()))
+
+    store.in_transaction(work)
+    return report
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+def declared_media_tags(conn: Connection) -> list[tuple[int, str, str]]:
+    """Every (media_id, tag_set, tag) of ``media_tags_map``, on the medium the file named, sorted."""
+    mt, tg, ts = s.media_tags_map, s.tags, s.tag_sets
+    rows = conn.execute(
+        select(mt.c.media_id, ts.c.name, tg.c.tag)
+        .join(tg, tg.c.tags_id == mt.c.tags_id)
+        .join(ts, ts.c.tag_sets_id == tg.c.tag_sets_id)
+    ).all()
+    return sorted((int(media_id), tag_set, tag) for media_id, tag_set, tag in rows)
+
+
+def final_media(dup_of: dict[int, int | None]) -> dict[int, int]:
+    """Each medium's final medium (itself when it is no duplicate), following dup_media_id chains; a cycle
+    raises ``StoreError`` naming its media."""
+    final: dict[int, int] = {}
+    for start in dup_of:
+        path = [start]
+        node = start
+        while node not in final and dup_of.get(node) is not None:
+            node = int(dup_of[node])  # type: ignore[arg-type]
+            if node in path:
+                cycle = " -> ".join(str(m) for m in [*path[path.index(node) :], node])
+                raise StoreError(f"duplicate-media cycle: media {cycle}")
+            path.append(node)
+        end = final.get(node, node)
+        for medium in path:
+            final[medium] = end
+    return final
+
+
+def final_media_tags(conn: Connection) -> list[tuple[int, str, str]]:
+    """Every (media_id, tag_set, tag) with the tag moved to the medium's final medium, distinct and sorted: a
+    tag a curator gave an old name or a mobile site of an outlet counts for the outlet."""
+    declared = declared_media_tags(conn)
+    if not declared:
+        return []
+    final = final_media(dict(conn.execute(select(s.media.c.media_id, s.media.c.dup_media_id)).all()))
+    return sorted({(final.get(media_id, media_id), tag_set, tag) for media_id, tag_set, tag in declared})
+
+
+@dataclass
+class TopicTagCoverage:
+    """How the tags cover a topic's media: per (tag_set, tag) its media and stories, per tag set the media
+    without any of its tags."""
+
+    media: int = 0  # final media with a topic story
+    stories: int = 0
+    by_tag: list[dict[str, object]] = field(default_factory=list)  # tag_set, tag, media, stories
+    untagged_media: dict[str, int] = field(default_factory=dict)  # per tag set
+
+
+def topic_tag_coverage(store: TopicStore, topics_id: int) -> TopicTagCoverage:
+    """The tags of a topic's media (final media, as snapshots count them)."""
+    with store.engine.connect() as conn:
+        final = final_media(dict(conn.execute(select(s.media.c.media_id, s.media.c.dup_media_id)).all()))
+        story_media = [
+            final.get(int(m), int(m))
+            for (m,) in conn.execute(
+                select(s.stories.c.media_id)
+                .join(s.topic_stories, s.topic_stories.c.stories_id == s.stories.c.stories_id)
+                .where(s.topic_stories.c.topics_id == topics_id)
+            )
+        ]
+        tags = final_media_tags(conn)
+    stories_of = Counter(story_media)
+    coverage = TopicTagCoverage(media=len(stories_of), stories=len(story_media))
+    in_topic = [(m, tag_set, tag) for m, tag_set, tag in tags if m in stories_of]
+    grouped: dict[tuple[str, str], list[int]] = {}
+    for media_id, tag_set, tag in in_topic:
+        grouped.setdefault((tag_set, tag), []).append(media_id)
+    coverage.by_tag = [
+        {"tag_set": tag_set, "tag": tag, "media": len(media), "stories": sum(stories_of[m] for m in media)}
+        for (tag_set, tag), media in sorted(grouped.items())
+    ]
+    tagged: dict[str, set[int]] = {}
+    for media_id, tag_set, _ in in_topic:
+        tagged.setdefault(tag_set, set()).add(media_id)
+    all_sets = sorted({tag_set for _, tag_set, _ in tags})
+    coverage.untagged_media = {
+        tag_set: len(stories_of) - len(tagged.get(tag_set, ())) for tag_set in all_sets
+    }
+    return coverage
