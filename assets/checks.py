@@ -159,7 +159,7 @@ def every_seed_url_recorded(
 @dg.asset_check(
     asset="fetched_links",
     description=(
-        "No URL is left claimed after an iteration: an open URL (pending, requeued) whose claim expired or whose "
+        "No URL is left claimed after an iteration: a pending URL whose claim expired or whose "
         "iteration is recorded as done was claimed by a worker that neither finished nor released it."
     ),
 )

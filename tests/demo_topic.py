@@ -97,7 +97,7 @@ def store_counts(store: TopicStore, topic: str = TOPIC) -> dict[str, int]:
         counts["topic_fetch_urls_pending"] = conn.execute(
             select(func.count()).where(
                 s.topic_fetch_urls.c.topics_id == topics_id,
-                s.topic_fetch_urls.c.state.in_(("pending", "requeued")),
+                s.topic_fetch_urls.c.state.in_(("pending",)),
             )
         ).scalar_one()
         f = s.topic_fetch_urls

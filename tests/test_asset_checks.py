@@ -93,7 +93,7 @@ def test_no_url_left_claimed(world: dict) -> None:
 
     with store.engine.begin() as conn:  # a worker killed mid-fetch: its lease ran out
         conn.execute(
-            insert(s.topic_fetch_urls).values(**fetch("https://a.test/lost", "requeued", "worker-2", now - 5))
+            insert(s.topic_fetch_urls).values(**fetch("https://a.test/lost", "pending", "worker-2", now - 5))
         )
     lost = run(checks.no_url_left_claimed, world)
     assert not lost.passed and lost.severity == dg.AssetCheckSeverity.ERROR

@@ -89,7 +89,7 @@ class Deployment(ProgressWaiter):
             events = conn.execute(text("SELECT max(id) FROM event_logs")).scalar_one_or_none()
         with self.store.engine.connect() as conn:
             processed = conn.execute(
-                select(func.count()).where(s.topic_fetch_urls.c.state.not_in(("pending", "requeued")))
+                select(func.count()).where(s.topic_fetch_urls.c.state.not_in(("pending",)))
             ).scalar_one()
         return runs, events, processed
 
@@ -99,7 +99,7 @@ class Deployment(ProgressWaiter):
     def processed_urls(self) -> int:
         with self.store.engine.connect() as conn:
             return conn.execute(
-                select(func.count()).where(s.topic_fetch_urls.c.state.not_in(("pending", "requeued")))
+                select(func.count()).where(s.topic_fetch_urls.c.state.not_in(("pending",)))
             ).scalar_one()
 
 

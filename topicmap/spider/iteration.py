@@ -73,7 +73,6 @@ from topicmap.web.urls import distinctive_domain, normalize_url_lossy, url_varia
 
 # Fetch states, as Media Cloud's fetch_link names them; "python error" is Media Cloud's name for a bug.
 PENDING = "pending"
-REQUEUED = "requeued"
 REQUEST_FAILED = "request failed"
 CONTENT_MATCH_FAILED = "content match failed"
 STORY_MATCH = "story match"
@@ -83,7 +82,6 @@ SKIPPED = "skipped"
 ERROR = "python error"
 FETCH_STATES = (
     PENDING,
-    REQUEUED,
     REQUEST_FAILED,
     CONTENT_MATCH_FAILED,
     STORY_MATCH,
@@ -92,7 +90,7 @@ FETCH_STATES = (
     SKIPPED,
     ERROR,
 )
-OPEN_STATES = (PENDING, REQUEUED)
+OPEN_STATES = (PENDING,)
 
 MAX_ERROR_RATE = 0.02
 #: URLs whose outcome is written in one transaction, or fewer once the oldest has waited WRITE_BATCH_SECONDS

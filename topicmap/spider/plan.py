@@ -123,7 +123,7 @@ def read_spider_facts(
         pending_iteration = conn.execute(
             select(func.min(f.c.iteration)).where(
                 f.c.topics_id == topics_id,
-                f.c.state.in_(("pending", "requeued")),
+                f.c.state.in_(("pending",)),
                 f.c.iteration <= max_iterations,
             )
         ).scalar_one_or_none()
@@ -133,7 +133,7 @@ def read_spider_facts(
                 select(func.count()).where(
                     f.c.topics_id == topics_id,
                     f.c.iteration == pending_iteration,
-                    f.c.state.not_in(("pending", "requeued")),
+                    f.c.state.not_in(("pending",)),
                 )
             ).scalar_one()
         iterations_done = conn.execute(select(func.count()).where(m.c.topics_id == topics_id)).scalar_one()
