@@ -51,7 +51,7 @@ test: $(STAMP)
 	mkdir -p $(DAGSTER_HOME)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n 2 --dist loadfile -q
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
 
 # webserver + daemon (`dagster dev`) on the instance above; production runs them apart (deploy/README.md)
 ui: $(STAMP) instance

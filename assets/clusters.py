@@ -1,11 +1,12 @@
 """Clusters of a topic's stories: one-shot (``clusters``) and week by week with their mutations (``cluster_weeks``).
 
 ``cluster_weeks`` is partitioned topic x week. A run builds all its weeks in one pass, in date order, each from
-the state the week before left (a backfill over a range is one run per topic: ``BackfillPolicy.single_run()``);
-its first week starts from the nearest built week before it, or from its own fit when none is built. The chain
-of states lives in the week folders, not in Dagster's graph: a range run gives all its weeks one provenance, so
-Dagster's stale status could not follow a self-dependency through it. The asset check
-``later_weeks_follow_this_state`` reads each week's lineage instead, for topics of any length.
+the state the week before left (a backfill over a range is one run per topic: ``BackfillPolicy.single_run()``),
+and materializes each week as soon as its folder is written; its first week starts from the nearest built week
+before it, or from its own fit when none is built. The chain of states lives in the week folders, not in Dagster's
+graph: a range run gives all its weeks one provenance, so Dagster's stale status could not follow a
+self-dependency through it. The asset check ``later_weeks_follow_this_state`` reads each week's lineage instead,
+for topics of any length.
 """
 
 from collections import defaultdict

@@ -48,16 +48,61 @@ def _dates(topic: dict, *fields: str) -> tuple[date, ...] | None:
         return None
 
 
+def _open_ended(topic: dict) -> bool:
+    """The topic keeps running: ``end_date: open``, null or left out (topicmap.topics.declarations)."""
+    end = topic.get("end_date")
+    return end is None or (isinstance(end, str) and end.strip().lower() in ("", "open"))
+
+
+def _topic_ends(path: str | Path) -> list[date | None]:
+    """The end of each topic of a topics file that has a start date: its end date, or None when open-ended."""
+    ends: list[date | None] = []
+    for topic in _declared_topics(path):
+        if _dates(topic, "start_date") is None:
+            continue
+        if _open_ended(topic):
+            ends.append(None)
+        elif found := _dates(topic, "end_date"):
+            ends.append(found[0])
+    return ends
+
+
 def earliest_topic_start(path: str | Path) -> date | None:
     """The earliest ``start_date`` in a topics file, or None (no file, no dated topic)."""
     starts = [found[0] for topic in _declared_topics(path) if (found := _dates(topic, "start_date"))]
     return min(starts, default=None)
 
 
-def declared_topic_dates(path: str | Path) -> list[tuple[date, date]]:
-    """``(start_date, end_date)`` of each topic of a topics file that has both, in file order."""
-    spans = [_dates(topic, "start_date", "end_date") for topic in _declared_topics(path)]
-    return [(span[0], span[1]) for span in spans if span]
+def _named_topic_dates(path: str | Path, today: date | None) -> list[tuple[object, date, date]]:
+    """``(name, start_date, end_date)`` of each dated topic of a topics file, in file order; an open-ended topic's
+    dates run to ``today`` (default: the current UTC day), as its seeds do."""
+    today = today or datetime.now(UTC).date()
+    spans = []
+    for topic in _declared_topics(path):
+        start = _dates(topic, "start_date")
+        if start is None:
+            continue
+        end = (max(today, start[0]),) if _open_ended(topic) else _dates(topic, "end_date")
+        if end is not None:
+            spans.append((topic.get("name"), start[0], end[0]))
+    return spans
+
+
+def declared_topic_dates(path: str | Path, today: date | None = None) -> list[tuple[date, date]]:
+    """``(start_date, end_date)`` of each dated topic of a topics file, in file order; an open-ended topic's dates
+    run to ``today`` (default: the current UTC day), as its seeds do."""
+    return [(start, end) for _, start, end in _named_topic_dates(path, today)]
+
+
+def declared_topic_weeks(path: str | Path, today: date | None = None) -> dict[str, tuple[date, date]]:
+    """``{name: (first Monday, last Monday)}``: the weeks each dated topic of a topics file spans, from the week of
+    its start to the week of its end (an open-ended topic's: to the week of ``today``). A topic declared twice
+    keeps its first declaration, as the topic registry does."""
+    weeks: dict[str, tuple[date, date]] = {}
+    for name, start, end in _named_topic_dates(path, today):
+        if isinstance(name, str):
+            weeks.setdefault(name, (monday_of(start), monday_of(end)))
+    return weeks
 
 
 def topics_file_path(environ: Mapping[str, str] | None = None) -> str:
@@ -93,13 +138,12 @@ def clicks_start_day(environ: dict[str, str] | None = None, today: date | None =
 
 
 def latest_topic_end(environ: Mapping[str, str] | None = None) -> date | None:
-    """The latest ``end_date`` of the topics file the code location reads, or None (no file, no dated topic)."""
-    ends = [
-        found[0]
-        for topic in _declared_topics(topics_file_path(environ))
-        if (found := _dates(topic, "end_date"))
-    ]
-    return max(ends, default=None)
+    """The latest ``end_date`` of the topics file the code location reads, or None: no file, no dated topic, or
+    an open-ended topic (whose days run on to the current one)."""
+    ends = _topic_ends(topics_file_path(environ))
+    if None in ends:
+        return None
+    return max((end for end in ends if end is not None), default=None)
 
 
 #: days of click partitions after the latest topic end: the 30-day refetch's window
@@ -108,7 +152,8 @@ CLICKS_DAYS_AFTER_END = 30
 
 def clicks_end_day(first_day: date, environ: Mapping[str, str] | None = None) -> date | None:
     """The end (exclusive: the day after the last) of `click_totals`' publication-day partitions: the latest topic
-    ``end_date`` plus ``CLICKS_DAYS_AFTER_END`` days, or None (up to yesterday) when no topic declares an end.
+    ``end_date`` plus ``CLICKS_DAYS_AFTER_END`` days, or None (up to yesterday) when no topic declares an end or
+    one is open-ended.
 
     Topic stories are not all dated inside the topic's dates: the spider keeps relevant stories whatever their date
     (and mines those up to a week past the end), and a story without a trustworthy publish date is counted on the
@@ -158,19 +203,16 @@ def weeks_end_day(first_week: date, environ: Mapping[str, str] | None = None) ->
     """The end (exclusive: the Monday after the last week) of `cluster_weeks`' weekly partitions: the week holding
     the latest ``end_date`` of the topics file is the last one, so no week runs on past every topic's end (nor
     past the current week, which Dagster's time partitions never pass). None, weeks up to the current one, when
-    no topic declares an end. A topic declared later with a later end needs the code location reloaded."""
-    ends = [
-        found[0]
-        for topic in _declared_topics(topics_file_path(environ))
-        if (found := _dates(topic, "end_date"))
-    ]
-    if not ends:
+    no topic declares an end or one is open-ended (it keeps running: each new week is its week). A topic
+    declared later with a later end needs the code location reloaded."""
+    latest = latest_topic_end(environ)
+    if latest is None:
         return None
-    end = monday_of(max(ends)) + timedelta(weeks=1)
+    end = monday_of(latest) + timedelta(weeks=1)
     if end <= first_week:
         raise ValueError(
             f"the weekly partitions would start on {first_week} ({WEEKS_START_ENV} or the earliest topic start), "
-            f"after the last declared topic ends ({max(ends)}): set {WEEKS_START_ENV} to a day before that end"
+            f"after the last declared topic ends ({latest}): set {WEEKS_START_ENV} to a day before that end"
         )
     return end
 

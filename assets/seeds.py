@@ -1,4 +1,11 @@
-"""A topic's seeds: its query over the archive, month by month, plus its seed URL lists."""
+"""A topic's seeds: its query over the archive, month by month, plus its seed URL lists.
+
+Each materialization records what it read of the archive (metadata ``archive_scan``: the topic's dates then, the
+newest archive story read, how many stories), so the next one, requested when the archive grows
+(``archive_growth`` sensor) or the declaration changes (``topic_registry``), reads only what is new.
+"""
+
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -9,6 +16,26 @@ from assets.metadata import CODE_VERSIONS, OWNERS, counts_markdown, table
 from assets.partitions import declared_topic, topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
+
+if TYPE_CHECKING:
+    from topicmap.topics.seeding import ArchiveScan
+
+#: the metadata entry of a seeds materialization that records what it read of the archive
+ARCHIVE_SCAN_METADATA = "archive_scan"
+
+
+def last_seeding(instance: dg.DagsterInstance, topic: str) -> "tuple[bool, ArchiveScan | None]":
+    """Whether the topic's seeds were ever materialized, and what the last materialization read of the archive
+    (None: never seeded, or by a release that did not record it; the topic's archive is then read whole)."""
+    from topicmap.topics.seeding import ArchiveScan
+
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("seeds"), asset_partitions=[topic]), limit=1
+    ).records
+    if not records:
+        return False, None
+    entry = records[0].asset_materialization.metadata.get(ARCHIVE_SCAN_METADATA)
+    return True, ArchiveScan.from_json(entry.value) if entry is not None else None
 
 
 @dg.asset(
@@ -30,7 +57,9 @@ from resources.topics import TopicsFileResource
     ],
     description=(
         "Rows in `topic_seed_urls`: archive stories in the topic's date range that match its boolean query "
-        "(run month by month), plus URLs from the topic's seed CSV files. Fails if more than max_stories match."
+        "(run month by month), plus URLs from the topic's seed CSV files. Fails if more than max_stories match. "
+        "Seeded again, it reads only the archive stories added since and the dates the topic gained (an "
+        "open-ended topic gains each day); `archive_scan` records what it read."
     ),
 )
 def seeds(
@@ -41,8 +70,17 @@ def seeds(
     topic = declared_topic(topics_file, context.partition_key)
     topic_store = store.open()
     topics_id = topic_store.upsert_topic(topic)
+    _, previous = last_seeding(context.instance, context.partition_key)
+    known = {row["url"] for row in topic_store.seed_rows(topics_id)}
     try:
-        selection = select_seeds(topic_store, topic, progress=context.log.info)
+        selection = select_seeds(
+            topic_store,
+            topic,
+            progress=context.log.info,
+            previous=previous,
+            topics_id=topics_id,
+            known_urls=known,
+        )
     except TooManySeedsError as exc:
         topic_store.set_topic_state(topics_id, "error", str(exc))
         raise dg.Failure(str(exc), allow_retries=False) from exc
@@ -50,13 +88,21 @@ def seeds(
         context.log.warning(f"skipped bad seed URL row: {error}")
     inserted = topic_store.add_seed_urls(topics_id, selection.rows)
     all_rows = topic_store.seed_rows(topics_id)
-    context.log.info(f"{topic.name}: {len(selection.rows)} seeds selected, {inserted} new")
+    scan = selection.plan.scan
+    context.log.info(
+        f"{topic.name}: archive read: {selection.plan.reason} ({selection.scanned} stories through story "
+        f"{scan.through_id}); {len(selection.rows)} seeds selected, {inserted} new"
+    )
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": len(all_rows),
             "seeds_selected": len(selection.rows),
             "seeds_new": inserted,
             "archive_stories_scanned": selection.scanned,
+            "archive_read": dg.MetadataValue.text(selection.plan.reason),
+            ARCHIVE_SCAN_METADATA: dg.MetadataValue.json(scan.to_json()),
+            "topic_dates": f"{scan.start_date}..{scan.end_date}"
+            + (" (open-ended)" if topic.open_ended else ""),
             "seeds_per_month": counts_markdown(dict(selection.per_month), "month / file", "seeds"),
             "bad_seed_rows": len(selection.csv_errors),
             "preview": table(all_rows, ["url", "source", "stories_id", "publish_date", "title"]),

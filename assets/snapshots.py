@@ -77,6 +77,13 @@ class SnapshotConfig(dg.Config):
             "1000; always the same stories for the same inputs). 0 counts every story."
         ),
     )
+    focus_pictures: bool = Field(
+        default=False,
+        description=(
+            "Draw each focus's link maps too (for its timespans of picture_periods; about a second each). Every "
+            "focus timespan gets its GEXF and each focus its attention chart either way."
+        ),
+    )
     link_map_tag_set: str = Field(
         default=link_map_tag_set_default(),
         description=(
@@ -372,6 +379,7 @@ def snapshots(
             picture_periods=tuple(config.picture_periods),
             word_sample=config.word_sample,
             link_map_tag_set=config.link_map_tag_set or None,
+            focus_pictures=config.focus_pictures,
         )
         built = build_snapshot(
             topic_store,

@@ -77,14 +77,17 @@ def spider_iteration(
     topics_file: TopicsFileResource,
     page_source: PageSourceResource,
 ):
+    from topicmap.spider.claims import run_holder
     from topicmap.spider.iteration import Spider  # the fetchers and HTML extractors load here
 
     topic = declared_topic(topics_file, context.partition_key)
     topic_store = store.open()
     topic_store.upsert_topic(topic)
+    # the claims are the run's: released at once should the run fail or be canceled (sensors/run_failures.py)
+    holder = run_holder(context.run_id, context.op_def.name)
     with page_source.open(topic_store, topic) as source:
         spider = Spider(topic_store, topic, source, log=context.log.info)
-        report = _failing_the_topic(topic_store, spider, spider.run_iteration)
+        report = _failing_the_topic(topic_store, spider, lambda: spider.run_iteration(holder))
     for asset_key, metadata in iteration_metadata(topic_store, spider.topics_id, report).items():
         yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata)
 
@@ -256,7 +259,7 @@ def spider_shard(
     topics_file: TopicsFileResource,
     page_source: PageSourceResource,
 ) -> dict:
-    from topicmap.spider.claims import Shard
+    from topicmap.spider.claims import Shard, run_holder
     from topicmap.spider.iteration import IterationPlan, Spider
 
     plan = IterationPlan.from_json(shard["plan"])
@@ -264,8 +267,9 @@ def spider_shard(
     topic_store = store.open()
     with page_source.open(topic_store, topic) as source:
         spider = Spider(topic_store, topic, source, log=context.log.info)
-        # the holder is the run and the shard: a task redelivered after its worker died takes its claims back
-        holder = f"{context.run_id}/shard-{shard['index']}-of-{shard['count']}"
+        # the holder is the run and the shard: a task redelivered after its worker died takes its claims back,
+        # and a run that failed or was canceled has them released at once (sensors/run_failures.py)
+        holder = run_holder(context.run_id, f"shard-{shard['index']}-of-{shard['count']}")
         report = spider.process_pending(
             plan.pending_iteration, Shard(shard["index"], shard["count"]), holder=holder
         )

@@ -230,16 +230,22 @@ def main() -> None:
             import topicmap.clusters.store  # noqa: F401
 
             print(f"libraries imported in {time.perf_counter() - started:.1f} s", flush=True)
-            started = time.perf_counter()
+            load_before = " ".join(f"{load:.1f}" for load in os.getloadavg())
+            started, cpu_started = time.perf_counter(), time.process_time()
             result = run_range(store_url, instance, weeks[0], weeks[-1])
             one_run = time.perf_counter() - started
+            one_run_cpu = time.process_time() - cpu_started
+            load_after = " ".join(f"{load:.1f}" for load in os.getloadavg())
             materialized = result.asset_materializations_for_node("cluster_weeks")
             run_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             phases: dict[str, float] = {}
             for week in materialized:  # each week's materialization says what it took, by phase
                 for phase, spent in week.metadata["seconds"].value.items():
                     phases[phase] = phases.get(phase, 0.0) + spent
-            print(f"one run: {one_run:.1f} s for {len(materialized)} weeks", flush=True)
+            print(
+                f"one run: {one_run:.1f} s ({one_run_cpu:.1f} s of CPU) for {len(materialized)} weeks",
+                flush=True,
+            )
             singles = []
             for week in weeks[-args.single_runs :]:
                 started = time.perf_counter()
@@ -249,6 +255,9 @@ def main() -> None:
         print(f"anchor: read {read:.1f} s, stream {anchor:.1f} s", flush=True)
 
     print()
+    print(
+        f"load average before/after the one run: {load_before} / {load_after}; its CPU time: {one_run_cpu:.1f} s"
+    )
     print("| path | weeks | seconds | seconds per week |")
     print("|---|---:|---:|---:|")
     print(

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_snapshot.py [--stories 100000] [--links 1000000] [--skip-naive]
     .venv/bin/python benchmarks/bench_snapshot.py --scaling 100000 300000 1000000   # links: 10 per story
-    .venv/bin/python benchmarks/bench_snapshot.py --foci-scaling 1000000 [--foci 0 1 5]   # cost of each focus
+    .venv/bin/python benchmarks/bench_snapshot.py --foci-scaling 1000000   # the cost of each focus
 
 ``--scaling`` runs, for each size, only the whole snapshot as one materialization writes it (compute, the
 consistency checks, Parquet/CSV for every timespan, GEXF for every timespan, PNG for overall/monthly/custom,
@@ -17,9 +17,10 @@ Facebook/Bit.ly statistics, a 30-word text per story drawn from a 5,000-word Zip
 phrases, one tag set ``partisanship`` of five tags over 80 % of the media) and then times one job; peak memory
 is the subprocess's ru_maxrss, so it includes the input DataFrames (the "inputs only" row is that baseline).
 
-``--foci-scaling N`` times the whole snapshot of N stories with the first 0, 1, ... of ``FOCI`` (two query
-foci, then three media-tag foci splitting the tagged media in left / center / right), the anchor being the same
-snapshot without foci: the difference per focus is what each focus costs.
+``--foci-scaling N`` times the whole snapshot of N stories with foci: one media-tag focus, the five foci of
+the one tag set (Media Cloud's partisanship quintiles, one focus per tag, together the stories of the tagged 80 %
+of the media), one query focus (about 12 % of the stories), and the five media-tag foci plus the query focus;
+the anchor is the same snapshot without foci, so the difference per focus is what each focus costs.
 
 Anchor: ``naive_snapshot`` below, a direct pandas translation of Media Cloud's per-timespan SQL: for every
 timespan it joins the links with their two stories again, filters cross-media, deduplicates and counts with
@@ -59,26 +60,21 @@ TOPIC_START, TOPIC_END = date(2026, 1, 1), date(2026, 4, 30)
 CUSTOM = [("Primary season", "2026-02-01", "2026-03-15"), ("Debate week", "2026-03-02", "2026-03-08")]
 TAG_SET = "partisanship"
 PARTISANSHIP = ("left", "center-left", "center", "center-right", "right")
-#: the foci of --foci-scaling, in order: two queries (about 12 % and 5 % of the stories), then the media-tag
-#: foci of the partisanship quintiles (together the 80 % of the stories whose media are tagged)
-FOCI_SPECS: tuple[tuple[str, str, str | dict[str, list[str]]], ...] = (
-    ("Subtopics", "Climate", "climate OR emission*"),
-    ("Subtopics", "Carbon tax", '"carbon tax" OR levy'),
-    ("Partisanship", "Left", {TAG_SET: ["left", "center-left"]}),
-    ("Partisanship", "Center", {TAG_SET: ["center"]}),
-    ("Partisanship", "Right", {TAG_SET: ["center-right", "right"]}),
+#: the media-tag foci of --foci-scaling: the partisanship quintiles, one focus per tag
+TAG_FOCI: tuple[tuple[str, str, dict[str, list[str]]], ...] = tuple(
+    ("Partisanship", tag.replace("-", " ").title(), {TAG_SET: [tag]}) for tag in PARTISANSHIP
 )
+#: the query focus of --foci-scaling (about 12 % of the stories)
+QUERY_FOCUS = ("Subtopics", "Climate", "climate OR emission*")
 WORDS_PER_STORY = 30
 
 
-def bench_foci(n: int) -> list[Focus]:
-    """The first ``n`` foci of FOCI_SPECS."""
-    foci = []
-    for focal_set, name, what in FOCI_SPECS[:n]:
-        if isinstance(what, str):
-            foci.append(Focus(focal_set, name, query=what, matcher=parse(what)))
-        else:
-            foci.append(Focus(focal_set, name, media_tags=what))
+def bench_foci(n_tags: int, n_queries: int = 0) -> list[Focus]:
+    """The first ``n_tags`` media-tag foci of TAG_FOCI, and the query focus if ``n_queries``."""
+    foci = [Focus(focal_set, name, media_tags=what) for focal_set, name, what in TAG_FOCI[:n_tags]]
+    if n_queries:
+        focal_set, name, query = QUERY_FOCUS
+        foci.append(Focus(focal_set, name, query=query, matcher=parse(query)))
     return foci
 
 
@@ -217,7 +213,7 @@ def synthetic_topic(
     )
     stories["text"] = synthetic_texts(rng, n_stories)
     stories["language"] = "en"
-    tagged = media_ids[: int(0.8 * n_media)]
+    tagged = np.sort(rng.choice(media_ids, size=int(0.8 * n_media), replace=False))
     media_tags = pd.DataFrame(
         {
             "media_id": tagged,
@@ -367,10 +363,12 @@ class _Clock:
         }
 
 
-def whole_snapshot(data: dict[str, pd.DataFrame], folder: Path, n_foci: int = 0) -> dict[str, object]:
+def whole_snapshot(
+    data: dict[str, pd.DataFrame], folder: Path, n_foci: int = 0, n_queries: int = 0
+) -> dict[str, object]:
     """What one materialization does after reading the store: compute, check, write the folder (files, maps,
-    pictures, manifest), with the first ``n_foci`` foci and the link maps coloured by the tag set. Returns the
-    clock and what was written."""
+    pictures, manifest), with ``bench_foci(n_foci, n_queries)`` and the link maps coloured by the tag set.
+    Returns the clock and what was written."""
     from topicmap.snapshots.store import SnapshotInputs, SnapshotOptions, write_snapshot_folder
 
     spans = timespans()
@@ -388,7 +386,7 @@ def whole_snapshot(data: dict[str, pd.DataFrame], folder: Path, n_foci: int = 0)
         near_dup_groups=data["near_dup_groups"],
         iteration=1,
         media_tags=data["media_tags"],
-        foci=tuple(bench_foci(n_foci)),
+        foci=tuple(bench_foci(n_foci, n_queries)),
     )
     options = SnapshotOptions(link_map_tag_set=TAG_SET)
     clock = _Clock()
@@ -410,7 +408,7 @@ def whole_snapshot(data: dict[str, pd.DataFrame], folder: Path, n_foci: int = 0)
     }
 
 
-def run_job(job: str, n_stories: int, n_links: int, n_foci: int = 0) -> dict[str, object]:
+def run_job(job: str, n_stories: int, n_links: int, n_foci: int = 0, n_queries: int = 0) -> dict[str, object]:
     data = synthetic_topic(n_stories, n_links)
     spans = timespans()
     report: dict[str, object] = {"job": job, "timespans": len(spans)}
@@ -443,7 +441,7 @@ def run_job(job: str, n_stories: int, n_links: int, n_foci: int = 0) -> dict[str
                 report["png"] = clock.read()
     elif job == "whole":
         with tempfile.TemporaryDirectory() as folder:
-            report.update(whole_snapshot(data, Path(folder), n_foci))
+            report.update(whole_snapshot(data, Path(folder), n_foci, n_queries))
     elif job == "naive":
         clock = _Clock()
         naive_snapshot(data["stories"], data["media"], data["links"], spans, data["story_stats"])
@@ -458,9 +456,11 @@ def run_job(job: str, n_stories: int, n_links: int, n_foci: int = 0) -> dict[str
     return report
 
 
-def _in_subprocess(job: str, n_stories: int, n_links: int, n_foci: int = 0) -> dict[str, object]:
+def _in_subprocess(
+    job: str, n_stories: int, n_links: int, n_foci: int = 0, n_queries: int = 0
+) -> dict[str, object]:
     command = [sys.executable, __file__, "--job", job, "--stories", str(n_stories), "--links", str(n_links)]
-    command += ["--foci", str(n_foci)]
+    command += ["--foci", str(n_foci), "--query-foci", str(n_queries)]
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -474,19 +474,18 @@ def main() -> None:
     parser.add_argument(
         "--foci-scaling", type=int, metavar="STORIES", help="the cost of each focus at this size"
     )
-    parser.add_argument(
-        "--foci", type=int, nargs="+", default=None, help=f"numbers of foci to time (0..{len(FOCI_SPECS)})"
-    )
+    parser.add_argument("--foci", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--query-foci", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.job:
-        print(json.dumps(run_job(args.job, args.stories, args.links, (args.foci or [0])[0])))
+        print(json.dumps(run_job(args.job, args.stories, args.links, args.foci, args.query_foci)))
         return
     if args.scaling:
         scaling(args.scaling)
         return
     if args.foci_scaling:
-        foci_scaling(args.foci_scaling, args.foci or [0, 1, len(FOCI_SPECS)])
+        foci_scaling(args.foci_scaling)
         return
 
     jobs = ["inputs", "compute", "compute+write", "maps"] + ([] if args.skip_naive else ["naive", "verify"])
@@ -553,22 +552,34 @@ def scaling(sizes: list[int]) -> None:
         )
 
 
-def foci_scaling(n: int, counts: list[int]) -> None:
-    """The whole snapshot of ``n`` stories with each number of foci, each in a fresh process; the anchor is the
-    run without foci (the topic's own timespans, top words and summaries): the rest is what the foci cost."""
+#: (label, media-tag foci, query foci, foci counted for the cost per focus) of --foci-scaling
+FOCI_PLAN: tuple[tuple[str, int, int], ...] = (
+    ("no focus (anchor)", 0, 0),
+    ("1 media-tag focus", 1, 0),
+    ("5 media-tag foci, one tag set", len(TAG_FOCI), 0),
+    ("1 query focus", 0, 1),
+    ("5 media-tag foci + 1 query focus", len(TAG_FOCI), 1),
+)
+
+
+def foci_scaling(n: int) -> None:
+    """The whole snapshot of ``n`` stories with each set of foci of FOCI_PLAN, each in a fresh process; the
+    anchor is the run without foci (the topic's own timespans, top words and summaries): the rest is what the
+    foci cost."""
     print(
-        "| foci | stories in the foci | files (PNG) | MB | whole snapshot s wall | CPU "
-        "| peak RSS MB | extra wall s per focus | extra CPU s per focus | extra MB per focus |"
+        "| foci | stories in the foci | files (PNG) | MB | whole snapshot s wall | CPU | peak RSS MB "
+        "| extra wall s per focus | extra CPU s per focus | extra MB per focus |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     anchor: dict[str, object] | None = None
-    for count in counts:
-        r = _in_subprocess("whole", n, 10 * n, count)
+    for label, n_tags, n_queries in FOCI_PLAN:
+        r = _in_subprocess("whole", n, 10 * n, n_tags, n_queries)
         w = r["total"]
         per_focus = ["-", "-", "-"]
+        count = n_tags + n_queries
         if anchor is None:
             anchor = r
-        elif count:
+        else:
             a = anchor["total"]
             per_focus = [
                 f"{(w['wall'] - a['wall']) / count:.2f}",
@@ -577,7 +588,7 @@ def foci_scaling(n: int, counts: list[int]) -> None:
             ]
         sizes = ", ".join(f"{s:,}" for s in r["focus_stories"]) or "-"
         print(
-            f"| {count} | {sizes} | {r['files']} ({r['png']}) | {r['mb']:.0f} "
+            f"| {label} | {sizes} | {r['files']} ({r['png']}) | {r['mb']:.0f} "
             f"| {w['wall']:.2f} | {w['cpu']:.2f} | {r['peak_mb']:.0f} | {' | '.join(per_focus)} |",
             flush=True,
         )

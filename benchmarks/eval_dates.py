@@ -24,10 +24,7 @@ Systems: topicmap's guess_date; ``--before REV``: the same function as committed
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -39,7 +36,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import htmldate  # noqa: E402
-from eval_extraction import expected_day, load_pages, part_of  # noqa: E402
+from eval_extraction import expected_day, load_pages, module_at_revision, part_of  # noqa: E402
 
 from tests.date_cases import DATE_GUESSER_CASES  # noqa: E402
 from tests.shared_data import NEWS_HTML  # noqa: E402
@@ -109,24 +106,6 @@ def htmldate_system(item: Item) -> Answer:
     return Answer(date.fromisoformat(found), "htmldate") if found else Answer(None, None)
 
 
-def module_at_revision(revision: str) -> ModuleType:
-    """topicmap/web/dates.py as committed at ``revision``, loaded as a module of its own."""
-    source = subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{revision}:topicmap/web/dates.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / f"dates_at_{revision.replace('/', '_')}.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
 def is_hit(item: Item, answer: Answer) -> bool:
     if answer.day != item.expected:
         return False
@@ -143,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
 
     systems: dict[str, Callable[[Item], Answer]] = {}
     if options.before:
-        systems[f"topicmap at {options.before}"] = topicmap_system(module_at_revision(options.before))
+        systems[f"topicmap at {options.before}"] = topicmap_system(
+            module_at_revision(options.before, "topicmap/web/dates.py")
+        )
     systems["topicmap (working tree)"] = topicmap_system(dates_module)
     systems["htmldate.find_date (anchor)"] = htmldate_system
 

@@ -1,7 +1,7 @@
 """Score topicmap.web.extract on real news pages, next to plain trafilatura in the same run.
 
     .venv/bin/python benchmarks/eval_extraction.py [--data DIR] [--repeats N] [--split develop|measure|both]
-        [--verbose] [--ablations]
+        [--verbose] [--ablations] [--before GIT_REV]
 
 Generalise, don't tune: the pages are split by SITE into a develop part (rules may be written
 while looking at its failures: ``--split develop --verbose``) and a measure part (only scored, never
@@ -15,7 +15,9 @@ Skips cleanly (exit 0, message) when the folder is absent.
 
 Systems: topicmap.web.extract (``extract_story`` on the page's bytes); the same story as the spider stores it
 (``extract_story_and_links`` on the page as its fetcher decodes it: it must score the same, field for field);
-trafilatura's default and fast modes.
+trafilatura's default and fast modes; ``--before REV``: ``extract_story`` of topicmap/web/extract.py as committed
+at a git revision (loaded beside the current one, its imports the working tree's), so before and after are scored
+and timed in one run.
 
 Metrics:
 - text: mean token F1 over rows whose text_kind is full_body_human_annotated (lowercased \\w+ tokens,
@@ -40,16 +42,20 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import importlib.util
 import json
 import logging
 import re
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
+from types import ModuleType
 from urllib.parse import urlsplit
 
 from dateutil import parser as dateutil_parser
@@ -62,7 +68,7 @@ import trafilatura  # noqa: E402
 from tests.shared_data import NEWS_HTML  # noqa: E402
 from topicmap.web import dates as dates_module  # noqa: E402
 from topicmap.web import extract as extract_module  # noqa: E402
-from topicmap.web.extract import decode_html, extract_story  # noqa: E402
+from topicmap.web.extract import decode_html  # noqa: E402
 from topicmap.web.links import extract_story_and_links  # noqa: E402
 
 DEFAULT_DATA = NEWS_HTML
@@ -173,9 +179,34 @@ def as_day(value: object) -> date | None:
 # systems
 
 
-def topicmap_system(page: Page) -> Prediction:
-    story = extract_story(page.html, page.url)
-    return Prediction(story.title, story.text, as_day(story.publish_date), story.language)
+def extractor_system(module: ModuleType) -> Callable[[Page], Prediction]:
+    """``module.extract_story`` on the page's bytes."""
+
+    def run(page: Page) -> Prediction:
+        story = module.extract_story(page.html, page.url)
+        return Prediction(story.title, story.text, as_day(story.publish_date), story.language)
+
+    return run
+
+
+topicmap_system = extractor_system(extract_module)
+
+
+def module_at_revision(revision: str, path: str) -> ModuleType:
+    """This repository's module at ``path`` ("topicmap/web/extract.py") as committed at ``revision``, loaded as a
+    module of its own beside the current one (what it imports is the working tree's)."""
+    source = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{revision}:{path}"], check=True, capture_output=True, text=True
+    ).stdout
+    name = f"{Path(path).stem}_at_{re.sub(r'[^0-9A-Za-z]', '_', revision)}"
+    file = Path(tempfile.mkdtemp()) / f"{name}.py"
+    file.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(file.stem, file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
 
 
 def spider_system(page: Page) -> Prediction:
@@ -353,7 +384,7 @@ def markdown_table(results: dict[str, Score], anchor: str = "trafilatura (fast)"
     for name, result in results.items():
         language = f"{result.language:.3f}" if result.detects_language else "–"
         lines.append(
-            f"| {name} | {result.text_f1:.3f} | {result.title:.3f} | {result.date:.3f} | {language} | "
+            f"| {name} | {result.text_f1:.4f} | {result.title:.3f} | {result.date:.3f} | {language} | "
             f"{result.ledes_kept[0]} | {result.pages_per_second:.1f} | {result.pages_per_second / anchor_speed:.2f} |"
         )
     lines.append(
@@ -374,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     arguments.add_argument(
         "--ablations", action="store_true", help="also score topicmap with each tuned setting reverted"
     )
+    arguments.add_argument(
+        "--before", metavar="GIT_REV", help="also score extract_story as committed at GIT_REV"
+    )
     options = arguments.parse_args(argv)
     if not (options.data / "expected.jsonl").exists():
         print(f"skipped: no evaluation data at {options.data}")
@@ -383,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     parts = PARTS if options.split == "both" else (options.split,)
     pages = [page for page in all_pages if options.split in ("both", "all") or part_of(page) == options.split]
     systems = {**SYSTEMS, **ABLATIONS} if options.ablations else SYSTEMS
+    if options.before:
+        before = extractor_system(module_at_revision(options.before, "topicmap/web/extract.py"))
+        systems = {f"topicmap.web.extract at {options.before}": before, **systems}
     predictions, seconds = evaluate(pages, options.repeats, systems)
     for part in parts:
         results = scores_for_part(pages, predictions, seconds, part)

@@ -1,6 +1,8 @@
 """The `topicmap` command. Commands that drive Dagster live here; the store look-ups are topicmap.cli's
 (the library stays free of Dagster, and `topicmap near-dups` does not pay for loading it).
 
+topicmap topic add NAME                    add a declared topic's partition and seed it (seeds_job), as the
+                                           topic_registry sensor does; the daemon's sensors spider it from there
 topicmap topic run NAME [--load-archive]   start and drive one topic without the daemon: add its partition, seed
                                            it, run spider iterations until done, then the post-spider stages
 topicmap demo-ui                           the Dagster UI on the demo's instance with the demo's settings: the demo
@@ -18,6 +20,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from topicmap.topics.declarations import TopicConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,9 +37,9 @@ def prepare_instance_environment() -> None:
     _prepare_environment(Path(os.environ.get("TOPICMAP_HOME") or ROOT / ".topicmap").resolve())
 
 
-def run_topic(name: str, load_archive: bool = False, say: Callable[[str], None] = print) -> int:
-    """Drive topic ``name`` from seeds to snapshot in-process, as the sensors would (same jobs, tags, run keys: a
-    daemon started afterwards finds the work done). Returns the exit code."""
+def declared_topic(name: str, say: Callable[[str], None] = print) -> TopicConfig | None:
+    """The declaration of topic ``name`` in the topics file (TOPICMAP_TOPICS_FILE, topics.yaml), or None after
+    saying why it is not a valid topic there and which topics are."""
     from topicmap.topics.declarations import load_topics
 
     topics_file = os.environ.get("TOPICMAP_TOPICS_FILE") or "topics.yaml"
@@ -44,6 +52,46 @@ def run_topic(name: str, load_archive: bool = False, say: Callable[[str], None] 
             f"topic {name!r} is not a valid topic in {topics_file}: {problems[0] if problems else 'not declared'}"
         )
         say(f"declared topics: {known}")
+    return topic
+
+
+def add_and_seed(topic: TopicConfig, instance: dg.DagsterInstance, say: Callable[[str], None]) -> None:
+    """Add the topic's `topics` partition (if missing) and run its `seeds_job`, as the `topic_registry` sensor
+    would (its run key: the sensor finds the work done)."""
+    from orchestration.definitions import defs
+    from orchestration.runs import seed_topic
+
+    if not instance.has_dynamic_partition("topics", topic.name):
+        instance.add_dynamic_partitions("topics", [topic.name])
+        say(f"added partition {topic.name!r} of `topics`")
+    result = seed_topic(defs, instance, topic)
+    meta = result.metadata("seeds")
+    say(
+        f"seeds_job: {meta['dagster/row_count'].value} seeds ({meta['seeds_new'].value} new; archive read: "
+        f"{meta['archive_read'].value})"
+    )
+
+
+def add_topic(name: str, say: Callable[[str], None] = print) -> int:
+    """`topicmap topic add NAME`: a declared topic's partition, seeded. Returns the exit code."""
+    topic = declared_topic(name, say)
+    if topic is None:
+        return 2
+    import dagster as dg
+
+    add_and_seed(topic, dg.DagsterInstance.get(), say)
+    say(
+        f"topic {name!r} is seeded; with the daemon running (make ui) the spider_iterations sensor spiders it, "
+        f"or run `topicmap topic run {name}`"
+    )
+    return 0
+
+
+def run_topic(name: str, load_archive: bool = False, say: Callable[[str], None] = print) -> int:
+    """Drive topic ``name`` from seeds to snapshot in-process, as the sensors would (same jobs, tags, run keys: a
+    daemon started afterwards finds the work done). Returns the exit code."""
+    topic = declared_topic(name, say)
+    if topic is None:
         return 2
     import dagster as dg
 
@@ -54,24 +102,10 @@ def run_topic(name: str, load_archive: bool = False, say: Callable[[str], None] 
     from topicmap.store.topic_store import TopicStore
 
     instance = dg.DagsterInstance.get()
-    if not instance.has_dynamic_partition("topics", name):
-        instance.add_dynamic_partitions("topics", [name])
-        say(f"added partition {name!r} of `topics`")
     if load_archive:
         meta = run_job(defs, instance, "archive_job").metadata("archive_stories")
         say(f"archive_job: {meta['stories_added'].value} stories added")
-    result = run_job(
-        defs,
-        instance,
-        "seeds_job",
-        name,
-        tags={
-            "topicmap/topic": name,
-            **as_sensor_run("topic_registry", f"seeds:{name}:{topic.config_hash[:12]}"),
-        },
-    )
-    meta = result.metadata("seeds")
-    say(f"seeds_job: {meta['dagster/row_count'].value} seeds ({meta['seeds_new'].value} new)")
+    add_and_seed(topic, instance, say)
     store = TopicStore.open()
     while True:
         facts = read_spider_facts(store, name, topic.max_iterations)
@@ -161,6 +195,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["topic"]:
         parser = argparse.ArgumentParser(prog="topicmap topic", description="Drive a topic with Dagster.")
         sub = parser.add_subparsers(dest="action", required=True)
+        add = sub.add_parser(
+            "add",
+            help="add a declared topic's `topics` partition and seed it (seeds_job), as the topic_registry sensor "
+            "does, in the Dagster instance (DAGSTER_HOME); the daemon's sensors spider it from there",
+        )
+        add.add_argument(
+            "name", help="a topic declared in the topics file (TOPICMAP_TOPICS_FILE, topics.yaml)"
+        )
         run = sub.add_parser(
             "run",
             help="add the topic's partition, seed it, spider it until done, then dedup/statistics/WARC/clusters/"
@@ -175,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = parser.parse_args(args[1:])
         prepare_instance_environment()
         try:
+            if options.action == "add":
+                return add_topic(options.name)
             return run_topic(options.name, load_archive=options.load_archive)
         except SystemExit as exc:  # run_job's message naming the failed job
             if isinstance(exc.code, str):

@@ -23,8 +23,10 @@ from resources.fetcher import PageSourceResource
 from resources.media_tags import MEDIA_TAGS_FILE_ENV, MediaTagsResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
+from sensors.archive_growth import archive_growth
 from sensors.automation import AUTOMATION_SCHEDULES, AUTOMATION_SENSORS
 from sensors.media_tags import media_tags_changed
+from sensors.run_failures import release_claims_of_canceled_runs, release_claims_of_failed_runs
 from sensors.spider import SpiderSensorConfig, spider_iterations
 from sensors.topics import topic_registry
 
@@ -68,7 +70,15 @@ defs = dg.Definitions.merge(
             story_warc_archive,
         ],
         asset_checks=ASSET_CHECKS,
-        sensors=[topic_registry, spider_iterations, media_tags_changed, *AUTOMATION_SENSORS],
+        sensors=[
+            topic_registry,
+            archive_growth,
+            spider_iterations,
+            media_tags_changed,
+            release_claims_of_failed_runs,
+            release_claims_of_canceled_runs,
+            *AUTOMATION_SENSORS,
+        ],
         schedules=AUTOMATION_SCHEDULES,
         # every run is one of these named jobs (assets/jobs.py): sensors, schedules, the demo, `topicmap topic run`
         jobs=ALL_JOBS,

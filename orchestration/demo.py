@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import dagster as dg
+
     from orchestration.runs import FinishedRun
+    from topicmap.topics.declarations import TopicConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,6 +99,36 @@ def _print_metadata(run: FinishedRun, asset: str, keys: Sequence[str]) -> None:
         _say(f"  {asset}: {shown}")
 
 
+def build_cluster_weeks(
+    defs: dg.Definitions, instance: dg.DagsterInstance, topic: TopicConfig
+) -> FinishedRun | None:
+    """The topic's weeks of `cluster_weeks` (those of its dates that are partitions: a week is one once it is
+    over) in ONE `cluster_weeks_job` run over their range, as a backfill from the UI or the automation sensor
+    runs them (``BackfillPolicy.single_run``): built in order in one pass, each from the state the week before
+    left. None when none of its weeks is a partition yet."""
+    import dagster as dg
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    from assets.clusters import weeks_partitions
+    from orchestration.runs import run_job
+    from topicmap.clusters.store import topic_weeks
+
+    partitions = set(weeks_partitions.get_partition_keys())
+    weeks = [week for week in topic_weeks(topic.start_date, topic.last_day()) if week in partitions]
+    if not weeks:
+        _say(f"  no week of {topic.name} is a partition yet")
+        return None
+    first, last = (
+        str(dg.MultiPartitionKey({"topic": topic.name, "week": week})) for week in (weeks[0], weeks[-1])
+    )
+    return run_job(
+        defs,
+        instance,
+        "cluster_weeks_job",
+        tags={ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last},
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     home = Path(os.environ.get("TOPICMAP_HOME") or ROOT / ".topicmap").resolve()
     _prepare_environment(home)
@@ -131,8 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from assets.jobs import topic_run_tags
         from orchestration.definitions import defs
-        from orchestration.runs import as_sensor_run, run_job
-        from topicmap.clusters.store import topic_weeks
+        from orchestration.runs import as_sensor_run, run_job, seed_topic
         from topicmap.spider.plan import decide, read_spider_facts
         from topicmap.store import schema
         from topicmap.store.topic_store import TopicStore
@@ -157,16 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         topic_sizes: dict[str, int] = {}
         for topic in topics.topics:
             _say(f"\n== seeds [{topic.name}] (seeds_job)  query: {topic.query}")
-            result = run_job(
-                defs,
-                instance,
-                "seeds_job",
-                topic.name,
-                tags={
-                    "topicmap/topic": topic.name,
-                    **as_sensor_run("topic_registry", f"seeds:{topic.name}:{topic.config_hash[:12]}"),
-                },
-            )
+            result = seed_topic(defs, instance, topic)
             meta = result.metadata("seeds")
             _say(f"  seeds: {meta['dagster/row_count'].value}  (new: {meta['seeds_new'].value})")
             _say("  " + meta["seeds_per_month"].value.replace("\n", "\n  "))
@@ -236,11 +259,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             ):
                 _print_metadata(result, node, keys)
             _say(
-                f"\n== clusters week by week [{topic.name}] (cluster_weeks_job, each week from the one before)"
+                f"\n== clusters week by week [{topic.name}] (one cluster_weeks_job run over the topic's weeks, "
+                "each week from the one before)"
             )
-            for week in topic_weeks(topic.start_date, topic.end_date):
-                key = dg.MultiPartitionKey({"topic": topic.name, "week": week})
-                weekly = run_job(defs, instance, "cluster_weeks_job", key)
+            weekly = build_cluster_weeks(defs, instance, topic)
+            if weekly is not None:
                 _print_metadata(weekly, "cluster_weeks", ["dagster/row_count", "k", "stories_moved"])
             topics_id = store.topic_row(topic.name)["topics_id"]
             size_after = store.table_count(schema.topic_stories, topics_id=topics_id)

@@ -23,6 +23,9 @@ import dagster as dg
 
 DEFAULT_BROKER = "amqp://guest:guest@127.0.0.1:5672//"
 DEFAULT_BACKEND = "rpc://"
+#: seconds a Celery run's unstarted steps may sit in a queue no worker consumes before the run fails
+START_TIMEOUT_ENV = "TOPICMAP_CELERY_START_TIMEOUT"
+DEFAULT_START_TIMEOUT = 120.0
 
 #: what every worker and the run's executor must agree on (worker-side: acks and redelivery)
 CELERY_SETTINGS = {
@@ -39,6 +42,21 @@ def broker_url() -> str:
 
 def backend_url() -> str:
     return os.environ.get("TOPICMAP_CELERY_BACKEND") or DEFAULT_BACKEND
+
+
+def start_timeout() -> float:
+    """TOPICMAP_CELERY_START_TIMEOUT in seconds (default 120): how long a Celery run's unstarted steps may wait
+    in a queue no worker consumes before the run fails (orchestration/celery_app.py, ``_RunTasks``)."""
+    raw = (os.environ.get(START_TIMEOUT_ENV) or "").strip()
+    if not raw:
+        return DEFAULT_START_TIMEOUT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:  # also refuses nan
+        raise ValueError(f"{START_TIMEOUT_ENV} must be a number of seconds above 0, got {raw!r}")
+    return seconds
 
 
 #: set by a run worker that starts step processes: its pid, for the step processes it starts (module doc)
@@ -80,16 +98,20 @@ def end_with_run_worker() -> None:
 
 def executor_from_env() -> dg.ExecutorDefinition:
     """The celery executor when TOPICMAP_EXECUTOR=celery, else Dagster's default one whose step processes end
-    with their run worker (``steps_end_with_run_worker``)."""
+    with their run worker (``steps_end_with_run_worker``); ``in_process``: that one running every step in the run
+    worker itself (no step process to start: a small deployment, the tests that run many small runs)."""
     choice = (os.environ.get("TOPICMAP_EXECUTOR") or "").strip().lower()
-    if choice in ("", "default", "multiprocess", "in_process"):
+    if choice == "in_process":
+        return steps_end_with_run_worker.configured({"in_process": {}})
+    if choice in ("", "default", "multiprocess"):
         return steps_end_with_run_worker
     if choice != "celery":
-        raise ValueError(f"TOPICMAP_EXECUTOR must be 'celery' or unset, got {choice!r}")
-    from dagster_celery import celery_executor  # celery loads only where it is chosen
+        raise ValueError(f"TOPICMAP_EXECUTOR must be 'celery', 'in_process' or unset, got {choice!r}")
+    # celery loads only where it is chosen; dagster-celery's executor without its silent waits
+    from orchestration.celery_app import topicmap_celery_executor
 
     # The broker URL may carry a password: it is passed as an env reference, never as a literal in run config.
-    return celery_executor.configured(
+    return topicmap_celery_executor.configured(
         {
             "broker": {"env": "TOPICMAP_CELERY_BROKER"}
             if os.environ.get("TOPICMAP_CELERY_BROKER")
@@ -98,6 +120,6 @@ def executor_from_env() -> dg.ExecutorDefinition:
             if os.environ.get("TOPICMAP_CELERY_BACKEND")
             else DEFAULT_BACKEND,
             "config_source": CELERY_SETTINGS,
-        },
-        name="topicmap_celery",
+            "start_timeout": start_timeout(),
+        }
     )

@@ -18,7 +18,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from dagster._core.definitions.reconstruct import ReconstructableJob
@@ -33,6 +33,9 @@ from dagster._core.workspace.load_target import WorkspaceFileTarget
 
 from orchestration.launcher import IN_PROCESS_HOST_TAG, STARTED_MESSAGE
 from orchestration.run_tags import run_asset_keys, tags_for_run
+
+if TYPE_CHECKING:
+    from topicmap.topics.declarations import TopicConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the workspace the webserver and the daemon load: runs started here name the same code location
@@ -216,3 +219,18 @@ def run_job(
             f"(run {run.run_id})"
         )
     return finished
+
+
+def seed_topic(defs: dg.Definitions, instance: dg.DagsterInstance, topic: TopicConfig) -> FinishedRun:
+    """Run ``seeds_job`` for ``topic`` as the topic registry sensor would: its run key, so the
+    sensor finds the work done."""
+    return run_job(
+        defs,
+        instance,
+        "seeds_job",
+        topic.name,
+        tags={
+            "topicmap/topic": topic.name,
+            **as_sensor_run("topic_registry", f"seeds:{topic.name}:{topic.config_hash[:12]}"),
+        },
+    )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from assets.beta import beta_api
 from assets.jobs import API_TAG, TOPIC_TAG, snapshot_job
 from assets.partitions import topics_partitions
 from assets.social import click_totals
@@ -277,16 +278,21 @@ def snapshot_refresh(context: dg.SensorEvaluationContext, store: TopicStoreResou
 #: Dagster's automation sensor for the assets whose rule is an automation condition (assets/conditions.py): it
 #: evaluates `cluster_weeks`' condition every 30 seconds and launches what it requests as one backfill, so a
 #: topic's weeks follow new weeks and rebuilt stories like the spider follows its topics: running by default.
-cluster_weeks_automation = dg.AutomationConditionSensorDefinition(
+#: Evaluated in the code server (``use_user_code_server``, a beta parameter): the condition keeps each topic to its
+#: own weeks with Python that reads the topics file, which the daemon cannot run.
+cluster_weeks_automation = beta_api(
+    dg.AutomationConditionSensorDefinition,
     "cluster_weeks_automation",
     target=dg.AssetSelection.assets("cluster_weeks"),
+    use_user_code_server=True,
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=30,
     description=(
         "Builds a topic's weeks of clusters (`cluster_weeks`, one backfill, one run per topic) when a new week "
-        "begins and whenever the topic's deduplicated stories are rebuilt (every week of the topic), never while "
-        "the stories are missing or being rebuilt. Evaluates the asset's automation condition; each evaluation "
-        "shows on the asset's Automation tab."
+        "begins and whenever the topic's deduplicated stories are rebuilt (the topic's weeks, from the week of its "
+        "start_date to the week of its end_date in the topics file: the week dimension, shared by all topics, "
+        "holds weeks of other topics too), never while the stories are missing or being rebuilt. Evaluates the "
+        "asset's automation condition in the code server; each evaluation shows on the asset's Automation tab."
     ),
 )
 

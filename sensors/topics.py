@@ -48,7 +48,7 @@ def read_cursor(cursor: str | None) -> dict[str, Any]:
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
         "Adds a `topics` partition for each new topic in the topics file and requests its `seeds_job` run; re-seeds a "
-        "topic whose declaration changed. A partition of a topic the file does not declare is deleted if no run "
+        "topic whose declaration changed, and seeds a declared topic whose partition was added by hand. A partition of a topic the file does not declare is deleted if no run "
         "ever used it (added by mistake: nothing is lost); one that runs used is kept with its data and reported "
         "once (runs for it fail at once). Invalid topics are reported once per change."
     ),
@@ -68,7 +68,9 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
             context.log.warning(f"rejected topic: {error}")
     declared = {topic.name: topic.config_hash for topic in loaded.topics}
     partitions = set(context.instance.get_dynamic_partitions(topics_partitions.name))
-    plan = plan_topic_sync(declared, partitions, last["declared"])
+    # a partition added by hand (the launch dialog, `topicmap topic add`) for a declared topic is seeded too
+    seeded = set(context.instance.get_materialized_partitions(dg.AssetKey("seeds")))
+    plan = plan_topic_sync(declared, partitions, last["declared"], seeded)
     unused = [name for name in plan.removed if not partition_was_used(context.instance, name)]
     kept = [name for name in plan.removed if name not in unused]
     for name in unused:

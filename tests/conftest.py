@@ -76,3 +76,33 @@ def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[TopicStore]:
     topic_store = TopicStore.open(url, schema=schema)
     yield topic_store
     topic_store.dispose()
+
+
+#: modules of several minutes each besides those marked daemon or browser (deployments, Celery workers, real runs)
+LONG_MODULES = frozenset(
+    {
+        "test_celery_spider.py",
+        "test_celery_waits.py",
+        "test_deployment.py",
+        "test_fidelity_e2e.py",
+        "test_lineage.py",
+        "test_run_failures.py",
+        "test_run_tags.py",
+        "test_topic_run.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long modules first. `make test` hands whole modules to two workers in collection order (`--dist loadfile
+    --no-loadscope-reorder`; xdist's default order, most tests first, puts the long modules of a few tests last);
+    a long module handed out last would run alone at the end while the other worker idles."""
+
+    def long(item: pytest.Item) -> bool:
+        return (
+            item.path.name in LONG_MODULES
+            or item.get_closest_marker("daemon") is not None
+            or item.get_closest_marker("browser") is not None
+        )
+
+    items.sort(key=lambda item: not long(item))  # stable: the order within each group is kept

@@ -54,6 +54,7 @@ def test_the_catch_up_sensor_launches_one_backfill_the_daemon_completes(tmp_path
             "TOPICMAP_FAKE_NOW": "2024-03-15T06:00:00+00:00",  # after 04:00 UTC, every stage of January due
             "TOPICMAP_BITLY_TOKEN": server.dataset.bitly_token,
             "TOPICMAP_BITLY_BASE_URL": server.base_url_bitly,
+            "TOPICMAP_EXECUTOR": "in_process",  # steps in the run worker: the backfill is the subject
         }
         env.pop("TOPICMAP_DATABASE_URL", None)
         # only the catch-up: the refetch sensors (running by default) would otherwise race it for the same days

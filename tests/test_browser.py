@@ -5,8 +5,10 @@ The test runs a small demo topic in process up to its snapshot (as `make demo` d
 asset, the snapshots asset page shows its metadata and the link-map picture, a materialization
 launched by clicking the UI's Materialize button succeeds (read back through GraphQL), the topic's own
 seeds run re-executes from its run page ("Re-execute all") and succeeds, an asset page shows its owners
-and freshness policy, and a week of click totals is backfilled from the asset's launch dialog (no daemon
-runs here, so the backfill is checked as launched; tests/test_ui_runs.py follows one into its runs).
+and freshness policy, a week of click totals is backfilled from the asset's launch dialog (no daemon
+runs here, so the backfill is checked as launched; tests/test_ui_runs.py follows one into its runs), and the weekly
+clusters: the launch dialog offers the topic's weeks, and after one week is built again from a late story the
+asset's Checks tab shows every later week stale until one run over them rebuilds them.
 
 It runs where Debian's `chromium` and `chromium-driver` are installed (`.ci/run` installs them), and under
 CI=true always: there a missing browser is a failure. Every step saves a screenshot in pytest's tmp dir.
@@ -14,6 +16,7 @@ CI=true always: there a missing browser is a failure. Every step saves a screens
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,7 +25,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import quote
 
 import pytest
@@ -54,8 +59,15 @@ def _require_browser() -> None:
     pytest.skip(reason)
 
 
+class Deployment(NamedTuple):
+    """The webserver's GraphQL, and the folder its processes share (TOPICMAP_HOME: the store, the topics file)."""
+
+    graphql: DagsterGraphQL
+    home: Path
+
+
 @pytest.fixture(scope="module")
-def webserver() -> Iterator[DagsterGraphQL]:
+def deployment() -> Iterator[Deployment]:
     """A webserver on an instance holding a topic materialized up to its snapshot."""
     _require_browser()
     pytest.importorskip("selenium")
@@ -113,10 +125,15 @@ def webserver() -> Iterator[DagsterGraphQL]:
                     last_size, since = size, time.monotonic()
                 assert time.monotonic() - since < PAGE_PATIENCE_SECONDS, log.read_text()[-4000:]
                 time.sleep(0.5)
-            yield graphql
+            yield Deployment(graphql, tmp)
         finally:
             stop_process_tree(process)
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def webserver(deployment: Deployment) -> DagsterGraphQL:
+    return deployment.graphql
 
 
 @pytest.fixture
@@ -421,3 +438,151 @@ def test_a_week_of_click_totals_backfills_from_the_asset_page(
         )
     # the backfill's page names the week and the asset it targets
     assert lines[lines.index("Partition selection") + 1] == f"{week[0]}...{week[-1]}"
+
+
+FINAL_RUN_STATUSES = ("SUCCESS", "FAILURE", "CANCELED")
+
+
+def _run_ends(webserver: DagsterGraphQL, run_id: str) -> str:
+    """The run's final status; patience runs from its last new event (a busy machine is slower, a stuck run is
+    silent)."""
+    seen, since = None, time.monotonic()
+    while True:
+        status = webserver.query(
+            "query($runId: ID!) { runOrError(runId: $runId) { ... on Run { status } } }", runId=run_id
+        )["runOrError"]["status"]
+        if status in FINAL_RUN_STATUSES:
+            return status
+        progress = (status, len(webserver.run_events(run_id)))
+        if progress != seen:
+            seen, since = progress, time.monotonic()
+        assert time.monotonic() - since < RUN_PATIENCE_SECONDS, f"run {run_id} stuck in {status}"
+        time.sleep(1)
+
+
+def _build_weeks(webserver: DagsterGraphQL, first: str, last: str) -> str:
+    """One run over the topic's weeks ``first`` to ``last``, as the launch dialog starts a range as one run (the
+    backfill daemon, not running here, would launch the same run); it must succeed. Its id."""
+    keys = [f"{demo_topic.TOPIC}|{week}" for week in (first, last)]
+    tags = dict(
+        zip(("dagster/asset_partition_range_start", "dagster/asset_partition_range_end"), keys, strict=True)
+    )
+    if first == last:  # one partition: its key and each dimension's, as the UI tags it
+        tags = {
+            "dagster/partition": keys[0],
+            "dagster/partition/topic": demo_topic.TOPIC,
+            "dagster/partition/week": first,
+        }
+    run_id = webserver.launch_assets("cluster_weeks", tags=tags)
+    assert _run_ends(webserver, run_id) == "SUCCESS", webserver.run_messages(run_id)[-10:]
+    return run_id
+
+
+def _week_check(webserver: DagsterGraphQL) -> dict:
+    """The latest evaluation of `later_weeks_follow_this_state` as the asset's Checks tab reads it."""
+    data = webserver.query(
+        '{ assetNodeOrError(assetKey: {path: ["cluster_weeks"]}) { ... on AssetNode { assetChecksOrError { '
+        "... on AssetChecks { checks { name executionForLatestMaterialization { runId status evaluation { "
+        "severity description metadataEntries { label ... on JsonMetadataEntry { jsonString } } } } } } } } } }"
+    )
+    (check,) = data["assetNodeOrError"]["assetChecksOrError"]["checks"]
+    assert check["name"] == "later_weeks_follow_this_state"
+    execution = check["executionForLatestMaterialization"]
+    evaluation = execution["evaluation"]
+    metadata = {entry["label"]: json.loads(entry["jsonString"]) for entry in evaluation["metadataEntries"]}
+    return {"runId": execution["runId"], "status": execution["status"], **evaluation, **metadata}
+
+
+def test_a_rebuilt_week_shows_every_later_week_stale_until_a_range_rebuild(
+    deployment: Deployment, browser, tmp_path: Path
+) -> None:  # noqa: ANN001
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    from tests.test_clusters import add_stories
+    from topicmap.clusters.store import topic_weeks
+    from topicmap.store.topic_store import NewStory, TopicStore
+    from topicmap.topics.declarations import load_topics
+
+    webserver = deployment.graphql
+    topic = load_topics(deployment.home / "topics.yaml").by_name()[demo_topic.TOPIC]
+    # the launch dialog's weeks are the declared topic's weeks, from the week of its start to the week of its end
+    dimensions = webserver.query(
+        '{ assetNodeOrError(assetKey: {path: ["cluster_weeks"]}) { ... on AssetNode { '
+        "partitionKeysByDimension { name partitionKeys } } } }"
+    )["assetNodeOrError"]["partitionKeysByDimension"]
+    weeks = next(d["partitionKeys"] for d in dimensions if d["name"] == "week")
+    assert weeks == topic_weeks(topic.start_date, topic.end_date) and len(weeks) == 9
+
+    # the launch dialog opens on no partition (Dagster's default); "All" of each dimension is the topic's weeks
+    browser.get(f"{webserver.base_url}/assets/cluster_weeks")
+    with screenshot(browser, tmp_path, "1-launch-dialog-all-weeks"):
+        _wait(
+            browser,
+            "the Materialize button",
+            ec.element_to_be_clickable(
+                (By.XPATH, "//button[starts-with(normalize-space(.), 'Materialize')]")
+            ),
+        ).click()
+        _wait(browser, "the launch dialog", lambda driver: "0 partitions" in _body_text(driver).split("\n"))
+        for button in browser.find_elements(
+            By.XPATH, "//*[@role='dialog']//button[normalize-space(.)='All']"
+        ):
+            button.click()
+        _wait(
+            browser,
+            "every week of the topic selected",
+            lambda driver: f"{len(weeks)} partitions" in _body_text(driver).split("\n"),
+        )
+
+    _build_weeks(webserver, weeks[0], weeks[-1])
+    assert _week_check(webserver)["status"] == "SUCCEEDED"
+    # a story of the first week arrives late; the first week alone is built again from it
+    store = TopicStore.open(f"sqlite:///{deployment.home / 'topicmap.sqlite3'}")
+    published = datetime.combine(topic.start_date, datetime.min.time(), tzinfo=UTC) + timedelta(hours=12)
+    late = NewStory(
+        "https://late.test/floods", "Late climate report", "climate emissions carbon tax floods", published
+    )
+    add_stories(store, [late], topic=demo_topic.TOPIC)
+    store.dispose()
+    rebuilt = _build_weeks(webserver, weeks[0], weeks[0])
+    check = _week_check(webserver)
+    assert check["runId"] == rebuilt and check["status"] == "FAILED" and check["severity"] == "WARN"
+    assert check["stale_weeks"] == {demo_topic.TOPIC: weeks[1:]}
+    assert check["rebuild_from"] == {demo_topic.TOPIC: weeks[1]}
+
+    # what the asset's Checks tab shows: the check's state in its list, the description of its evaluation
+    def checks_tab(state: str, description: str):  # noqa: ANN202
+        def shown(driver) -> list[str] | None:  # noqa: ANN001
+            lines = _body_text(driver).split("\n")
+            named = "later_weeks_follow_this_state" in lines
+            if (
+                named
+                and lines[lines.index("later_weeks_follow_this_state") + 1] == state
+                and description in lines
+            ):
+                return lines
+            return None
+
+        return shown
+
+    browser.get(f"{webserver.base_url}/assets/cluster_weeks?view=checks")
+    stale_text = f"{demo_topic.TOPIC}: {len(weeks) - 1} weeks are stale, rebuild {weeks[1]} to {weeks[-1]}"
+    with screenshot(browser, tmp_path, "2-checks-stale-weeks"):
+        _wait(
+            browser,
+            "the check failed, naming the stale weeks",
+            checks_tab("Failed", f"{stale_text} (one backfill over the range)"),
+        )
+
+    # one run over the stale weeks rebuilds them from the new state: the check passes again
+    repaired = _build_weeks(webserver, weeks[1], weeks[-1])
+    check = _week_check(webserver)
+    assert check["runId"] == repaired and check["status"] == "SUCCEEDED" and check["stale_weeks"] == {}
+    browser.get(f"{webserver.base_url}/assets/cluster_weeks?view=checks")
+    with screenshot(browser, tmp_path, "3-checks-weeks-follow"):
+        _wait(
+            browser,
+            "the check passing again",
+            checks_tab("Succeeded", "every built week follows from the week before"),
+        )

@@ -48,6 +48,7 @@ def ccnews_env(tmp_path: Path, store: TopicStore, data: DataServer) -> dict[str,
         "TOPICMAP_CCNEWS_START": "2026-01-01",
         "TOPICMAP_CC_DATA_URL": data.url,
         "TOPICMAP_CC_ALLOW_NETWORKS": f"127.0.0.1:{data.port}",
+        "TOPICMAP_EXECUTOR": "in_process",  # steps in the run worker: the backfill is the subject
     }
 
 

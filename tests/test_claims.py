@@ -30,9 +30,12 @@ from topicmap.demo.server import serve_demo_web
 from topicmap.demo.web import DemoWeb, generate_demo_web
 from topicmap.spider.claims import (
     ClaimQueue,
+    ReleasedClaims,
     Shard,
     claim_keys,
     fill_claim_keys,
+    release_run_claims,
+    run_holder,
     site_arcs,
     site_hash,
     site_holder,
@@ -120,6 +123,45 @@ def test_a_redelivered_holder_takes_its_claims_back_at_once_and_release_frees_th
     assert again.release() == 6 and other.release() == 4
     with store.engine.connect() as conn:
         assert conn.execute(select(func.count()).where(F.c.claimed_by.is_not(None))).scalar_one() == 0
+
+
+def test_a_dead_runs_claims_are_released_by_its_run_id_and_no_one_elses(store: TopicStore) -> None:
+    """What a run that ended failed or canceled held is free at once (the Dagster sensor's call), to the byte:
+    not the claims of a run whose id starts the same or differs in case, nor a URL another holder took over."""
+    clock = [1000.0]
+    topics_id = _topic_with_urls(store, _urls(3, 6))
+    dead_run = "6f1e-run-1"
+
+    def holder(run_id: str, part: str, lease: float = 3600.0) -> ClaimQueue:
+        queue = ClaimQueue(store, topics_id, 1, run_holder(run_id, part), lease=lease, clock=lambda: clock[0])
+        queue.join()
+        return queue
+
+    expired = holder(dead_run, "shard-0-of-2", lease=60.0)
+    expired_urls = {r["url"] for r in expired.claim(3)}
+    held = {r["url"] for r in holder(dead_run, "shard-1-of-2").claim(3)}
+    others = [holder("6f1e-run-10", "spider_iteration"), holder("6F1E-RUN-1", "spider_iteration")]
+    kept = {queue.holder: {r["url"] for r in queue.claim(3)} for queue in others}
+    clock[0] = 1061.0  # shard 0 stopped renewing: another run takes its URLs over with the unclaimed ones
+    taker = holder("another-run", "spider_iteration")
+    taken = {r["url"] for r in taker.claim(100)}
+    assert expired_urls <= taken and len(taken) == 18 - 3 - 3 - 3
+
+    released = release_run_claims(store, dead_run)
+    assert released.urls == 3
+    assert released.holders == (run_holder(dead_run, "shard-0-of-2"), run_holder(dead_run, "shard-1-of-2"))
+    with store.engine.connect() as conn:
+        claims = dict(conn.execute(select(F.c.url, F.c.claimed_by).where(F.c.topics_id == topics_id)).all())
+        live = set(conn.execute(select(s.topic_spider_holders.c.holder)).scalars())
+    assert {url for url, by in claims.items() if by is None} == held
+    assert {url for url, by in claims.items() if by == taker.holder} == taken
+    assert all({url for url, by in claims.items() if by == q.holder} == kept[q.holder] for q in others)
+    assert live == {queue.holder for queue in others} | {taker.holder}
+    assert release_run_claims(store, dead_run) == ReleasedClaims(0, ())  # idempotent
+    with pytest.raises(ValueError, match="no '/'"):
+        run_holder("a/b", "shard-0-of-1")
+    with pytest.raises(ValueError, match="needs a name"):
+        run_holder(dead_run, "")
 
 
 def test_shards_split_an_iteration_by_url_hash(store: TopicStore) -> None:

@@ -70,6 +70,7 @@ def test_a_backfill_builds_the_weeks_in_one_run_and_a_rebuilt_week_marks_later_w
         "TOPICMAP_HOME": str(tmp_path / "home"),
         "TOPICMAP_DATABASE_URL": str(store.engine.url),
         "TOPICMAP_TOPICS_FILE": str(tmp_path / "topics.yaml"),
+        "TOPICMAP_EXECUTOR": "in_process",  # steps in the run worker: the runs are the subject, not step processes
     }
     try:
         with (

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import shutil
 import xml.etree.ElementTree as ET
@@ -34,7 +35,7 @@ from topicmap.clusters.model import (
 )
 from topicmap.clusters.mutation import StreamConfig, StreamState, advance, mutation_graph, stream_batches
 from topicmap.clusters.pictures import draw_mutation_graph, draw_stream_graph
-from topicmap.clusters.store import topic_story_texts, topic_weeks
+from topicmap.clusters.store import READ_WEEKS, _WeeklyStories, topic_story_texts, topic_weeks
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore, now_utc
 from topicmap.topics.declarations import TopicConfig
@@ -337,8 +338,8 @@ LATE_STORY = NewStory(
 )
 
 
-def add_stories(store: TopicStore, stories: list[NewStory]) -> None:
-    topics_id = store.topic_row(TOPIC)["topics_id"]
+def add_stories(store: TopicStore, stories: list[NewStory], topic: str = TOPIC) -> None:
+    topics_id = store.topic_row(topic)["topics_id"]
     ids = store.add_stories(stories, source="test").stories_ids
     with store.engine.begin() as conn:
         store.insert_ignore(
@@ -548,6 +549,28 @@ def test_a_change_of_configuration_mid_stream_is_refused(
     store.dispose()
 
 
+def test_stories_read_by_the_half_year_are_each_weeks_stories(tmp_path: Path) -> None:
+    store = build_store(tmp_path, stories_per_group=0)
+    # a story every five days for 60 weeks: more than two reads of READ_WEEKS weeks, weeks with one or two stories
+    start = datetime(2026, 2, 2, 9, tzinfo=UTC)
+    add_stories(
+        store,
+        [
+            NewStory(f"https://site.test/{i}", f"s{i}", "flood", start + timedelta(days=5 * i))
+            for i in range(84)
+        ],
+    )
+    topics_id = store.topic_row(TOPIC)["topics_id"]
+    weeks = topic_weeks(date(2026, 2, 2), date(2027, 3, 28))
+    assert len(weeks) == 60 > 2 * READ_WEEKS
+    reader = _WeeklyStories(store, topics_id, date.fromisoformat(weeks[-1]))
+    for week in weeks:
+        monday = datetime.fromisoformat(week).replace(tzinfo=UTC)
+        expected = topic_story_texts(store, topics_id, monday, monday + timedelta(days=7))
+        pd.testing.assert_frame_equal(reader.of(date.fromisoformat(week)).reset_index(drop=True), expected)
+    store.dispose()
+
+
 def test_weeks_are_backfilled_in_one_run_per_topic() -> None:
     assert cluster_weeks.backfill_policy == dg.BackfillPolicy.single_run()
     # the chain of states is kept in the week folders: no self-dependency, whose provenance a range run would blur
@@ -604,3 +627,35 @@ def test_weeks_start_on_the_monday_of_the_setting_or_of_the_earliest_topic(tmp_p
     with pytest.raises(ValueError, match="TOPICMAP_WEEKS_START must be an ISO day"):
         weeks_start_day({"TOPICMAP_WEEKS_START": "June"}, today)
     assert date.fromisoformat(WEEKS_START).weekday() == 0
+
+
+def test_the_demo_builds_a_topics_weeks_in_one_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make demo` builds a topic's weeks as a backfill does: one cluster_weeks_job run over their range, the weeks
+    in order, each from the one before (not a run per week, each starting over from a folder)."""
+    from orchestration.definitions import defs
+    from orchestration.demo import build_cluster_weeks
+    from resources import store as store_resource
+
+    store = build_store(tmp_path, stories_per_group=24)
+    monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TOPICMAP_DATABASE_URL", str(store.engine.url))
+    # the code location's store resource opens the store once per process: this test's store, not an earlier one's
+    monkeypatch.setattr(
+        store_resource, "_open_store", functools.cache(store_resource._open_store.__wrapped__)
+    )
+    topic = TopicConfig(name=TOPIC, query="news", start_date=date(2026, 2, 2), end_date=date(2026, 2, 22))
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("topics", [TOPIC])
+        finished = build_cluster_weeks(defs, instance, topic)
+        (run,) = instance.get_runs()
+        assert finished is not None and run.run_id == finished.run_id and run.job_name == "cluster_weeks_job"
+        assert (run.tags[RANGE_START], run.tags[RANGE_END]) == (f"{TOPIC}|{WEEKS[0]}", f"{TOPIC}|{WEEKS[-1]}")
+        built = [
+            (m.partition, {k: v.value for k, v in m.metadata.items()})
+            for m in finished.materializations("cluster_weeks")
+        ]
+    assert [partition for partition, _ in built] == [f"{TOPIC}|{week}" for week in WEEKS]
+    figures = [metadata for _, metadata in built]
+    for week, before, after in zip(WEEKS, figures, figures[1:], strict=False):
+        assert after["started_from"] == week and after["previous_state"] == before["state"]
+    store.dispose()

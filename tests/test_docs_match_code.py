@@ -164,15 +164,54 @@ def test_every_asset_sits_in_a_pool() -> None:
     assert not without_pool, f"assets in no pool: {without_pool}"
 
 
+def instigated_jobs(
+    repository: dg.RepositoryDefinition, named_jobs: dict[str, set[str]]
+) -> dict[str, set[str]]:
+    """Each sensor's and schedule's name → the named jobs its runs are runs of: the jobs it targets or, for a sensor
+    launching asset backfills (an asset selection, no job), the smallest named job that holds its selection, under
+    which the run queue files their runs. A sensor with neither launches no run."""
+    launched: dict[str, set[str]] = {}
+    for sensor in repository.sensor_defs:
+        jobs = {target.job_name for target in sensor.targets if target.has_job_def}
+        if not jobs and sensor.asset_selection is not None:
+            selected = asset_names(sensor.asset_selection.resolve(defs.resolve_asset_graph()))
+            holders = sorted((len(assets), job) for job, assets in named_jobs.items() if selected <= assets)
+            jobs = {holders[0][1]} if holders else set()
+        launched[sensor.name] = jobs
+    for schedule in repository.schedule_defs:
+        launched[schedule.name] = {schedule.job_name}
+    return launched
+
+
+def test_readme_jobs_table_names_every_sensor_and_schedule_that_launches_each_job(
+    repository: dg.RepositoryDefinition, named_jobs: dict[str, set[str]]
+) -> None:
+    """The "launched by" column is where a data engineer looks up why a run of a job appeared: it names each sensor
+    and schedule whose runs are runs of that job, and no other."""
+    launched = instigated_jobs(repository, named_jobs)
+    table = readme_table("job")
+    column = [h.lower() for h in table.header].index("launched by")
+    problems = []
+    for names, row in zip(table.names(0), table.rows, strict=True):
+        job = next(iter(names))
+        in_code = {name for name, jobs in launched.items() if job in jobs}
+        in_readme = set(BACKTICKED.findall(row[column])) & set(launched)
+        problems += disagreement(f"sensors and schedules launching {job}", in_code, in_readme)
+    assert not problems, "\n".join(problems)
+
+
 def test_every_sensor_runs_a_named_job(
     repository: dg.RepositoryDefinition, named_jobs: dict[str, set[str]]
 ) -> None:
     """A sensor targets named jobs, so its runs show on a job's page; never `__ASSET_JOB` nor the anonymous job
     Dagster makes for a sensor declared with an asset selection. The exception is a sensor that launches asset
     backfills (only a sensor with an asset selection and no job may, in Dagster 1.13): its selection must be held
-    by one named job, under which the run queue (orchestration/coordinator.py) files the backfill's runs."""
+    by one named job, under which the run queue (orchestration/coordinator.py) files the backfill's runs. A run
+    status sensor that requests no job (sensors/run_failures.py) launches nothing and is left out."""
     problems = []
     for sensor in sorted(repository.sensor_defs, key=lambda s: s.name):
+        if isinstance(sensor, dg.RunStatusSensorDefinition) and not sensor.targets:
+            continue  # reacts to runs that ended; launches none
         job_names = [target.job_name for target in sensor.targets if target.has_job_def]
         for job_name in job_names:
             if job_name.startswith(HIDDEN_JOB_PREFIX):
@@ -185,3 +224,42 @@ def test_every_sensor_runs_a_named_job(
             if not any(selected <= assets for assets in named_jobs.values()):
                 problems.append(f"sensor {sensor.name} selects {sorted(selected)}, which no named job holds")
     assert not problems, "\n".join(problems)
+
+
+ARCHITECTURE = README.parent / "docs" / "architecture.md"
+BETA = README.parent / "assets" / "beta.py"
+
+
+def test_the_architecture_drawing_draws_only_dependencies_the_asset_graph_has(
+    repository: dg.RepositoryDefinition,
+) -> None:
+    """docs/architecture.md's asset graph: ``asset ◄─ upstream`` is drawn only where the asset depends on it."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    drawing = text[text.index("## The asset graph") :].split("```")[1]
+    graph = repository.asset_graph
+    drawn = re.findall(r"(\w+)(?: ?\[[^\]]*\])? ◄─ ([^(]+?)\s*(?:\(|$)", drawing, flags=re.MULTILINE)
+    wrong = [
+        f"{asset} ◄─ {upstream}"
+        for asset, upstream in drawn
+        if upstream not in asset_names(graph.get(dg.AssetKey(asset)).parent_keys)
+    ]
+    assert wrong == [], f"{ARCHITECTURE.name} draws dependencies the asset graph does not have: {wrong}"
+
+
+def test_the_beta_apis_listed_are_the_ones_called_through_beta_api() -> None:
+    """assets/beta.py's list of the beta APIs in use names each class made through ``beta_api`` (for ``dg.asset``,
+    its beta parameter), and nothing else of Dagster's."""
+    import ast
+
+    called: set[str] = set()
+    layer = ("assets", "orchestration", "resources", "sensors")
+    for path in (file for folder in layer for file in (README.parent / folder).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "beta_api":
+                made = node.args[0]
+                assert isinstance(made, ast.Attribute), ast.unparse(node)
+                called.add("backfill_policy" if made.attr == "asset" else made.attr)
+    in_use = (ast.get_docstring(ast.parse(BETA.read_text(encoding="utf-8"))) or "").split("In use:")[1]
+    listed = {name for name in re.findall(r"``(?:@asset\()?(\w+)", in_use) if hasattr(dg, name)}
+    listed |= {"backfill_policy"} & set(re.findall(r"\w+", in_use))
+    assert called == listed, f"{BETA.name} lists {sorted(listed)}; beta_api is called for {sorted(called)}"

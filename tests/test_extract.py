@@ -574,6 +574,39 @@ def test_a_standfirst_beside_the_article_body_is_kept_before_it() -> None:
     assert "stadium" not in story.text  # a summary beside nothing of the article is not its opening
 
 
+DECK = (
+    "Three bus lines and a rail link to the airport, approved after a debate that ran past midnight and a vote of "
+    "seven to two"
+)
+
+
+def _article_page(headline: str, heading: str) -> str:
+    """A story whose template writes the <h1>, then a heading, then the body's container."""
+    paragraphs = "".join(f"<p>{text}</p>" for text in FOLLOWING)
+    return (
+        "<html><head><title>Council approves transit plan | Springfield News</title>"
+        '<meta property="og:title" content="Council approves transit plan"></head><body>'
+        f"<div class='article'><h1>{headline}</h1>\n<!--/HEADLINE-->\n<h2>{heading}</h2>"
+        "<div class='article__date'>1 March 2026</div>"
+        f"<div class='article__text'>{paragraphs}</div></div></body></html>"
+    )
+
+
+def test_a_deck_in_the_heading_after_the_headline_is_kept_before_the_body() -> None:
+    # An unmarked deck: the heading right after the headline's <h1> (a comment between), beside the body's
+    # container, which trafilatura chooses without it.
+    story = extract_story(_article_page("Council approves transit plan", DECK), URL)
+    lines = story.text.split("\n")
+    assert lines.count(DECK) == 1 and lines.index(DECK) + 1 == lines.index(FOLLOWING[0])
+    # the same heading after an <h1> that is not the story's headline (the site's name) is not its deck
+    tagline = (
+        "Your local paper since 1889: the city, its schools, its teams and its council, every day of the week"
+    )
+    story = extract_story(_article_page("Springfield News", tagline), URL)
+    assert story.title == "Council approves transit plan"
+    assert tagline not in story.text and story.text.startswith(FOLLOWING[0])
+
+
 @pytest.mark.parametrize(
     ("prefix", "lede", "next_paragraph"),
     [
@@ -581,6 +614,12 @@ def test_a_standfirst_beside_the_article_body_is_kept_before_it() -> None:
             "goose3/content__test_yahoo",
             "SAN FRANCISCO (AP) — Steve Jobs, the mind behind the iPhone",
             "The move appears",
+        ),
+        # the deck BusinessWeek writes in an unclassed <h2> after the <h1>, before the photo and the story
+        (
+            "goose3/content__test_businessWeek1",
+            "The Web and cable star has achieved fame by targeting nerdy guys",
+            "Six years ago, Olivia Munn arrived in Hollywood",
         ),
         (
             "zyte_aeb/4a44ab3e4c41",

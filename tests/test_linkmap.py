@@ -130,3 +130,34 @@ def test_link_map_graph_keeps_the_most_linked_media_and_merges_directions():
     counts = pd.concat([media_counts(), media_counts().tail(1).assign(media_id=9, name="Lonely")])
     graph, linked = link_map_graph(counts, self_and_isolated)
     assert 9 not in graph.nodes and not graph.has_edge(4, 4)  # no links: not drawn; self links never count
+
+
+def test_link_map_colours_media_by_a_tag_set(tmp_path, monkeypatch):
+    """With a tag set chosen, each medium is coloured by its tag, the legend names the tags and their media, and
+    an untagged medium is set apart."""
+    from matplotlib.colors import to_hex
+
+    from topicmap.snapshots import linkmap
+
+    drawn = []
+    real_save = linkmap._save_png
+    monkeypatch.setattr(
+        linkmap, "_save_png", lambda figure, path: (drawn.append(figure), real_save(figure, path))[1]
+    )
+    groups = {1: "newspaper", 2: "newspaper", 3: "blog"}  # 4 (Delta Wire) untagged
+    render_link_map(
+        media_counts(), medium_links(), tmp_path / "tags.png", groups=groups, groups_title="media_type"
+    )
+    render_link_map(media_counts(), medium_links(), tmp_path / "communities.png")
+    tagged, communities = drawn
+    (axes,) = tagged.axes
+    (nodes,) = axes.collections[1:]  # the edges' LineCollection, then the media
+    # the media are drawn by area, smallest first (ties by id): media 4, 1, 3, 2 (media inlinks 0, 2, 2, 3)
+    colour_of = dict(zip([4, 1, 3, 2], (to_hex(c) for c in nodes.get_facecolors()), strict=True))
+    assert colour_of[1] == colour_of[2]
+    assert colour_of[1] != colour_of[3] and colour_of[4] not in (colour_of[1], colour_of[3])
+    legend = axes.get_legend()
+    assert legend.get_title().get_text() == "media_type"
+    assert [t.get_text() for t in legend.get_texts()] == ["newspaper (2)", "blog (1)", "untagged (1)"]
+    assert communities.axes[0].get_legend().get_title().get_text() == "link communities (media)"
+    assert (tmp_path / "tags.png").read_bytes() != (tmp_path / "communities.png").read_bytes()

@@ -1,21 +1,37 @@
 """The near-duplicate lookup service: GET by URL (stored or fetched), POST a text, bad input, the SSRF guard,
-the bearer token off loopback, size caps, fingerprints refreshed as stories land, and cached shingles that
-never change an answer."""
+the bearer token off loopback, size caps, fingerprints refreshed as stories land, cached shingles that
+never change an answer, and a service that degrades under slow URL lookups, never wedges: abandoned lookups
+dropped, a bounded URL queue (503 with Retry-After), texts and refusals answered while URL lookups wait, and
+SIGTERM obeyed within 5 s."""
 
 from __future__ import annotations
 
+import re
+import signal
 import socket
+import subprocess
+import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy import update
 
-from topicmap.dedup.service import MAX_BODY_BYTES, TOKEN_ENV, FingerprintCatalog, create_app, service_token
+from topicmap.dedup.service import (
+    MAX_BODY_BYTES,
+    TOKEN_ENV,
+    FingerprintCatalog,
+    LookupServer,
+    LookupService,
+    create_app,
+    service_token,
+)
 from topicmap.dedup.simhash import jaccard, shingle_set
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore
@@ -43,9 +59,13 @@ def when(day: int) -> datetime:
     return datetime(2026, 2, day, 9, tzinfo=UTC)
 
 
+def store_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'store.sqlite3'}"
+
+
 @pytest.fixture
 def stored(tmp_path) -> Iterator[TopicStore]:
-    store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    store = TopicStore.open(store_url(tmp_path))
     store.add_stories(
         [
             NewStory(
@@ -96,8 +116,8 @@ def web() -> Iterator[str]:
 class _Running:
     """The service on a loopback port of its own, run by uvicorn in a thread (as `topicmap serve` does)."""
 
-    def __init__(self, app: object) -> None:
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    def __init__(self, app: LookupService) -> None:
+        self.server = LookupServer(app, "127.0.0.1", 0, log_level="warning")
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.client: httpx.Client | None = None
 
@@ -325,3 +345,265 @@ def test_a_small_shingle_cache_stays_within_its_bound_and_answers_the_same(store
     assert 0 < small.shingle_cache.bytes <= 1500 and len(small.shingle_cache) == 1
     with pytest.raises(ValueError, match="max_bytes"):
         FingerprintCatalog(stored, shingle_cache_bytes=-1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Slow URL lookups: the service degrades, never wedges
+
+STORY_PAGE = (
+    "<html><head><title>Carbon plan | Valley Herald</title></head><body><article>"
+    + "".join(f"<p>{sentence}.</p>" for sentence in COPY.split(". "))
+    + "</article></body></html>"
+).encode()
+
+
+class HeldSite:
+    """A slow web site on loopback: robots.txt answers 404 at once, every page request is held until
+    ``release()`` and then answered with a copy of ARTICLE. ``pages`` lists the page paths asked for, in order,
+    ``robots`` counts the robots.txt requests."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.pages: list[str] = []
+        self.robots = 0
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                if self.path == "/robots.txt":
+                    site.robots += 1
+                    self._answer(404, b"")
+                    return
+                site.pages.append(self.path)
+                site.released.wait()
+                self._answer(200, STORY_PAGE)
+
+            def _answer(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: object, client_address: object) -> None:
+                pass  # a fetch that was given up closed its connection: nothing to report
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        """The URL of ``path``: on the site's own address, or on a host name that a fetcher from ``fetcher``
+        sends to the site (``site3.test``: each name is a site of its own for the politeness intervals)."""
+        return f"http://{host}:{self.port}{path}" if host == "127.0.0.1" else f"http://{host}{path}"
+
+    def fetcher(self, interval: float) -> WebFetcher:
+        return WebFetcher(
+            policy=AddressPolicy(allow=[f"127.0.0.1:{self.port}"]),
+            host_overrides={"*.test": f"127.0.0.1:{self.port}"},
+            interval_overrides={"*": interval},
+            max_retries=0,
+        )
+
+    def release(self) -> None:
+        self.released.set()
+
+    def close(self) -> None:
+        self.release()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def held_site() -> Iterator[HeldSite]:
+    site = HeldSite()
+    yield site
+    site.close()
+
+
+class RawLookup:
+    """``GET /near-duplicates?url=…`` on a connection of its own, left open until the client ``leave``s (closes
+    it without reading) or reads the ``answer``."""
+
+    def __init__(self, port: int, url: str) -> None:
+        self.socket = socket.create_connection(("127.0.0.1", port))
+        self.socket.sendall(
+            f"GET /near-duplicates?{urlencode({'url': url})} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
+
+    def leave(self) -> None:
+        self.socket.close()
+
+    def answer(self) -> tuple[int, str]:
+        """(HTTP status, body) once the service answers (a generous safety timeout, not a bound)."""
+        self.socket.settimeout(60)
+        received = b""
+        while chunk := self.socket.recv(65536):
+            received += chunk
+        self.socket.close()
+        head, _, body = received.partition(b"\r\n\r\n")
+        return int(head.split()[1]), body.decode()
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` until it holds (progress; the timeout is a safety net for a hung service)."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        threading.Event().wait(0.02)
+
+
+def url_lookups(client: httpx.Client) -> dict[str, int]:
+    counts = client.get("/health").json()["url_lookups"]
+    return {"queued": counts["queued"], "running": counts["running"]}
+
+
+def test_lookups_whose_clients_leave_are_dropped_not_fetched_later(
+    stored: TopicStore, held_site: HeldSite
+) -> None:
+    with client_for(stored, held_site.fetcher(interval=0)) as client:
+        port = client.base_url.port
+        first = RawLookup(port, held_site.url("/story/1.html"))
+        wait_until(lambda: held_site.pages == ["/story/1.html"], "the first lookup's page request")
+        # Two more lookups of the same site wait behind it (one lookup per site at a time); their clients leave.
+        leaving = [RawLookup(port, held_site.url(f"/story/{n}.html")) for n in (2, 3)]
+        wait_until(lambda: url_lookups(client) == {"queued": 2, "running": 1}, "two queued lookups")
+        for lookup in leaving:
+            lookup.leave()
+        wait_until(
+            lambda: url_lookups(client) == {"queued": 0, "running": 1}, "the abandoned lookups dropped"
+        )
+        held_site.release()
+        assert first.answer()[0] == 200
+        later = client.get("/near-duplicates", params={"url": held_site.url("/story/4.html")})
+        assert later.status_code == 200, later.text
+    # The abandoned lookups were never fetched: not before the first one was answered, nor after it.
+    assert held_site.pages == ["/story/1.html", "/story/4.html"]
+
+
+def test_a_lookup_waiting_for_its_sites_politeness_slot_ends_when_its_client_leaves(
+    stored: TopicStore, held_site: HeldSite
+) -> None:
+    # robots.txt takes the site's first slot; the page's slot is 600 s later (far beyond the safety timeout).
+    with client_for(stored, held_site.fetcher(interval=600)) as client:
+        waiting = RawLookup(client.base_url.port, held_site.url("/story/1.html"))
+        wait_until(lambda: held_site.robots == 1, "the lookup's robots.txt request")
+        assert url_lookups(client) == {"queued": 0, "running": 1}
+        waiting.leave()
+        wait_until(lambda: url_lookups(client) == {"queued": 0, "running": 0}, "the abandoned lookup to end")
+    assert held_site.pages == []
+
+
+def test_a_full_url_queue_answers_503_with_retry_after(stored: TopicStore, held_site: HeldSite) -> None:
+    app = create_app(
+        FingerprintCatalog(stored),
+        held_site.fetcher(interval=0),
+        refresh_seconds=0,
+        url_workers=1,
+        max_pending_urls=2,
+    )
+    with _Running(app) as client:
+        port = client.base_url.port
+        pending = [RawLookup(port, held_site.url(f"/story/{n}.html", host=f"site{n}.test")) for n in (1, 2)]
+        wait_until(lambda: url_lookups(client) == {"queued": 1, "running": 1}, "two pending lookups")
+        full = client.get(
+            "/near-duplicates", params={"url": held_site.url("/story/3.html", host="site3.test")}
+        )
+        assert full.status_code == 503
+        assert int(full.headers["Retry-After"]) > 0
+        assert "2 URL lookups are already pending" in full.json()["error"]
+        assert "--max-pending-urls" in full.json()["error"]
+        held_site.release()
+        assert [lookup.answer()[0] for lookup in pending] == [200, 200]
+        again = client.get(
+            "/near-duplicates", params={"url": held_site.url("/story/3.html", host="site3.test")}
+        )
+        assert again.status_code == 200, again.text
+    # the refused lookup was not queued: it ran only when asked again
+    assert sorted(held_site.pages[:2]) == ["/story/1.html", "/story/2.html"]
+    assert held_site.pages[2:] == ["/story/3.html"]
+
+
+def test_texts_stored_urls_and_refusals_are_answered_while_many_url_lookups_wait(
+    stored: TopicStore, held_site: HeldSite
+) -> None:
+    # 45 URL lookups of 5 slow sites: more than the 40 threads that answered every lookup, texts included.
+    with client_for(stored, held_site.fetcher(interval=0)) as client:
+        port = client.base_url.port
+        waiting = [
+            RawLookup(port, held_site.url(f"/story/{n}.html", host=f"site{n % 5}.test")) for n in range(45)
+        ]
+        wait_until(lambda: url_lookups(client) == {"queued": 40, "running": 5}, "45 pending lookups")
+        text = client.post("/near-duplicates", json={"text": ARTICLE})
+        assert text.status_code == 200 and len(text.json()["matches"]) == 2
+        known = client.get("/near-duplicates", params={"url": "https://herald.test/2026/02/03/carbon-plan"})
+        assert known.status_code == 200 and known.json()["query"]["source"] == "store"
+        refused = client.get("/near-duplicates", params={"url": "http://10.20.30.40/story.html"})
+        assert refused.status_code == 502
+        assert refused.json()["fetch"]["state"] == "refused"
+        assert refused.json()["fetch"]["reason"].startswith("ssrf")
+        # ... all answered while every URL lookup still waited (one page request per site held).
+        assert url_lookups(client) == {"queued": 40, "running": 5} and len(held_site.pages) == 5
+        held_site.release()
+        assert {lookup.answer()[0] for lookup in waiting} == {200}
+
+
+def test_sigterm_stops_the_service_within_5_s_with_url_lookups_pending(
+    tmp_path: Path, stored: TopicStore, held_site: HeldSite
+) -> None:
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        service = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "topicmap"),
+                "serve",
+                "--port",
+                "0",
+                "--database-url",
+                store_url(tmp_path),
+                "--refresh-seconds",
+                "0",
+                "--allow-address",
+                f"127.0.0.1:{held_site.port}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        listening = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+        wait_until(
+            lambda: listening.search(log_path.read_bytes()) is not None or service.poll() is not None,
+            "the service to listen",
+        )
+        found = listening.search(log_path.read_bytes())
+        assert found is not None, log_path.read_text()
+        port = int(found.group(1))
+        # Lookups of one slow site (10 s between two of its requests): one waits for its slot, the rest queue.
+        pending = [RawLookup(port, held_site.url(f"/story/{n}.html")) for n in range(20)]
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            wait_until(lambda: url_lookups(client) == {"queued": 19, "running": 1}, "20 pending lookups")
+        signalled = time.monotonic()
+        service.send_signal(signal.SIGTERM)
+        returncode = service.wait(timeout=60)  # a safety net: the bound is asserted below
+        stopped_in = time.monotonic() - signalled
+    finally:
+        if service.poll() is None:
+            service.kill()
+            service.wait()
+    assert stopped_in < 5.0, f"SIGTERM to exit took {stopped_in:.1f} s"
+    assert returncode == -signal.SIGTERM  # uvicorn shuts down, then ends with the signal it was sent
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port)).close()
+    answers = [lookup.answer() for lookup in pending]
+    assert {status for status, _ in answers} == {503}
+    assert all("shutting down" in body for _, body in answers)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from datetime import date
 from pathlib import Path
 
 import dagster as dg
+import matplotlib.dates as mdates
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure
 from sqlalchemy import func, select, update
 
 from assets.snapshots import snapshot_foci, snapshots
@@ -31,6 +34,8 @@ from tests.test_snapshot_assets import TOPIC as SNAP_TOPIC
 from tests.test_snapshot_assets import TOPICS_YAML, build_topic
 from tests.test_snapshot_assets import A as SA
 from tests.test_snapshot_assets import C as SC
+from topicmap.snapshots import charts
+from topicmap.snapshots.cli import format_snapshot_paths
 from topicmap.snapshots.compute import compute_snapshot, snapshot_problems, write_snapshot_files
 from topicmap.snapshots.foci import Focus
 from topicmap.snapshots.store import SnapshotOptions, build_snapshot, read_snapshot_inputs, snapshot_paths
@@ -266,6 +271,27 @@ def test_top_words_count_a_fixed_sample_without_stop_words() -> None:
     assert sampled.words_sampled == 4 and sampled.top_words["stories"].max() <= 4
 
 
+def test_top_words_leave_out_the_stop_words_of_the_stories_own_languages() -> None:
+    """French stories lose French stop words ("les", "des", "sur"), which are ordinary words in English."""
+    stories = texts_stories()
+    french = stories["stories_id"] % 2 == 1
+    stories.loc[french, "text"] = "Les panneaux solaires des villes: un débat sur les toits."
+
+    def top(languages: pd.Series) -> pd.DataFrame:
+        return compute(stories.assign(language=languages), [], word_sample=0)["overall"].summary.top_words
+
+    labelled = top(pd.Series(np.where(french, "fr", "en"), index=stories.index)).set_index("word")
+    assert {"les", "des", "sur", "un"}.isdisjoint(labelled.index)  # French stop words, in French stories
+    assert {"and", "the"}.isdisjoint(labelled.index)  # English stop words, in the English ones
+    # six of the overall timespan's eleven stories are the French ones: the share is of the stories counted
+    assert labelled.loc["panneaux", "stories"] == 6 and labelled.loc["panneaux", "share"] == 6 / 11
+    assert labelled.loc["débat", "count"] == 6  # accented letters are part of the word
+    # the same texts said to be English keep those words: the stop words follow each story's language
+    as_english = top(pd.Series("en", index=stories.index)).set_index("word")
+    assert as_english.loc["les", "stories"] == 6 and as_english.loc["les", "count"] == 12
+    assert "des" in as_english.index and "sur" in as_english.index
+
+
 def test_attention_and_top_lists_per_timespan() -> None:
     summary = compute(texts_stories(), [])["overall"].summary
     days = summary.days
@@ -278,6 +304,38 @@ def test_attention_and_top_lists_per_timespan() -> None:
     assert by_shares["media_name"].tolist() == ["Delta Wire", "Alpha News", "Alpha News"]
     by_inlinks = summary.top_media[summary.top_media["metric"] == "media_inlink_count"]
     assert by_inlinks["media_id"].tolist()[0] == B
+
+
+def test_the_attention_chart_has_a_date_axis_and_compares_a_focus_with_the_topic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drawn: list[Figure] = []
+    real_save = charts._save_png
+
+    def keep(figure: Figure, path: Path) -> Path:
+        drawn.append(figure)
+        return real_save(figure, path)
+
+    monkeypatch.setattr(charts, "_save_png", keep)
+    days = pd.DataFrame({"day": pd.date_range("2026-01-01", "2026-04-30", freq="D")})
+    days["story_count"] = np.arange(len(days)) % 7
+    topic_days = days.assign(story_count=days["story_count"] * 3)
+    path = charts.render_attention_chart(
+        days, tmp_path / "attention.png", "stories per day: focus", topic_days=topic_days
+    )
+    again = charts.render_attention_chart(
+        days, tmp_path / "again.png", "stories per day: focus", topic_days=topic_days
+    )
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.read_bytes() == again.read_bytes()
+    (axes,) = drawn[0].axes
+    drawn[0].canvas.draw()
+    # a calendar axis: the months of the four months by name, and the first and last day in view
+    labels = [label.get_text() for label in axes.get_xticklabels() if label.get_text()]
+    assert labels == ["2026", "Feb", "Mar", "Apr"]
+    first, last = (mdates.num2date(x).date() for x in axes.get_xlim())
+    assert (first, last) == (date(2025, 12, 31), date(2026, 4, 30))  # half a day either side
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert legend == ["7-day mean", "whole topic, 7-day mean", "stories a day"]
 
 
 def test_a_focus_files_sit_under_foci_and_every_table_is_keyed_by_focus_and_timespan(tmp_path: Path) -> None:
@@ -384,7 +442,9 @@ def test_the_store_snapshot_holds_and_records_each_focus(store: TopicStore, tmp_
         [SA, "media_type", "newspaper"],
         [SC, "media_type", "blog"],
     ]
-    options = SnapshotOptions(picture_periods=("overall",), link_map_tag_set="media_type")
+    options = SnapshotOptions(
+        picture_periods=("overall",), link_map_tag_set="media_type", focus_pictures=True
+    )
     built = build_snapshot(store, SNAP_TOPIC, options, home=tmp_path, foci=foci_of_topic)
     assert not any(built.problems.values())
     energy, papers = built.result.focus("subtopics/energy"), built.result.focus("media-type/papers")
@@ -411,6 +471,8 @@ def test_the_store_snapshot_holds_and_records_each_focus(store: TopicStore, tmp_
     assert [f["key"] for f in paths["foci"]] == ["subtopics/energy", "media-type/papers"]
     assert paths["foci"][0]["attention_png"].is_file() and paths["foci"][0]["link_map_png"].is_file()
     assert paths["attention_png"].is_file()
+    report = format_snapshot_paths(paths, brief=True)
+    assert "subtopics/energy  (Subtopics / Energy): 3 stories, 3 story links overall" in report
     assert (
         'for="tags:media_type" value="newspaper"' in (built.folder / "overall" / "link_map.gexf").read_text()
     )
@@ -438,7 +500,11 @@ def test_the_asset_page_sums_up_the_topic_and_each_focus(
     topics_file, _ = stored_topic(store, tmp_path)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("topics", [SNAP_TOPIC])
-    config = {"picture_periods": ["overall"], "link_map_tag_set": "media_type", "word_sample": 0}
+    config = {
+        "picture_periods": ["overall"],
+        "link_map_tag_set": "media_type",
+        "word_sample": 0,
+    }  # no focus maps
     result = dg.materialize(
         [snapshots],
         partition_key=SNAP_TOPIC,
@@ -464,5 +530,7 @@ def test_the_asset_page_sums_up_the_topic_and_each_focus(
     focus_rows = [(r.data["focus"], r.data["stories"]) for r in meta["foci"].records]
     assert focus_rows == [("subtopics/energy", "3"), ("media-type/papers", "4")]
     folder = Path(meta["snapshot_folder"])
-    assert (folder / "foci" / "media-type" / "papers" / "overall" / "link_map.png").is_file()
+    papers = folder / "foci" / "media-type" / "papers" / "overall"
+    assert (papers / "attention.png").is_file() and (papers / "link_map.gexf").is_file()
+    assert not (papers / "link_map.png").exists()  # focus pictures only with focus_pictures
     store.dispose()

@@ -97,7 +97,7 @@ def test_a_new_topic_gets_iteration_zero_then_the_next_pending_iteration(setup) 
     add_fetch_rows(store, topics_id, 1, ["pending", "pending", "story added"])
     second = evaluate(instance, resources, first.cursor)
     assert second.run_requests[0].tags["topicmap/iteration"] == "1"
-    assert second.run_requests[0].run_key == "spider:sensed:iteration-1:processed-1:done-1:attempt-0"
+    assert second.run_requests[0].run_key == "spider:sensed:seeds-0:iteration-1:processed-1:done-1:attempt-0"
 
 
 def test_when_no_pending_url_is_left_the_post_spider_stages_are_requested(setup) -> None:  # noqa: ANN001
@@ -105,7 +105,7 @@ def test_when_no_pending_url_is_left_the_post_spider_stages_are_requested(setup)
     add_fetch_rows(store, topics_id, 1, ["story added", "content match failed"])
     result = evaluate(instance, resources)
     (request,) = result.run_requests
-    assert request.run_key == "post-spider:sensed:iterations-1"
+    assert request.run_key == "post-spider:sensed:seeds-0:iterations-1"
     assert request.job_name == "post_spider_job"
     assert "topicmap/spider_topic" not in request.tags  # only spider iterations are limited per topic
 

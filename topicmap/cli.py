@@ -3,7 +3,9 @@
 topicmap near-dups --url URL [--max-distance 6]   stories near-duplicate to a stored story, or containing it
 topicmap near-dups --text TEXT                     stories containing a text (a paragraph, a quote), or copies
 topicmap snapshot TOPIC [--snapshot-id N]          where a snapshot's files and link maps are
+topicmap snapshot TOPIC --list                     every snapshot of a topic, with its dates and folder
 topicmap serve [--host 127.0.0.1] [--port 8765]    the near-duplicate lookup service (HTTP JSON)
+      [--url-workers 8] [--max-pending-urls 100]
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from topicmap.dedup.containment import DEFAULT_MIN_CONTAINMENT
+from topicmap.dedup.service_limits import DEFAULT_MAX_PENDING_URLS, DEFAULT_URL_WORKERS
 from topicmap.dedup.simhash import DEFAULT_CANDIDATE_DISTANCE, DEFAULT_MIN_JACCARD
 from topicmap.store.topic_store import TopicStore
 
@@ -99,7 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     snapshot = commands.add_parser("snapshot", help="where a snapshot's files are")
     snapshot.add_argument("topic")
-    snapshot.add_argument("--snapshot-id", type=int, default=None)
+    which = snapshot.add_mutually_exclusive_group()
+    which.add_argument("--snapshot-id", type=int, default=None, help="a snapshot id (default: the newest)")
+    which.add_argument("--list", action="store_true", help="every snapshot of the topic, oldest first")
     serve = commands.add_parser("serve", help="the near-duplicate lookup service (GET/POST /near-duplicates)")
     serve.add_argument("--host", default="127.0.0.1", help="other than loopback needs TOPICMAP_SERVICE_TOKEN")
     serve.add_argument("--port", type=int, default=8765)
@@ -119,6 +124,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         help="CIDR or IP[:PORT] the page fetcher may reach although private (default: public addresses only)",
     )
+    serve.add_argument(
+        "--url-workers",
+        type=int,
+        default=DEFAULT_URL_WORKERS,
+        help="threads that fetch pages for URL lookups, one site each at a time (default %(default)s)",
+    )
+    serve.add_argument(
+        "--max-pending-urls",
+        type=int,
+        default=DEFAULT_MAX_PENDING_URLS,
+        help="URL lookups accepted at once, queued or fetching (default %(default)s); one more answers 503",
+    )
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve_command(args)
@@ -127,7 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from topicmap.snapshots.cli import main as snapshot_main
 
     return snapshot_main(
-        [args.topic] + (["--snapshot-id", str(args.snapshot_id)] if args.snapshot_id else [])
+        [args.topic]
+        + (["--snapshot-id", str(args.snapshot_id)] if args.snapshot_id else [])
+        + (["--list"] if args.list else [])
     )
 
 
@@ -175,9 +194,13 @@ def serve_command(args: argparse.Namespace) -> int:
     import logging
     import os
 
-    import uvicorn
-
-    from topicmap.dedup.service import MAX_FETCH_BYTES, FingerprintCatalog, create_app, service_token
+    from topicmap.dedup.service import (
+        MAX_FETCH_BYTES,
+        FingerprintCatalog,
+        LookupServer,
+        create_app,
+        service_token,
+    )
     from topicmap.web.fetch import WebFetcher
     from topicmap.web.netguard import AddressPolicy
 
@@ -187,9 +210,19 @@ def serve_command(args: argparse.Namespace) -> int:
     fetcher = WebFetcher(max_body_bytes=MAX_FETCH_BYTES, policy=AddressPolicy(allow=args.allow_address))
     if args.shingle_cache_mb < 0:
         raise SystemExit(f"--shingle-cache-mb must be >= 0, got {args.shingle_cache_mb}")
+    for name in ("url_workers", "max_pending_urls"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     catalog = FingerprintCatalog(store, shingle_cache_bytes=args.shingle_cache_mb * 1024 * 1024)
-    app = create_app(catalog, fetcher, token=token, refresh_seconds=args.refresh_seconds)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    app = create_app(
+        catalog,
+        fetcher,
+        token=token,
+        refresh_seconds=args.refresh_seconds,
+        url_workers=args.url_workers,
+        max_pending_urls=args.max_pending_urls,
+    )
+    LookupServer(app, args.host, args.port).run()
     return 0
 
 

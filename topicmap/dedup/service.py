@@ -4,12 +4,23 @@
 
 - ``GET /near-duplicates?url=URL``: a story the store knows by that URL (any of its URL variants) is looked
   up by its stored text; an unknown URL is fetched through the spider's fetcher (SSRF guard, size cap,
-  timeouts, robots.txt) and its article text extracted. An unreachable or refused URL answers 502 with the
-  fetch state.
+  timeouts, robots.txt, the site's politeness interval) and its article text extracted. An unreachable or
+  refused URL answers 502 with the fetch state.
 - ``POST /near-duplicates`` with ``{"text": "..."}`` (JSON) or a text/plain body.
 - Both take ``max_distance`` (simhash bits, 0..6), ``min_similarity`` (word-bigram Jaccard, 0..1),
   ``min_containment`` (0..1) and ``limit``.
-- ``GET /health``: how many fingerprints are loaded, and the size of the containment index.
+- ``GET /health``: how many fingerprints are loaded, the size of the containment index, and the URL lookups
+  queued and running.
+
+Lookups that fetch a page can wait minutes (a site's requests are its politeness interval apart, 10 s by
+default), so they never hold the threads of the other lookups: they go to a queue of their own
+(:class:`UrlLookupQueue`) of at most ``max_pending_urls`` (``--max-pending-urls``; one more answers 503 with
+``Retry-After``), run by ``url_workers`` threads, one lookup per site at a time. A lookup whose client goes away
+is dropped from the queue, or, when its fetch has begun, ends at the fetch's next wait for a slot. Stored URLs,
+refusals decided without the network (an address literal the SSRF guard refuses, a robots.txt rule already
+read) and texts are answered without the queue, so they stay fast however many URL lookups wait. At shutdown
+(:class:`LookupServer`) the pending URL lookups are answered 503 at once, and a request still open
+``SHUTDOWN_GRACE_SECONDS`` later is cancelled.
 
 Each match: stories_id, url, title, medium, hamming_distance, shingle_similarity (whole-document word-bigram
 Jaccard) and containment (the share of the looked-up text's word bigrams the story holds); the stories holding
@@ -37,25 +48,29 @@ Safety: the service binds to 127.0.0.1 unless told otherwise, and any other addr
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import hashlib
 import hmac
 import json
 import logging
 import math
+import socket
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import uvicorn
 from sqlalchemy import func, select
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from topicmap.dedup.containment import (
@@ -65,6 +80,7 @@ from topicmap.dedup.containment import (
     containment_keys_many,
     containment_keys_of_token_hashes,
 )
+from topicmap.dedup.service_limits import DEFAULT_MAX_PENDING_URLS, DEFAULT_URL_WORKERS
 from topicmap.dedup.simhash import (
     DEFAULT_CANDIDATE_DISTANCE,
     DEFAULT_MIN_JACCARD,
@@ -80,6 +96,7 @@ from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 from topicmap.web.extract import extract_story
 from topicmap.web.fetch import WebFetcher
+from topicmap.web.throttle import DEFAULT_INTERVAL, throttle_domain
 from topicmap.web.urls import is_http_url, url_variants
 
 log = logging.getLogger(__name__)
@@ -103,6 +120,11 @@ MAX_QUERY_WORDS = 20_000
 DEFAULT_SHINGLE_CACHE_BYTES = 64 * 1024 * 1024
 # Measured bytes of a cache entry beside its array's data (dict slot, key, digest, tuple, array header).
 _CACHE_ENTRY_OVERHEAD = 330
+# What a 503 for a full URL queue asks the client to wait: one default politeness interval, the soonest a
+# site's next lookup can start.
+RETRY_AFTER_SECONDS = math.ceil(DEFAULT_INTERVAL)
+# How long a shutdown waits for open requests once the pending URL lookups are answered, before cancelling them.
+SHUTDOWN_GRACE_SECONDS = 2
 TOKEN_ENV = "TOPICMAP_SERVICE_TOKEN"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -121,6 +143,10 @@ class FetchFailed(RuntimeError):
     def __init__(self, state: dict[str, Any]) -> None:
         super().__init__(state.get("reason") or "fetch failed")
         self.state = state
+
+
+class ServiceBusy(RuntimeError):
+    """A URL lookup the service cannot take now (answered 503 with ``Retry-After``)."""
 
 
 @dataclass(frozen=True)
@@ -433,6 +459,144 @@ class FingerprintCatalog:
 
 
 # ---------------------------------------------------------------------------------------------------
+# URL lookups that fetch
+
+
+@dataclass(eq=False)
+class UrlLookup:
+    """One accepted URL lookup: ``work(cancelled)`` runs in a worker thread; ``future`` (of the event loop)
+    gets its result or error."""
+
+    site: str  # the fetcher's throttle domain: lookups of one site run one at a time
+    work: Callable[[threading.Event], Any]
+    future: asyncio.Future
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+class UrlLookupQueue:
+    """The URL lookups that fetch a page, run by ``workers`` threads of their own, so that they never hold the
+    threads that answer texts and stored URLs.
+
+    At most ``max_pending`` are accepted at once, queued or running (``submit`` raises :class:`ServiceBusy`
+    beyond). Workers take the oldest queued lookup whose site has none running: the fetcher spaces a site's
+    requests by its politeness interval anyway, so a second thread on the site would only wait, while lookups
+    of other sites go on. ``cancel`` (the client went away) drops a queued lookup at once; a running one ends
+    at its fetch's next wait for a slot. ``close`` answers every pending lookup :class:`ServiceBusy` and lets
+    the workers end. ``submit``, ``cancel`` and ``close`` are called from the event loop's thread."""
+
+    def __init__(
+        self, workers: int = DEFAULT_URL_WORKERS, max_pending: int = DEFAULT_MAX_PENDING_URLS
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"URL lookup workers must be at least 1, got {workers}")
+        if max_pending < 1:
+            raise ValueError(f"the URL lookup queue must hold at least 1, got {max_pending}")
+        self.workers = workers
+        self.max_pending = max_pending
+        self._queued: list[UrlLookup] = []  # oldest first; at most max_pending, so scans are short
+        self._running: set[UrlLookup] = set()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        self._condition = threading.Condition()
+
+    def counts(self) -> dict[str, int]:
+        with self._condition:
+            return {
+                "queued": len(self._queued),
+                "running": len(self._running),
+                "max_pending": self.max_pending,
+                "workers": self.workers,
+            }
+
+    def submit(self, site: str, work: Callable[[threading.Event], Any]) -> UrlLookup:
+        """Accept a lookup (raises :class:`ServiceBusy` when ``max_pending`` are pending or the queue is closed)."""
+        lookup = UrlLookup(site, work, asyncio.get_running_loop().create_future())
+        with self._condition:
+            if self._closed:
+                raise ServiceBusy("the service is shutting down")
+            if len(self._queued) + len(self._running) >= self.max_pending:
+                raise ServiceBusy(
+                    f"{self.max_pending} URL lookups are already pending (the service's --max-pending-urls); "
+                    f"try again in {RETRY_AFTER_SECONDS} s"
+                )
+            self._queued.append(lookup)
+            if len(self._threads) < min(self.workers, len(self._queued) + len(self._running)):
+                # Threads start as lookups come: a service that is never asked for a URL runs none.
+                thread = threading.Thread(target=self._work, name="url-lookup", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            self._condition.notify_all()
+        return lookup
+
+    def cancel(self, lookup: UrlLookup) -> None:
+        """Nobody waits for this lookup any more: drop it if queued; if running, its fetch sends nothing more."""
+        lookup.cancelled.set()
+        lookup.future.cancel()
+        with self._condition:
+            if lookup in self._queued:
+                self._queued.remove(lookup)
+
+    def close(self) -> None:
+        """Answer every pending lookup :class:`ServiceBusy` (the service is stopping); later submits are refused
+        and the workers end once their lookup does (they are daemon threads: a fetch in the middle of a transfer
+        does not hold up the process's exit)."""
+        with self._condition:
+            self._closed = True
+            pending = [*self._queued, *self._running]
+            self._queued.clear()
+            self._condition.notify_all()
+        for lookup in pending:
+            lookup.cancelled.set()
+            if not lookup.future.done():
+                lookup.future.set_exception(ServiceBusy("the service is shutting down"))
+
+    def _next(self) -> UrlLookup | None:
+        """The oldest queued lookup whose site has none running (called holding the condition)."""
+        busy = {lookup.site for lookup in self._running}
+        for position, lookup in enumerate(self._queued):
+            if lookup.site not in busy:
+                del self._queued[position]
+                self._running.add(lookup)
+                return lookup
+        return None
+
+    def _work(self) -> None:
+        while True:
+            with self._condition:
+                lookup = self._next()
+                while lookup is None:
+                    if self._closed:
+                        return
+                    self._condition.wait()
+                    lookup = self._next()
+            result = error = None
+            try:
+                result = lookup.work(lookup.cancelled)
+            except Exception as failure:  # noqa: BLE001 - the request's handler answers it
+                error = failure
+            with self._condition:
+                self._running.discard(lookup)
+                self._condition.notify_all()  # the site is free again: another worker may run its next lookup
+            with contextlib.suppress(RuntimeError):  # the event loop has closed: nobody waits for the answer
+                lookup.future.get_loop().call_soon_threadsafe(_settle, lookup.future, result, error)
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():  # cancelled (the client went away) or answered by close()
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+async def _until_disconnected(request: Request) -> None:
+    """Returns when the client closes the connection (the request's body, if any, is read and ignored)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+# ---------------------------------------------------------------------------------------------------
 # HTTP
 
 
@@ -482,9 +646,13 @@ def create_app(
     token: str | None = None,
     refresh_seconds: float = 10.0,
     load_on_start: bool = True,
-) -> Any:
-    """The service's ASGI app. ``token``: every request must carry ``Authorization: Bearer <token>``."""
+    url_workers: int = DEFAULT_URL_WORKERS,
+    max_pending_urls: int = DEFAULT_MAX_PENDING_URLS,
+) -> LookupService:
+    """The service's ASGI app. ``token``: every request must carry ``Authorization: Bearer <token>``.
+    ``url_workers`` and ``max_pending_urls``: see :class:`UrlLookupQueue`."""
     page_fetcher = fetcher if fetcher is not None else WebFetcher(max_body_bytes=MAX_FETCH_BYTES)
+    url_lookups = UrlLookupQueue(url_workers, max_pending_urls)
     params = {
         "max_distance": (catalog.max_distance, 0, catalog.max_distance),
         "limit": (DEFAULT_LIMIT, 1, MAX_LIMIT),
@@ -512,13 +680,20 @@ def create_app(
             }
         )
 
-    def lookup_url(url: str, lookup_options: dict[str, Any]) -> JSONResponse:
+    def lookup_stored_url(url: str, lookup_options: dict[str, Any]) -> JSONResponse | None:
+        """The answer for a URL the store knows (looked up by the stored text), None for an unknown URL."""
         known = catalog.story_id_for_url(url)
-        if known is not None:
-            text = catalog.story_text(known)
-            value, matches = catalog.lookup(text, exclude=known, **lookup_options)
-            return answer({"url": url, "source": "store", "stories_id": known}, value, matches)
-        outcome = page_fetcher.fetch(url)
+        if known is None:
+            return None
+        text = catalog.story_text(known)
+        value, matches = catalog.lookup(text, exclude=known, **lookup_options)
+        return answer({"url": url, "source": "store", "stories_id": known}, value, matches)
+
+    def fetch_and_look_up(
+        url: str, lookup_options: dict[str, Any], cancelled: threading.Event
+    ) -> JSONResponse:
+        """In a URL lookup worker: fetch the page (its site's politeness waits included), extract, look up."""
+        outcome = page_fetcher.fetch(url, cancel=cancelled)
         if not outcome.ok:
             raise FetchFailed(_fetch_state(outcome))
         story = extract_story(outcome.text or outcome.content or b"", outcome.final_url)
@@ -536,7 +711,29 @@ def create_app(
             raise BadRequest(f"url is longer than {MAX_URL_CHARS} characters")
         if not is_http_url(url):
             raise BadRequest(f"url must be an absolute http(s) URL, got {url[:200]!r}")
-        return await run_in_threadpool(lookup_url, url, options(request))
+        lookup_options = options(request)
+        stored = await run_in_threadpool(lookup_stored_url, url, lookup_options)
+        if stored is not None:
+            return stored
+        refused = page_fetcher.refusal(
+            url
+        )  # no network: an SSRF refusal of an address never waits in the queue
+        if refused is not None:
+            raise FetchFailed(_fetch_state(refused))
+        lookup = url_lookups.submit(
+            throttle_domain(url), functools.partial(fetch_and_look_up, url, lookup_options)
+        )
+        client_gone = asyncio.ensure_future(_until_disconnected(request))
+        try:
+            await asyncio.wait((lookup.future, client_gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:  # answered, the client went away, or the server cancelled this request at shutdown
+            client_gone.cancel()
+            if not lookup.future.done():
+                url_lookups.cancel(lookup)
+        if lookup.future.cancelled():
+            # Never sent: the connection is closed (499, "client closed request", is what the access log shows).
+            return Response(status_code=499)
+        return lookup.future.result()
 
     async def near_duplicates_post(request: Request) -> JSONResponse:
         lookup_options = options(request)
@@ -574,6 +771,7 @@ def create_app(
                     "keys": catalog.containment.postings,
                     "bytes": catalog.containment.nbytes,
                 },
+                "url_lookups": url_lookups.counts(),
             }
         )
 
@@ -585,6 +783,11 @@ def create_app(
         assert isinstance(error, FetchFailed)
         return JSONResponse(
             {"error": f"could not read the URL: {error}", "fetch": error.state}, status_code=502
+        )
+
+    async def busy(_request: Request, error: Exception) -> JSONResponse:
+        return JSONResponse(
+            {"error": str(error)}, status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
         )
 
     @asynccontextmanager
@@ -614,6 +817,7 @@ def create_app(
         finally:
             if task is not None:
                 task.cancel()
+            url_lookups.close()
 
     app = Starlette(
         routes=[
@@ -621,22 +825,24 @@ def create_app(
             Route("/near-duplicates", near_duplicates_post, methods=["POST"]),
             Route("/health", health, methods=["GET"]),
         ],
-        exception_handlers={BadRequest: bad_request, FetchFailed: fetch_failed},
+        exception_handlers={BadRequest: bad_request, FetchFailed: fetch_failed, ServiceBusy: busy},
         lifespan=lifespan,
     )
-    return BearerTokenGuard(app, token) if token else app
+    return LookupService(app, url_lookups, token)
 
 
-class BearerTokenGuard:
-    """ASGI wrapper: every HTTP request must carry ``Authorization: Bearer <token>`` (compared in constant
-    time); lifespan events pass through."""
+class LookupService:
+    """The service's ASGI app: the Starlette app with its URL lookup queue (``url_lookups``, which
+    :class:`LookupServer` closes at shutdown). With a ``token``, every HTTP request must carry
+    ``Authorization: Bearer <token>`` (compared in constant time); lifespan events pass through."""
 
-    def __init__(self, app: Any, token: str) -> None:
+    def __init__(self, app: Starlette, url_lookups: UrlLookupQueue, token: str | None = None) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self.url_lookups = url_lookups
+        self._expected = f"Bearer {token}".encode() if token else None
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and self._expected is not None:
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not hmac.compare_digest(given, self._expected):
                 response = JSONResponse(
@@ -647,6 +853,30 @@ class BearerTokenGuard:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class LookupServer(uvicorn.Server):
+    """uvicorn's server for a :class:`LookupService`, as ``topicmap serve`` runs it.
+
+    At shutdown (SIGTERM, SIGINT) uvicorn stops accepting connections and waits for the open requests to be
+    answered before it stops the app; URL lookups can wait minutes for their sites' politeness slots, so they
+    are answered first (503, the service is shutting down), and a request still open
+    ``SHUTDOWN_GRACE_SECONDS`` later is cancelled."""
+
+    def __init__(self, service: LookupService, host: str, port: int, log_level: str = "info") -> None:
+        config = uvicorn.Config(
+            service,
+            host=host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+        )
+        super().__init__(config)
+        self.service = service
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.service.url_lookups.close()
+        await super().shutdown(sockets)
 
 
 def service_token(host: str, environ: dict[str, str]) -> str | None:
@@ -661,15 +891,22 @@ def service_token(host: str, environ: dict[str, str]) -> str | None:
 
 
 __all__ = [
+    "DEFAULT_MAX_PENDING_URLS",
     "DEFAULT_MIN_CONTAINMENT",
+    "DEFAULT_URL_WORKERS",
     "FingerprintCatalog",
+    "LookupServer",
+    "LookupService",
     "MAX_BODY_BYTES",
     "MAX_FETCH_BYTES",
     "MAX_QUERY_WORDS",
     "MIN_QUERY_WORDS",
     "Match",
+    "RETRY_AFTER_SECONDS",
+    "ServiceBusy",
     "ShingleCache",
     "TOKEN_ENV",
+    "UrlLookupQueue",
     "create_app",
     "service_token",
 ]

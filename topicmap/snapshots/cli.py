@@ -1,23 +1,76 @@
-"""Print where a topic's snapshot files, GEXF link maps and pictures are.
+"""Print where a topic's snapshot files, GEXF link maps and pictures are, or list all its snapshots.
 
-    python -m topicmap.snapshots.cli TOPIC [--snapshot-id N] [--home DIR]
+    python -m topicmap.snapshots.cli TOPIC [--snapshot-id N | --list] [--home DIR]
 
-Without ``--snapshot-id`` the newest snapshot of the topic is shown. ``--home`` is the TOPICMAP_HOME to use
-(default: the TOPICMAP_HOME environment variable, else ``.topicmap``); the store is the one
-TOPICMAP_DATABASE_URL names, else the SQLite file under that home.
+Without ``--snapshot-id`` the newest snapshot of the topic is shown; ``--list`` lists every snapshot of the topic,
+oldest first, with when it was built, the topic's dates and stories it holds, and whether its folder is intact
+(a topic that keeps running gets a snapshot per spidering pass; earlier ones are never rewritten). ``--home`` is
+the TOPICMAP_HOME to use (default: the TOPICMAP_HOME environment variable, else ``.topicmap``); the store is the
+one TOPICMAP_DATABASE_URL names, else the SQLite file under that home.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from topicmap.snapshots.store import snapshot_paths
-from topicmap.store.topic_store import StoreError, TopicStore, topicmap_home
+from sqlalchemy import select
+
+from topicmap.snapshots.store import folder_is_complete, snapshot_paths
+from topicmap.store import schema as s
+from topicmap.store.topic_store import StoreError, TopicStore, topicmap_home, utc
+
+
+def list_snapshots(store: TopicStore, topic: str, home: Path) -> list[dict[str, Any]]:
+    """Every recorded snapshot of ``topic``, oldest first: ``snapshots_id``, ``snapshot_date``, ``state``,
+    ``snapshot_key``, ``start_date`` / ``end_date`` (the topic's dates it covers), ``stories``, ``iteration``,
+    ``folder`` and ``intact`` (its folder holds every file of its manifest, at its size). Raises ``StoreError``
+    for an unknown topic."""
+    topics_id = int(store.topic_row(topic)["topics_id"])
+    sn = s.snapshots
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(sn).where(sn.c.topics_id == topics_id).order_by(sn.c.snapshots_id)
+        ).mappings()
+        listed = []
+        for row in rows:
+            provenance = json.loads(row["provenance_json"])
+            folder = Path(row["path"])
+            folder = folder if folder.is_absolute() else home / folder
+            listed.append(
+                {
+                    "snapshots_id": row["snapshots_id"],
+                    "snapshot_date": utc(row["snapshot_date"]),
+                    "state": row["state"],
+                    "snapshot_key": row["snapshot_key"],
+                    "start_date": provenance["topic"]["start_date"],
+                    "end_date": provenance["topic"]["end_date"],
+                    "stories": provenance.get("input_rows", {}).get("stories"),
+                    "iteration": row["iteration"],
+                    "folder": folder,
+                    "intact": folder_is_complete(folder, row["snapshot_key"]),
+                }
+            )
+    return listed
+
+
+def format_snapshot_list(topic: str, snapshots: list[dict[str, Any]]) -> str:
+    if not snapshots:
+        return f"topic {topic} has no snapshot yet"
+    lines = [f"{len(snapshots)} snapshot(s) of topic {topic}, oldest first:"]
+    for snap in snapshots:
+        lines.append(
+            f"  {snap['snapshots_id']:>5}  built {snap['snapshot_date']:%Y-%m-%d %H:%M UTC}  "
+            f"dates {snap['start_date']}..{snap['end_date']}  {snap['stories']} stories  "
+            f"key {snap['snapshot_key'][:16]}  {snap['state']}"
+            f"{'' if snap['intact'] else ' (FOLDER INCOMPLETE)'}  {snap['folder']}"
+        )
+    return "\n".join(lines)
 
 
 def format_snapshot_paths(paths: dict[str, Any], brief: bool = False) -> str:
@@ -86,7 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m topicmap.snapshots.cli", description="Print where a topic's snapshot files are."
     )
     parser.add_argument("topic", help="topic name (as in topics.yaml)")
-    parser.add_argument("--snapshot-id", type=int, default=None, help="a snapshot id (default: the newest)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--snapshot-id", type=int, default=None, help="a snapshot id (default: the newest)")
+    which.add_argument("--list", action="store_true", help="list every snapshot of the topic, oldest first")
     parser.add_argument("--home", type=Path, default=None, help="TOPICMAP_HOME (default: $TOPICMAP_HOME)")
     args = parser.parse_args(argv)
     if args.home is not None:
@@ -96,13 +151,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     home = topicmap_home()
     store = TopicStore.open(home=home)
     try:
-        paths = snapshot_paths(store, args.topic, args.snapshot_id, home=home)
+        if args.list:
+            report = format_snapshot_list(args.topic, list_snapshots(store, args.topic, home))
+        else:
+            report = format_snapshot_paths(snapshot_paths(store, args.topic, args.snapshot_id, home=home))
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
         store.dispose()
-    print(format_snapshot_paths(paths))
+    print(report)
     return 0
 
 

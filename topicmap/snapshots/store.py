@@ -55,7 +55,7 @@ from topicmap.snapshots.compute import (
     snapshot_problems,
     timespan_folder,
 )
-from topicmap.snapshots.foci import TEXT_CHUNK, Focus, TextChunk
+from topicmap.snapshots.foci import Focus, TextChunk
 from topicmap.snapshots.linkmap import render_link_map, tag_labels, write_gexf
 from topicmap.snapshots.names import (  # noqa: F401 - re-exported: part of this module's public names
     CHECK_DATES,
@@ -106,6 +106,8 @@ class SnapshotOptions:
     word_sample: int = DEFAULT_WORD_SAMPLE
     #: the tag set whose tags colour the media of the link maps (None: link communities)
     link_map_tag_set: str | None = None
+    #: draw each focus's pictures too (for its timespans of ``picture_periods``): about a second each
+    focus_pictures: bool = False
 
     def __post_init__(self) -> None:
         periods = tuple(self.picture_periods)
@@ -138,6 +140,7 @@ class SnapshotOptions:
             "top_labels": self.top_labels,
             "word_sample": self.word_sample,
             "link_map_tag_set": self.link_map_tag_set,
+            "focus_pictures": bool(self.focus_pictures),
         }
 
 
@@ -268,8 +271,8 @@ class StoreTexts:
         every = np.array_equal(stories_ids, self.stories_ids)
         digest = hashlib.sha256() if every and self._digest is None else None
         with self.store.engine.connect() as conn:
-            for start in range(0, len(stories_ids), TEXT_CHUNK):
-                ids = stories_ids[start : start + TEXT_CHUNK]
+            for start in range(0, len(stories_ids), _CHUNK):  # an IN list every database takes
+                ids = stories_ids[start : start + _CHUNK]
                 rows = conn.execute(
                     select(st.c.stories_id, st.c.title, st.c.text, st.c.language)
                     .where(st.c.stories_id.in_(ids.tolist()))
@@ -645,22 +648,25 @@ def _write_folder(
     options: SnapshotOptions,
     key: str,
     provenance: dict[str, Any],
-    problems: list[str],
     staging: Path,
     log: Callable[[str], None],
     files: SnapshotFilesWriter,
-) -> None:
-    """Everything of one snapshot into ``staging``; the manifest is written last and lists every file.
+) -> dict[str, list[str]]:
+    """Everything of one snapshot into ``staging``; the manifest is written last and lists every file and the
+    consistency problems found (returned per check).
 
-    The tables are written by background threads (pyarrow and hashlib release the GIL) while this thread
-    draws the maps, so the pictures' fixed cost overlaps the files' cost when a second core is free.
+    The tables are written and the checks run on background threads (pyarrow, hashlib and numpy's big loops
+    release the GIL) while this thread draws the maps, so the pictures' cost overlaps the files' cost.
     """
-    with ThreadPoolExecutor(max_workers=1) as background:
+    with ThreadPoolExecutor(max_workers=2) as background:
         tables = background.submit(files.finish, result)
+        checks = background.submit(check_problems, result, inputs.start_date, inputs.end_date)
         try:
             extra = _write_maps(result, inputs, options, staging)
         finally:
             tables.result()  # wait (and raise its error) before anything reads the manifest
+    found = checks.result()
+    problems = [problem for check in found.values() for problem in check]
     _log_written(result, extra, log)
     _write_json(staging / PROVENANCE_NAME, provenance)
     extra.append(staging / PROVENANCE_NAME)
@@ -679,14 +685,15 @@ def _write_folder(
     tmp = staging / f".{MANIFEST_NAME}.tmp"
     _write_json(tmp, manifest)
     os.replace(tmp, staging / MANIFEST_NAME)
+    return found
 
 
 def _write_maps(
     result: SnapshotResult, inputs: SnapshotInputs, options: SnapshotOptions, staging: Path
 ) -> list[Path]:
-    """A GEXF for every timespan with stories; a PNG link map for the whole topic's timespans of
-    ``options.picture_periods`` and each focus's overall timespan; an attention chart for every overall
-    timespan (the whole topic's and each focus's, the focus's with the topic's for comparison)."""
+    """A GEXF for every timespan with stories; a PNG link map for the timespans of ``options.picture_periods``
+    (a focus's only with ``options.focus_pictures``); an attention chart for every overall timespan (the whole
+    topic's and each focus's, the focus's with the topic's for comparison)."""
     extra: list[Path] = []
     tag_set = options.link_map_tag_set
     labels = tag_labels(inputs.media_tags)
@@ -707,8 +714,7 @@ def _write_maps(
         extra.append(
             write_gexf(snap.medium_link_counts, snap.medium_links, folder / GEXF_NAME, label, labels)
         )
-        drawn = ts.period in options.picture_periods if focus is None else ts.period == "overall"
-        if drawn:
+        if ts.period in options.picture_periods and (focus is None or options.focus_pictures):
             extra.append(
                 render_link_map(
                     snap.medium_link_counts,
@@ -798,10 +804,8 @@ def write_snapshot_folder(
     try:
         with SnapshotFilesWriter(staging, csv=True) as files:
             result = compute_inputs(inputs, options, files)
-            problems = check_problems(result, inputs.start_date, inputs.end_date)
-            flat = [problem for found in problems.values() for problem in found]
             provenance = snapshot_provenance(inputs, options, key)
-            _write_folder(result, inputs, options, key, provenance, flat, staging, log, files)
+            problems = _write_folder(result, inputs, options, key, provenance, staging, log, files)
         try:
             staging.rename(folder)
         except OSError:

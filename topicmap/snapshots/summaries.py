@@ -159,8 +159,11 @@ class StoryInfo:
     media_names: np.ndarray  # object, aligned with media_ids
 
 
-def summarize_timespan(snap: TimespanSnapshot, info: StoryInfo, n: int = TOP_N) -> TimespanSummary:
-    """``snap``'s summary, words left empty (``topicmap.snapshots.compute`` adds them for all timespans at once)."""
+def summarize_timespan(
+    snap: TimespanSnapshot, info: StoryInfo, no_words: pd.DataFrame, n: int = TOP_N
+) -> TimespanSummary:
+    """``snap``'s summary, its words ``no_words`` (an empty table: ``topicmap.snapshots.compute`` counts the
+    words of all timespans at once, afterwards)."""
     ts = snap.timespan
     counts = snap.story_link_counts
     positions = snap.story_positions
@@ -218,13 +221,12 @@ def summarize_timespan(snap: TimespanSnapshot, info: StoryInfo, n: int = TOP_N) 
             **_taken(counts, TOP_STORY_COLUMNS[9:], rows),
         }
     )
-    empty = empty_summary()
     return TimespanSummary(
         days=per_day,
         media_days=media_days,
         top_media=top_media,
         top_stories=top_stories,
-        top_words=empty.top_words,
+        top_words=no_words,
         words_sampled=0,
         undated_stories=int(undated.sum()),
         outside_stories=int((~undated & ~inside).sum()),

@@ -430,12 +430,13 @@ class Spider:
 
     # ------------------------------------------------------------------ one iteration
 
-    def run_iteration(self) -> IterationReport:
-        """One whole iteration in this process: begin, process every pending URL, finish."""
+    def run_iteration(self, holder: str | None = None) -> IterationReport:
+        """One whole iteration in this process: begin, process every pending URL (claimed as ``holder``, see
+        ``process_pending``), finish."""
         plan = self.begin_iteration()
         parts = []
         if plan.pending_iteration is not None:
-            parts.append(self.process_pending(plan.pending_iteration))
+            parts.append(self.process_pending(plan.pending_iteration, holder=holder))
         return self.finish_iteration(plan, parts)
 
     def begin_iteration(self) -> IterationPlan:
@@ -1132,11 +1133,14 @@ class Spider:
         return mined
 
     def _within_date_window(self, publish_date: datetime | None) -> bool:
-        """Media Cloud only mines stories with no date or dated within the topic dates ± 7 days."""
+        """Media Cloud only mines stories with no date or dated within the topic dates ± 7 days (an open-ended
+        topic's dates have no end)."""
         if publish_date is None:
             return True
         day = utc(publish_date).date()
-        return self.topic.start_date - timedelta(days=7) <= day <= self.topic.end_date + timedelta(days=7)
+        margin = timedelta(days=7)
+        end = self.topic.end_date
+        return self.topic.start_date - margin <= day and (end is None or day <= end + margin)
 
     def _mine_batch(self, conn: Connection, stories: list[_StoryLinks]) -> int:
         """Record the stories' links as topic links, queue them for the next iteration (within

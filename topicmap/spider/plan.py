@@ -33,6 +33,9 @@ class SpiderFacts:
     runs_in_progress: int
     failed_attempts: int  # failed runs for the pending iteration
     unmined_stories: int = 0  # topic stories whose links are not mined yet, plus seeds not yet imported
+    # the topic's seeds: a re-seeding that adds some (the archive grew, the dates changed) starts a new spidering
+    # pass, whose runs must not carry the keys of the pass before (Dagster would skip them as already launched)
+    seeds: int = 0
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class SpiderDecision:
 
 
 def progress_token(facts: SpiderFacts) -> str:
-    return f"{facts.pending_iteration}:{facts.processed_in_pending_iteration}:{facts.iterations_done}"
+    return f"{facts.pending_iteration}:{facts.processed_in_pending_iteration}:{facts.iterations_done}:{facts.seeds}"
 
 
 def decide(
@@ -65,8 +68,8 @@ def decide(
 ) -> SpiderDecision:
     """The next step for one topic.
 
-    - run the next iteration (run_key = topic + iteration + progress + attempt: a new key only when
-      something changed, so a tick never launches the same work twice);
+    - run the next iteration (run_key = topic + seeds + iteration + progress + attempt: a new key only when
+      something changed, so a tick never launches the same work twice; new seeds start a new pass);
     - or the post-spider stages once no pending URL is left;
     - or fail the topic when an iteration failed ``max_attempts`` times or made no progress for
       ``no_progress_seconds``; the reason is returned so the sensor can record it.
@@ -98,13 +101,14 @@ def decide(
                 progress=mark,
             )
         run_key = (
-            f"spider:{facts.topic}:iteration-{iteration}:processed-{facts.processed_in_pending_iteration}"
-            f":done-{facts.iterations_done}:attempt-{facts.failed_attempts}"
+            f"spider:{facts.topic}:seeds-{facts.seeds}:iteration-{iteration}"
+            f":processed-{facts.processed_in_pending_iteration}:done-{facts.iterations_done}"
+            f":attempt-{facts.failed_attempts}"
         )
         return SpiderDecision(
             "run_iteration", f"iteration {iteration} has pending URLs", iteration, run_key, mark
         )
-    run_key = f"post-spider:{facts.topic}:iterations-{facts.iterations_done}"
+    run_key = f"post-spider:{facts.topic}:seeds-{facts.seeds}:iterations-{facts.iterations_done}"
     return SpiderDecision(
         "post_spider", "no pending URL left: spidering is done", facts.iterations_done, run_key, mark
     )
@@ -140,11 +144,14 @@ def read_spider_facts(
         unmined = conn.execute(
             select(func.count()).where(ts.c.topics_id == topics_id, ts.c.link_mined.is_(False))
         ).scalar_one()
-        unmined += conn.execute(
-            select(func.count()).where(
-                s.topic_seed_urls.c.topics_id == topics_id, s.topic_seed_urls.c.processed.is_(False)
-            )
-        ).scalar_one()
+        seeds = dict(
+            conn.execute(
+                select(s.topic_seed_urls.c.processed, func.count())
+                .where(s.topic_seed_urls.c.topics_id == topics_id)
+                .group_by(s.topic_seed_urls.c.processed)
+            ).all()
+        )
+        unmined += seeds.get(False, 0)
     return SpiderFacts(
         topic=topic,
         known=True,
@@ -155,4 +162,5 @@ def read_spider_facts(
         runs_in_progress=runs_in_progress,
         failed_attempts=failed_attempts,
         unmined_stories=int(unmined),
+        seeds=int(sum(seeds.values())),
     )

@@ -643,8 +643,11 @@ class TopicStore:
         with self.engine.connect() as conn:
             return int(conn.execute(query).scalar_one())
 
-    def iter_stories_published_between(self, start: date, end: date, chunk: int = 2000) -> Iterator[dict]:
-        """Archive stories whose publish date falls in [start, end] (whole days, UTC), in stories_id order.
+    def iter_stories_published_between(
+        self, start: date, end: date, chunk: int = 2000, after_id: int = 0, through_id: int | None = None
+    ) -> Iterator[dict]:
+        """Archive stories whose publish date falls in [start, end] (whole days, UTC), in stories_id order; only
+        those with ``after_id < stories_id <= through_id`` when given (a topic re-seeded for new stories).
 
         Stories the spider found are not part of the archive: seeding a topic again must not pick up what
         spidering (this or another topic's) added, or seeds would depend on the order topics ran in."""
@@ -652,7 +655,7 @@ class TopicStore:
         lo = datetime(start.year, start.month, start.day, tzinfo=UTC)
         hi = datetime(end.year, end.month, end.day, tzinfo=UTC)
         hi = hi + timedelta(days=1)
-        last = 0
+        last = after_id
         while True:
             with self.engine.connect() as conn:
                 rows = (
@@ -670,6 +673,7 @@ class TopicStore:
                             st.c.publish_date < hi,
                             st.c.stories_id > last,
                             st.c.source != SPIDER_SOURCE,
+                            *([] if through_id is None else [st.c.stories_id <= through_id]),
                         )
                         .order_by(st.c.stories_id)
                         .limit(chunk)
@@ -693,7 +697,8 @@ class TopicStore:
             "name": topic.name,
             "solr_seed_query": topic.query,
             "start_date": topic.start_date,
-            "end_date": topic.end_date,
+            # an open-ended topic's dates reach the day it was last seeded or spidered (snapshots read them here)
+            "end_date": topic.last_day(),
             "max_iterations": topic.max_iterations,
             "max_stories": topic.max_stories,
             "config_json": topic.to_json(),

@@ -20,7 +20,7 @@ Example file::
       - name: climate-demo
         query: '(climate OR "carbon tax" OR emission*) AND NOT sports'
         start_date: 2026-01-01
-        end_date: 2026-04-30
+        end_date: 2026-04-30      # or a day in the future, or `open` (or left out): it keeps running
         max_iterations: 15        # default 15
         max_stories: 5000
         seed_urls:                # optional CSV files with a `url` column
@@ -30,6 +30,11 @@ Example file::
           domain_intervals: {example.com: 2.0}
         timespans:                # optional custom timespans
           - {name: cop31, start_date: 2026-02-01, end_date: 2026-02-15}
+
+Topics that keep running: a topic whose ``end_date`` is ``open`` (or left out) is open-ended, its dates run up to
+the current day (``TopicConfig.last_day``); one whose end date is in the future runs up to that day. Either way,
+when the archive gains stories in its dates, the ``archive_growth`` sensor re-seeds it for the new stories and
+the spider goes on from there (see ``topicmap.topics.seeding``).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import math
 import re
 import reprlib
 from dataclasses import asdict, dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +108,8 @@ KNOWN_FIELDS = {
     "focal_sets",
 }
 SNAPSHOT_PERIODS = ("overall", "monthly", "weekly", "custom")
+#: ``end_date: open`` (or no end_date): the topic keeps running, its dates reach the current day
+OPEN_END = "open"
 FETCH_FIELDS = {"domain_intervals", "default_interval", "obey_robots", "max_fetches_per_iteration"}
 
 
@@ -198,12 +205,18 @@ class FocalSetDefinition:
     description: str = ""
 
 
+def current_day() -> date:
+    """Today in UTC: the last day of an open-ended topic (the archive's days are UTC days)."""
+    return datetime.now(UTC).date()
+
+
 @dataclass(frozen=True)
 class TopicConfig:
     name: str
     query: str
     start_date: date
-    end_date: date
+    #: the last day, inclusive; None: open-ended (``end_date: open``), the topic's dates reach the current day
+    end_date: date | None
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     max_stories: int = DEFAULT_MAX_STORIES
     seed_urls: tuple[SeedUrlList, ...] = ()
@@ -215,6 +228,17 @@ class TopicConfig:
     @property
     def parsed_query(self) -> TopicQuery:
         return parse(self.query)
+
+    @property
+    def open_ended(self) -> bool:
+        return self.end_date is None
+
+    def last_day(self, today: date | None = None) -> date:
+        """The last day of the topic's dates as of ``today`` (default: the current UTC day): its end date, or
+        ``today`` for an open-ended topic (never before its start)."""
+        if self.end_date is not None:
+            return self.end_date
+        return max(today or current_day(), self.start_date)
 
     def to_json(self) -> str:
         """Canonical JSON (sorted keys): what the store keeps and what a snapshot's provenance hashes."""
@@ -281,6 +305,23 @@ def _as_topic_date(topic: str, field_name: str, value: Any, today: date | None) 
     return day
 
 
+def _as_end_date(topic: str, value: Any, today: date | None) -> date | None:
+    """A topic's end: a day (past or future, within the bounds), or None for ``open``, null or no end_date."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", OPEN_END)):
+        return None
+    if not isinstance(value, date):
+        try:
+            date.fromisoformat(str(value).strip())
+        except ValueError:
+            raise TopicConfigError(
+                topic,
+                "end_date",
+                f"expected a date like 2026-01-31, or {OPEN_END!r} for a topic that keeps running, got "
+                f"{_shown.repr(value)}",
+            ) from None
+    return _as_topic_date(topic, "end_date", value, today)
+
+
 def _as_int_in(topic: str, field_name: str, value: Any, bounds: tuple[int, int]) -> int:
     low, high = bounds
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -345,7 +386,7 @@ def _parse_fetch(topic: str, raw: Any) -> FetchSettings:
     )
 
 
-def _parse_timespans(topic: str, raw: Any, start: date, end: date) -> tuple[CustomTimespan, ...]:
+def _parse_timespans(topic: str, raw: Any, start: date, end: date | None) -> tuple[CustomTimespan, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
@@ -359,8 +400,8 @@ def _parse_timespans(topic: str, raw: Any, start: date, end: date) -> tuple[Cust
         span_end = _as_date(topic, f"{where}.end_date", item["end_date"])
         if span_end < span_start:
             raise TopicConfigError(topic, f"{where}.end_date", "ends before it starts")
-        if span_start < start or span_end > end:
-            raise TopicConfigError(topic, where, f"lies outside the topic's dates {start}..{end}")
+        if span_start < start or (end is not None and span_end > end):
+            raise TopicConfigError(topic, where, f"lies outside the topic's dates {start}..{end or 'open'}")
         spans.append(CustomTimespan(str(item["name"]), span_start, span_end))
     return tuple(spans)
 
@@ -578,7 +619,7 @@ def parse_topic(raw: Any, base_dir: Path, index: int = 0, today: date | None = N
         raise TopicConfigError(
             name, sorted(map(str, unknown))[0], f"unknown field (known: {sorted(KNOWN_FIELDS)})"
         )
-    for required in ("query", "start_date", "end_date"):
+    for required in ("query", "start_date"):
         if raw.get(required) in (None, ""):
             raise TopicConfigError(name, required, "is required")
     query = raw["query"]
@@ -589,8 +630,8 @@ def parse_topic(raw: Any, base_dir: Path, index: int = 0, today: date | None = N
     except QuerySyntaxError as exc:
         raise TopicConfigError(name, "query", f"at position {exc.position}: {exc}") from exc
     start = _as_topic_date(name, "start_date", raw["start_date"], today)
-    end = _as_topic_date(name, "end_date", raw["end_date"], today)
-    if end < start:
+    end = _as_end_date(name, raw.get("end_date"), today)
+    if end is not None and end < start:
         raise TopicConfigError(name, "end_date", f"{end} is before start_date {start}")
     max_iterations = _as_int_in(
         name, "max_iterations", raw.get("max_iterations", DEFAULT_MAX_ITERATIONS), MAX_ITERATIONS_RANGE
@@ -942,17 +983,23 @@ class TopicSyncPlan:
     removed: tuple[str, ...]
     changed: tuple[str, ...]
     state: dict[str, str]
+    #: declared topics whose partition was added by hand (the launch dialog), never seen by the registry nor seeded
+    unseeded: tuple[str, ...] = ()
 
     @property
     def to_seed(self) -> tuple[str, ...]:
-        """New and changed topics get their seeds (re)computed."""
-        return self.add + self.changed
+        """New, changed and never seeded topics get their seeds (re)computed."""
+        return self.add + self.changed + self.unseeded
 
 
 def plan_topic_sync(
-    declared: dict[str, str], partitions: set[str], last_state: dict[str, str]
+    declared: dict[str, str],
+    partitions: set[str],
+    last_state: dict[str, str],
+    seeded: set[str] | None = None,
 ) -> TopicSyncPlan:
-    """Compare the declared topics (name → config hash) with the partitions and the last seen state.
+    """Compare the declared topics (name → config hash) with the partitions, the last seen state and, when
+    given, the partitions whose seeds were ever materialized (``seeded``).
 
     A removed topic is only reported: its partition and data stay, so nothing is lost by a bad edit.
     """
@@ -965,4 +1012,14 @@ def plan_topic_sync(
             if name in partitions and last_state.get(name) not in (None, digest)
         )
     )
-    return TopicSyncPlan(add=add, removed=removed, changed=changed, state=dict(sorted(declared.items())))
+    # a partition the registry did not add itself (so never seeded by it): once, the state then holds the topic
+    unseeded = tuple(
+        sorted(
+            name
+            for name in declared
+            if seeded is not None and name in partitions and name not in seeded and name not in last_state
+        )
+    )
+    return TopicSyncPlan(
+        add=add, removed=removed, changed=changed, state=dict(sorted(declared.items())), unseeded=unseeded
+    )

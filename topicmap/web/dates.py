@@ -10,10 +10,10 @@ Order of evidence, each step named in the result's ``method`` so a researcher ca
 3. The date written in the article's URL path, in the forms date_guesser reads: numeric year/month/day
    (``/2020/04/13/``, ``/2020-04-13-``, ``/20200413/``), month/day/year (``/12/17/2013/``), month names and
    abbreviations (``/2013/jan/05/``, ``/Feb/29/2012/``, ``/sept/2013/``), and year-month only as whole path
-   segments (``/2015/10/``, ``/2016-02/``). A URL date is minted when the story was published, so when the markup disagrees with a
-   URL's day by a day (a local time labelled UTC, a time stamped in the server's zone) or by more than
-   date_guesser's two days (a modification or template date), the URL's day wins; a URL's month likewise
-   overrules a markup date in another month.
+   segments (``/2015/10/``, ``/2016-02/``). A URL date is minted when the story was published, so whenever the
+   markup's day is not the URL's, the URL's day wins (a day off is a local time labelled UTC or a time stamped
+   in the server's zone; further off, a modification or template date); a URL's month likewise overrules a
+   markup date in another month.
 4. htmldate's search of the page (visible bylines, ``<time>`` elements, other metadata, the ``og:image`` URL).
    On a page whose URL gives only a month, a day found this way is taken when it lies in that month (an
    image URL never overrules the article's: a 2017 photo on a 2018 story stays a 2018 story).
@@ -402,8 +402,8 @@ def date_from_tree(
         if in_url.agrees(declared.day):
             return declared
         # The markup's day (in its own offset) is not the URL's: within a day it is a time stamped in
-        # another zone or local time mislabelled UTC ("…T00:38:07Z" for 16:38 the day before); beyond
-        # date_guesser's two days it is some other date (modification, template). The URL's date stands.
+        # another zone or local time mislabelled UTC ("…T00:38:07Z" for 16:38 the day before); further off
+        # it is some other date (modification, template). The URL's date stands either way.
         return DateGuess(
             url_guess.date, METHOD_URL_MONTH_OVER_MARKUP if in_url.month_only else METHOD_URL_OVER_MARKUP
         )

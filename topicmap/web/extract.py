@@ -731,10 +731,11 @@ def _article_link_targets(anchors: list[HtmlElement], article_text: str) -> list
 # trafilatura keeps the paragraphs of the container it chooses. An opening paragraph the page writes beside
 # them is lost: text written straight into the container (a <p> the parser closed at a nested <div>;
 # paragraphs separated by <br> only), or a standfirst in an element of its own next to the body's container
-# ("article__summary", "story-lede", "c-standfirst"). Such a paragraph is put back, before the kept text it
-# precedes, when the page marks it as the article's opening: it is loose text in a container of paragraphs,
-# or an element whose class names it a lede/standfirst/summary; the article's kept text follows it in its
-# container (only wordless or dropped pieces between: a photo credit, a share bar); and nothing of the
+# ("article__summary", "story-lede", "c-standfirst") or in the heading that follows the headline (a deck in
+# an unclassed <h2>). Such a paragraph is put back, before the kept text it precedes, when the page marks it
+# as the article's opening: it is loose text in a container of paragraphs, an element whose class names it a
+# lede/standfirst/summary, or a heading right after the headline's <h1>; the article's kept text follows it
+# in its container (only wordless or dropped pieces between: a photo credit, a share bar); and nothing of the
 # article but the headline comes before it in its container.
 
 # A class name that makes an element the story's standfirst: one of these words, at the end of the name or
@@ -763,6 +764,7 @@ MIN_PIECE_CHARS = 20
 LEDE_NEIGHBOURS = 8
 LEDE_PROBE_CHARS = 30
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+_SUBHEADINGS = _HEADINGS - {"h1"}
 
 
 @dataclass(frozen=True)
@@ -864,14 +866,33 @@ def _opening_lede(
     return _Lede(text, followed_by)
 
 
-def _marked_ledes(tree: HtmlElement) -> Iterator[HtmlElement]:
+def _follows_headline(heading: HtmlElement, title_key: str) -> bool:
+    """Whether ``heading`` comes right after the headline: an <h1> whose text is the story's title (compacted:
+    ``title_key``), with nothing but comments and whitespace between them."""
+    previous = heading.getprevious()
+    while previous is not None and not isinstance(previous.tag, str):  # a comment ("<!--/HEADLINE-->")
+        if (previous.tail or "").strip():
+            return False
+        previous = previous.getprevious()
+    return (
+        previous is not None
+        and previous.tag == "h1"
+        and not (previous.tail or "").strip()
+        and bool(title_key)
+        and _compact_text_of(previous) == title_key
+    )
+
+
+def _marked_ledes(tree: HtmlElement, title_key: str) -> Iterator[HtmlElement]:
     """The elements whose class names them a lede, standfirst or summary, or whose itemprop (schema.org)
-    names them the article's description or abstract. (XPath's contains() on each element's class took
-    ten times as long as this walk; a case-insensitive pattern, four times.)"""
+    names them the article's description or abstract, and a heading right after the headline's <h1> (its
+    deck: HTML's subheading). (XPath's contains() on each element's class took ten times as long as this
+    walk; a case-insensitive pattern, four times.)"""
     for element in tree.iter(etree.Element):
         classes = (element.get("class") or "").lower()
         marked = bool(classes and _LEDE_CLASS_WORD_RE.search(classes) and _LEDE_CLASS_RE.search(classes))
-        if marked or element.get("itemprop") in ("description", "abstract"):
+        described = element.get("itemprop") in ("description", "abstract")
+        if marked or described or (element.tag in _SUBHEADINGS and _follows_headline(element, title_key)):
             yield element
 
 
@@ -880,7 +901,7 @@ def _dropped_ledes(tree: HtmlElement, article_text: str, title: str | None) -> l
     article = _compact(article_text)
     title_key = _compact(title or "")
     ledes = []
-    for element in _marked_ledes(tree):
+    for element in _marked_ledes(tree, title_key):
         if element.tag == "h1" or _NOT_LEDE_RE.search(f"{element.get('class', '')} {element.get('id', '')}"):
             continue
         if element.find(".//li") is not None or len(element.findall(".//p")) > 1:

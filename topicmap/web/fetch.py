@@ -107,6 +107,7 @@ MAX_CACHED_ADDRESSES = 10_000
 # Send times kept before the old ones are dropped: a send time only matters until its domain's interval has
 # passed, so past this many the fetcher forgets those (the ones still inside an interval are kept).
 MAX_KEPT_SEND_TIMES = 10_000
+CANCELLED = "cancelled: the caller gave up before the request was sent"
 
 _SNIFF_HTML = re.compile(
     rb"^\s*(?:<!doctype\s+html|<html|<head|<body|<title|<meta|<!--|<script|<div|<p[\s>]|<h1|<a\s|<table|<br)",
@@ -451,25 +452,44 @@ class WebFetcher:
         overrides = {**self.interval_overrides, **validate_interval_overrides(interval_overrides)}
         return domain_interval(domain, overrides)
 
-    def fetch(self, url: str, interval_overrides: Mapping[str, float] | None = None) -> FetchOutcome:
-        """Fetch one URL, waiting (sleeping) for its domain's throttle slot. Never raises for web failures."""
+    def fetch(
+        self,
+        url: str,
+        interval_overrides: Mapping[str, float] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> FetchOutcome:
+        """Fetch one URL, waiting (sleeping) for its domain's throttle slot. Never raises for web failures.
+
+        ``cancel``: once set, the fetch sends no further request: it ends at its next wait for a slot (a
+        politeness wait, a retry's back-off, a redirect hop) with the error ``CANCELLED``."""
         state_or_outcome = self._new_state(url, interval_overrides)
         if isinstance(state_or_outcome, FetchOutcome):
             return state_or_outcome
         state = state_or_outcome
         need = _NeedSlot(state.domain)
         while True:
+            if cancel is not None and cancel.is_set():
+                return self._outcome(state, error=CANCELLED)
             interval = self.interval_for(need.domain, interval_overrides)
             slot = self._reserve(need.domain, interval, need.earliest)
             wait = slot - self._wall()
             if wait > 0:
-                self._sleep(wait)
+                if cancel is None:
+                    self._sleep(wait)
+                elif cancel.wait(wait):  # woken by the cancel, not the slot
+                    return self._outcome(state, error=CANCELLED)
             state.throttle_wait += max(0.0, slot - max(need.earliest, state.queued_at))
             result = self._run_slot(state, need.domain, slot, interval)
             if isinstance(result, FetchOutcome):
                 return result
             need = result
             state.queued_at = self._wall()
+
+    def refusal(self, url: str) -> FetchOutcome | None:
+        """The outcome of fetching ``url`` when it is decided without the network (a bad URL or scheme, a
+        refused address literal or host override, a robots.txt rule already cached), else None."""
+        state_or_outcome = self._new_state(url)
+        return state_or_outcome if isinstance(state_or_outcome, FetchOutcome) else None
 
     def fetch_many(
         self,

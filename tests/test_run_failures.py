@@ -1,0 +1,361 @@
+"""Dead runs, on a real Dagster instance (deploy/dagster.local.yaml): the URL claims of a spider run that was killed
+(or canceled) are free as soon as the sensor reacts to it, not a lease later; and a run killed after its work was
+done is retried into a success, not into "No steps needed to be retried".
+
+The tests wait on rows and run states (with a generous safety limit), never on time."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from datetime import date
+from pathlib import Path
+from typing import TypeVar
+
+import dagster as dg
+import pytest
+from dagster._core.storage.tags import RETRY_NUMBER_TAG, RETRY_STRATEGY_TAG, WILL_RETRY_TAG
+from dagster._core.test_utils import create_test_daemon_workspace_context
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import ModuleTarget
+from dagster._daemon.auto_run_reexecution.auto_run_reexecution import (
+    consume_new_runs_for_automatic_reexecution,
+)
+from dagster._daemon.monitoring.run_monitoring import monitor_started_run
+from sqlalchemy import select
+
+from orchestration.launcher import process_state
+from resources.store import TopicStoreResource
+from sensors.run_failures import release_claims_of_canceled_runs, release_claims_of_failed_runs
+from tests.dagster_deploy import ROOT, write_instance
+from tests.faultserver import FaultServer
+from topicmap.spider.claims import ClaimQueue, claim_keys, run_holder
+from topicmap.store import schema as s
+from topicmap.store.topic_store import TopicStore
+from topicmap.topics.declarations import TopicConfig
+
+T = TypeVar("T")
+F, H = s.topic_fetch_urls, s.topic_spider_holders
+#: nothing at all happened for this long: something is stuck (a busy machine only makes the tests slower)
+SAFETY_SECONDS = 300.0
+TOPIC = "dead-holders"
+STALLING_URLS = [f"http://site{site}.test/stall?n={n}" for site in range(3) for n in range(2)]
+#: URLs another run, alive, holds: never released by the dead run's tick
+LIVE_URLS = ["http://busy.test/stall?n=0", "http://busy.test/stall?n=1"]
+
+
+def wait_for(what: str, check: Callable[[], T | None], poll: float = 0.1) -> T:
+    """``check()`` once it answers; fails naming ``what`` if it never does within the safety limit."""
+    started = time.monotonic()
+    while (found := check()) is None or found is False:
+        assert time.monotonic() - started < SAFETY_SECONDS, f"waited {SAFETY_SECONDS:.0f} s for {what}"
+        time.sleep(poll)
+    return found
+
+
+@pytest.fixture
+def instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
+    home = tmp_path / "dagster_home"
+    write_instance(home, "dagster.local.yaml")
+    with dg.DagsterInstance.from_config(str(home)) as dagster_instance:
+        yield dagster_instance
+
+
+def tick(
+    sensor: dg.SensorDefinition,
+    instance: dg.DagsterInstance,
+    cursor: str | None,
+    store_url: str,
+    run: dg.DagsterRun | None = None,
+):  # noqa: ANN201 - Dagster's SensorExecutionData
+    """One evaluation of a run status sensor as the sensor daemon makes it in the code location of ``run``."""
+    origin = run.remote_job_origin.repository_origin if run is not None and run.remote_job_origin else None
+    context = dg.SensorEvaluationContext(
+        instance_ref=None,
+        cursor=cursor,
+        repository_name=origin.repository_name if origin else None,
+        instance=instance,
+        resources={"store": TopicStoreResource(database_url=store_url)},
+        code_location_origin=origin.code_location_origin if origin else None,
+    )
+    with context:
+        return sensor.evaluate_tick(context)
+
+
+def holders_of(store: TopicStore, run_id: str) -> tuple[list[str], list[str]]:
+    """(URLs claimed by a holder of ``run_id``, its rows among the live holders)."""
+    prefix = f"{run_id}/"
+    with store.engine.connect() as conn:
+        claimed = conn.execute(select(F.c.url).where(F.c.claimed_by.startswith(prefix))).scalars().all()
+        live = conn.execute(select(H.c.holder).where(H.c.holder.startswith(prefix))).scalars().all()
+    return sorted(claimed), sorted(live)
+
+
+def run_messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    return [entry.message for entry in instance.all_logs(run_id)]
+
+
+# ---------------------------------------------------------------- claims of a dead spider run
+
+
+def _spider_topic(store: TopicStore, topics_file: Path) -> int:
+    """The topic, declared in ``topics_file``, with no URL pending yet."""
+    topic = TopicConfig(name=TOPIC, query="climate", start_date=date(2026, 1, 1), end_date=date(2026, 2, 1))
+    topics_file.write_text(
+        f"topics:\n  - name: {TOPIC}\n    query: climate\n    start_date: 2026-01-01\n    end_date: 2026-02-01\n",
+        encoding="utf-8",
+    )
+    return store.upsert_topic(topic)
+
+
+def _pending(store: TopicStore, topics_id: int, urls: list[str]) -> None:
+    """``urls`` pending in the topic's iteration 0."""
+    with store.engine.begin() as conn:
+        store.insert_ignore(
+            conn,
+            F,
+            [
+                {"topics_id": topics_id, "url": url, "iteration": 0, "state": "pending"} | claim_keys(url)
+                for url in urls
+            ],
+            ["topics_id", "url"],
+        )
+
+
+def test_a_killed_spider_runs_claims_are_free_once_the_sensor_has_reacted(
+    instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    store_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    store = TopicStore.open(store_url)
+    topics_id = _spider_topic(store, tmp_path / "topics.yaml")
+    instance.add_dynamic_partitions("topics", [TOPIC])
+    # another spider run, alive, holds the URLs of one site (a lease that outlasts any slow machine)
+    _pending(store, topics_id, LIVE_URLS)
+    other_run = str(uuid.uuid4())
+    live = ClaimQueue(store, topics_id, 0, run_holder(other_run, "spider_iteration"), lease=3600.0)
+    live.join()
+    assert sorted(row["url"] for row in live.claim(10)) == sorted(LIVE_URLS)
+    _pending(store, topics_id, STALLING_URLS)
+
+    with ExitStack() as stack:
+        server = FaultServer().start()
+        stack.callback(server.stop)
+        env = {
+            **os.environ,
+            "DAGSTER_HOME": str(instance.root_directory),
+            "TOPICMAP_HOME": str(tmp_path),
+            "TOPICMAP_DATABASE_URL": store_url,
+            "TOPICMAP_TOPICS_FILE": str(tmp_path / "topics.yaml"),
+            # every page streams for ever: the run holds its claims until it is killed
+            "TOPICMAP_PAGE_SOURCE_JSON": json.dumps(
+                {
+                    "allow_networks": [f"127.0.0.1:{server.port}"],
+                    "host_overrides": {"*.test": f"127.0.0.1:{server.port}"},
+                    "total_timeout": 3600,
+                    "read_timeout": 3600,
+                }
+            ),
+        }
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import dagster as dg\n"
+                "from orchestration.definitions import defs\n"
+                "from orchestration.runs import run_job\n"
+                f"run_job(defs, dg.DagsterInstance.get(), 'spider_iteration_job', {TOPIC!r})\n",
+            ],
+            cwd=ROOT,
+            env=env,
+        )
+        stack.callback(worker.wait)
+        stack.callback(worker.kill)
+
+        def spider_claims() -> tuple[dg.DagsterRun, set[str]] | None:
+            assert worker.poll() is None, f"the spider run ended ({worker.returncode}) before it was killed"
+            runs = instance.get_runs(dg.RunsFilter(job_name="spider_iteration_job"))
+            with store.engine.connect() as conn:
+                holders = set(
+                    conn.execute(
+                        select(F.c.claimed_by).where(F.c.url.in_(STALLING_URLS), F.c.claimed_by.is_not(None))
+                    ).scalars()
+                )
+            return (runs[0], holders) if runs and holders else None
+
+        run, holders = wait_for("the spider run to claim URLs", spider_claims)
+        # the claims name the run (and its step), so they can be released by run
+        assert holders == {run_holder(run.run_id, "spider_iteration")}
+        assert holders_of(store, run.run_id)[1] == sorted(holders)
+        # the sensor's first tick: it starts watching from here
+        cursor = tick(release_claims_of_failed_runs, instance, None, store_url, run).cursor
+
+        worker.kill()
+        worker.wait()
+        record = instance.get_run_records(dg.RunsFilter(run_ids=[run.run_id]))[0]
+        monitor_started_run(instance, None, record, logging.getLogger("test"))  # ty: ignore[invalid-argument-type]
+        assert _status(instance, run.run_id) == dg.DagsterRunStatus.FAILURE
+        claimed = holders_of(store, run.run_id)[0]  # a dead run's claims outlive it ...
+        assert claimed and set(claimed) <= set(STALLING_URLS)
+
+        result = tick(release_claims_of_failed_runs, instance, cursor, store_url, run)
+    # ... until the sensor reacts to its failure: then none is left, and the next run takes every URL at once
+    assert [reaction.dagster_run.run_id for reaction in result.dagster_run_reactions] == [run.run_id]
+    assert holders_of(store, run.run_id) == ([], [])
+    assert any(
+        f"Released {len(claimed)} URL claim(s) this run held when it failed" in m
+        for m in run_messages(instance, run.run_id)
+    )
+    following = ClaimQueue(store, topics_id, 0, run_holder(str(uuid.uuid4()), "spider_iteration"))
+    assert sorted(row["url"] for row in following.claim(100)) == sorted(STALLING_URLS)
+    # the live run keeps what it holds
+    assert holders_of(store, other_run) == (sorted(LIVE_URLS), [run_holder(other_run, "spider_iteration")])
+    # a tick that sees the same failure again releases nothing more
+    again = tick(release_claims_of_failed_runs, instance, cursor, store_url, run)
+    assert [reaction.dagster_run.run_id for reaction in again.dagster_run_reactions] == [run.run_id]
+    assert holders_of(store, other_run)[0] == sorted(LIVE_URLS)
+    store.dispose()
+
+
+def test_a_canceled_runs_claims_are_free_once_the_sensor_has_reacted(
+    instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    """A run canceled while a step held claims it could not release (the step was killed)."""
+    store_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    store = TopicStore.open(store_url)
+    topics_id = _spider_topic(store, tmp_path / "topics.yaml")
+    _pending(store, topics_id, STALLING_URLS)
+    run = instance.add_run(
+        dg.DagsterRun(
+            job_name="spider_iteration_job", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED
+        )
+    )
+    for shard in range(2):
+        claims = ClaimQueue(store, topics_id, 0, run_holder(run.run_id, f"shard-{shard}-of-2"))
+        claims.join()
+        claims.claim(2)
+    claimed = holders_of(store, run.run_id)[0]
+    assert len(claimed) == 4
+    cursor = tick(release_claims_of_canceled_runs, instance, None, store_url).cursor
+    instance.report_run_canceled(run)
+    result = tick(release_claims_of_canceled_runs, instance, cursor, store_url)
+    assert [reaction.dagster_run.run_id for reaction in result.dagster_run_reactions] == [run.run_id]
+    assert holders_of(store, run.run_id) == ([], [])
+    store.dispose()
+
+
+# ---------------------------------------------------------------- a retry of a run whose work was done
+
+
+@pytest.fixture
+def code_location(instance: dg.DagsterInstance) -> Iterator[WorkspaceProcessContext]:
+    """tests/killed_after_success_job.py served by a real code server, which launches real run workers."""
+    target = ModuleTarget(
+        module_name="tests.killed_after_success_job",
+        attribute="defs",
+        working_directory=str(ROOT),
+        location_name="retry_tests",
+    )
+    with create_test_daemon_workspace_context(target, instance) as context:
+        yield context
+
+
+def _launch(workspace: WorkspaceProcessContext, job_name: str, run_config: dict) -> dg.DagsterRun:
+    """A run of ``job_name`` created, queued and launched as the UI and the run queue do."""
+    instance = workspace.instance
+    request = workspace.create_request_context()
+    location = request.get_code_location("retry_tests")
+    remote_job = location.get_repository("__repository__").get_full_job(job_name)
+    plan = location.get_execution_plan(
+        remote_job, run_config, step_keys_to_execute=None, known_state=None, instance=instance
+    )
+    run = instance.create_run(
+        job_name=job_name,
+        run_id=None,
+        run_config=run_config,
+        resolved_op_selection=None,
+        step_keys_to_execute=None,
+        status=dg.DagsterRunStatus.NOT_STARTED,
+        tags=None,
+        root_run_id=None,
+        parent_run_id=None,
+        job_snapshot=remote_job.job_snapshot,
+        execution_plan_snapshot=plan.execution_plan_snapshot,
+        parent_job_snapshot=remote_job.parent_job_snapshot,
+        op_selection=None,
+        asset_selection=None,
+        asset_check_selection=None,
+        remote_job_origin=remote_job.get_remote_origin(),
+        job_code_origin=remote_job.get_python_origin(),
+        asset_graph=request.asset_graph,
+    )
+    instance.submit_run(run.run_id, request)
+    return instance.launch_run(run.run_id, request)
+
+
+def _status(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRunStatus:
+    return instance.get_run_by_id(run_id).status
+
+
+def _failed(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun | None:
+    """The run once it is failed and Dagster has decided whether to retry it (the tag follows the status)."""
+    run = instance.get_run_by_id(run_id)
+    return run if run.status == dg.DagsterRunStatus.FAILURE and WILL_RETRY_TAG in run.tags else None
+
+
+def test_a_run_killed_after_its_work_was_done_is_retried_into_a_success(
+    code_location: WorkspaceProcessContext, tmp_path: Path
+) -> None:
+    instance = code_location.instance
+    count_file, done_file = tmp_path / "count", tmp_path / "done"
+    config = {"ops": {"count_run": {"config": {"count_file": str(count_file), "done_file": str(done_file)}}}}
+    run = _launch(code_location, "one_step_job", config)
+    worker = None
+    try:
+        # the step succeeded; its run worker waits in the success hook, the run not yet reported a success
+        wait_for("the step's success", lambda: done_file.exists() or None)
+        worker = int(done_file.read_text(encoding="utf-8"))
+        assert _status(instance, run.run_id) == dg.DagsterRunStatus.STARTED
+        os.kill(worker, signal.SIGKILL)
+        # its code server sees the run worker die and marks the run failed; Dagster's run retries retry it
+        failed = wait_for("the killed run to be failed, to be retried", lambda: _failed(instance, run.run_id))
+    finally:
+        if worker is not None and process_state(worker) == "alive":
+            os.kill(worker, signal.SIGKILL)
+    assert failed.tags[WILL_RETRY_TAG] == "true"
+    record = instance.get_run_records(dg.RunsFilter(run_ids=[run.run_id]))[0]
+    list(consume_new_runs_for_automatic_reexecution(code_location, [record], logging.getLogger("test")))
+
+    retries = instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": run.run_id}))
+    assert len(retries) == 1, run_messages(instance, run.run_id)[-5:]
+    retry = retries[0]
+    assert retry.tags.get(RETRY_NUMBER_TAG) == "1"
+    instance.launch_run(retry.run_id, code_location.create_request_context())  # as the run queue does
+    assert _status(instance, retry.run_id) == dg.DagsterRunStatus.SUCCESS
+    messages = run_messages(instance, retry.run_id)
+    assert any(f"Not run: every step of run {run.run_id}" in m for m in messages), messages
+    assert not any(m.startswith("Started process for run") for m in messages), messages  # no worker started
+    assert count_file.read_text(encoding="utf-8").split() == [run.run_id]  # the work was done once
+    # how: a run of one step is retried ALL_STEPS (orchestration/launcher.py), which creates the retry that
+    # Dagster's retry from the failure refuses to create when no step is left
+    assert failed.tags.get(RETRY_STRATEGY_TAG) == "ALL_STEPS"
+
+
+def test_only_a_run_of_one_step_is_retried_all_steps(code_location: WorkspaceProcessContext) -> None:
+    """A run of several steps keeps Dagster's retry from the failure: ALL_STEPS would run again the steps that
+    had succeeded before the crash."""
+    instance = code_location.instance
+    run = _launch(code_location, "two_step_job", {})
+    wait_for(
+        "the two-step run",
+        lambda: _status(instance, run.run_id) in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE),
+    )
+    assert _status(instance, run.run_id) == dg.DagsterRunStatus.SUCCESS
+    assert RETRY_STRATEGY_TAG not in instance.get_run_by_id(run.run_id).tags
