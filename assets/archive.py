@@ -93,6 +93,7 @@ def archive_stories(
                     "max_payload_bytes": limits.max_payload_bytes,
                     "max_file_bytes": limits.max_file_bytes,
                     "max_row_bytes": limits.max_row_bytes,
+                    "max_page_bytes": limits.max_page_bytes,
                 }
             ),
             "drops_folder": dg.MetadataValue.path(str(drops.folder())),

@@ -23,15 +23,11 @@ launches a retry or re-execution of the failed run, so the two never write the s
 A run whose work was done before it failed (its worker killed after its last step succeeded, before it could
 report the run's success) must not fail its retry. Dagster retries a crashed run from its failure (FROM_FAILURE), and
 for such a run that finds no step to run: it refuses to create the retry ("No steps needed to be retried in the
-failed run") and the run stays failed although its work is done. So:
-
-* a run of ONE step is retried ALL_STEPS (this launcher tags it ``dagster/retry_strategy`` as it launches it, unless
-  the run names a strategy itself). For one step the two strategies re-run the same step whenever it did not
-  succeed; they differ only when it did, where ALL_STEPS still creates the retry. A run of several steps keeps
-  FROM_FAILURE: ALL_STEPS would run again the steps that had succeeded before the crash.
-* an automatic retry (``dagster/retry_number``) whose parent has no step left to run is not launched: this launcher
-  writes why into the retry's log and ends it as a success, with no run worker started. A re-execution launched by
-  hand is always run.
+failed run"). So the code location's executor tags a run ``dagster/retry_strategy=ALL_STEPS`` as soon as all its steps
+have succeeded (orchestration/executor.py, ``MarkingWorkDone``), and Dagster creates the retry; a run killed before
+that keeps FROM_FAILURE, which runs again only the steps that had not succeeded. An automatic retry
+(``dagster/retry_number``) whose parent has no step left to run is not launched: this launcher writes why into the
+retry's log and ends it as a success, with no run worker started. A re-execution launched by hand is always run.
 """
 
 from __future__ import annotations
@@ -47,10 +43,9 @@ from typing import Any
 
 from dagster import DagsterEventType, DagsterRun, DagsterRunStatus, DefaultRunLauncher
 from dagster._core.events import DagsterEvent
-from dagster._core.execution.plan.resume_retry import ReexecutionStrategy
 from dagster._core.execution.plan.state import KnownExecutionState
 from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, WorkerStatus
-from dagster._core.storage.tags import GRPC_INFO_TAG, RETRY_NUMBER_TAG, RETRY_STRATEGY_TAG
+from dagster._core.storage.tags import GRPC_INFO_TAG, RETRY_NUMBER_TAG
 from dagster._serdes.config_class import ConfigurableClassData
 
 #: the engine event a run worker emits when it starts (dagster/_grpc/impl.py)
@@ -175,7 +170,6 @@ class PidCheckingRunLauncher(DefaultRunLauncher):
             if RETRY_NUMBER_TAG in run.tags and self._work_done(parent):
                 self._end_as_done(run, parent)
                 return
-        self._retry_one_step_whole(run)
         super().launch_run(context)
 
     def _work_done(self, run: DagsterRun) -> bool:
@@ -203,16 +197,6 @@ class PidCheckingRunLauncher(DefaultRunLauncher):
             ),
             run_id=run.run_id,
         )
-
-    def _retry_one_step_whole(self, run: DagsterRun) -> None:
-        """Tag a run of one step to be retried ALL_STEPS (module doc), unless it names a strategy itself."""
-        if RETRY_STRATEGY_TAG in run.tags or run.execution_plan_snapshot_id is None:
-            return
-        plan = self._instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)
-        # all the plan's steps, not only those to execute: a re-execution of one step of a larger job is no
-        # one-step run (ALL_STEPS would retry the whole job)
-        if len(plan.steps) == 1 and list(plan.step_keys_to_execute) == [plan.steps[0].key]:
-            self._instance.add_run_tags(run.run_id, {RETRY_STRATEGY_TAG: ReexecutionStrategy.ALL_STEPS.name})
 
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
         # Anything but RUNNING/SUCCESS makes the MonitoringDaemon fail the run, so "cannot tell" is RUNNING.

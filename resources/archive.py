@@ -29,7 +29,20 @@ class ArchiveDropsResource(dg.ConfigurableResource):
     )
     max_row_mib: int = Field(
         default=32,
-        description="CSV/Parquet: longest row (all its lines) in Mi characters; a longer one stops the file there",
+        description=(
+            "longest row: CSV, all its lines in Mi characters (a longer one stops the file there); Parquet, "
+            "its fields together in MiB as decoded (a longer row is rejected with its line; a row group "
+            "with a page holding one value over it is not read)"
+        ),
+    )
+    max_page_mib: int = Field(
+        default=128,
+        description=(
+            "Parquet: largest page (the values a reader decodes at once: up to 1,024 rows of a column with "
+            "pyarrow's defaults, or a column's dictionary) and metadata, in MiB as decoded; a row group with "
+            "a larger page is reported and not read (write the file with a smaller data_page_size and "
+            "write_batch_size)"
+        ),
     )
     retry_failed_files: bool = Field(
         default=False, description="read files that failed before again, even though they did not change"
@@ -45,6 +58,7 @@ class ArchiveDropsResource(dg.ConfigurableResource):
             max_payload_bytes=self.max_payload_mib * MIB,
             max_file_bytes=self.max_file_mib * MIB,
             max_row_bytes=self.max_row_mib * MIB,
+            max_page_bytes=self.max_page_mib * MIB,
         )
 
     def files(self) -> list[Path]:

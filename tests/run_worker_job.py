@@ -3,7 +3,11 @@ multiprocess executor as orchestration/executor.py sets it up, and the same call
 step process loads it. The step writes its pid to STEP_PID_FILE and then waits for STEP_RELEASE_FILE, as a long
 step would.
 
-    DAGSTER_HOME=... STEP_PID_FILE=... STEP_RELEASE_FILE=... python -m tests.run_worker_job
+    DAGSTER_HOME=... STEP_PID_FILE=... STEP_RELEASE_FILE=... [STEP_START_METHOD=spawn] \
+        python -c "import tests.run_worker_job as job; job.main()"
+
+Imported, not run as ``__main__``, so that the job is reconstructed from its module, as a code location's is: the
+executor forks the step from a forkserver that has loaded this module (STEP_START_METHOD=spawn: a new interpreter).
 """
 
 import os
@@ -33,6 +37,12 @@ def long_job() -> None:
     long_step()
 
 
-if __name__ == "__main__":
+def main() -> None:
+    start_method = os.environ.get("STEP_START_METHOD")
+    config = (
+        {"execution": {"config": {"multiprocess": {"start_method": {start_method: {}}}}}}
+        if start_method
+        else {}
+    )
     with dg.DagsterInstance.get() as instance:
-        dg.execute_job(dg.reconstructable(long_job), instance=instance)
+        dg.execute_job(dg.reconstructable(long_job), instance=instance, run_config=config)

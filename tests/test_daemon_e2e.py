@@ -106,15 +106,17 @@ class Deployment(ProgressWaiter):
 
 
 def step_processes(worker_pid: int) -> list[int]:
-    """The step processes Dagster's multiprocess executor started from a run worker (spawned by multiprocessing;
-    not its resource tracker)."""
+    """The step processes Dagster's multiprocess executor started from a run worker: forked by the run's forkserver
+    (the executor's default start method) or spawned; not the forkserver itself, nor the resource tracker."""
     found = []
     for pid in descendants(worker_pid):
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
             continue
-        if b"spawn_main" in command:
+        forked = b"forkserver" in command and parent != worker_pid
+        if forked or b"spawn_main" in command:
             found.append(pid)
     return found
 

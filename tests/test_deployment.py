@@ -295,9 +295,11 @@ def test_only_the_step_process_that_reported_a_pid_is_ended(monitored_instance: 
         bystander.wait()
 
 
-def test_a_step_process_dies_with_its_run_worker(tmp_path: Path) -> None:
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_a_step_process_dies_with_its_run_worker(tmp_path: Path, start_method: str) -> None:
     """Dagster's multiprocess executor leaves a step process running when its run worker is killed; the code
-    location's executor does not (orchestration/executor.py), so a failed run's steps write nothing more."""
+    location's executor does not (orchestration/executor.py), so a failed run's steps write nothing more: neither a
+    step forked from the run's forkserver (the default) nor a spawned one."""
     (tmp_path / "home").mkdir()
     pid_file, release = tmp_path / "step.pid", tmp_path / "release"
     env = {
@@ -306,7 +308,11 @@ def test_a_step_process_dies_with_its_run_worker(tmp_path: Path) -> None:
         "STEP_PID_FILE": str(pid_file),
         "STEP_RELEASE_FILE": str(release),
     }
-    worker = subprocess.Popen([sys.executable, "-m", "tests.run_worker_job"], cwd=ROOT, env=env)
+    if start_method == "spawn":
+        env["STEP_START_METHOD"] = "spawn"  # else the executor's default
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "import tests.run_worker_job as job; job.main()"], cwd=ROOT, env=env
+    )
     step = None
     try:
         while not pid_file.exists():  # the worker loads the job and starts its step process

@@ -2,7 +2,11 @@
 
 A WARC record whose Content-Length is too small, a NUL in a CSV title, a Parquet ``text`` column of lists, a
 1 GiB CSV line (sparse files read in a subprocess whose peak memory is measured), a file name that is not
-UTF-8 and a link out of the drops folder.
+UTF-8 and a link out of the drops folder. Parquet: a row over the row limit, a page holding one value over it
+(a 600 MiB text of a few kilobytes compressed, loaded in a subprocess whose peak memory is measured), a page
+over the page limit, a pandas drop whose html pages are over the row limit and its rows far under it, a
+dictionary value repeated in 600 rows, a dictionary of one long value and many short ones, a footer over
+the limit; story batches handed to the store by size.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import textwrap
 from pathlib import Path
 
 import dagster as dg
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -28,6 +33,7 @@ from assets.archive import archive_stories
 from resources.archive import ArchiveDropsResource
 from resources.store import TopicStoreResource
 from topicmap.archive.drops import ArchiveFileError, load_drop, parse_drop
+from topicmap.archive.warc import ReadLimits
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 
@@ -188,3 +194,326 @@ def test_unreadable_names_and_links_out_of_the_drops_folder_are_recorded_once(tm
     again = load_drop(store, drops / "linked.csv", folder=drops)
     assert again.state == "failed before"
     store.dispose()
+
+
+# ---------------------------------------------------------------------------------------------- Parquet bombs
+
+
+def _parquet_group(first: int, texts: list[str]) -> pa.Table:
+    rows = range(first, first + len(texts))
+    return pa.table(
+        {
+            "url": [f"https://ledger.test/2026/03/{i:02d}/p" for i in rows],
+            "title": [f"Parquet {i}" for i in rows],
+            "text": texts,
+            "publish_date": [f"2026-03-{(i - 1) % 28 + 1:02d}" for i in rows],
+        }
+    )
+
+
+def _write_groups(path: Path, groups: list[pa.Table], **options: object) -> None:
+    with pq.ParquetWriter(path, groups[0].schema, **options) as writer:
+        for group in groups:
+            writer.write_table(group)
+
+
+BIG = "The president spoke about the budget. " * (200 * 1024 // 38)  # 200 KiB, a few hundred bytes compressed
+
+
+@pytest.mark.parametrize("use_dictionary", [False, True], ids=["plain", "dictionary"])
+def test_a_parquet_row_over_the_row_limit_is_rejected_with_its_line_and_the_rows_beside_it_load(
+    store: TopicStore, tmp_path: Path, use_dictionary: bool
+) -> None:
+    """Row group 1 holds a 200 KiB text beside a short one, in one page (or dictionary) of two values: the page
+    is over a 64 KiB row limit but its rows need not be, so it is decoded; the long row is rejected with its
+    line, the short one beside it loads."""
+    path = tmp_path / "groups.parquet"
+    groups = [
+        _parquet_group(1, ["Text one.", "Text two.", "Text three."]),
+        _parquet_group(4, ["Text four.", BIG]),
+        _parquet_group(6, ["Text six.", "Text seven.", "Text eight."]),
+    ]
+    _write_groups(path, groups, use_dictionary=use_dictionary)
+    assert path.stat().st_size < 64 * 1024
+    limits = ReadLimits(max_row_bytes=64 * 1024)
+
+    drop = parse_drop(path, limits=limits)
+    assert [story.title for story in drop.stories] == [f"Parquet {i}" for i in (1, 2, 3, 4, 6, 7, 8)]
+    (error,) = drop.errors
+    assert (error.where, error.rows) == ("line 6", 1)
+    assert error.problem == (
+        f"the row's fields decode to {len(BIG) + 51:,} bytes, more than the max_row_bytes read limit of "
+        f"65,536 (its 'text' alone is {len(BIG):,} bytes); the row is rejected"
+    )
+
+    result = load_drop(store, path, limits=limits)
+    assert (result.state, result.created, result.rows_rejected) == ("loaded", 7, 1)
+    assert [e.where for e in result.errors] == ["line 6"]
+
+    whole = parse_drop(path)  # under the default limit the same file reads whole, the long text unaltered
+    assert whole.errors == [] and [story.text for story in whole.stories][4] == BIG
+
+
+@pytest.mark.parametrize("layout", ["a page a value", "a dictionary of one value"])
+def test_a_parquet_page_holding_one_value_over_the_row_limit_refuses_its_row_group_unread(
+    store: TopicStore, tmp_path: Path, layout: str
+) -> None:
+    """A page that holds a single value over the row limit is that value alone: its row group is reported
+    with its lines, column and page, without being decoded, and the other row groups load."""
+    path = tmp_path / "single.parquet"
+    if layout == "a page a value":
+        groups = [
+            _parquet_group(1, ["Text one."]),
+            _parquet_group(2, ["Text two.", BIG]),
+            _parquet_group(4, ["4."]),
+        ]
+        _write_groups(path, groups, use_dictionary=False, write_batch_size=1, data_page_size=1)
+        page = "page for line 4"
+    else:
+        groups = [_parquet_group(1, ["Text one."]), _parquet_group(2, [BIG, BIG]), _parquet_group(4, ["4."])]
+        _write_groups(path, groups, use_dictionary=True)
+        page = "dictionary page (the values of the rows from line 3 on)"
+    limits = ReadLimits(max_row_bytes=64 * 1024)
+
+    drop = parse_drop(path, limits=limits)
+    assert [story.title for story in drop.stories] == ["Parquet 1", "Parquet 4"]
+    (error,) = drop.errors
+    assert (error.where, error.rows) == ("lines 3-4", 2)
+    assert re.fullmatch(
+        rf"row group 1 \(lines 3-4: 2 rows\) is not read: its 'text' {re.escape(page)} holds a single value "
+        r"that decodes to 204,7\d\d bytes, more than the max_row_bytes read limit of 65,536 \(a row "
+        r"holding it is over the row limit\); a page is decoded whole before any value in it can be checked\. "
+        r"The other row groups are read\.",
+        error.problem,
+    ), error.problem
+
+    result = load_drop(store, path, limits=limits)
+    assert (result.state, result.created, result.rows_rejected) == ("loaded", 2, 2)
+    with store.engine.connect() as conn:
+        titles = set(conn.execute(select(s.stories.c.title)).scalars())
+    assert titles == {"Parquet 1", "Parquet 4"}
+
+
+def test_a_parquet_page_over_the_page_limit_says_how_to_write_the_file(tmp_path: Path) -> None:
+    """200 rows of 1,000 characters make one 200 KB page: over a 64 KiB row limit, it loads (no row is
+    that long); over a 64 KiB page limit, its row group is refused with how to write the file."""
+    path = tmp_path / "pages.parquet"
+    pq.write_table(_parquet_group(1, ["x" * 1000] * 200), path, use_dictionary=False, compression="zstd")
+    read = parse_drop(path, limits=ReadLimits(max_row_bytes=64 * 1024))
+    assert (len(read.stories), read.errors) == (200, [])
+
+    drop = parse_drop(path, limits=ReadLimits(max_row_bytes=64 * 1024, max_page_bytes=64 * 1024))
+    (error,) = drop.errors
+    assert (error.where, error.rows) == ("lines 2-201", 200)
+    assert re.search(
+        r"page for lines 2-201 decodes to 200,8\d\d bytes, more than the max_page_bytes read limit of 65,536",
+        error.problem,
+    )
+    assert "The page holds 200 rows (1,004 bytes each on average): write the file with smaller pages" in (
+        error.problem
+    )
+    assert "a smaller data_page_size and write_batch_size" in error.problem
+
+
+def test_a_pandas_drop_of_46_kb_html_pages_loads_whole_at_the_default_limits(tmp_path: Path) -> None:
+    """pandas (pyarrow's default pages of 1,024 values) puts the html of 1,024 rows in one page of about
+    48 MB: over the 32 MiB row limit, under the 128 MiB page limit, and every row far under the row limit.
+    The file loads whole."""
+    para = "<p>The council met on Tuesday to discuss the budget for the coming year.</p>\n"
+    frame = pd.DataFrame(
+        {
+            "url": [f"https://herald.test/2025/03/{i}" for i in range(1200)],
+            "title": [f"Story {i}" for i in range(1200)],
+            "text": [f"Story {i} text." for i in range(1200)],
+            "publish_date": ["2025-03-01"] * 1200,
+            "html": [f"<html><body><h1>{i}</h1>{para * (590 + i % 40)}</body></html>" for i in range(1200)],
+        }
+    )
+    path = tmp_path / "pages.parquet"
+    frame.to_parquet(path)
+    column = pq.ParquetFile(path).metadata.row_group(0).column(4)
+    assert column.path_in_schema == "html"
+    assert column.total_uncompressed_size > 32 * 1024 * 1024 * 1.2  # a page of it is over the row limit
+
+    drop = parse_drop(path)
+    assert drop.errors == []
+    assert [story.url for story in drop.stories] == list(frame["url"])
+    assert [story.html for story in drop.stories][::97] == [h.encode() for h in frame["html"]][::97]
+
+
+def test_a_parquet_batch_is_sized_by_the_longest_dictionary_value_not_the_average(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dictionary of one 1 MiB text and 1,000 short ones averages about 1 KB a value, but each of the 40
+    rows holding the long text decodes it again: batches are sized by the longest value (31 rows, not 1,000)."""
+    path = tmp_path / "skewed.parquet"
+    long_text = "The budget. " * ((1 << 20) // 12)
+    pq.write_table(_parquet_group(1, [long_text] * 40 + [f"Short text {i}." for i in range(1000)]), path)
+    sizes: list[int] = []
+    iter_batches = pq.ParquetFile.iter_batches
+
+    def recording(self, batch_size=65536, **kwargs):  # type: ignore[no-untyped-def]
+        sizes.append(batch_size)
+        return iter_batches(self, batch_size=batch_size, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", recording)
+    drop = parse_drop(path)
+    assert (len(drop.stories), drop.errors) == (1040, [])
+    assert sizes and max(sizes) <= 32, sizes
+
+
+def test_a_parquet_column_over_the_limit_whose_page_headers_are_unreadable_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "headers.parquet"
+    groups = [
+        _parquet_group(1, ["Text one."]),
+        _parquet_group(2, ["x" * 100_000]),
+        _parquet_group(3, ["Three."]),
+    ]
+    with pq.ParquetWriter(path, groups[0].schema, use_dictionary=False) as writer:
+        for group in groups:
+            writer.write_table(group)
+    start = pq.ParquetFile(path).metadata.row_group(1).column(2).data_page_offset
+    data = bytearray(path.read_bytes())
+    data[start : start + 4] = b"\xff\xff\xff\xff"  # the text page header of row group 1: not Thrift
+    path.write_bytes(bytes(data))
+    drop = parse_drop(path, limits=ReadLimits(max_row_bytes=64 * 1024))
+    assert [story.title for story in drop.stories] == ["Parquet 1", "Parquet 3"]
+    (error,) = drop.errors
+    assert error.where == "line 3"
+    assert "its 'text' column decodes to" in error.problem
+    assert "its page headers cannot be read to tell its pages' sizes" in error.problem
+
+
+def test_a_parquet_footer_over_the_row_limit_fails_the_file_unread(tmp_path: Path) -> None:
+    path = tmp_path / "footer.parquet"
+    footer = 256 * 1024 * 1024
+    with path.open("wb") as handle:  # a sparse file that is all footer: pyarrow would read it whole
+        handle.write(b"PAR1")
+        handle.truncate(4 + footer)
+        handle.seek(0, os.SEEK_END)
+        handle.write(footer.to_bytes(4, "little") + b"PAR1")
+    with pytest.raises(ArchiveFileError, match=r"its Parquet metadata \(footer\) is 268,435,456 bytes"):
+        parse_drop(path)
+
+
+def test_a_story_batch_is_handed_to_the_store_by_size_as_well_as_count(
+    store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "long_texts.csv"
+    text = "word " * 2000
+    path.write_text(
+        HEADER + "".join(f"https://herald.test/{n},Story {n},{text},2026-02-01,Herald\n" for n in range(7)),
+        encoding="utf-8",
+    )
+    sizes: list[int] = []
+    add_stories = store.add_stories
+
+    def counting(stories, **kwargs):  # type: ignore[no-untyped-def]
+        sizes.append(len(stories))
+        return add_stories(stories, **kwargs)
+
+    monkeypatch.setattr(store, "add_stories", counting)
+    monkeypatch.setattr("topicmap.archive.drops.LOAD_BATCH_BYTES", 25_000)
+    result = load_drop(store, path)
+    assert result.created == 7 and sizes == [3, 3, 1]
+
+
+WRITE_PARQUET_BOMB = textwrap.dedent(
+    """
+    import struct, sys
+    import pyarrow as pa, pyarrow.parquet as pq
+    path, kind, size = sys.argv[1], sys.argv[2], int(sys.argv[3])  # size: MiB of the cell, or rows
+
+    def group(first, texts):
+        rows = range(first, first + len(texts))
+        return pa.table({
+            "url": [f"https://ledger.test/2026/03/{i:02d}/p" for i in rows],
+            "title": [f"Parquet {i}" for i in rows],
+            "text": texts,
+            "publish_date": [f"2026-03-{(i - 1) % 28 + 1:02d}" for i in rows],
+        })
+
+    if kind == "cell":  # one text of `size` MiB in row group 1, built without a Python string of it
+        data = b"The budget. " * (size * (1 << 20) // 12)
+        offsets = struct.pack("<qq", 0, len(data))
+        cell = pa.LargeStringArray.from_buffers(1, pa.py_buffer(offsets), pa.py_buffer(data))
+        groups = [group(1, ["Text one.", "Text two."]), group(3, cell), group(4, ["Text four.", "Text 5."])]
+        schema = groups[1].schema
+        groups = [g.cast(schema) for g in groups]
+        with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=False,
+                              write_statistics=False) as writer:
+            for g in groups:
+                writer.write_table(g)
+    else:  # one 1 MiB text shared by `size` rows through the column's dictionary
+        value = pa.array(["The budget. " * ((1 << 20) // 12)])
+        texts = pa.DictionaryArray.from_arrays(pa.array([0] * size, pa.int32()), value)
+        # without the Arrow schema the column reads back as text (a dictionary type is refused)
+        pq.write_table(group(1, texts), path, compression="zstd", store_schema=False)
+    """
+)
+
+LOAD_IN_SUBPROCESS = textwrap.dedent(
+    """
+    import json, re, sys
+    from pathlib import Path
+    from topicmap.archive.drops import load_drop
+    from topicmap.store.topic_store import TopicStore
+    store = TopicStore.open(sys.argv[2])
+    result = load_drop(store, sys.argv[1])
+    status = Path("/proc/self/status").read_text()
+    peak_mib = int(re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1)) / 1024
+    print(json.dumps({
+        "state": result.state, "created": result.created, "rejected": result.rows_rejected,
+        "errors": [[e.where, e.problem] for e in result.errors], "peak_mib": peak_mib,
+    }))
+    """
+)
+
+
+def _load_in_subprocess(path: Path, database: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_IN_SUBPROCESS, str(path), database],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def test_a_600_mib_parquet_cell_in_a_small_file_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    """A 600 MiB text compresses to kilobytes; read whole it takes about 2 GB. Its row group is reported
+    without being decoded, the rows beside it are stored, and the reading process stays under 500 MiB."""
+    path = tmp_path / "bomb.parquet"
+    subprocess.run([sys.executable, "-c", WRITE_PARQUET_BOMB, str(path), "cell", "600"], cwd=ROOT, check=True)
+    assert path.stat().st_size < 4 * 1024 * 1024
+    database = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    report = _load_in_subprocess(path, database)
+    assert (report["state"], report["created"], report["rejected"]) == ("loaded", 4, 1), report
+    ((where, problem),) = report["errors"]
+    assert where == "line 4"
+    assert problem.startswith(
+        "row group 1 (lines 4-4: 1 row) is not read: its 'text' page for line 4 holds a single value that "
+        "decodes to "
+    )
+    assert f"more than the max_row_bytes read limit of {32 * 1024 * 1024:,}" in problem
+    assert report["peak_mib"] < 500, report
+    store = TopicStore.open(database)
+    with store.engine.connect() as conn:
+        titles = set(conn.execute(select(s.stories.c.title)).scalars())
+    store.dispose()
+    assert titles == {"Parquet 1", "Parquet 2", "Parquet 4", "Parquet 5"}
+
+
+def test_a_parquet_dictionary_value_repeated_in_many_rows_loads_in_bounded_memory(tmp_path: Path) -> None:
+    """600 rows share one 1 MiB text through the column's dictionary: 600 MiB once decoded, from a file of
+    kilobytes. Each row is within the limit and loads; batches sized by the dictionary page keep the
+    reading process (and the stories waiting for the store) under 500 MiB."""
+    path = tmp_path / "shared.parquet"
+    subprocess.run(
+        [sys.executable, "-c", WRITE_PARQUET_BOMB, str(path), "dictionary", "600"], cwd=ROOT, check=True
+    )
+    assert path.stat().st_size < 1024 * 1024
+    report = _load_in_subprocess(path, f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    assert (report["state"], report["created"], report["rejected"]) == ("loaded", 600, 0), report
+    assert report["peak_mib"] < 500, report

@@ -3,21 +3,28 @@ message, the SSRF guard holds on every hop, memory stays bounded, and fetch_many
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
+import socket
 import ssl
 import subprocess
 import threading
 import time
 import tracemalloc
 from collections import defaultdict
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
 from tests.faultserver import PDF_BYTES, FaultServer, gzip_bomb
 from topicmap.web import fetch as fetch_module
 from topicmap.web.fetch import (
+    CANCELLED,
+    CANCELLED_IN_FLIGHT,
     DEFAULT_USER_AGENT,
     ExpiringCache,
     FetchOutcome,
@@ -578,6 +585,126 @@ def test_repeated_fetch_many_calls_keep_no_more_connections_open(fault: FaultSer
         assert open_files() - before <= 2 * workers * sites + 2 * workers, (before, open_files())
 
 
+# ---------------------------------------------------------------- cancelling a fetch (the lookup service's)
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` until it holds (progress; the deadline is a safety net for a hung fetch)."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        threading.Event().wait(0.02)
+
+
+def fetch_then_cancel(web: WebFetcher, url: str, under_way: Callable[[], bool]) -> FetchOutcome:
+    """Fetch ``url`` in a thread and set its cancel event once ``under_way()`` holds. The fetcher's own limits
+    are far beyond the safety net here: only the cancel can end the fetch in time."""
+    cancel = threading.Event()
+    outcomes: list[FetchOutcome] = []
+    thread = threading.Thread(target=lambda: outcomes.append(web.fetch(url, cancel=cancel)), daemon=True)
+    thread.start()
+    wait_for(under_way, f"the request for {url} to be under way")
+    assert thread.is_alive(), outcomes
+    cancel.set()
+    wait_for(lambda: not thread.is_alive(), "the cancelled fetch to end")
+    return outcomes[0]
+
+
+def _summary(outcome: FetchOutcome) -> tuple:
+    error = re.sub(r"\(\d+ bytes so far\)", "(N bytes so far)", outcome.error or "")
+    return (
+        outcome.status,
+        error,
+        outcome.refused_reason,
+        outcome.content,
+        outcome.final_url,
+        [(hop.to_url, hop.status, hop.kind) for hop in outcome.redirects],
+        outcome.attempts,
+    )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/page",
+        "/chain/3",
+        "/gzip-page",
+        "/meta-refresh",
+        "/cookie-check",
+        "/no-type",
+        "/status/404",
+        "/status/503",
+        "/reset",
+        "/private/x",
+        "/doc.pdf",
+        "/big",
+        "/big-chunked",
+        "/bomb",
+        "/stall",
+        "/loop/a",
+        "/redirect/metadata",
+    ],
+)
+def test_a_fetch_given_a_cancel_event_never_set_ends_as_it_would_without(
+    fault: FaultServer, path: str
+) -> None:
+    """A fetch with a cancel event runs its requests on a multi handle driven from Python: every outcome is
+    the one the fetch without an event gets (size caps, timeouts, retries, redirects, robots.txt, the
+    guard)."""
+    with make_fetcher(fault) as plain, make_fetcher(fault) as watched:
+        alone = plain.fetch(fault.url(path))
+        with_event = watched.fetch(fault.url(path), cancel=threading.Event())
+    assert _summary(with_event) == _summary(alone)
+
+
+def test_a_connect_timeout_is_reported_alike_with_a_cancel_event(fault: FaultServer) -> None:
+    with make_fetcher(fault, max_retries=0, obey_robots=False) as web:
+        outcome = web.fetch(fault.blackhole_url("/"), cancel=threading.Event())
+    assert outcome.status is None and outcome.attempts == 1
+    assert outcome.error.startswith("timeout: could not connect within 0.5 s")
+
+
+def test_a_cancel_set_before_the_fetch_sends_nothing(fault: FaultServer) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    since = len(fault.hits)
+    with make_fetcher(fault) as web:
+        outcome = web.fetch(fault.url("/page?cancelled-early"), cancel=cancel)
+    assert outcome.error == CANCELLED and outcome.attempts == 0
+    assert fault.hits[since:] == []
+
+
+def test_a_cancel_ends_a_fetch_reading_a_body_that_never_ends(fault: FaultServer) -> None:
+    url = fault.url("/stall?cancel-me")
+    with make_fetcher(fault, obey_robots=False, read_timeout=600.0, total_timeout=600.0) as web:
+        outcome = fetch_then_cancel(web, url, lambda: hits_for(fault, "/stall?cancel-me") == 1)
+    # the caller gave up: said so, not retried, and nothing the site did wrong
+    assert outcome.error == CANCELLED_IN_FLIGHT and outcome.error.startswith("cancelled:")
+    assert outcome.attempts == 1 and outcome.content is None
+    assert hits_for(fault, "/stall?cancel-me") == 1
+
+
+def _syn_sent_to(port: int) -> int:
+    """Sockets of this machine still connecting (SYN sent, no answer) to 127.0.0.1:``port``."""
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[2] == f"0100007F:{port:04X}" and fields[3] == "02":
+            count += 1
+    return count
+
+
+def test_a_cancel_ends_a_fetch_that_is_still_connecting(fault: FaultServer) -> None:
+    if not os.path.exists("/proc/net/tcp"):
+        pytest.skip("needs /proc/net/tcp to see a connection being made")
+    port = fault.blackhole_port
+    limits = dict(connect_timeout=600.0, read_timeout=600.0, total_timeout=600.0)
+    with make_fetcher(fault, obey_robots=False, **limits) as web:
+        outcome = fetch_then_cancel(web, fault.blackhole_url("/"), lambda: _syn_sent_to(port) >= 1)
+    assert outcome.error == CANCELLED_IN_FLIGHT and outcome.attempts == 1 and outcome.status is None
+    wait_for(lambda: _syn_sent_to(port) == 0, "the abandoned connection attempt to be dropped")
+
+
 # ---------------------------------------------------------------- TLS through the pinned connection
 
 
@@ -655,6 +782,41 @@ def test_https_keeps_the_host_name_for_sni_and_verification(tls_server) -> None:
         wrong = web.fetch("https://other.test/page")
     assert good.final_url == "https://secure.test/page"
     assert wrong.error.startswith("tls error:") and "other.test" in wrong.error
+
+
+def test_a_cancel_ends_a_fetch_stuck_in_the_tls_handshake() -> None:
+    """A server that accepts the connection and never answers the TLS hello: the cancel closes the connection
+    (libcurl gives Python no say while it shakes hands, so the fetch must not run there unwatched)."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    port = silent.getsockname()[1]
+    hello_read, closed = threading.Event(), threading.Event()
+
+    def serve() -> None:
+        connection, _ = silent.accept()
+        with connection:
+            connection.settimeout(120)  # a safety net: the test's own waits end well before
+            with contextlib.suppress(OSError):
+                while connection.recv(4096):
+                    hello_read.set()
+                closed.set()  # the client closed its end
+
+    threading.Thread(target=serve, daemon=True).start()
+    options = dict(
+        policy=AddressPolicy(allow=[f"127.0.0.1:{port}"]),
+        host_overrides={"*.test": f"127.0.0.1:{port}"},
+        interval_overrides={"*": 0.0},
+        obey_robots=False,
+        connect_timeout=600.0,
+        read_timeout=600.0,
+        total_timeout=600.0,
+    )
+    try:
+        with WebFetcher(**options) as web:
+            outcome = fetch_then_cancel(web, "https://secure.test/page", hello_read.is_set)
+        assert outcome.error == CANCELLED_IN_FLIGHT and outcome.attempts == 1
+        wait_for(closed.is_set, "the server to see the connection closed")
+    finally:
+        silent.close()
 
 
 def test_fetch_many_fetches_no_further_ahead_than_the_caller_reads(fault: FaultServer) -> None:

@@ -1,10 +1,10 @@
-"""A topic that keeps running, under the real daemon: an open-ended topic grows over three archive days.
+"""A topic that keeps running, under the real daemon: an open-ended topic grows over two archive days.
 
 dagster-webserver and dagster-daemon run on workspace.yaml with the instance of deploy/dagster.local.yaml (the run
 queue that names every run's job); each run's steps run in its own process (TOPICMAP_EXECUTOR=in_process), which
-spares a dozen small runs a process per step. Each day a drop lands and `archive_job` loads it, launched as the UI launches a
+spares its ten small runs a process per step. Each day a drop lands and `archive_job` loads it, launched as the UI launches a
 job; from then on only the sensors act: `topic_registry` seeds the topic on the first day, `archive_growth` seeds it
-again on the next two for the new stories alone, `spider_iterations` spiders each day's new seeds forward (a small
+again on the second for the new stories alone, `spider_iterations` spiders each day's new seeds forward (a small
 link web on loopback: a page the topic already has is never fetched again) and runs the post-spider stages, whose
 snapshot joins the earlier ones, which stay as they were. Waits on progress (runs, their states, the processes'
 logs), never on a wall-clock deadline.
@@ -70,9 +70,9 @@ def manifest_digest(folder: Path) -> str:
     return hashlib.sha256((folder / "manifest.json").read_bytes()).hexdigest()
 
 
-def test_an_open_ended_topic_grows_with_three_archive_days(tmp_path: Path) -> None:
+def test_an_open_ended_topic_grows_with_two_archive_days(tmp_path: Path) -> None:
     today = datetime.now(UTC).date()
-    days = [(today - timedelta(days=n)).isoformat() for n in (3, 2, 1)]
+    days = [(today - timedelta(days=n)).isoformat() for n in (2, 1)]
     home = tmp_path / "home"
     drops = home / "drops"
     drops.mkdir(parents=True)
@@ -144,16 +144,15 @@ def test_an_open_ended_topic_grows_with_three_archive_days(tmp_path: Path) -> No
 
             # Every page was fetched once, though each day links to a page the day before linked.
             fetched = Counter(path for _, _, path in web.story_hits())
-            assert fetched == {f"/story/{n}": 1 for n in range(1, 5)}, fetched
+            assert fetched == {f"/story/{n}": 1 for n in range(1, 4)}, fetched
 
-            # Day 1 was seeded by the registry; days 2 and 3 by archive_growth, each reading only its new stories.
+            # Day 1 was seeded by the registry; day 2 by archive_growth, reading only its new stories.
             runs = topic_runs()
             seeds_runs = sorted(
                 (r for r in runs if r["jobName"] == "seeds_job"), key=lambda r: r["creationTime"]
             )
             assert [r["tags"]["dagster/sensor_name"] for r in seeds_runs] == [
                 "topic_registry",
-                "archive_growth",
                 "archive_growth",
             ]
             assert all(
@@ -164,7 +163,7 @@ def test_an_open_ended_topic_grows_with_three_archive_days(tmp_path: Path) -> No
                 dg.AssetRecordsFilter(asset_key=dg.AssetKey("seeds"), asset_partitions=[TOPIC]), limit=10
             ).records
             scanned = [r.asset_materialization.metadata["archive_stories_scanned"].value for r in records]
-            assert sorted(scanned) == [2, 2, 2]  # each day's two stories, never the days before again
+            assert sorted(scanned) == [2, 2]  # each day's two stories, never the day before again
             # every run is a run of a named job
             assert {r["jobName"] for r in dagster.graphql.runs()} == {
                 "archive_job",

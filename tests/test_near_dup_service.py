@@ -1,8 +1,8 @@
 """The near-duplicate lookup service: GET by URL (stored or fetched), POST a text, bad input, the SSRF guard,
 the bearer token off loopback, size caps, fingerprints refreshed as stories land, cached shingles that
 never change an answer, and a service that degrades under slow URL lookups, never wedges: abandoned lookups
-dropped, a bounded URL queue (503 with Retry-After), texts and refusals answered while URL lookups wait, and
-SIGTERM obeyed within 5 s."""
+dropped or their downloads cut, a bounded URL queue (503 with Retry-After), texts and refusals answered while
+URL lookups wait, and SIGTERM obeyed within 5 s."""
 
 from __future__ import annotations
 
@@ -357,6 +357,27 @@ STORY_PAGE = (
 ).encode()
 
 
+class _QuietHandler(BaseHTTPRequestHandler):
+    """A test site's request handler: answers with ``_answer``, logs nothing."""
+
+    def _answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a fetch that was given up closed its connection: nothing to report
+
+
 class HeldSite:
     """A slow web site on loopback: robots.txt answers 404 at once, every page request is held until
     ``release()`` and then answered with a copy of ARTICLE. ``pages`` lists the page paths asked for, in order,
@@ -368,7 +389,7 @@ class HeldSite:
         self.robots = 0
         site = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(_QuietHandler):
             protocol_version = "HTTP/1.1"
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
@@ -380,23 +401,7 @@ class HeldSite:
                 site.released.wait()
                 self._answer(200, STORY_PAGE)
 
-            def _answer(self, status: int, body: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-            def handle_error(self, request: object, client_address: object) -> None:
-                pass  # a fetch that was given up closed its connection: nothing to report
-
-        self.server = Server(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -426,6 +431,94 @@ class HeldSite:
 @pytest.fixture
 def held_site() -> Iterator[HeldSite]:
     site = HeldSite()
+    yield site
+    site.close()
+
+
+class DripSite:
+    """A loopback site whose page downloads never end: robots.txt answers 404 at once; ``/drip/…`` sends its
+    headers, then 16 bytes of body every 0.05 s, for ever; ``/hold/…`` reads the request and answers nothing;
+    ``/story.html`` is a copy of ARTICLE. ``under_way`` is set once a /drip page's first body bytes are out
+    (or a /hold request is read), ``closed`` once the client has closed such a page's connection."""
+
+    def __init__(self) -> None:
+        self.under_way = threading.Event()
+        self.closed = threading.Event()
+        self.stopping = threading.Event()
+        site = self
+
+        class Handler(_QuietHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                if self.path == "/robots.txt":
+                    self._answer(404, b"")
+                elif self.path == "/story.html":
+                    self._answer(200, STORY_PAGE)
+                elif self.path.startswith("/drip/"):
+                    self._drip()
+                else:
+                    self._hold()
+
+            def _drip(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                piece = b"<p>a drop</p>\n"
+                try:
+                    while not site.stopping.is_set():
+                        self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                        self.wfile.flush()
+                        site.under_way.set()
+                        site.stopping.wait(0.05)
+                except OSError:
+                    site.closed.set()  # the client hung up
+                self.close_connection = True
+
+            def _hold(self) -> None:
+                site.under_way.set()
+                self.connection.settimeout(0.1)
+                while not site.stopping.is_set():
+                    try:
+                        if not self.connection.recv(1024):
+                            site.closed.set()  # the client hung up
+                            break
+                    except TimeoutError:
+                        continue
+                    except OSError:
+                        site.closed.set()
+                        break
+                self.close_connection = True
+
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def fetcher(self) -> WebFetcher:
+        """Limits far beyond the tests' safety nets: only a cancel can end a download in time."""
+        return WebFetcher(
+            policy=AddressPolicy(allow=[f"127.0.0.1:{self.port}"]),
+            interval_overrides={"*": 0.0},
+            max_retries=0,
+            connect_timeout=600.0,
+            read_timeout=600.0,
+            total_timeout=600.0,
+        )
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def drip_site() -> Iterator[DripSite]:
+    site = DripSite()
     yield site
     site.close()
 
@@ -502,6 +595,26 @@ def test_a_lookup_waiting_for_its_sites_politeness_slot_ends_when_its_client_lea
         waiting.leave()
         wait_until(lambda: url_lookups(client) == {"queued": 0, "running": 0}, "the abandoned lookup to end")
     assert held_site.pages == []
+
+
+@pytest.mark.parametrize("download", ["drip", "hold"])
+def test_a_lookup_whose_client_leaves_mid_download_closes_it_and_frees_its_worker(
+    stored: TopicStore, drip_site: DripSite, download: str
+) -> None:
+    """A page whose body drips in for ever (or whose headers never come): once the client leaves, the download
+    is cut (the site sees its connection closed) and the one worker is free for the next lookup, long before
+    the fetcher's own limits would end it."""
+    app = create_app(FingerprintCatalog(stored), drip_site.fetcher(), refresh_seconds=0, url_workers=1)
+    with _Running(app) as client:
+        leaving = RawLookup(client.base_url.port, drip_site.url(f"/{download}/story.html"))
+        wait_until(drip_site.under_way.is_set, "the page's download to be under way")
+        assert url_lookups(client) == {"queued": 0, "running": 1}
+        leaving.leave()
+        wait_until(drip_site.closed.is_set, "the site to see the abandoned download's connection closed")
+        wait_until(lambda: url_lookups(client) == {"queued": 0, "running": 0}, "the worker to be free")
+        after = client.get("/near-duplicates", params={"url": drip_site.url("/story.html")})
+        assert after.status_code == 200, after.text
+        assert after.json()["query"]["source"] == "fetched"
 
 
 def test_a_full_url_queue_answers_503_with_retry_after(stored: TopicStore, held_site: HeldSite) -> None:

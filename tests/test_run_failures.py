@@ -1,6 +1,7 @@
 """Dead runs, on a real Dagster instance (deploy/dagster.local.yaml): the URL claims of a spider run that was killed
-(or canceled) are free as soon as the sensor reacts to it, not a lease later; and a run killed after its work was
-done is retried into a success, not into "No steps needed to be retried".
+(or canceled) are free as soon as the sensor reacts to it, not a lease later; a run killed after its work was done is
+retried into a success, not into "No steps needed to be retried"; a run killed with work left is retried from its
+failure, its succeeded steps not run again.
 
 The tests wait on rows and run states (with a generous safety limit), never on time."""
 
@@ -32,11 +33,13 @@ from dagster._daemon.auto_run_reexecution.auto_run_reexecution import (
 from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 from sqlalchemy import select
 
+from orchestration.executor import STRATEGY_BY_EXECUTOR, STRATEGY_BY_TAG
 from orchestration.launcher import process_state
 from resources.store import TopicStoreResource
 from sensors.run_failures import release_claims_of_canceled_runs, release_claims_of_failed_runs
 from tests.dagster_deploy import ROOT, write_instance
 from tests.faultserver import FaultServer
+from tests.killed_after_success_job import dynamic_job
 from topicmap.spider.claims import ClaimQueue, claim_keys, run_holder
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
@@ -255,8 +258,12 @@ def test_a_canceled_runs_claims_are_free_once_the_sensor_has_reacted(
 
 
 @pytest.fixture
-def code_location(instance: dg.DagsterInstance) -> Iterator[WorkspaceProcessContext]:
-    """tests/killed_after_success_job.py served by a real code server, which launches real run workers."""
+def code_location(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[WorkspaceProcessContext]:
+    """tests/killed_after_success_job.py served by a real code server, which launches real run workers; the steps
+    run in the run worker (TOPICMAP_EXECUTOR=in_process, inherited by the code server and its run workers)."""
+    monkeypatch.setenv("TOPICMAP_EXECUTOR", "in_process")
     target = ModuleTarget(
         module_name="tests.killed_after_success_job",
         attribute="defs",
@@ -310,17 +317,36 @@ def _failed(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun | None:
     return run if run.status == dg.DagsterRunStatus.FAILURE and WILL_RETRY_TAG in run.tags else None
 
 
-def test_a_run_killed_after_its_work_was_done_is_retried_into_a_success(
-    code_location: WorkspaceProcessContext, tmp_path: Path
-) -> None:
-    instance = code_location.instance
-    count_file, done_file = tmp_path / "count", tmp_path / "done"
-    config = {"ops": {"count_run": {"config": {"count_file": str(count_file), "done_file": str(done_file)}}}}
-    run = _launch(code_location, "one_step_job", config)
+def _ended(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRunStatus | None:
+    status = _status(instance, run_id)
+    return status if status in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE) else None
+
+
+def _counted(count_file: Path) -> list[str]:
+    """``step key run id`` of every step execution that counted, in order."""
+    return count_file.read_text(encoding="utf-8").splitlines()
+
+
+def _count_config(job_ops: list[str], count_file: Path, done_file: Path) -> dict:
+    config = {"count_file": str(count_file), "done_file": str(done_file)}
+    return {"ops": {op: {"config": config} for op in job_ops}}
+
+
+def _kill_and_retry(
+    workspace: WorkspaceProcessContext, run: dg.DagsterRun, done_file: Path
+) -> tuple[dg.DagsterRun, dg.DagsterRun]:
+    """Kill ``run``'s worker once it has written its pid to ``done_file``; (the failed run, its automatic retry as
+    Dagster's run retries create it), the retry not launched yet."""
+    instance = workspace.instance
     worker = None
     try:
-        # the step succeeded; its run worker waits in the success hook, the run not yet reported a success
-        wait_for("the step's success", lambda: done_file.exists() or None)
+
+        def waiting() -> bool:
+            ended = _ended(instance, run.run_id)
+            assert ended is None, (ended, run_messages(instance, run.run_id)[-10:])
+            return done_file.exists()
+
+        wait_for("the run worker to wait to be killed", waiting)
         worker = int(done_file.read_text(encoding="utf-8"))
         assert _status(instance, run.run_id) == dg.DagsterRunStatus.STARTED
         os.kill(worker, signal.SIGKILL)
@@ -331,31 +357,139 @@ def test_a_run_killed_after_its_work_was_done_is_retried_into_a_success(
             os.kill(worker, signal.SIGKILL)
     assert failed.tags[WILL_RETRY_TAG] == "true"
     record = instance.get_run_records(dg.RunsFilter(run_ids=[run.run_id]))[0]
-    list(consume_new_runs_for_automatic_reexecution(code_location, [record], logging.getLogger("test")))
-
+    list(consume_new_runs_for_automatic_reexecution(workspace, [record], logging.getLogger("test")))
     retries = instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": run.run_id}))
     assert len(retries) == 1, run_messages(instance, run.run_id)[-5:]
-    retry = retries[0]
-    assert retry.tags.get(RETRY_NUMBER_TAG) == "1"
-    instance.launch_run(retry.run_id, code_location.create_request_context())  # as the run queue does
+    assert retries[0].tags.get(RETRY_NUMBER_TAG) == "1"
+    return failed, retries[0]
+
+
+def _assert_ended_as_done(
+    workspace: WorkspaceProcessContext, run: dg.DagsterRun, retry: dg.DagsterRun
+) -> None:
+    """``retry`` launched (as the run queue does) ends as a success with no run worker started, saying why."""
+    instance = workspace.instance
+    instance.launch_run(retry.run_id, workspace.create_request_context())
     assert _status(instance, retry.run_id) == dg.DagsterRunStatus.SUCCESS
     messages = run_messages(instance, retry.run_id)
     assert any(f"Not run: every step of run {run.run_id}" in m for m in messages), messages
     assert not any(m.startswith("Started process for run") for m in messages), messages  # no worker started
-    assert count_file.read_text(encoding="utf-8").split() == [run.run_id]  # the work was done once
-    # how: a run of one step is retried ALL_STEPS (orchestration/launcher.py), which creates the retry that
-    # Dagster's retry from the failure refuses to create when no step is left
+
+
+def test_a_run_killed_after_its_work_was_done_is_retried_into_a_success(
+    code_location: WorkspaceProcessContext, tmp_path: Path
+) -> None:
+    count_file, done_file = tmp_path / "count", tmp_path / "done"
+    # the step succeeds; its run worker then waits in the success hook, the run's success not yet reported
+    run = _launch(code_location, "one_step_job", _count_config(["count_run"], count_file, done_file))
+    failed, retry = _kill_and_retry(code_location, run, done_file)
+    _assert_ended_as_done(code_location, run, retry)
+    assert _counted(count_file) == [f"count_run {run.run_id}"]  # the work was done once
+    # how: once its step had succeeded the executor tagged the run to be retried ALL_STEPS
+    # (orchestration/executor.py), which creates the retry that Dagster's retry from the failure refuses to create
+    # when no step is left
+    assert failed.tags.get(RETRY_STRATEGY_TAG) == "ALL_STEPS"
+    assert failed.tags.get(STRATEGY_BY_TAG) == STRATEGY_BY_EXECUTOR
+
+
+def test_a_run_of_two_steps_killed_after_its_work_was_done_is_retried_into_a_success(
+    code_location: WorkspaceProcessContext, tmp_path: Path
+) -> None:
+    count_file, done_file = tmp_path / "count", tmp_path / "done"
+    # both steps succeed; the run worker then waits in the second one's success hook
+    run = _launch(code_location, "two_step_job", _count_config(["first", "second"], count_file, done_file))
+    failed, retry = _kill_and_retry(code_location, run, done_file)
+    _assert_ended_as_done(code_location, run, retry)
+    assert _counted(count_file) == [f"first {run.run_id}", f"second {run.run_id}"]  # each step ran once
     assert failed.tags.get(RETRY_STRATEGY_TAG) == "ALL_STEPS"
 
 
-def test_only_a_run_of_one_step_is_retried_all_steps(code_location: WorkspaceProcessContext) -> None:
-    """A run of several steps keeps Dagster's retry from the failure: ALL_STEPS would run again the steps that
-    had succeeded before the crash."""
+def test_a_run_killed_with_work_left_is_retried_from_its_failure(
+    code_location: WorkspaceProcessContext, tmp_path: Path
+) -> None:
+    """A run killed while its second step ran: its retry runs that step only, not the first one that had
+    succeeded (ALL_STEPS is set only once every step has succeeded)."""
     instance = code_location.instance
-    run = _launch(code_location, "two_step_job", {})
-    wait_for(
-        "the two-step run",
-        lambda: _status(instance, run.run_id) in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE),
+    count_file, done_file = tmp_path / "count", tmp_path / "done"
+    run = _launch(
+        code_location, "killed_midway_job", _count_config(["first", "stall_once"], count_file, done_file)
     )
-    assert _status(instance, run.run_id) == dg.DagsterRunStatus.SUCCESS
-    assert RETRY_STRATEGY_TAG not in instance.get_run_by_id(run.run_id).tags
+    failed, retry = _kill_and_retry(code_location, run, done_file)
+    assert RETRY_STRATEGY_TAG not in failed.tags  # Dagster's default: from the failure
+    assert retry.step_keys_to_execute == ["stall_once"]
+    instance.launch_run(retry.run_id, code_location.create_request_context())
+    status = wait_for("the retry to end", lambda: _ended(instance, retry.run_id))
+    assert status == dg.DagsterRunStatus.SUCCESS, run_messages(instance, retry.run_id)[-10:]
+    assert _counted(count_file) == [f"first {run.run_id}", f"stall_once {retry.run_id}"]
+    # the retry did all its work: it is marked in turn
+    assert instance.get_run_by_id(retry.run_id).tags.get(RETRY_STRATEGY_TAG) == "ALL_STEPS"
+
+
+# ---------------------------------------------------------------- which runs the executor marks as done
+
+INHERITED = {RETRY_STRATEGY_TAG: "ALL_STEPS", STRATEGY_BY_TAG: STRATEGY_BY_EXECUTOR}
+WHEN_SUCCEEDED = "retry strategy when "
+
+
+def _run_dynamic_job(instance: dg.DagsterInstance, tags: dict[str, str], fail: str) -> dg.DagsterRun:
+    with dg.execute_job(
+        dg.reconstructable(dynamic_job),
+        instance=instance,
+        run_config={"ops": {"mapped": {"config": {"fail": fail}}}},
+        tags=tags,
+        raise_on_error=False,
+    ) as result:
+        assert result.success == (not fail)
+        return instance.get_run_by_id(result.run_id)
+
+
+@pytest.mark.parametrize(
+    ("tags", "fail", "strategy"),
+    [
+        pytest.param({}, "", "ALL_STEPS", id="done"),
+        pytest.param({}, "a", None, id="a step failed"),
+        pytest.param(INHERITED, "a", "FROM_FAILURE", id="inherited, a step failed"),
+        pytest.param(INHERITED, "", "ALL_STEPS", id="inherited, done"),
+        pytest.param({RETRY_STRATEGY_TAG: "FROM_FAILURE"}, "", "FROM_FAILURE", id="named, done"),
+        pytest.param({RETRY_STRATEGY_TAG: "ALL_STEPS"}, "a", "ALL_STEPS", id="named, a step failed"),
+    ],
+)
+def test_a_run_is_retried_all_steps_once_every_step_has_succeeded(
+    instance: dg.DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
+    tags: dict[str, str],
+    fail: str,
+    strategy: str | None,
+) -> None:
+    """The strategy a retry of the run would take: ALL_STEPS only once every step (the steps mapped over a dynamic
+    output included) has succeeded, unless the run names one itself; an ALL_STEPS inherited from a run marked this
+    way is put back to Dagster's default as the run starts."""
+    monkeypatch.setenv("TOPICMAP_EXECUTOR", "in_process")
+    run = _run_dynamic_job(instance, tags, fail)
+    assert run.tags.get(RETRY_STRATEGY_TAG) == strategy
+    messages = run_messages(instance, run.run_id)
+    assert any(m.startswith("Retry strategy set back to FROM_FAILURE") for m in messages) == (
+        tags == INHERITED
+    )
+    seen = {m.removeprefix(WHEN_SUCCEEDED) for m in messages if m.startswith(WHEN_SUCCEEDED)}
+    if tags == {} and not fail:
+        # marked as the last step succeeded, before its success hook ran; not before
+        assert seen == {
+            "fan_out succeeded: None",
+            "mapped[a] succeeded: None",
+            "mapped[b] succeeded: None",
+            "gathered succeeded: ALL_STEPS",
+        }
+    if tags == INHERITED and not fail:
+        assert "fan_out succeeded: FROM_FAILURE" in seen and "gathered succeeded: ALL_STEPS" in seen
+
+
+def test_a_run_of_step_processes_is_marked_once_every_step_has_succeeded(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dagster's default executor (a process per step, the code location's default) reports the steps' events,
+    dynamic outputs included, to the run worker, which marks the run."""
+    monkeypatch.delenv("TOPICMAP_EXECUTOR", raising=False)
+    run = _run_dynamic_job(instance, {}, "")
+    assert run.tags.get(RETRY_STRATEGY_TAG) == "ALL_STEPS"
+    assert run.tags.get(STRATEGY_BY_TAG) == STRATEGY_BY_EXECUTOR

@@ -102,25 +102,41 @@ MIB = 1 << 20
 
 @dataclass(frozen=True)
 class ReadLimits:
-    """Caps on what reading one WARC/ARC file may inflate to (see the module doc).
+    """Caps on what reading one drop may inflate to (see the module doc, and ``topicmap.archive.drops`` for
+    CSV and Parquet).
 
     * ``max_payload_bytes``: one record's payload after de-chunking and Content-Encoding (50 MiB: far above
       any news page, which rarely exceed 5 MiB; a larger record is reported and skipped);
     * ``max_header_bytes``: one record's WARC or HTTP header block, and so any single header line;
     * ``max_file_bytes``: the whole file decompressed (16 GiB: a Common Crawl WARC of about 1 GiB gzipped
       inflates to about 5 GiB);
-    * ``max_row_bytes``: one CSV row (all its physical lines) or Parquet cell, in characters (32 Mi: a
-      row with a whole page in its ``html`` field is rarely over 5 MiB). A longer one is refused at its
-      position without being read whole, so a file without a line break cannot fill the memory.
+    * ``max_row_bytes``: one row: a CSV row (all its physical lines), in characters, or a Parquet row (its
+      fields together), in bytes as decoded (32 Mi: a row with a whole page in its ``html`` field is rarely
+      over 5 MiB). A longer CSV row is refused at its position without being read whole, so a file without
+      a line break cannot fill the memory; a longer Parquet row is rejected once decoded, and a Parquet
+      page holding a single value longer than this is not decoded at all (its row group is refused);
+    * ``max_page_bytes``: one Parquet page, in bytes as decoded (128 MiB), and a Parquet file's metadata. A
+      reader decodes a page whole: the values of a column for up to 1,024 rows with pyarrow's defaults
+      (1,024 html fields of 46 KB make a 47 MB page), or a column's dictionary. A row group with a longer
+      page is not decoded at all, so a small file that decompresses to gigabytes cannot fill the memory; a
+      file whose ordinary rows make longer pages is written again with smaller ones (pyarrow: a smaller
+      ``data_page_size`` and ``write_batch_size``) or read with a higher limit.
     """
 
     max_payload_bytes: int = 50 * MIB
     max_header_bytes: int = 1 * MIB
     max_file_bytes: int = 16 * 1024 * MIB
     max_row_bytes: int = 32 * MIB
+    max_page_bytes: int = 128 * MIB
 
     def __post_init__(self) -> None:
-        for name in ("max_payload_bytes", "max_header_bytes", "max_file_bytes", "max_row_bytes"):
+        for name in (
+            "max_payload_bytes",
+            "max_header_bytes",
+            "max_file_bytes",
+            "max_row_bytes",
+            "max_page_bytes",
+        ):
             if getattr(self, name) < 1024:
                 raise ValueError(f"ReadLimits.{name} = {getattr(self, name)} is below 1024 bytes")
 

@@ -16,7 +16,9 @@ Lookups that fetch a page can wait minutes (a site's requests are its politeness
 default), so they never hold the threads of the other lookups: they go to a queue of their own
 (:class:`UrlLookupQueue`) of at most ``max_pending_urls`` (``--max-pending-urls``; one more answers 503 with
 ``Retry-After``), run by ``url_workers`` threads, one lookup per site at a time. A lookup whose client goes away
-is dropped from the queue, or, when its fetch has begun, ends at the fetch's next wait for a slot. Stored URLs,
+is dropped from the queue, or, when its fetch has begun, ends at once if the fetch waits for a slot, and
+within a fraction of a second if a request is under way (connecting, waiting for headers, reading a slow body:
+the request is cut and its connection closed), so its worker is free for the next lookup. Stored URLs,
 refusals decided without the network (an address literal the SSRF guard refuses, a robots.txt rule already
 read) and texts are answered without the queue, so they stay fast however many URL lookups wait. At shutdown
 (:class:`LookupServer`) the pending URL lookups are answered 503 at once, and a request still open
@@ -480,8 +482,9 @@ class UrlLookupQueue:
     At most ``max_pending`` are accepted at once, queued or running (``submit`` raises :class:`ServiceBusy`
     beyond). Workers take the oldest queued lookup whose site has none running: the fetcher spaces a site's
     requests by its politeness interval anyway, so a second thread on the site would only wait, while lookups
-    of other sites go on. ``cancel`` (the client went away) drops a queued lookup at once; a running one ends
-    at its fetch's next wait for a slot. ``close`` answers every pending lookup :class:`ServiceBusy` and lets
+    of other sites go on. ``cancel`` (the client went away) drops a queued lookup at once; a running one's
+    fetch ends at once if it waits for a slot, within a fraction of a second if a request is under way (see
+    :meth:`WebFetcher.fetch`). ``close`` answers every pending lookup :class:`ServiceBusy` and lets
     the workers end. ``submit``, ``cancel`` and ``close`` are called from the event loop's thread."""
 
     def __init__(
@@ -529,7 +532,8 @@ class UrlLookupQueue:
         return lookup
 
     def cancel(self, lookup: UrlLookup) -> None:
-        """Nobody waits for this lookup any more: drop it if queued; if running, its fetch sends nothing more."""
+        """Nobody waits for this lookup any more: drop it if queued; if running, its fetch sends nothing more
+        and cuts the request under way."""
         lookup.cancelled.set()
         lookup.future.cancel()
         with self._condition:

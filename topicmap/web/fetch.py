@@ -22,7 +22,10 @@ What every fetch guarantees:
 - HTTP redirects and HTML ``<meta http-equiv="refresh">`` redirects, both counted against ``max_redirects``;
 - retries with exponential backoff on 429, 5xx and connection failures, honouring ``Retry-After``;
 - robots.txt (RFC 9309) fetched once per origin, cached (up to a day, for the MAX_CACHED_ROBOTS origins used
-  last), and obeyed unless ``obey_robots=False``.
+  last), and obeyed unless ``obey_robots=False``;
+- ``fetch(url, cancel=event)``: once the event is set the fetch ends, whether it waits for a slot or a request
+  is under way (that request is cut within a fraction of a second and its connection closed), with an error
+  that starts with "cancelled:" (not retried, and nothing about the site).
 
 ``fetch_many`` takes a list of URLs, or a :class:`UrlFeed` it asks for more URLs as it has room: the spider's
 feed claims pending URLs from the topic store a few dozen at a time, so many processes share one frontier.
@@ -108,6 +111,7 @@ MAX_CACHED_ADDRESSES = 10_000
 # passed, so past this many the fetcher forgets those (the ones still inside an interval are kept).
 MAX_KEPT_SEND_TIMES = 10_000
 CANCELLED = "cancelled: the caller gave up before the request was sent"
+CANCELLED_IN_FLIGHT = "cancelled: the caller gave up while the request was under way"
 
 _SNIFF_HTML = re.compile(
     rb"^\s*(?:<!doctype\s+html|<html|<head|<body|<title|<meta|<!--|<script|<div|<p[\s>]|<h1|<a\s|<table|<br)",
@@ -174,6 +178,10 @@ class _Refused(Exception):
     """The fetch is refused (message is the outcome's refused_reason)."""
 
 
+class _Cancelled(Exception):
+    """The caller's ``cancel`` event was set (message is the outcome's error): the fetch ends, not retried."""
+
+
 class _Retryable(Exception):
     """A failure worth retrying: ``delay`` (seconds) is the server's Retry-After if it sent one."""
 
@@ -213,6 +221,7 @@ class _FetchState:
     robots_url: str | None = None  # while this fetch reads robots.txt for its origin: the URL to ask next
     robots_hops: int = 0
     interval_overrides: Mapping[str, float] | None = None  # the call's overrides, for hops to other domains
+    cancel: threading.Event | None = None  # fetch's ``cancel``, which also cuts a request under way
 
 
 @runtime_checkable
@@ -460,12 +469,16 @@ class WebFetcher:
     ) -> FetchOutcome:
         """Fetch one URL, waiting (sleeping) for its domain's throttle slot. Never raises for web failures.
 
-        ``cancel``: once set, the fetch sends no further request: it ends at its next wait for a slot (a
-        politeness wait, a retry's back-off, a redirect hop) with the error ``CANCELLED``."""
+        ``cancel``: once set, the fetch sends no further request: it ends at once if it waits for a slot (a
+        politeness wait, a retry's back-off, a redirect hop) with the error ``CANCELLED``, and a request under
+        way (connecting, waiting for the headers, reading the body) ends within a fraction of a second, its
+        connection closed, with the error ``CANCELLED_IN_FLIGHT``. Either error starts with "cancelled:" and
+        says nothing about the site: the fetch is not retried."""
         state_or_outcome = self._new_state(url, interval_overrides)
         if isinstance(state_or_outcome, FetchOutcome):
             return state_or_outcome
         state = state_or_outcome
+        state.cancel = cancel
         need = _NeedSlot(state.domain)
         while True:
             if cancel is not None and cancel.is_set():
@@ -721,7 +734,7 @@ class WebFetcher:
                 next_url = self._hop(state)
             except _Refused as refusal:
                 return self._outcome(state, refused_reason=str(refusal))
-            except _BodyError as failure:
+            except (_BodyError, _Cancelled) as failure:
                 return self._outcome(state, error=str(failure))
             except _Retryable as failure:
                 if state.retries >= self.max_retries:
@@ -803,6 +816,8 @@ class WebFetcher:
         if not url.isascii() or " " in url:
             url = _wire_url(url)
         cookie = self._cookie_header(state, url) if state.cookies else None
+        if state.cancel is not None and state.cancel.is_set():
+            raise _Cancelled(CANCELLED)
         began = self._clock()
         try:
             for index, target in enumerate(targets):
@@ -815,6 +830,7 @@ class WebFetcher:
                         read_timeout=self.read_timeout,
                         total_timeout=remaining - (self._clock() - began),
                         cookie=cookie,
+                        cancel=state.cancel,
                     )
                     break
                 except TransferError as failure:
@@ -856,9 +872,11 @@ class WebFetcher:
     def _send_error(
         self, state: _FetchState, failure: TransferError, url: str, remaining: float
     ) -> Exception:
-        """A failed request as the fetch sees it: _Retryable (nothing usable came), or _BodyError."""
+        """A failed request as the fetch sees it: _Retryable (nothing usable came), _BodyError, _Cancelled."""
         if failure.headers_done:
             state.last_status = failure.status
+        if failure.kind == "cancelled":
+            return _Cancelled(CANCELLED_IN_FLIGHT)
         limit = f"{self.total_timeout:g}"
         if failure.kind == "connect-timeout":
             waited = min(self.connect_timeout, remaining)

@@ -20,15 +20,23 @@ What one call guarantees:
   libcurl inflates gzip/deflate/br in C and the limit counts the *inflated* bytes, so a decompression bomb
   stops at the cap;
 - connect timeout, a read timeout (no byte for ``read_timeout`` seconds), and a total timeout on the whole
-  request, headers trickling in included.
+  request, headers trickling in included;
+- with a ``cancel`` event, the request ends within ``CANCEL_CHECK_SECONDS`` of the event being set, whatever
+  it is doing (connecting, in the TLS handshake, waiting for headers, reading the body), and its connection is
+  closed: such a request runs on a libcurl multi handle of the handle's own, driven from Python
+  (:class:`_CancellableDriver`), because ``perform`` gives Python no say until it returns (libcurl calls its
+  progress callback while a response is read, but not while it connects or shakes hands). A request without
+  a ``cancel`` event (the spider's) runs in ``perform``, all in C.
 
 Connections are kept alive in each libcurl handle's own cache (a transport has as many handles as it ever ran
-requests at once); TLS sessions are shared by all handles of one transport.
+requests at once), and for requests with a ``cancel`` event in the cache of that handle's multi handle; TLS sessions
+are shared by all handles of one transport.
 """
 
 from __future__ import annotations
 
 import math
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +52,9 @@ from requests.structures import CaseInsensitiveDict
 RECEIVE_BUFFER = 256 * 1024
 # Idle connections each handle keeps open (libcurl closes the least recently used beyond it).
 MAX_CONNECTIONS = 64
+# The longest a request with a ``cancel`` event waits for the network before it looks at the event again.
+CANCEL_CHECK_SECONDS = 0.1
+CANCELLED_MESSAGE = "cancelled by the caller"
 
 _TLS_ERRORS = frozenset(
     {
@@ -91,8 +102,9 @@ class Response:
 
 class TransferError(Exception):
     """A request that failed. ``kind``: "connect-timeout", "timeout" (a read or the total time limit: see
-    ``total``), "tls", "connection", "encoding", "too-large", "invalid-url". ``status`` and ``headers_done`` tell
-    how far it got; ``body_bytes`` how much body had come; ``sent_at`` as in :class:`Response`."""
+    ``total``), "tls", "connection", "encoding", "too-large", "invalid-url", "cancelled" (the caller's
+    ``cancel`` event was set). ``status`` and ``headers_done`` tell how far it got; ``body_bytes`` how much
+    body had come; ``sent_at`` as in :class:`Response`."""
 
     def __init__(
         self,
@@ -182,6 +194,88 @@ class _Exchange:
         return None
 
 
+class _CancellableDriver:
+    """Runs one libcurl handle's requests that carry a ``cancel`` event, on a multi handle of its own (which
+    keeps their idle connections), through libcurl's socket interface: libcurl says which sockets to wait on
+    and when its next timer is due, Python waits (``select.poll``, without the GIL) at most
+    ``CANCEL_CHECK_SECONDS`` at a time and looks at the event between waits. A set event removes the handle
+    from the multi handle, which ends the request and closes its connection."""
+
+    def __init__(self) -> None:
+        self.multi = pycurl.CurlMulti()
+        self.multi.setopt(pycurl.M_MAXCONNECTS, MAX_CONNECTIONS)
+        self.multi.setopt(pycurl.M_SOCKETFUNCTION, self._on_socket)
+        self.multi.setopt(pycurl.M_TIMERFUNCTION, self._on_timer)
+        self._sockets: dict[int, int] = {}  # socket -> what libcurl waits for on it (POLL_IN, POLL_OUT...)
+        self._timer_due: float | None = None  # monotonic time libcurl's timer is due, None when it has none
+
+    def close(self) -> None:
+        self.multi.close()
+
+    def _on_socket(self, what: int, fd: int, multi: object, socketp: object) -> None:
+        if what == pycurl.POLL_REMOVE:
+            self._sockets.pop(fd, None)
+        else:
+            self._sockets[fd] = what
+
+    def _on_timer(self, timeout_ms: int) -> None:
+        self._timer_due = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+
+    def _act(self, fd: int, flags: int) -> int:
+        """Let libcurl work on ``fd`` (or its due timers): how many requests are still running."""
+        return self.multi.socket_action(fd, flags)[1]
+
+    def perform(self, handle: pycurl.Curl, cancel: threading.Event) -> None:
+        """``handle.perform()``, except that the request ends with ``pycurl.error(E_ABORTED_BY_CALLBACK)``
+        once ``cancel`` is set."""
+        if cancel.is_set():
+            raise pycurl.error(pycurl.E_ABORTED_BY_CALLBACK, CANCELLED_MESSAGE)
+        self.multi.add_handle(handle)
+        try:
+            running = self._act(pycurl.SOCKET_TIMEOUT, 0)
+            while running:
+                if cancel.is_set():
+                    raise pycurl.error(pycurl.E_ABORTED_BY_CALLBACK, CANCELLED_MESSAGE)
+                wait = CANCEL_CHECK_SECONDS
+                if self._timer_due is not None:
+                    wait = min(wait, max(0.0, self._timer_due - time.monotonic()))
+                poller = select.poll()
+                for fd, what in self._sockets.items():
+                    if what in _POLL_EVENTS:  # not POLL_NONE: libcurl knows the socket but waits for nothing
+                        poller.register(fd, _POLL_EVENTS[what])
+                for fd, events in poller.poll(wait * 1000):
+                    running = self._act(fd, _curl_flags(events))
+                if self._timer_due is not None and self._timer_due <= time.monotonic():
+                    self._timer_due = None
+                    running = self._act(pycurl.SOCKET_TIMEOUT, 0)
+            _, _, failed = self.multi.info_read()
+            if failed:
+                _, code, message = failed[0]
+                raise pycurl.error(code, message)
+        finally:
+            self.multi.remove_handle(handle)  # a request under way ends here, its connection closed
+
+
+_POLL_EVENTS = {
+    pycurl.POLL_IN: select.POLLIN | select.POLLPRI,
+    pycurl.POLL_OUT: select.POLLOUT,
+    pycurl.POLL_INOUT: select.POLLIN | select.POLLPRI | select.POLLOUT,
+}
+
+
+def _curl_flags(events: int) -> int:
+    """libcurl's CSELECT flags for ``poll``'s ``events`` on a socket (a hang-up or error is read as input, so
+    that libcurl sees the end of the connection)."""
+    flags = 0
+    if events & (select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR):
+        flags |= pycurl.CSELECT_IN
+    if events & select.POLLOUT:
+        flags |= pycurl.CSELECT_OUT
+    if events & (select.POLLERR | select.POLLNVAL):
+        flags |= pycurl.CSELECT_ERR
+    return flags
+
+
 class CurlTransport:
     """Thread-safe: each request runs on a libcurl handle of its own (kept for the next request, with its idle
     connections); TLS sessions are shared by all handles."""
@@ -199,6 +293,8 @@ class CurlTransport:
         # Handles not in use, most recently used last: a request takes one (or makes one) and gives it back,
         # so there are as many handles, and connection caches, as requests ever ran at once.
         self._idle: list[pycurl.Curl] = []
+        # The multi handle a handle's requests with a ``cancel`` event run on, made at the first such request.
+        self._drivers: dict[pycurl.Curl, _CancellableDriver] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -207,8 +303,22 @@ class CurlTransport:
             self._closed = True
             handles, self._idle = self._idle, []
         for handle in handles:
-            handle.close()
+            self._close_handle(handle)
         self._share.close()
+
+    def _close_handle(self, handle: pycurl.Curl) -> None:
+        with self._lock:
+            driver = self._drivers.pop(handle, None)
+        if driver is not None:
+            driver.close()
+        handle.close()
+
+    def _driver(self, handle: pycurl.Curl) -> _CancellableDriver:
+        with self._lock:
+            driver = self._drivers.get(handle)
+            if driver is None:
+                driver = self._drivers[handle] = _CancellableDriver()
+            return driver
 
     def _take_handle(self) -> pycurl.Curl:
         with self._lock:
@@ -238,7 +348,7 @@ class CurlTransport:
             if not self._closed:
                 self._idle.append(handle)
                 return
-        handle.close()
+        self._close_handle(handle)
 
     def get(
         self,
@@ -250,8 +360,12 @@ class CurlTransport:
         read_timeout: float,
         total_timeout: float,
         cookie: str | None = None,
+        cancel: threading.Event | None = None,
     ) -> Response:
-        """GET ``url`` over a connection to ``connect_to`` (ip, port), reading the body as ``plan`` decides."""
+        """GET ``url`` over a connection to ``connect_to`` (ip, port), reading the body as ``plan`` decides.
+
+        ``cancel``: once set, the request ends within ``CANCEL_CHECK_SECONDS`` (TransferError "cancelled"),
+        its connection closed."""
         handle = self._take_handle()
         ip, port = connect_to
         exchange = _Exchange(plan)
@@ -268,7 +382,10 @@ class CurlTransport:
             handle.setopt(pycurl.LOW_SPEED_TIME, max(1, math.ceil(read_timeout)))
             handle.setopt(pycurl.HEADERFUNCTION, exchange.header)
             handle.setopt(pycurl.WRITEFUNCTION, exchange.write)
-            handle.perform()
+            if cancel is None:
+                handle.perform()
+            else:
+                self._driver(handle).perform(handle, cancel)
             sent_at = _sent_at(handle, began)
         except pycurl.error as error:
             code, message = error.args
@@ -343,6 +460,8 @@ def _transfer_error(
     )
     if code == pycurl.E_WRITE_ERROR and exchange.over:
         return TransferError("too-large", message, **common)
+    if code == pycurl.E_ABORTED_BY_CALLBACK:  # no callback of ours aborts: the caller's cancel event was set
+        return TransferError("cancelled", message, **common)
     if code == pycurl.E_OPERATION_TIMEDOUT:
         if handle.getinfo(pycurl.CONNECT_TIME) == 0 and sent_at is None:
             return TransferError("connect-timeout", message, **common)
