@@ -53,14 +53,17 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
 
+# The UI's port (`make ui DAGSTER_PORT=3300`)
+DAGSTER_PORT ?= 3000
+
 # webserver + daemon (`dagster dev`) on the instance above; production runs them apart (deploy/README.md)
 ui: $(STAMP) instance
-	$(BIN)/dagster dev -w workspace.yaml
+	$(BIN)/dagster dev -w workspace.yaml -p $(DAGSTER_PORT)
 
 # The UI on the demo's instance with the demo's settings: the demo web and the Bit.ly/Facebook stand-ins are
 # served for as long as it runs, so runs launched from the UI (a click_totals backfill, a re-execution) work.
 demo-ui: $(STAMP) instance
-	$(BIN)/topicmap demo-ui
+	$(BIN)/topicmap demo-ui -p $(DAGSTER_PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,7 +1,7 @@
-"""README's tables of jobs, automation and pools say what the code location holds, and every sensor's runs are
-runs of a named job.
+"""docs/dagster.md's tables of jobs, automation and pools say what the code location holds, and every sensor's
+runs are runs of a named job.
 
-The README is where a data engineer learns which jobs to look for in the Runs list, which sensors and schedules
+docs/dagster.md is where a data engineer learns which jobs to look for in the Runs list, which sensors and schedules
 to turn on and which pools to size; a job, sensor or pool added in code and not in the tables (or the reverse) is
 a doc that lies. The tables are read by their header (first column ``job``, ``name`` or ``pool``) in the section
 "Dagster: jobs, automation, pools", each row by the backticked names of its cells.
@@ -19,7 +19,8 @@ import pytest
 
 from orchestration.definitions import defs
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+DAGSTER_DOC = ROOT / "docs" / "dagster.md"
 SECTION = "## Dagster: jobs, automation, pools"
 #: Dagster's implicit asset job and the anonymous jobs of sensors declared with an asset selection start with this
 HIDDEN_JOB_PREFIX = "__"
@@ -61,30 +62,30 @@ def markdown_tables(text: str) -> list[MarkdownTable]:
 
 
 def readme_section() -> str:
-    text = README.read_text(encoding="utf-8")
+    text = DAGSTER_DOC.read_text(encoding="utf-8")
     start = text.find(SECTION + "\n")
-    assert start >= 0, f"README.md has no section {SECTION!r}"
+    assert start >= 0, f"docs/dagster.md has no section {SECTION!r}"
     end = text.find("\n## ", start + len(SECTION))
     return text[start : end if end >= 0 else len(text)]
 
 
 def readme_table(first_column: str) -> MarkdownTable:
-    """The one table of the README's Dagster section whose first column header is ``first_column``."""
+    """The one table of docs/dagster.md's Dagster section whose first column header is ``first_column``."""
     found = [t for t in markdown_tables(readme_section()) if t.header[0].lower() == first_column]
     assert len(found) == 1, (
-        f"README.md's {SECTION!r} needs one table headed {first_column!r}, found {len(found)}"
+        f"docs/dagster.md's {SECTION!r} needs one table headed {first_column!r}, found {len(found)}"
     )
     return found[0]
 
 
 def disagreement(what: str, in_code: Iterable[str], in_readme: Iterable[str]) -> list[str]:
-    """Lines naming what is in the code but not in the README and the reverse (empty when they agree)."""
+    """Lines naming what is in the code but not in docs/dagster.md and the reverse (empty when they agree)."""
     code, readme = set(in_code), set(in_readme)
     lines = []
     if code - readme:
-        lines.append(f"{what} in the code location but not in README.md: {sorted(code - readme)}")
+        lines.append(f"{what} in the code location but not in docs/dagster.md: {sorted(code - readme)}")
     if readme - code:
-        lines.append(f"{what} in README.md but not in the code location: {sorted(readme - code)}")
+        lines.append(f"{what} in docs/dagster.md but not in the code location: {sorted(readme - code)}")
     return lines
 
 
@@ -111,7 +112,7 @@ def test_readme_jobs_table_lists_every_named_job_and_its_assets(named_jobs: dict
     table = readme_table("job")
     readme_jobs: dict[str, set[str]] = {}
     for names, assets in zip(table.names(0), table.names(1), strict=True):
-        assert len(names) == 1, f"a row of README.md's jobs table names {sorted(names) or 'no job'}"
+        assert len(names) == 1, f"a row of docs/dagster.md's jobs table names {sorted(names) or 'no job'}"
         readme_jobs[names.pop()] = assets
     problems = disagreement("jobs", named_jobs, readme_jobs)
     for job in sorted(named_jobs.keys() & readme_jobs.keys()):
@@ -125,7 +126,7 @@ def test_readme_automation_table_lists_every_sensor_and_schedule(repository: dg.
     readme_sensors: set[str] = set()
     readme_schedules: set[str] = set()
     for names, row in zip(table.names(0), table.rows, strict=True):
-        assert names, f"a row of README.md's automation table names nothing: {row}"
+        assert names, f"a row of docs/dagster.md's automation table names nothing: {row}"
         (readme_schedules if "schedule" in row[kind_column].lower() else readme_sensors).update(names)
     problems = disagreement("sensors", (s.name for s in repository.sensor_defs), readme_sensors)
     problems += disagreement("schedules", (s.name for s in repository.schedule_defs), readme_schedules)
@@ -142,7 +143,7 @@ def test_readme_pools_table_lists_every_pool_and_its_assets() -> None:
     table = readme_table("pool")
     readme_pools: dict[str, set[str]] = {}
     for names, assets in zip(table.names(0), table.names(1), strict=True):
-        assert len(names) == 1, f"a row of README.md's pools table names {sorted(names) or 'no pool'}"
+        assert len(names) == 1, f"a row of docs/dagster.md's pools table names {sorted(names) or 'no pool'}"
         readme_pools[names.pop()] = assets
     problems = disagreement("pools", code_pools, readme_pools)
     for pool in sorted(code_pools.keys() & readme_pools.keys()):
@@ -151,7 +152,7 @@ def test_readme_pools_table_lists_every_pool_and_its_assets() -> None:
 
 
 def test_every_asset_sits_in_a_pool() -> None:
-    """README promises that one kind of work never takes every slot from another: an asset outside every pool
+    """docs/dagster.md promises that one kind of work never takes every slot from another: an asset outside every pool
     runs unlimited beside them."""
     without_pool = sorted(
         name
@@ -226,24 +227,32 @@ def test_every_sensor_runs_a_named_job(
     assert not problems, "\n".join(problems)
 
 
-ARCHITECTURE = README.parent / "docs" / "architecture.md"
-BETA = README.parent / "assets" / "beta.py"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+BETA = ROOT / "assets" / "beta.py"
 
 
-def test_the_architecture_drawing_draws_only_dependencies_the_asset_graph_has(
-    repository: dg.RepositoryDefinition,
+@pytest.mark.parametrize("page", [ARCHITECTURE, ROOT / "README.md"], ids=lambda page: page.name)
+def test_the_asset_graph_drawings_draw_only_what_the_asset_graph_has(
+    repository: dg.RepositoryDefinition, page: Path
 ) -> None:
-    """docs/architecture.md's asset graph: ``asset ◄─ upstream`` is drawn only where the asset depends on it."""
-    text = ARCHITECTURE.read_text(encoding="utf-8")
+    """The asset graph drawn in README.md and docs/architecture.md names only assets of the code location, and an
+    arrow ``upstream ─► downstream`` on a line is drawn only where the downstream asset depends on the upstream one
+    (directly or through assets the drawing leaves out)."""
+    text = page.read_text(encoding="utf-8")
     drawing = text[text.index("## The asset graph") :].split("```")[1]
     graph = repository.asset_graph
-    drawn = re.findall(r"(\w+)(?: ?\[[^\]]*\])? ◄─ ([^(]+?)\s*(?:\(|$)", drawing, flags=re.MULTILINE)
+    known = asset_names(graph.get_all_asset_keys())
+    named = set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", drawing))
+    assert named - known == set(), f"{page.name} draws assets the code location does not have"
+    # a lookahead, so that the head of one arrow is the tail of the next: a ─► b ─► c
+    arrows = re.findall(r"\b(?=(\w+)(?: ?\[[^\]]*\])? ─+► (\w+))", drawing)
+    assert len(arrows) >= 3, f"{page.name}: found too few arrows to check ({arrows})"
     wrong = [
-        f"{asset} ◄─ {upstream}"
-        for asset, upstream in drawn
-        if upstream not in asset_names(graph.get(dg.AssetKey(asset)).parent_keys)
+        f"{upstream} ─► {downstream}"
+        for upstream, downstream in arrows
+        if upstream not in asset_names(graph.upstream_key_iterator(dg.AssetKey(downstream)))
     ]
-    assert wrong == [], f"{ARCHITECTURE.name} draws dependencies the asset graph does not have: {wrong}"
+    assert wrong == [], f"{page.name} draws dependencies the asset graph does not have: {wrong}"
 
 
 def test_the_beta_apis_listed_are_the_ones_called_through_beta_api() -> None:
@@ -253,7 +262,7 @@ def test_the_beta_apis_listed_are_the_ones_called_through_beta_api() -> None:
 
     called: set[str] = set()
     layer = ("assets", "orchestration", "resources", "sensors")
-    for path in (file for folder in layer for file in (README.parent / folder).glob("*.py")):
+    for path in (file for folder in layer for file in (ROOT / folder).glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "beta_api":
                 made = node.args[0]

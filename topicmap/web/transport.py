@@ -4,7 +4,7 @@ Why libcurl and not requests/urllib3: a spider iteration runs its fetch threads 
 pages, in one process. Every byte urllib3 reads, every header http.client parses and every gzip block it inflates
 runs Python under the GIL and takes it from the extracting thread: with requests a page cost 1.99-2.45 ms of
 fetch CPU, with libcurl 1.22-1.42, and a spider iteration went from 0.72 to 0.81 of the extractor's own rate
-in paired runs (docs/architecture.md, "Inside one spider iteration"). libcurl does the connection, TLS, HTTP
+in paired runs (docs/spider.md, "Inside one spider iteration"). libcurl does the connection, TLS, HTTP
 parsing, decompression and timeouts in C with the GIL released; the fetcher keeps all its rules (SSRF guard,
 politeness slots, redirects hop by hop, retries, robots.txt) in Python and calls :meth:`CurlTransport.get` once
 per request.
