@@ -56,9 +56,10 @@ test: $(STAMP)
 # The UI's port (`make ui DAGSTER_PORT=3300`)
 DAGSTER_PORT ?= 3000
 
-# webserver + daemon (`dagster dev`) on the instance above; production runs them apart (deploy/README.md)
+# webserver + daemon (`dagster dev`) on the instance above, stopped whole by SIGTERM or SIGINT (`topicmap ui`);
+# production runs them apart (deploy/README.md)
 ui: $(STAMP) instance
-	$(BIN)/dagster dev -w workspace.yaml -p $(DAGSTER_PORT)
+	$(BIN)/topicmap ui -p $(DAGSTER_PORT)
 
 # The UI on the demo's instance with the demo's settings: the demo web and the Bit.ly/Facebook stand-ins are
 # served for as long as it runs, so runs launched from the UI (a click_totals backfill, a re-execution) work.

@@ -5,8 +5,11 @@ topicmap topic add NAME                    add a declared topic's partition and 
                                            topic_registry sensor does; the daemon's sensors spider it from there
 topicmap topic run NAME [--load-archive]   start and drive one topic without the daemon: add its partition, seed
                                            it, run spider iterations until done, then the post-spider stages
-topicmap demo-ui                           the Dagster UI on the demo's instance with the demo's settings: the demo
-                                           web and the Bit.ly/Facebook stand-ins served while it runs
+topicmap ui [DAGSTER DEV OPTIONS]          the Dagster UI and daemon (`dagster dev` on workspace.yaml, e.g. -p 3300)
+                                           on the instance under DAGSTER_HOME; SIGTERM or SIGINT stops every
+                                           process it started
+topicmap demo-ui [DAGSTER DEV OPTIONS]     the same on the demo's instance with the demo's settings: the demo web
+                                           and the Bit.ly/Facebook stand-ins served while it runs
 topicmap near-dups ... | snapshot ...      see topicmap.cli
 """
 
@@ -154,7 +157,8 @@ def demo_ui(dagster_args: Sequence[str] = ()) -> int:
     """`dagster dev` with the demo's settings, serving the demo web and the API stand-ins for as long as it runs."""
     from contextlib import ExitStack
 
-    from orchestration.demo import _write_media_dups, demo_page_source
+    from orchestration.demo import _write_media_dups, _write_media_tags, demo_page_source
+    from orchestration.devserver import run_dagster_dev
     from orchestration.social_demo import demo_social_config, teach_standin
     from topicmap.demo.server import serve_demo_web
     from topicmap.demo.standins import StandinDataset, run_standin_server
@@ -166,25 +170,41 @@ def demo_ui(dagster_args: Sequence[str] = ()) -> int:
         server = stack.enter_context(serve_demo_web(web))
         standin = stack.enter_context(run_standin_server(StandinDataset()))
         taught = teach_standin(standin)
+        # the demo's curated files, as `make demo` writes them: each sets its variable in os.environ, so the
+        # sensors that watch them (media_dups_changed, media_tags_changed) see the files under the UI too
+        _write_media_dups(web, home / "media_dups.csv")
+        _write_media_tags(web, home / "media_tags.csv")
         env = {
             **os.environ,
             **demo_social_config(standin),
             "TOPICMAP_PAGE_SOURCE_JSON": json.dumps(demo_page_source(server.port)),
         }
-        _write_media_dups(web, home / "media_dups.csv")  # sets TOPICMAP_MEDIA_DUPS_FILE in os.environ
-        env["TOPICMAP_MEDIA_DUPS_FILE"] = os.environ["TOPICMAP_MEDIA_DUPS_FILE"]
         print(
             f"demo web on 127.0.0.1:{server.port}, Bit.ly/Facebook stand-ins on {standin.base_url} "
-            f"({taught} topic stories); they stop when the UI stops (Ctrl-C)",
+            f"({taught} topic stories); they stop when the UI stops (Ctrl-C or SIGTERM)",
             flush=True,
         )
-        dagster = Path(sys.executable).parent / "dagster"
-        try:
-            return subprocess.call(
-                [str(dagster), "dev", "-w", "workspace.yaml", *dagster_args], cwd=ROOT, env=env
-            )
-        except KeyboardInterrupt:
-            return 0
+        return run_dagster_dev(dagster_args, env)
+
+
+#: what `topicmap ui` and `topicmap demo-ui` add to `dagster dev`, for their --help
+UI_COMMANDS = {
+    "ui": "The Dagster UI and daemon (`dagster dev -w workspace.yaml`) on the instance under DAGSTER_HOME.",
+    "demo-ui": "The Dagster UI and daemon on the demo's instance with the demo's settings: the demo web and the "
+    "Bit.ly/Facebook stand-ins are served while it runs.",
+}
+
+
+def _dagster_dev_help(command: str) -> int:
+    """`topicmap ui --help` / `demo-ui --help`: say what the command adds, then `dagster dev --help` (its options
+    are passed on), without starting anything."""
+    print(f"usage: topicmap {command} [DAGSTER DEV OPTIONS]\n\n{UI_COMMANDS[command]}")
+    print(
+        "SIGTERM or SIGINT stops every process it started. The options are those of `dagster dev`:\n",
+        flush=True,
+    )
+    dagster = Path(sys.executable).parent / "dagster"
+    return subprocess.call([str(dagster), "dev", "--help"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -225,8 +245,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(exc.code, file=sys.stderr)
                 return 1
             raise
-    if args[:1] == ["demo-ui"]:
+    if args[:1] in (["ui"], ["demo-ui"]):
+        if {"-h", "--help"} & set(args[1:]):
+            return _dagster_dev_help(args[0])
         prepare_instance_environment()
+        if args[0] == "ui":
+            from orchestration.devserver import run_dagster_dev
+
+            return run_dagster_dev(args[1:])
         return demo_ui(args[1:])
     from topicmap.cli import main as library_main
 
