@@ -24,12 +24,11 @@ from topicmap.topics import query_parser
 from topicmap.topics.declarations import (
     EARLIEST_TOPIC_DATE,
     MAX_FILE_QUERY_CHARS,
-    MAX_TOPICS_FILE_VALUES,
     TopicConfigError,
-    _compose,
     load_topics,
 )
 from topicmap.topics.query import MAX_QUERY_DEPTH, QuerySyntaxError, parse
+from topicmap.topics.topics_yaml import MAX_TOPICS_FILE_VALUES, compose
 from topicmap.web.dates import MIN_PUBLISH_DATE
 
 GOOD = """topics:
@@ -214,7 +213,7 @@ def test_the_files_values_are_what_yaml_reads(tmp_path: Path) -> None:
     )
     for loader_class in {yaml.SafeLoader, yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader}:
         loader = loader_class(text)
-        composed = loader.construct_document(_compose(loader, tmp_path / "topics.yaml"))
+        composed = loader.construct_document(compose(loader, tmp_path / "topics.yaml"))
         assert composed == yaml.load(text, Loader=loader_class)  # noqa: S506 - a safe loader
     loaded = load_topics(write(tmp_path, text))
     merged, second = loaded.topics
