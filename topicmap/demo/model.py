@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
 from topicmap.demo import vocab
-from topicmap.demo.vocab import OutletSpec, SubjectSpec
+from topicmap.demo.outlets import OutletSpec
+from topicmap.demo.vocab import SubjectSpec
 
 # ---------------------------------------------------------------------------------------------------------
 # Public records

@@ -8,7 +8,7 @@ import json
 from datetime import date, datetime, timedelta, timezone
 from urllib.parse import quote, urlsplit
 
-from topicmap.demo import vocab
+from topicmap.demo import outlets, vocab
 from topicmap.demo.model import (
     Brand,
     Outlet,
@@ -120,7 +120,7 @@ class PageRenderer(WorldBuilder):
         return Page(200, {"Content-Type": content_type}, text.encode(charset), "text/html")
 
     def title_of(self, story: Story, brand: Brand) -> str:
-        style = vocab.TITLE_STYLES[story.outlet.spec.title_style]
+        style = outlets.TITLE_STYLES[story.outlet.spec.title_style]
         return style.format(
             h=story.headline, name=brand.name, abbr=brand.abbr, section=story.subject.section_label
         )

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
-from topicmap.demo import vocab
+from topicmap.demo import outlets, vocab
 from topicmap.demo.model import (
     ANCHOR,
     Brand,
@@ -26,7 +26,8 @@ from topicmap.demo.model import (
     slugify,
     time_key,
 )
-from topicmap.demo.vocab import SUBJECTS, OutletSpec, SubjectSpec
+from topicmap.demo.outlets import OutletSpec
+from topicmap.demo.vocab import SUBJECTS, SubjectSpec
 
 DEAD_HOST = "closedgazette.test"  # a host linked to but not served: its links all end in 404
 
@@ -87,7 +88,7 @@ class WorldBuilder:
     # -- media ------------------------------------------------------------------------------------------
 
     def build_outlets(self) -> None:
-        specs = list(vocab.OUTLETS)
+        specs = list(outlets.OUTLETS)
         taken = {spec.host for spec in specs} | {spec.name for spec in specs}
         specs += [
             spec for spec in self._extra_outlet_specs() if spec.host not in taken and spec.name not in taken
@@ -108,10 +109,10 @@ class WorldBuilder:
             raise ValueError(f"n_media={self.n_media} is more than the demo web can name ({total})")
 
     def _extra_outlet_specs(self) -> Iterator[OutletSpec]:
-        styles = tuple(vocab.URL_STYLES)
+        styles = tuple(outlets.URL_STYLES)
         forms = ("og", "itemprop", "time", "jsonld", "dateline")
         index = 0
-        for masthead in vocab.EXTRA_MASTHEADS:
+        for masthead in outlets.EXTRA_MASTHEADS:
             for place in vocab.PLACES:
                 name = f"{place} {masthead}"
                 yield OutletSpec(
@@ -119,7 +120,7 @@ class WorldBuilder:
                     host=f"{slugify(place).replace('-', '')}{masthead.lower()}.test",
                     abbr="".join(w[0] for w in name.split()),
                     size=0.5,
-                    title_style=index % len(vocab.TITLE_STYLES),
+                    title_style=index % len(outlets.TITLE_STYLES),
                     url_style=styles[index % len(styles)],
                     date_forms=(forms[index % len(forms)], forms[(index + 2) % len(forms)]),
                     layout=index % 3,
@@ -237,7 +238,7 @@ class WorldBuilder:
     def _date_form(self, outlet: Outlet) -> str:
         rng = self.rng
         forms = outlet.spec.date_forms
-        has_date_in_url = vocab.URL_STYLES[outlet.spec.url_style][0]
+        has_date_in_url = outlets.URL_STYLES[outlet.spec.url_style][0]
         if not has_date_in_url and rng.random() < 0.12:
             return "none"
         return forms[0] if rng.random() < 0.8 else rng.choice(forms)
