@@ -56,8 +56,9 @@ import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 
 from tests.shared_data import NEWS_HTML  # noqa: E402
+from topicmap.dedup.catalog import MAX_CANDIDATES, FingerprintCatalog, Match, ShingleCache  # noqa: E402
 from topicmap.dedup.containment import containment_keys_many  # noqa: E402
-from topicmap.dedup.service import MAX_CANDIDATES, FingerprintCatalog, Match, ShingleCache, create_app  # noqa: E402
+from topicmap.dedup.service import create_app  # noqa: E402
 from topicmap.dedup.simhash import (  # noqa: E402
     DEFAULT_MIN_JACCARD,
     fingerprint,

@@ -23,10 +23,10 @@ import httpx
 import pytest
 from sqlalchemy import update
 
+from topicmap.dedup.catalog import FingerprintCatalog
 from topicmap.dedup.service import (
     MAX_BODY_BYTES,
     TOKEN_ENV,
-    FingerprintCatalog,
     LookupServer,
     LookupService,
     create_app,
