@@ -32,7 +32,7 @@ from topicmap.dedup.service import (
     create_app,
     service_token,
 )
-from topicmap.dedup.simhash import jaccard, shingle_set
+from topicmap.dedup.shingles import jaccard, shingle_set
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore
 from topicmap.web.fetch import WebFetcher

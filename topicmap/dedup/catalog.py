@@ -25,17 +25,15 @@ from topicmap.dedup.containment import (
     containment_keys_many,
     containment_keys_of_token_hashes,
 )
+from topicmap.dedup.shingles import containment_sorted, jaccard_sorted, shingle_array
 from topicmap.dedup.simhash import (
     DEFAULT_CANDIDATE_DISTANCE,
     DEFAULT_MIN_JACCARD,
     NearDuplicateIndex,
-    containment_sorted,
-    jaccard_sorted,
-    shingle_array,
     text_features,
-    tokenize,
 )
 from topicmap.dedup.store import SIMHASH_FEATURE_VERSION, ensure_fingerprints, simhashes_from_db
+from topicmap.dedup.tokens import tokenize
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 from topicmap.web.urls import url_variants
