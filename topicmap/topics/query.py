@@ -82,8 +82,8 @@ from topicmap.topics.query_text import coerce_text, fold
 from topicmap.topics.query_tree import (
     FIELDS_OF_A_STORY,
     FieldText,
-    Literal,
     Node,
+    PrefilterLiteral,
     Story,
     has_match_all,
     selectivity,
@@ -92,7 +92,7 @@ from topicmap.topics.query_tree import (
 __all__ = ["MAX_QUERY_CHARS", "MAX_QUERY_DEPTH", "MAX_QUERY_TERMS", "QuerySyntaxError", "TopicQuery", "parse"]
 
 
-def _required_literals(root: Node) -> tuple[tuple[Literal, ...], ...]:
+def _required_literals(root: Node) -> tuple[tuple[PrefilterLiteral, ...], ...]:
     """The clauses of literals every match of ``root`` contains, most selective first: a text lacking a long
     literal is rejected after one substring test."""
     clauses = {clause for clause in root.required_literals() if clause}
@@ -102,7 +102,9 @@ def _required_literals(root: Node) -> tuple[tuple[Literal, ...], ...]:
     )
 
 
-def _has_required_literals(required: Sequence[Sequence[Literal]], fields: Sequence[FieldText]) -> bool:
+def _has_required_literals(
+    required: Sequence[Sequence[PrefilterLiteral]], fields: Sequence[FieldText]
+) -> bool:
     """Cheap necessary condition: each clause has a literal in one of the fields (substring tests)."""
     for clause in required:
         # An unaccented literal found in the folded view is in the plain view too: try the cheap one first.

@@ -57,7 +57,7 @@ KEYWORDS = frozenset({"and", "or", "not"})
 
 
 # A literal the prefilter looks for: (in the plain view?, folded substring).
-Literal = tuple[bool, str]
+PrefilterLiteral = tuple[bool, str]
 
 
 class Node:
@@ -68,7 +68,7 @@ class Node:
         """Readable, re-parseable text; context is 'top', 'and', 'or' or 'not' (the parent)."""
         raise NotImplementedError
 
-    def required_literals(self) -> list[frozenset[Literal]]:
+    def required_literals(self) -> list[frozenset[PrefilterLiteral]]:
         """Clauses of a necessary condition: each set needs at least one member in the text."""
         return []
 
@@ -230,7 +230,7 @@ class Atom(Node):
                 left += 1
         return False
 
-    def required_literals(self) -> list[frozenset[Literal]]:
+    def required_literals(self) -> list[frozenset[PrefilterLiteral]]:
         unique = {unit.token for unit in self.units}
         # A one-letter token of a spaced script is in nearly every text: useless as a filter.
         useful = [token for token in unique if len(token) > 1 or is_logogram(token)]
@@ -286,7 +286,7 @@ class And(Node):
     def evaluate(self, story: Story) -> bool:
         return all(child.evaluate(story) for child in self.children)
 
-    def required_literals(self) -> list[frozenset[Literal]]:
+    def required_literals(self) -> list[frozenset[PrefilterLiteral]]:
         return [clause for child in self.children for clause in child.required_literals()]
 
     def render(self, context: str) -> str:
@@ -301,8 +301,8 @@ class Or(Node):
     def evaluate(self, story: Story) -> bool:
         return any(child.evaluate(story) for child in self.children)
 
-    def required_literals(self) -> list[frozenset[Literal]]:
-        union: set[Literal] = set()
+    def required_literals(self) -> list[frozenset[PrefilterLiteral]]:
+        union: set[PrefilterLiteral] = set()
         for child in self.children:
             clauses = child.required_literals()
             if not clauses:
@@ -315,7 +315,7 @@ class Or(Node):
         return f"({text})" if context in ("and", "not") else text
 
 
-def selectivity(clause: frozenset[Literal]) -> int:
+def selectivity(clause: frozenset[PrefilterLiteral]) -> int:
     """Longer literals are rarer: a clause is as selective as its shortest literal."""
     return min(len(literal) for _, literal in clause)
 
