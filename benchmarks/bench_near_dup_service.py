@@ -56,17 +56,12 @@ import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 
 from tests.shared_data import NEWS_HTML  # noqa: E402
+from topicmap.dedup.catalog import MAX_CANDIDATES, FingerprintCatalog, Match, ShingleCache  # noqa: E402
 from topicmap.dedup.containment import containment_keys_many  # noqa: E402
-from topicmap.dedup.service import MAX_CANDIDATES, FingerprintCatalog, Match, ShingleCache, create_app  # noqa: E402
-from topicmap.dedup.simhash import (  # noqa: E402
-    DEFAULT_MIN_JACCARD,
-    fingerprint,
-    fingerprint_and_shingles,
-    jaccard,
-    jaccard_sorted,
-    shingle_set,
-    tokenize,
-)
+from topicmap.dedup.service import create_app  # noqa: E402
+from topicmap.dedup.shingles import jaccard, jaccard_sorted, shingle_set  # noqa: E402
+from topicmap.dedup.simhash import DEFAULT_MIN_JACCARD, fingerprint, fingerprint_and_shingles  # noqa: E402
+from topicmap.dedup.tokens import tokenize  # noqa: E402
 from topicmap.store.topic_store import NewStory, TopicStore  # noqa: E402
 
 FOOTER = " This story was first published by a partner newspaper and is republished with permission."

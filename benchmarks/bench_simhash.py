@@ -35,7 +35,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.shared_data import NEWS_HTML  # noqa: E402
-from topicmap.dedup.simhash import _TOKEN_HASH_CACHE, fingerprint, fingerprints, near_duplicate_pairs  # noqa: E402
+from topicmap.dedup.simhash import fingerprint, fingerprints, near_duplicate_pairs  # noqa: E402
+from topicmap.dedup.tokens import TOKEN_HASH_CACHE  # noqa: E402
 
 EXPECTED = NEWS_HTML / "expected.jsonl"
 
@@ -69,7 +70,7 @@ def bench_fingerprinting(n_texts: int, rounds: int = 3) -> list[tuple[str, str, 
         run()
         return count / (time.perf_counter() - started)
 
-    _TOKEN_HASH_CACHE.clear()
+    TOKEN_HASH_CACHE.clear()
     best = {"cold": rate(lambda: fingerprints(texts), n_texts)}  # first call: every token hashed anew
     for _ in range(rounds):
         measured = {

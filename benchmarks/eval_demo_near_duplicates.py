@@ -59,13 +59,8 @@ from eval_near_duplicates import (  # noqa: E402
     with_candidate_share,
 )
 
-from topicmap.dedup.simhash import (  # noqa: E402
-    DEFAULT_CANDIDATE_DISTANCE,
-    fingerprints,
-    jaccard,
-    near_duplicate_groups,
-    shingle_set,
-)
+from topicmap.dedup.shingles import jaccard, shingle_set
+from topicmap.dedup.simhash import DEFAULT_CANDIDATE_DISTANCE, fingerprints, near_duplicate_groups
 from topicmap.demo.web import DemoWeb, generate_demo_web  # noqa: E402
 from topicmap.web.extract import extract_story  # noqa: E402
 

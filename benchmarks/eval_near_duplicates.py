@@ -44,13 +44,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.shared_data import NEWS_HTML  # noqa: E402
-from topicmap.dedup.simhash import (  # noqa: E402
+from topicmap.dedup.shingles import jaccard, shingle_set
+from topicmap.dedup.simhash import (
     DEFAULT_CANDIDATE_DISTANCE,
     DEFAULT_MIN_JACCARD,
     fingerprints,
-    jaccard,
     near_duplicate_pairs,
-    shingle_set,
     verified_near_duplicate_pairs,
 )
 

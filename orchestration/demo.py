@@ -52,7 +52,7 @@ def _write_media_tags(web, path: Path) -> None:  # noqa: ANN001
     """The demo's media tags, as a curator keeps them: each outlet's media_type (the wire service, the specialist
     sites, the rest newspapers). A renamed outlet is tagged under its old name: the tag follows its dup_media_id
     to the outlet. Link maps are coloured by media_type."""
-    from topicmap.demo.vocab import OUTLETS
+    from topicmap.demo.outlets import OUTLETS
 
     url_of = {m["name"]: m["url"] for m in web.media}
     lines = ["medium_url,tag_set,tag"]

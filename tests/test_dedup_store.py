@@ -7,8 +7,8 @@ from datetime import UTC, date, datetime
 import pytest
 from sqlalchemy import select, update
 
+from topicmap.dedup.catalog import BadRequest
 from topicmap.dedup.rules import MergeCycleError
-from topicmap.dedup.service import BadRequest
 from topicmap.dedup.store import (
     cross_media_link_count,
     declare_duplicate_media,

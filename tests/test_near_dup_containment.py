@@ -18,6 +18,7 @@ import pytest
 from tests.shared_data import NEWS_HTML
 from tests.test_near_dup_service import ARTICLE, OTHER, _Running
 from topicmap.cli import main as cli_main
+from topicmap.dedup.catalog import FingerprintCatalog
 from topicmap.dedup.containment import (
     MIN_QUERY_WORDS,
     ContainmentIndex,
@@ -25,9 +26,11 @@ from topicmap.dedup.containment import (
     containment_keys_many,
     containment_keys_of_token_hashes,
 )
-from topicmap.dedup.service import FingerprintCatalog, create_app
-from topicmap.dedup.simhash import containment_sorted, fingerprint, shingle_array, text_features, tokenize
+from topicmap.dedup.service import create_app
+from topicmap.dedup.shingles import containment_sorted, shingle_array
+from topicmap.dedup.simhash import fingerprint, text_features
 from topicmap.dedup.store import find_near_duplicates
+from topicmap.dedup.tokens import tokenize
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore, now_utc
 from topicmap.topics.declarations import TopicConfig

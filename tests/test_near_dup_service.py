@@ -23,16 +23,16 @@ import httpx
 import pytest
 from sqlalchemy import update
 
+from topicmap.dedup.catalog import FingerprintCatalog
 from topicmap.dedup.service import (
     MAX_BODY_BYTES,
     TOKEN_ENV,
-    FingerprintCatalog,
     LookupServer,
     LookupService,
     create_app,
     service_token,
 )
-from topicmap.dedup.simhash import jaccard, shingle_set
+from topicmap.dedup.shingles import jaccard, shingle_set
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore
 from topicmap.web.fetch import WebFetcher

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topicmap.topics.query import _INVISIBLE, QuerySyntaxError, TopicQuery, parse
+from topicmap.topics.query import QuerySyntaxError, TopicQuery, parse
+from topicmap.topics.query_text import _INVISIBLE
 
 
 def hits(query: str, *texts: str) -> list[bool]:

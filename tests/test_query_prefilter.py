@@ -12,14 +12,9 @@ from dataclasses import dataclass
 import pytest
 
 from tests.shared_data import NEWS_HTML, news_pages
-from topicmap.topics.query import (
-    _PLAIN_TEXT_PROBE_CHARS,
-    QuerySyntaxError,
-    TopicQuery,
-    _fold,
-    _tokenize_word,
-    parse,
-)
+from topicmap.topics import query_prefilter
+from topicmap.topics.query import QuerySyntaxError, TopicQuery, parse
+from topicmap.topics.query_text import fold, tokenize_word
 from topicmap.web.extract import PLAIN_TEXT_PROBE_CHARS, extract_story
 from topicmap.web.page import decode_html
 
@@ -79,7 +74,7 @@ def test_the_page_is_read_as_the_extractor_reads_it() -> None:
 
 
 def test_a_page_the_extractor_reads_as_plain_text_is_read_whole() -> None:
-    assert _PLAIN_TEXT_PROBE_CHARS == PLAIN_TEXT_PROBE_CHARS
+    assert query_prefilter._PLAIN_TEXT_PROBE_CHARS == PLAIN_TEXT_PROBE_CHARS
     page = (
         "WEATHER REPORT " * 100 + "<p>CAF&EACUTE; data-x</p>"
     )  # no '<' early: all of it is the story's text
@@ -126,7 +121,7 @@ _KEYWORDS = {"and", "or", "not", "to"}
 
 
 def _tokens(text: str | None) -> tuple[str, ...]:
-    return tuple(token for token in _tokenize_word(_fold(text or "")) if token not in _KEYWORDS)
+    return tuple(token for token in tokenize_word(fold(text or "")) if token not in _KEYWORDS)
 
 
 @functools.cache

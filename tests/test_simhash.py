@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from topicmap.dedup.shingles import jaccard, jaccard_sorted, shingle_array, shingle_set
 from topicmap.dedup.simhash import (
     FEATURE_VERSION,
     NearDuplicateIndex,
@@ -17,14 +18,10 @@ from topicmap.dedup.simhash import (
     fingerprint_and_shingles,
     fingerprints,
     hamming,
-    jaccard,
-    jaccard_sorted,
     near_duplicate_groups,
     near_duplicate_pairs,
     near_duplicate_pairs_with_distances,
     pair_distances,
-    shingle_array,
-    shingle_set,
     verified_near_duplicate_pairs,
 )
 

@@ -20,15 +20,15 @@ from resources.topics import TopicsFileResource
 from sensors.topics import topic_registry
 from topicmap.archive.drops import EARLIEST_DATE
 from topicmap.topics import query as query_module
+from topicmap.topics import query_parser
 from topicmap.topics.declarations import (
     EARLIEST_TOPIC_DATE,
     MAX_FILE_QUERY_CHARS,
-    MAX_TOPICS_FILE_VALUES,
     TopicConfigError,
-    _compose,
     load_topics,
 )
 from topicmap.topics.query import MAX_QUERY_DEPTH, QuerySyntaxError, parse
+from topicmap.topics.topics_yaml import MAX_TOPICS_FILE_VALUES, compose
 from topicmap.web.dates import MIN_PUBLISH_DATE
 
 GOOD = """topics:
@@ -213,7 +213,7 @@ def test_the_files_values_are_what_yaml_reads(tmp_path: Path) -> None:
     )
     for loader_class in {yaml.SafeLoader, yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader}:
         loader = loader_class(text)
-        composed = loader.construct_document(_compose(loader, tmp_path / "topics.yaml"))
+        composed = loader.construct_document(compose(loader, tmp_path / "topics.yaml"))
         assert composed == yaml.load(text, Loader=loader_class)  # noqa: S506 - a safe loader
     loaded = load_topics(write(tmp_path, text))
     merged, second = loaded.topics
@@ -226,17 +226,17 @@ def test_the_files_values_are_what_yaml_reads(tmp_path: Path) -> None:
 def lexed() -> Iterator[list[str]]:
     """The queries the parser reads (lexes) while the test runs."""
     seen: list[str] = []
-    run = query_module._Lexer.run
+    run = query_parser.Lexer.run
 
-    def counting_run(lexer: query_module._Lexer) -> list:
+    def counting_run(lexer: query_parser.Lexer) -> list:
         seen.append(lexer.query)
         return run(lexer)
 
-    query_module._Lexer.run = counting_run  # type: ignore[method-assign]
+    query_parser.Lexer.run = counting_run  # type: ignore[method-assign]
     try:
         yield seen
     finally:
-        query_module._Lexer.run = run  # type: ignore[method-assign]
+        query_parser.Lexer.run = run  # type: ignore[method-assign]
 
 
 def test_a_query_is_parsed_once_however_often_the_file_is_read(tmp_path: Path, lexed: list[str]) -> None:

@@ -37,8 +37,8 @@ def near_dups(
     first. Building the index reads every stored story's text once (~2 ms for an 800-word story), so for many
     lookups on a large store, ask the service. Raises ``SystemExit`` for an unknown URL, ``BadRequest`` for a
     text too short or too long."""
-    # Imported here: the service module loads the web stack, which `topicmap snapshot` does not need.
-    from topicmap.dedup.service import FingerprintCatalog
+    # Imported here: the catalog loads numpy and the dedup stack, which `topicmap snapshot` does not need.
+    from topicmap.dedup.catalog import FingerprintCatalog
 
     catalog = FingerprintCatalog(store, max_distance=max_distance, shingle_cache_bytes=0)
     own_id = None
@@ -161,7 +161,7 @@ def near_dups_command(args: argparse.Namespace) -> int:
             raise SystemExit(f"--{name.replace('_', '-')} must be between 0 and 1, got {getattr(args, name)}")
     if args.limit < 1:
         raise SystemExit(f"--limit must be at least 1, got {args.limit}")
-    from topicmap.dedup.service import BadRequest
+    from topicmap.dedup.catalog import BadRequest
 
     store = TopicStore.open(args.database_url)
     try:
@@ -194,9 +194,9 @@ def serve_command(args: argparse.Namespace) -> int:
     import logging
     import os
 
+    from topicmap.dedup.catalog import FingerprintCatalog
     from topicmap.dedup.service import (
         MAX_FETCH_BYTES,
-        FingerprintCatalog,
         LookupServer,
         create_app,
         service_token,

@@ -5,7 +5,7 @@ story has a distant fingerprint and a Jaccard of a few percent with it. This ind
 word sequences with a short text; the lookup service then measures, exactly from the stored text, how much of
 the text each story contains.
 
-Keys: every run of ``SHINGLE_WORDS`` consecutive words (tokens as in ``simhash.tokenize``) is hashed, and of
+Keys: every run of ``SHINGLE_WORDS`` consecutive words (tokens as in ``tokens.tokenize``) is hashed, and of
 every ``WINDOW`` consecutive such hashes the smallest is kept ("winnowing", Schleimer, Wilkerson and Aiken,
 SIGMOD 2003). A window's smallest hash depends only on the words of that window, so a text that appears word
 for word inside a story has all its windows in the story and every key the text selects is a key of the story:
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topicmap.dedup.simhash import _token_hashes
+from topicmap.dedup.tokens import token_hashes
 
 SHINGLE_WORDS = 4
 WINDOW = 12
@@ -62,7 +62,7 @@ _GRAM_FACTORS = tuple(np.uint64(f) for f in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4E
 
 def _gram_hashes(hashes: np.ndarray, n_grams: int) -> np.ndarray:
     """64-bit hashes of the ``n_grams`` runs of ``SHINGLE_WORDS`` consecutive token hashes. Why not
-    ``simhash._mix_pair`` three times: one weighted sum and one finalizer are half the numpy calls, and a
+    ``tokens.mix_pair`` three times: one weighted sum and one finalizer are half the numpy calls, and a
     lookup keys its text on every request."""
     grams = hashes[:n_grams] * _GRAM_FACTORS[0]
     for step, factor in enumerate(_GRAM_FACTORS[1:], start=1):
@@ -96,7 +96,7 @@ def containment_keys_many(token_lists: Sequence[Sequence[str]]) -> tuple[np.ndar
     lengths = np.fromiter((len(tokens) for tokens in token_lists), dtype=np.int64, count=len(token_lists))
     if lengths.sum() < SHINGLE_WORDS:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint32)
-    return _keys_of_token_hashes(_token_hashes(list(itertools.chain.from_iterable(token_lists))), lengths)
+    return _keys_of_token_hashes(token_hashes(list(itertools.chain.from_iterable(token_lists))), lengths)
 
 
 def containment_keys(tokens: Sequence[str]) -> np.ndarray:
@@ -222,7 +222,7 @@ class ContainmentIndex:
         return len(self._segments)
 
     def add(self, stories_ids: Iterable[int], token_lists: Sequence[Sequence[str]]) -> None:
-        """Index these stories (one token list each, as ``simhash.tokenize`` gives). Ids must be new: a story
+        """Index these stories (one token list each, as ``tokens.tokenize`` gives). Ids must be new: a story
         added twice would count each shared key twice (not checked here, which would cost a pass over every
         stored id per add; the catalog adds each story once, above its watermark)."""
         ids = list(stories_ids)

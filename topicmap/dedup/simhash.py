@@ -28,10 +28,8 @@ by the first table whose blocks it agrees on, so it comes out exactly once witho
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
-import re
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -39,56 +37,23 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from topicmap.dedup.shingles import jaccard, shingle_set, sorted_distinct
+from topicmap.dedup.tokens import TOKEN_HASH_CACHE, TOKEN_RE, mix_pair, token_hash, token_hashes, tokenize
+
 FINGERPRINT_BITS = 64
 # Bump whenever tokens, features, weights or hashes change: stored fingerprints of another version
 # are not comparable and must be recomputed (story_simhashes.feature_version).
 FEATURE_VERSION = 1
-# \w is Unicode-aware for str patterns: letters and digits of every script, plus "_".
-_TOKEN_RE = re.compile(r"\w+")
 # Weight of a feature seen c times is (c - 0.9), computed as (100c - 90) to stay in integers.
 _WEIGHT_SCALE = 100
 _HAPAX_DISCOUNT = 90  # 0.9 * _WEIGHT_SCALE
 _BIGRAM_FACTOR = 0.3  # bigrams weigh 3/10 of a unigram with the same count
 _WEIGHT_QUANTUM = 1000  # scaled weights are rounded to integers at this resolution, then summed exactly
-_HASH_PERSON = b"topicmap-simhash"
-_TOKEN_HASH_CACHE: dict[str, int] = {}
-_TOKEN_HASH_CACHE_MAX = 2_000_000
 # A chunk of texts is fingerprinted at once; bounded by characters so memory stays small.
 _CHUNK_CHARS = 2_000_000
 
 _U64 = np.uint64
 _MASK64 = (1 << 64) - 1
-
-
-def _token_hash(token: str) -> int:
-    """Stable 64-bit hash of a token (blake2b), memoized: news vocabulary repeats heavily."""
-    value = _TOKEN_HASH_CACHE.get(token)
-    if value is None:
-        if len(_TOKEN_HASH_CACHE) >= _TOKEN_HASH_CACHE_MAX:
-            _TOKEN_HASH_CACHE.clear()
-        digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8, person=_HASH_PERSON).digest()
-        value = int.from_bytes(digest, "little")
-        _TOKEN_HASH_CACHE[token] = value
-    return value
-
-
-def _mix_pair(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """Order-sensitive 64-bit hash of two token hashes (splitmix64 finalizer), vectorized."""
-    with np.errstate(over="ignore"):
-        x = first * _U64(0x9E3779B97F4A7C15) + (second ^ _U64(0xD6E8FEB86659FD93))
-        x ^= x >> _U64(30)
-        x *= _U64(0xBF58476D1CE4E5B9)
-        x ^= x >> _U64(27)
-        x *= _U64(0x94D049BB133111EB)
-        x ^= x >> _U64(31)
-    return x
-
-
-def tokenize(text: str) -> list[str]:
-    """Casefolded Unicode word tokens, as used for fingerprints and shingle sets."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be str, got {type(text).__name__}")
-    return _TOKEN_RE.findall(text.casefold())
 
 
 def _doc_features(
@@ -134,7 +99,7 @@ def _aggregate_bits(docs: np.ndarray, hashes: np.ndarray, weights: np.ndarray, n
 
 
 def _fingerprint_chunk(texts: Sequence[str]) -> np.ndarray:
-    token_lists = [_TOKEN_RE.findall(text.casefold()) for text in texts]
+    token_lists = [TOKEN_RE.findall(text.casefold()) for text in texts]
     n_docs = len(token_lists)
     lengths = np.fromiter((len(tokens) for tokens in token_lists), dtype=np.int64, count=n_docs)
     if lengths.sum() == 0:
@@ -145,9 +110,9 @@ def _fingerprint_chunk(texts: Sequence[str]) -> np.ndarray:
     for token_id, token in enumerate(vocabulary):
         vocabulary[token] = token_id
     token_ids = np.fromiter(map(vocabulary.__getitem__, all_tokens), dtype=np.int64, count=len(all_tokens))
-    cached = list(map(_TOKEN_HASH_CACHE.get, vocabulary))  # C-level loop; misses are hashed below
+    cached = list(map(TOKEN_HASH_CACHE.get, vocabulary))  # C-level loop; misses are hashed below
     if None in cached:
-        cached = [_token_hash(tok) if h is None else h for tok, h in zip(vocabulary, cached, strict=True)]
+        cached = [token_hash(tok) if h is None else h for tok, h in zip(vocabulary, cached, strict=True)]
     vocab_hashes = np.array(cached, dtype=np.uint64)
     doc_of_token = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
@@ -170,7 +135,7 @@ def _fingerprint_chunk(texts: Sequence[str]) -> np.ndarray:
             _BIGRAM_FACTOR,
         )
         bi_codes = unique_pairs[bi_ids]
-        bi_hashes = _mix_pair(vocab_hashes[bi_codes // n_vocab], vocab_hashes[bi_codes % n_vocab])
+        bi_hashes = mix_pair(vocab_hashes[bi_codes // n_vocab], vocab_hashes[bi_codes % n_vocab])
         docs = np.concatenate((uni_docs, bi_docs))
         hashes = np.concatenate((uni_hashes, bi_hashes))
         weights = np.concatenate((uni_weights, bi_weights))
@@ -620,73 +585,7 @@ class NearDuplicateIndex:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Verifying second stage
-
-
-def shingle_set(text: str, size: int = 2) -> set[int]:
-    """Stable 64-bit hashes of the distinct word ``size``-shingles of ``text`` (a short text: its tokens)."""
-    if size < 1:
-        raise ValueError(f"shingle size must be >= 1, got {size}")
-    tokens = tokenize(text)
-    if not tokens:
-        return set()
-    hashes = np.fromiter((_token_hash(t) for t in tokens), dtype=np.uint64, count=len(tokens))
-    if len(tokens) < size:
-        return set(hashes.tolist())
-    combined = hashes[: len(tokens) - size + 1].copy()
-    for step in range(1, size):
-        combined = _mix_pair(combined, hashes[step : len(tokens) - size + 1 + step])
-    return set(combined.tolist())
-
-
-def jaccard(a: set[int], b: set[int]) -> float:
-    """|a ∩ b| / |a ∪ b|; two empty sets count as identical (1.0)."""
-    if not a and not b:
-        return 1.0
-    return len(a & b) / len(a | b)
-
-
-def _token_hashes(tokens: list[str]) -> np.ndarray:
-    """``_token_hash`` of each token as uint64: a C-level loop over the memo, a Python call per token only
-    when some token is not memoized yet."""
-    try:
-        return np.fromiter(map(_TOKEN_HASH_CACHE.__getitem__, tokens), dtype=np.uint64, count=len(tokens))
-    except KeyError:
-        return np.fromiter(map(_token_hash, tokens), dtype=np.uint64, count=len(tokens))
-
-
-def _sorted_distinct(values: np.ndarray) -> np.ndarray:
-    """``np.unique`` of uint64s by sorting (numpy 2.4's ``np.unique`` took 13x longer on 10,000 hashes)."""
-    ordered = np.sort(values)
-    if len(ordered) < 2:
-        return ordered
-    keep = np.empty(len(ordered), dtype=bool)
-    keep[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
-    return ordered[keep]
-
-
-def _shingles_of_tokens(tokens: list[str], size: int) -> np.ndarray:
-    if not tokens:
-        return np.zeros(0, dtype=np.uint64)
-    hashes = _token_hashes(tokens)
-    if len(tokens) < size:
-        return _sorted_distinct(hashes)
-    combined = hashes[: len(tokens) - size + 1].copy()
-    for step in range(1, size):
-        combined = _mix_pair(combined, hashes[step : len(tokens) - size + 1 + step])
-    return _sorted_distinct(combined)
-
-
-def shingle_array(text: str, size: int = 2) -> np.ndarray:
-    """``shingle_set`` as a sorted uint64 array of the same distinct hashes (compare with ``jaccard_sorted``).
-
-    Why: building a Python set of a long article's shingles costs a Python call per token; this path stays
-    in C loops and numpy (the lookup service shingles its candidates on every request).
-    """
-    if size < 1:
-        raise ValueError(f"shingle size must be >= 1, got {size}")
-    return _shingles_of_tokens(tokenize(text), size)
+# One text's features for the lookup, and the two-stage search verified by shingles
 
 
 def fingerprint_and_shingles(text: str) -> tuple[int, np.ndarray]:
@@ -716,48 +615,20 @@ def text_features(tokens: list[str]) -> TextFeatures:
         return TextFeatures(0, empty, empty)
     vocabulary = dict(zip(dict.fromkeys(tokens), itertools.count()))  # first-occurrence ids, C loops
     token_ids = np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens))
-    vocab_hashes = _token_hashes(list(vocabulary))
+    vocab_hashes = token_hashes(list(vocabulary))
     n_vocab = len(vocabulary)
     hashes, weights = [vocab_hashes], [_feature_weights(np.bincount(token_ids, minlength=n_vocab), 1.0)]
     if len(tokens) < 2:
         shingles = vocab_hashes  # one token: its own hash, as in ``shingle_set``
     else:
         pairs, pair_counts = np.unique(token_ids[:-1] * np.int64(n_vocab) + token_ids[1:], return_counts=True)
-        bigram_hashes = _mix_pair(vocab_hashes[pairs // n_vocab], vocab_hashes[pairs % n_vocab])
+        bigram_hashes = mix_pair(vocab_hashes[pairs // n_vocab], vocab_hashes[pairs % n_vocab])
         hashes.append(bigram_hashes)
         weights.append(_feature_weights(pair_counts, _BIGRAM_FACTOR))
-        shingles = _sorted_distinct(bigram_hashes)
+        shingles = sorted_distinct(bigram_hashes)
     all_hashes, all_weights = np.concatenate(hashes), np.concatenate(weights)
     value = _aggregate_bits(np.zeros(len(all_hashes), dtype=np.int64), all_hashes, all_weights, 1)
     return TextFeatures(int(value[0]), shingles, vocab_hashes[token_ids])
-
-
-def _common_count(a: np.ndarray, b: np.ndarray) -> int:
-    """How many items two sorted arrays of distinct values share."""
-    if len(a) > len(b):
-        a, b = b, a
-    if not len(a):
-        return 0
-    at = np.searchsorted(b, a)  # the smaller array's items looked up in the larger one
-    np.minimum(at, len(b) - 1, out=at)
-    return int(np.count_nonzero(b[at] == a))
-
-
-def jaccard_sorted(a: np.ndarray, b: np.ndarray) -> float:
-    """``jaccard`` of two ``shingle_array`` results: the same float, since both divide the same two ints."""
-    if not len(a) and not len(b):
-        return 1.0  # two empty sets count as identical, as in ``jaccard``
-    common = _common_count(a, b)
-    return common / (len(a) + len(b) - common)
-
-
-def containment_sorted(part: np.ndarray, whole: np.ndarray) -> float:
-    """|part ∩ whole| / |part| of two ``shingle_array`` results: the share of ``part``'s shingles that
-    ``whole`` holds (1.0 when a paragraph is in a story word for word, whatever the story's length); an empty
-    ``part`` is contained nowhere (0.0)."""
-    if not len(part):
-        return 0.0
-    return _common_count(part, whole) / len(part)
 
 
 DEFAULT_CANDIDATE_DISTANCE = 6  # k=8 finds a few more heavy edits but makes ~9x more candidates (RESULTS.md)

@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-from topicmap.demo.web import DemoWeb, Page, generate_demo_web
+from topicmap.demo.model import Page
+from topicmap.demo.web import DemoWeb, generate_demo_web
 
 _NOT_FOUND = (
     b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head>"

@@ -1,7 +1,8 @@
 """The topic store: Media Cloud's tables over SQLite (embedded) or PostgreSQL (production).
 
-- ``schema``: every table and column with the schema version that introduced it, and the in-place upgrade.
-- ``topic_store``: ``TopicStore`` (the engine, the upgrade, the writes every stage shares: media, stories,
+- ``schema``: every table and column with the schema version that introduced it; ``upgrade``: the in-place
+  upgrade to a version.
+- ``topic_store``: ``TopicStore`` (the engine, opening and upgrading, the writes every stage shares: media, stories,
   topics, seeds), the idempotent-write helpers (``insert_ignore``, ``upsert``) and page compression.
 - ``names``: where the store lives (``topicmap_home``) and its error (``StoreError``), free of SQLAlchemy.
 - ``throttle``: the politeness intervals the fetchers share through the store.
@@ -14,7 +15,7 @@ TopicStore`` keeps working; code inside the repository imports from ``topicmap.s
 import importlib
 from typing import Any
 
-_SUBMODULES = frozenset({"names", "schema", "throttle", "topic_store"})
+_SUBMODULES = frozenset({"names", "schema", "throttle", "topic_store", "upgrade"})
 
 
 def __getattr__(name: str) -> Any:

@@ -23,10 +23,7 @@ import zstandard
 from sqlalchemy import (
     Connection,
     Engine,
-    Index,
-    MetaData,
     Table,
-    UniqueConstraint,
     bindparam,
     create_engine,
     event,
@@ -39,7 +36,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.schema import CreateColumn
 
 from topicmap.store import schema as s
 
@@ -50,6 +46,7 @@ from topicmap.store.names import default_database_url as default_database_url
 from topicmap.store.names import normalize_database_url as normalize_database_url
 from topicmap.store.names import topicmap_home as topicmap_home
 from topicmap.store.sqlite_wal import FALLBACK_AUTOCHECKPOINT_PAGES, WalCheckpointer
+from topicmap.store.upgrade import apply_version, lock_for_upgrade, stored_version
 from topicmap.web.media import medium_url_and_name
 from topicmap.web.urls import normalize_url_lossy
 
@@ -124,27 +121,6 @@ def utc_offset_minutes(value: datetime | None) -> int | None:
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
-
-
-def _since(obj: Any) -> int:
-    return int(obj.info.get("since", 1))
-
-
-def _table_at_version(table: Table, version: int, target: MetaData) -> Table:
-    """A copy of ``table`` with only the columns, keys and indexes that existed at ``version``."""
-    columns = [c._copy() for c in table.columns if _since(c) <= version]
-    names = {c.name for c in columns}
-    extras: list[Any] = []
-    for constraint in list(table.constraints):
-        cols = [c.name for c in constraint.columns]
-        if isinstance(constraint, UniqueConstraint) and set(cols) <= names:
-            extras.append(UniqueConstraint(*cols, name=constraint.name))
-    copy = Table(table.name, target, *columns, *extras, info=dict(table.info))
-    for index in table.indexes:
-        cols = [c.name for c in index.columns]
-        if set(cols) <= names and _since(index) <= version:
-            Index(index.name, *[copy.c[c] for c in cols], unique=index.unique, info=dict(index.info))
-    return copy
 
 
 @dataclass(frozen=True)
@@ -268,57 +244,25 @@ class TopicStore:
 
     def version(self) -> int:
         with self.engine.connect() as conn:
-            return self._version(conn)
-
-    def _version(self, conn: Connection) -> int:
-        if not inspect(conn).has_table("schema_version"):
-            return 0
-        return int(conn.execute(select(func.coalesce(func.max(s.schema_version.c.version), 0))).scalar_one())
+            return stored_version(conn)
 
     def upgrade(self, target: int = s.SCHEMA_VERSION) -> int:
         """Bring the schema to ``target``, one version at a time, each in its own transaction."""
         if target > s.SCHEMA_VERSION:
             raise StoreError(f"schema version {target} is newer than this code knows ({s.SCHEMA_VERSION})")
         with self.engine.begin() as conn:
-            self._lock_for_upgrade(conn)
-            current = self._version(conn)
+            lock_for_upgrade(conn)
+            current = stored_version(conn)
             if current > s.SCHEMA_VERSION:
                 raise StoreError(
                     f"the store is at schema version {current}, newer than this code ({s.SCHEMA_VERSION}): "
                     "upgrade topicmap"
                 )
             for version in range(current + 1, target + 1):
-                self._apply_version(conn, version)
+                apply_version(conn, version, upgraded_at=now_utc())
                 log.info("topic store upgraded to schema version %d", version)
         self._has_reading_columns = None
         return max(current, target)
-
-    def _lock_for_upgrade(self, conn: Connection) -> None:
-        if self.dialect == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(424242)"))
-
-    def _apply_version(self, conn: Connection, version: int) -> None:
-        tables_then = MetaData()
-        copies = {
-            t.name: _table_at_version(t, version, tables_then)
-            for t in s.metadata.sorted_tables
-            if _since(t) <= version
-        }
-        inspector = inspect(conn)
-        for table in s.metadata.sorted_tables:
-            if _since(table) == version:
-                copies[table.name].create(conn, checkfirst=True)
-            elif _since(table) < version:
-                existing = {c["name"] for c in inspector.get_columns(table.name)}
-                for column in table.columns:
-                    if _since(column) == version and column.name not in existing:
-                        ddl = CreateColumn(copies[table.name].c[column.name]).compile(dialect=conn.dialect)
-                        conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN {ddl}'))
-                existing_indexes = {i["name"] for i in inspector.get_indexes(table.name)}
-                for index in copies[table.name].indexes:
-                    if _since(index) == version and index.name not in existing_indexes:
-                        index.create(conn)
-        conn.execute(s.schema_version.insert().values(version=version, upgraded_at=now_utc()))
 
     # ------------------------------------------------------------------ idempotent writes
 

@@ -1,7 +1,9 @@
 """Topics: what a topic is about, and where its spidering starts.
 
 - ``declarations``: ``topics.yaml`` read and validated topic by topic (``TopicConfig``, ``load_topics``).
+  ``topics_yaml`` reads the file's YAML within bounds; ``topic_errors`` is the error that names topic and field.
 - ``query``: the boolean query language (Lucene/Solr as Media Cloud users write it) and its matching.
+  ``query_parser``, ``query_tree``, ``query_text`` and ``query_prefilter`` are its parts.
 - ``seeding``: a topic's seeds: its query run over the story archive month by month, plus its seed URL lists.
 
 ``topicmap.topics`` re-exports ``declarations`` so ``from topicmap.topics import TopicConfig`` keeps working;

@@ -3,10 +3,11 @@
 A topic with an invalid field or query is rejected with a message naming the topic, the field and, for a
 query, the character position; the other topics still load. That way one typo in a shared file never stops
 every topic of a deployment. The same holds for hostile input: every value is bounded (dates within the
-archive's range, whole numbers, query size and nesting, YAML values, nesting and aliases: the constants
-below), a duplicate key is an error rather than a silent choice, and reading a file again costs no query
-parse (``parse`` keeps each query by its text). Only a file that cannot be read as a whole (missing, not
-UTF-8, not YAML, over MAX_TOPICS_FILE_BYTES or MAX_TOPICS_FILE_VALUES) is an error of the file.
+archive's range, whole numbers, query size and nesting: the constants below; YAML values, nesting and
+aliases: ``topicmap.topics.topics_yaml``), a duplicate key is an error rather than a silent choice, and
+reading a file again costs no query parse (``parse`` keeps each query by its text). Only a file that cannot
+be read as a whole (missing, not UTF-8, not YAML, over MAX_TOPICS_FILE_BYTES or MAX_TOPICS_FILE_VALUES) is an
+error of the file.
 
 Seeds: the archive stories the query matches, plus the URLs of the ``seed_urls`` CSV files. A seed list is a
 researcher's own selection, so its stories are taken as relevant (``assume_match: true``, the default, as
@@ -43,25 +44,16 @@ import hashlib
 import json
 import math
 import re
-import reprlib
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-from yaml.composer import ComposerError
-from yaml.events import (
-    AliasEvent,
-    CollectionStartEvent,
-    MappingStartEvent,
-    ScalarEvent,
-    StreamEndEvent,
-)
-from yaml.nodes import CollectionNode, MappingNode, Node, ScalarNode, SequenceNode
-
 from topicmap.store.tag_names import tag_problem, tag_set_problem
 from topicmap.topics.query import MAX_QUERY_CHARS, PARSE_CACHE_CHARS, QuerySyntaxError, TopicQuery, parse
+from topicmap.topics.topic_errors import TopicConfigError
+from topicmap.topics.topic_errors import shown as _shown  # the name every field check quotes values with
+from topicmap.topics.topics_yaml import Shape, node_name, read_yaml, topic_nodes, topic_value
 
 DEFAULT_MAX_ITERATIONS = 15
 #: a seed URL list's stories are taken as relevant unless the list says ``assume_match: false``
@@ -83,14 +75,6 @@ MAX_STORIES_RANGE = (1, 10_000_000)
 MAX_FETCHES_PER_ITERATION_RANGE = (1, 10_000_000)
 #: seconds between two requests to one site, at most (a larger one would stall the topic's spider)
 MAX_FETCH_INTERVAL_SECONDS = 3600.0
-#: the topics file is read whole, up to this size, and up to this many YAML values (a value costs ~0.3 kB and
-#: a few microseconds to read: 16 MB of "1," would otherwise take 4 GB)
-MAX_TOPICS_FILE_BYTES = 16 * 1024 * 1024
-MAX_TOPICS_FILE_VALUES = 100_000
-#: one topic's YAML, as its values will be: values (a value used again through an alias counted each time)
-#: and nesting levels under the topic
-MAX_TOPIC_VALUES = 100_000
-MAX_TOPIC_DEPTH = 16
 #: the queries of one file together, in characters: half the parse cache, so that the queries of a file read
 #: on every tick, and those of the edit before it, stay parsed (and the cache's memory bounded)
 MAX_FILE_QUERY_CHARS = PARSE_CACHE_CHARS // 2
@@ -111,39 +95,6 @@ SNAPSHOT_PERIODS = ("overall", "monthly", "weekly", "custom")
 #: ``end_date: open`` (or no end_date): the topic keeps running, its dates reach the current day
 OPEN_END = "open"
 FETCH_FIELDS = {"domain_intervals", "default_interval", "obey_robots", "max_fetches_per_iteration"}
-
-
-class _TopicsLoader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
-    """Safe YAML without implicit timestamps: an impossible date such as 2026-13-01 must become a per-topic
-    error naming the field, not a failure of the whole file inside the YAML parser.
-
-    libyaml parses when it is installed (PyYAML's wheels have it): a 2 MB file in 0.05 s where PyYAML's own
-    parser takes 4 s, on every tick of the registry. Only the parser's events are used: the nodes are built
-    by ``_compose``, without recursion and counting them."""
-
-
-_TopicsLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-#: the tags the safe constructor reads (str, int, float, bool, null, seq, map, binary, set, omap, pairs,
-#: explicit timestamps); any other (``!!python/object``, ``!custom``) is refused with its place
-_READABLE_TAGS = frozenset(tag for tag in _TopicsLoader.yaml_constructors if tag is not None)
-_KEY_TAGS = _READABLE_TAGS | {"tag:yaml.org,2002:merge"}
-
-#: values quoted in messages are cut short: a message names what is wrong, it is not a copy of the file
-_shown = reprlib.Repr()
-_shown.maxstring = _shown.maxother = 80
-
-
-class TopicConfigError(ValueError):
-    """One topic (or the file itself) is invalid; the message names the topic and the field."""
-
-    def __init__(self, topic: str, field_name: str, problem: str) -> None:
-        self.topic = topic
-        self.field = field_name
-        self.problem = problem
-        super().__init__(f"topic {topic!r}: field {field_name!r}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -667,22 +618,22 @@ def load_topics(path: str | Path, today: date | None = None) -> TopicsFile:
     MAX_TOPICS_FILE_BYTES or MAX_TOPICS_FILE_VALUES) raises TopicConfigError; any problem inside one topic,
     whatever its input, is listed in ``errors`` and the other topics load.
 
-    Each topic's YAML is checked before it is turned into values (``_structure_problem``): no duplicate key,
+    Each topic's YAML is checked before it is turned into values (``structure_problem``): no duplicate key,
     no tag the safe loader does not read, no alias expanding past MAX_TOPIC_VALUES values, no nesting past
     MAX_TOPIC_DEPTH. Its query is parsed once per process and text (``parse`` keeps it), so reading the file
     again on each tick of the registry costs the YAML and the checks only.
     """
     path = Path(path)
-    root = _read_yaml(path)
+    root = read_yaml(path)
     topics: list[TopicConfig] = []
     errors: list[TopicConfigError] = []
     seen: set[str] = set()
-    shapes: dict[int, _Shape] = {}  # of the file's nodes: a node shared by aliases is measured once
+    shapes: dict[int, Shape] = {}  # of the file's nodes: a node shared by aliases is measured once
     query_chars = 0  # of the queries parsed so far
-    for i, node in enumerate(_topic_nodes(root, path)):
-        label = _topic_label(_node_name(node), i)
+    for i, node in enumerate(topic_nodes(root, path)):
+        label = _topic_label(node_name(node), i)
         try:
-            raw = _topic_value(node, label, shapes)
+            raw = topic_value(node, label, shapes)
             query = raw.get("query") if isinstance(raw, dict) else None
             if isinstance(query, str) and len(query) <= MAX_QUERY_CHARS:  # a longer one is refused unread
                 query_chars += len(query)
@@ -710,269 +661,6 @@ def load_topics(path: str | Path, today: date | None = None) -> TopicsFile:
         seen.add(topic.name)
         topics.append(topic)
     return TopicsFile(topics, errors)
-
-
-def _read_yaml(path: Path) -> Node | None:
-    """The file's YAML node graph (aliases are shared nodes, not copies yet), or None for an empty file."""
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_TOPICS_FILE_BYTES + 1)
-    except FileNotFoundError as exc:
-        raise TopicConfigError("<file>", str(path), "file not found") from exc
-    except OSError as exc:
-        raise TopicConfigError("<file>", str(path), f"cannot be read: {exc}") from exc
-    if len(data) > MAX_TOPICS_FILE_BYTES:
-        raise TopicConfigError(
-            "<file>", str(path), f"is larger than {MAX_TOPICS_FILE_BYTES // 2**20} MiB: not read"
-        )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TopicConfigError("<file>", str(path), f"not UTF-8 (at byte {exc.start})") from exc
-    loader = _TopicsLoader(text)
-    try:
-        return _compose(loader, path)
-    except yaml.YAMLError as exc:
-        raise TopicConfigError("<file>", str(path), f"not valid YAML: {exc}") from exc
-    finally:
-        loader.dispose()
-
-
-def _compose(loader: _TopicsLoader, path: Path) -> Node | None:
-    """The document's node graph, built from the parser's events without recursion and counting its values
-    (PyYAML's composer, and libyaml's, recurse once per level and have no bound on the values). As PyYAML's:
-    an alias is the node of its anchor (shared, not copied), an undefined alias or a second document is an
-    error."""
-    loader.get_event()  # stream start
-    if loader.check_event(StreamEndEvent):
-        return None
-    loader.get_event()  # document start
-    anchors: dict[str, Node] = {}
-    open_collections: list[CollectionNode] = []
-    pending_keys: list[Node | None] = []  # per open collection: a mapping's key that waits for its value
-    root: Node | None = None
-    values = 0
-    while root is None or open_collections:
-        event = loader.get_event()
-        if not isinstance(event, AliasEvent | ScalarEvent | CollectionStartEvent):  # a collection ends
-            open_collections.pop().end_mark = event.end_mark
-            pending_keys.pop()
-            continue
-        values += 1
-        if values > MAX_TOPICS_FILE_VALUES:
-            raise TopicConfigError(
-                "<file>", str(path), f"holds more than {MAX_TOPICS_FILE_VALUES:,} YAML values: not read"
-            )
-        if isinstance(event, AliasEvent):
-            if event.anchor not in anchors:
-                raise ComposerError(None, None, f"found undefined alias {event.anchor!r}", event.start_mark)
-            node = anchors[event.anchor]
-        else:
-            if event.anchor is not None and event.anchor in anchors:
-                raise ComposerError(
-                    f"found duplicate anchor {event.anchor!r}; first occurrence",
-                    anchors[event.anchor].start_mark,
-                    "second occurrence",
-                    event.start_mark,
-                )
-            node = _new_node(loader, event)
-            if event.anchor is not None:
-                anchors[event.anchor] = node
-        if not open_collections:
-            root = node
-        elif isinstance(open_collections[-1], SequenceNode):
-            open_collections[-1].value.append(node)
-        elif pending_keys[-1] is None:
-            pending_keys[-1] = node
-        else:
-            open_collections[-1].value.append((pending_keys[-1], node))
-            pending_keys[-1] = None
-        if isinstance(event, CollectionStartEvent):
-            open_collections.append(node)
-            pending_keys.append(None)
-    loader.get_event()  # document end
-    if not loader.check_event(StreamEndEvent):
-        raise ComposerError(
-            "expected a single document in the stream",
-            root.start_mark,
-            "but found another document",
-            loader.get_event().start_mark,
-        )
-    return root
-
-
-def _new_node(loader: _TopicsLoader, event: ScalarEvent | CollectionStartEvent) -> Node:
-    """A scalar, or an empty sequence or mapping, with its tag resolved as PyYAML's composer does."""
-    kind = (
-        ScalarNode
-        if isinstance(event, ScalarEvent)
-        else MappingNode
-        if isinstance(event, MappingStartEvent)
-        else SequenceNode
-    )
-    tag = event.tag
-    if tag is None or tag == "!":
-        tag = loader.resolve(kind, event.value if kind is ScalarNode else None, event.implicit)
-    if kind is ScalarNode:
-        return ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
-    return kind(tag, [], event.start_mark, None, flow_style=event.flow_style)
-
-
-def _topic_nodes(root: Node | None, path: Path) -> list[Node]:
-    """The nodes of the topics: the list under ``topics:``, or a file that is only the list."""
-    if root is None or (isinstance(root, ScalarNode) and root.tag == "tag:yaml.org,2002:null"):
-        return []
-    items: Node | None = root
-    if isinstance(root, MappingNode):
-        entries = [
-            value for key, value in root.value if isinstance(key, ScalarNode) and key.value == "topics"
-        ]
-        if len(entries) > 1:
-            raise TopicConfigError("<file>", "topics", f"is given {len(entries)} times; keep one list")
-        items = entries[0] if entries else None
-    if not isinstance(items, SequenceNode):
-        raise TopicConfigError("<file>", str(path), "expected a list under 'topics:'")
-    return list(items.value)
-
-
-def _node_name(node: Node) -> str | None:
-    """The topic's ``name:``, read from its node, to name the topic in an error found before it is read."""
-    if isinstance(node, MappingNode):
-        for key, value in node.value:
-            if isinstance(key, ScalarNode) and key.value == "name" and isinstance(value, ScalarNode):
-                return value.value
-    return None
-
-
-def _topic_value(node: Node, label: str, shapes: dict[int, _Shape]) -> Any:
-    """A topic's YAML as Python values, once its shape shows nothing unsafe to read (``_structure_problem``).
-    Each field is read alone first, so that a value the loader cannot read (``!!int abc``, a 5000-digit number)
-    is named by its field; the topic as a whole is read last (merge keys, ``<<: *defaults``, need it whole)."""
-    problem = _structure_problem(node, shapes)
-    if problem is not None:
-        raise TopicConfigError(label, *problem)
-    if isinstance(node, MappingNode):
-        for key, value in node.value:
-            _construct(value, label, str(key.value))
-    return _construct(node, label, "<topic>")
-
-
-def _construct(node: Node, label: str, field_name: str) -> Any:
-    try:
-        # a loader per call: a failed construction leaves state behind in the constructor
-        return _TopicsLoader("").construct_document(node)
-    except (yaml.YAMLError, ValueError, TypeError) as exc:
-        raise TopicConfigError(label, field_name, f"cannot be read: {' '.join(str(exc).split())}") from exc
-
-
-@dataclass(frozen=True)
-class _Shape:
-    """What a YAML node will be as a value: how many values (capped just past MAX_TOPIC_VALUES), how many
-    nesting levels, and its first problem as (path inside the node, what is wrong)."""
-
-    values: int
-    levels: int
-    problem: tuple[str, str] | None = None
-
-
-#: the shape of a node met again inside itself (``&a [*a]``): its own value would be infinite
-_CYCLE = _Shape(MAX_TOPIC_VALUES + 1, 0, ("", "contains itself (a YAML alias inside its own anchor)"))
-
-
-def _structure_problem(node: Node, shapes: dict[int, _Shape]) -> tuple[str, str] | None:
-    """The first thing in a topic's YAML (as ``(field, problem)``) that would make reading or validating it
-    unsafe, or None: a duplicate key, a tag the safe loader does not read, a key that is a list or mapping, a
-    value containing itself, more than MAX_TOPIC_VALUES values or MAX_TOPIC_DEPTH levels. Values are counted
-    as they will be once aliases are expanded (a "billion laughs", aliases of aliases each repeating the last
-    ten times, is refused here, before anything expands it), yet each node is measured once (``shapes``)."""
-    shape = _shape(node, shapes)
-    fields = _children(node) if isinstance(node, MappingNode) else []
-    if shape.problem is not None:
-        where, problem = shape.problem
-        return where.removeprefix(".") or "<topic>", problem
-    if shape.values > MAX_TOPIC_VALUES:
-        largest = [name for name, child in fields if shapes[id(child)].values > MAX_TOPIC_VALUES]
-        field_name = largest[0].removeprefix(".") if largest else "<topic>"
-        return field_name, f"holds more than {MAX_TOPIC_VALUES:,} values (YAML aliases repeating one?)"
-    if shape.levels > MAX_TOPIC_DEPTH:
-        deepest = [name for name, child in fields if shapes[id(child)].levels >= MAX_TOPIC_DEPTH]
-        field_name = deepest[0].removeprefix(".") if deepest else "<topic>"
-        return field_name, f"is nested more than {MAX_TOPIC_DEPTH} levels deep"
-    return None
-
-
-def _shape(node: Node, shapes: dict[int, _Shape]) -> _Shape:
-    """The shape of ``node``, measured children first without recursion (a file may nest 1000 levels)."""
-    on_path: set[int] = set()  # collections whose children are being measured
-    stack: list[tuple[Node, bool]] = [(node, False)]
-    while stack:
-        current, measured_children = stack.pop()
-        if measured_children:
-            on_path.discard(id(current))
-            shapes[id(current)] = _combined_shape(current, shapes)
-            continue
-        if id(current) in shapes:
-            continue
-        if current.tag not in _READABLE_TAGS:
-            shapes[id(current)] = _Shape(
-                1, 0, ("", f"has the YAML tag {_shown.repr(current.tag)}, which is not read")
-            )
-        elif isinstance(current, ScalarNode):
-            shapes[id(current)] = _Shape(1, 0)
-        else:
-            on_path.add(id(current))
-            stack.append((current, True))
-            stack.extend(
-                (child, False)
-                for _, child in _children(current)
-                if id(child) not in on_path and id(child) not in shapes
-            )
-    return shapes[id(node)]
-
-
-def _combined_shape(node: Node, shapes: dict[int, _Shape]) -> _Shape:
-    """A collection's shape from its children's (a child not measured is one of its own ancestors)."""
-    problem = _keys_problem(node) if isinstance(node, MappingNode) else None
-    values, levels = 1, 0
-    for name, child in _children(node):
-        shape = shapes.get(id(child), _CYCLE)
-        values = min(values + shape.values, MAX_TOPIC_VALUES + 1)
-        levels = max(levels, shape.levels + 1)
-        if problem is None and shape.problem is not None:
-            problem = (name + shape.problem[0], shape.problem[1])
-    return _Shape(values, levels, problem)
-
-
-def _children(node: Node) -> list[tuple[str, Node]]:
-    """A collection's values, each with its path from the collection (``[2]``, ``.name``)."""
-    if isinstance(node, SequenceNode):
-        return [(f"[{index}]", child) for index, child in enumerate(node.value)]
-    if isinstance(node, MappingNode):
-        return [(f".{_key_name(key)}", value) for key, value in node.value]
-    return []
-
-
-def _keys_problem(node: MappingNode) -> tuple[str, str] | None:
-    """A key that is not a plain value, or given twice (YAML would keep the last value, silently)."""
-    lines: dict[tuple[str, str], int] = {}
-    for key, _ in node.value:
-        line = key.start_mark.line + 1
-        if not isinstance(key, ScalarNode) or key.tag not in _KEY_TAGS:
-            return "", f"has a key on line {line} that is not a plain value"
-        spot = (key.tag, key.value)
-        if spot in lines:
-            first = lines[spot]
-            place = f"on line {line}" if first == line else f"on lines {first} and {line}"
-            return f".{_key_name(key)}", f"is given twice ({place}); YAML would keep the last one silently"
-        lines[spot] = line
-    return None
-
-
-def _key_name(key: Node) -> str:
-    """A mapping key as a path names it: a plain key as written (cut short), any other as ``<key>``."""
-    if not isinstance(key, ScalarNode):
-        return "<key>"
-    return key.value if len(key.value) <= 80 else f"{key.value[:77]}..."
 
 
 @dataclass(frozen=True)
