@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from topicmap import settings
+
 if TYPE_CHECKING:
     import dagster as dg
 
@@ -34,7 +36,7 @@ def prepare_instance_environment() -> None:
     """TOPICMAP_HOME and DAGSTER_HOME as `make` sets them (the state folder of the checkout by default)."""
     from orchestration.demo import _prepare_environment
 
-    _prepare_environment(Path(os.environ.get("TOPICMAP_HOME") or ROOT / ".topicmap").resolve())
+    _prepare_environment(Path(settings.HOME.value() or ROOT / ".topicmap").resolve())
 
 
 def declared_topic(name: str, say: Callable[[str], None] = print) -> TopicConfig | None:
@@ -42,7 +44,7 @@ def declared_topic(name: str, say: Callable[[str], None] = print) -> TopicConfig
     saying why it is not a valid topic there and which topics are."""
     from topicmap.topics.declarations import load_topics
 
-    topics_file = os.environ.get("TOPICMAP_TOPICS_FILE") or "topics.yaml"
+    topics_file = settings.TOPICS_FILE.value()
     loaded = load_topics(topics_file)
     topic = loaded.by_name().get(name)
     if topic is None:
@@ -160,7 +162,7 @@ def demo_ui(dagster_args: Sequence[str] = ()) -> int:
     from topicmap.demo.standins import StandinDataset, run_standin_server
     from topicmap.demo.web import generate_demo_web
 
-    home = Path(os.environ["TOPICMAP_HOME"])
+    home = Path(settings.HOME.value())
     web = generate_demo_web()
     with ExitStack() as stack:
         server = stack.enter_context(serve_demo_web(web))
@@ -172,7 +174,7 @@ def demo_ui(dagster_args: Sequence[str] = ()) -> int:
             "TOPICMAP_PAGE_SOURCE_JSON": json.dumps(demo_page_source(server.port)),
         }
         _write_media_dups(web, home / "media_dups.csv")  # sets TOPICMAP_MEDIA_DUPS_FILE in os.environ
-        env["TOPICMAP_MEDIA_DUPS_FILE"] = os.environ["TOPICMAP_MEDIA_DUPS_FILE"]
+        env[settings.MEDIA_DUPS_FILE.name] = settings.MEDIA_DUPS_FILE.value()
         print(
             f"demo web on 127.0.0.1:{server.port}, Bit.ly/Facebook stand-ins on {standin.base_url} "
             f"({taught} topic stories); they stop when the UI stops (Ctrl-C)",

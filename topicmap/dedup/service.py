@@ -75,6 +75,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from topicmap import settings
 from topicmap.dedup.containment import (
     DEFAULT_MIN_CONTAINMENT,
     MIN_QUERY_WORDS,
@@ -127,7 +128,6 @@ _CACHE_ENTRY_OVERHEAD = 330
 RETRY_AFTER_SECONDS = math.ceil(DEFAULT_INTERVAL)
 # How long a shutdown waits for open requests once the pending URL lookups are answered, before cancelling them.
 SHUTDOWN_GRACE_SECONDS = 2
-TOKEN_ENV = "TOPICMAP_SERVICE_TOKEN"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -885,10 +885,10 @@ class LookupServer(uvicorn.Server):
 
 def service_token(host: str, environ: dict[str, str]) -> str | None:
     """The bearer token the service requires: none on loopback, the environment's otherwise (or refuse)."""
-    token = (environ.get(TOKEN_ENV) or "").strip() or None
+    token = settings.SERVICE_TOKEN.value(environ).strip() or None
     if host not in LOOPBACK_HOSTS and token is None:
         raise SystemExit(
-            f"refusing to serve on {host}: set {TOKEN_ENV} to a secret bearer token first "
+            f"refusing to serve on {host}: set {settings.SERVICE_TOKEN.name} to a secret bearer token first "
             "(off loopback, every request must carry 'Authorization: Bearer <token>')"
         )
     return token
@@ -909,7 +909,6 @@ __all__ = [
     "RETRY_AFTER_SECONDS",
     "ServiceBusy",
     "ShingleCache",
-    "TOKEN_ENV",
     "UrlLookupQueue",
     "create_app",
     "service_token",
