@@ -24,10 +24,11 @@ MANAGED := \# topicmap-managed
 
 .PHONY: demo test ui demo-ui lint bench clean venv instance
 
-$(STAMP): pyproject.toml
+# The versions tested, not the newest pyproject allows: constraints.txt pins every package the install brings.
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -6,7 +6,6 @@ Those modules (requests, warcio, SQLAlchemy) are imported by the steps that use 
 location loads.
 """
 
-import os
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -17,13 +16,14 @@ from assets.freshness import CCNEWS_FRESHNESS
 from assets.metadata import CODE_VERSIONS, OWNERS, counts_markdown, table
 from resources.commoncrawl import CommonCrawlResource
 from resources.store import TopicStoreResource
+from topicmap import settings
 from topicmap.archive.cc_settings import CCNEWS_START
 
 ARCHIVE_GROUP = "archive"
 
 #: One partition per day of CC-NEWS (UTC). end_offset=0: the last partition is yesterday, the last whole day.
 ccnews_days = dg.DailyPartitionsDefinition(
-    start_date=os.environ.get("TOPICMAP_CCNEWS_START") or CCNEWS_START.isoformat(), end_offset=0
+    start_date=settings.CCNEWS_START.value() or CCNEWS_START.isoformat(), end_offset=0
 )
 
 

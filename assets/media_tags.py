@@ -13,8 +13,9 @@ import dagster as dg
 from assets.jobs import POOL_ANALYSIS
 from assets.metadata import CODE_VERSIONS, OWNERS, table
 from assets.partitions import stored_topic_id, topics_partitions
-from resources.media_tags import MEDIA_TAGS_FILE_ENV, MediaTagsResource
+from resources.media_tags import MediaTagsResource
 from resources.store import TopicStoreResource
+from topicmap import settings
 from topicmap.store.names import StoreError
 
 # topicmap.store.media_tags is imported in the asset function: loading the code location does not pay for it.
@@ -44,7 +45,7 @@ def _listing(lines: list[str]) -> dg.MarkdownMetadataValue:
     deps=[dg.AssetDep("deduped_media", partition_mapping=dg.IdentityPartitionMapping())],
     description=(
         "Media tags (media_type, partisanship, country, ...) from the curated CSV `medium_url,tag_set,tag` "
-        f"named by {MEDIA_TAGS_FILE_ENV}, loaded into tag_sets / tags / media_tags_map (the file is the source of "
+        f"named by {settings.MEDIA_TAGS_FILE.name}, loaded into tag_sets / tags / media_tags_map (the file is the source of "
         "truth; bad rows are reported with their line numbers and skipped). A tag on a duplicate medium counts for "
         "its final medium. Shows how the tags cover the topic's media; snapshots use them for media-tag foci and "
         "to colour link maps."
@@ -68,11 +69,14 @@ def media_tags(
     }
     if path is None:
         # No file is not an empty file: the stored tags stay (a lost setting must not wipe a curation).
-        context.log.info(f"{MEDIA_TAGS_FILE_ENV} is not set: no tags loaded, the stored tags are kept")
+        context.log.info(
+            f"{settings.MEDIA_TAGS_FILE.name} is not set: no tags loaded, the stored tags are kept"
+        )
     else:
         if not path.is_file():
             raise dg.Failure(
-                f"media tags file {path} ({MEDIA_TAGS_FILE_ENV}) does not exist", allow_retries=False
+                f"media tags file {path} ({settings.MEDIA_TAGS_FILE.name}) does not exist",
+                allow_retries=False,
             )
         try:
             found = read_media_tags_csv(path)

@@ -3,14 +3,14 @@ Dagster metadata (tables, markdown, counts)."""
 
 import base64
 import io
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-OWNERS_ENV = "TOPICMAP_ASSET_OWNERS"
+from topicmap import settings
+
 #: the owner every asset shows until a deployment names its own (a placeholder team, not a real address)
 DEFAULT_OWNER = "team:topicmap"
 
@@ -18,11 +18,13 @@ DEFAULT_OWNER = "team:topicmap"
 def asset_owners(environ: Mapping[str, str] | None = None) -> list[str]:
     """Who answers for the assets, shown and filterable in the UI's catalog: ``TOPICMAP_ASSET_OWNERS`` (comma
     separated, each ``team:<name>`` or an email address, as Dagster accepts them), else ``team:topicmap``."""
-    setting = (os.environ if environ is None else environ).get(OWNERS_ENV) or ""
+    setting = settings.ASSET_OWNERS.value(environ)
     owners = [owner.strip() for owner in setting.split(",") if owner.strip()] or [DEFAULT_OWNER]
     for owner in owners:
         if not (owner.startswith("team:") and len(owner) > len("team:")) and "@" not in owner:
-            raise ValueError(f"{OWNERS_ENV}: {owner!r} is neither 'team:<name>' nor an email address")
+            raise ValueError(
+                f"{settings.ASSET_OWNERS.name}: {owner!r} is neither 'team:<name>' nor an email address"
+            )
     return owners
 
 

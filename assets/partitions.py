@@ -1,6 +1,5 @@
 """Partitions shared by the asset groups, and where the publication-day and weekly partitions start."""
 
-import os
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -9,6 +8,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 import yaml
 
+from topicmap import settings
 from topicmap.store.names import StoreError
 
 if TYPE_CHECKING:
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 #: One partition per declared topic, kept in step with topics.yaml by the topic registry sensor.
 topics_partitions = dg.DynamicPartitionsDefinition(name="topics")
 
-CLICKS_START_ENV = "TOPICMAP_CLICKS_START_DATE"
 #: without a setting and without a dated topic, click partitions cover this many recent days
 RECENT_DAYS = 90
 #: Media Cloud's earliest trusted publish date: no click partition before it
@@ -107,17 +106,19 @@ def declared_topic_weeks(path: str | Path, today: date | None = None) -> dict[st
 
 def topics_file_path(environ: Mapping[str, str] | None = None) -> str:
     """The topics file the code location reads (``TOPICMAP_TOPICS_FILE``, default topics.yaml)."""
-    return (os.environ if environ is None else environ).get("TOPICMAP_TOPICS_FILE") or "topics.yaml"
+    return settings.TOPICS_FILE.value(environ)
 
 
-def _start_setting(environ: dict[str, str], name: str) -> tuple[date | None, date | None]:
-    """(the ISO day set in ``name``, else None; the earliest topic start of the topics file, else None)."""
-    setting = (environ.get(name) or "").strip()
+def _start_setting(
+    environ: Mapping[str, str] | None, start: settings.Setting
+) -> tuple[date | None, date | None]:
+    """(the ISO day set in ``start``, else None; the earliest topic start of the topics file, else None)."""
+    setting = start.value(environ).strip()
     if setting:
         try:
             return date.fromisoformat(setting), None
         except ValueError as exc:
-            raise ValueError(f"{name} must be an ISO day like 2026-01-05, got {setting!r}") from exc
+            raise ValueError(f"{start.name} must be an ISO day like 2026-01-05, got {setting!r}") from exc
     return None, earliest_topic_start(topics_file_path(environ))
 
 
@@ -129,7 +130,7 @@ def clicks_start_day(environ: dict[str, str] | None = None, today: date | None =
     window shows none of the days that matter; the first day a declared topic can have stories is where clicks
     can start. A topic declared later with an earlier start needs the code location reloaded (or the setting)."""
     today = today or datetime.now(UTC).date()
-    setting, earliest = _start_setting(dict(os.environ) if environ is None else environ, CLICKS_START_ENV)
+    setting, earliest = _start_setting(environ, settings.CLICKS_START_DATE)
     if setting is not None:
         return max(setting, EARLIEST_CLICKS_DAY)
     if earliest is not None:
@@ -167,14 +168,13 @@ def clicks_end_day(first_day: date, environ: Mapping[str, str] | None = None) ->
     end = latest_end + timedelta(days=CLICKS_DAYS_AFTER_END + 1)
     if end <= first_day:
         raise ValueError(
-            f"the click partitions would start on {first_day} ({CLICKS_START_ENV} or the earliest topic start), "
+            f"the click partitions would start on {first_day} ({settings.CLICKS_START_DATE.name} or the earliest topic start), "
             f"after the last declared topic ends ({latest_end}) and its {CLICKS_DAYS_AFTER_END} days of refetch: "
-            f"set {CLICKS_START_ENV} to a day before {end}"
+            f"set {settings.CLICKS_START_DATE.name} to a day before {end}"
         )
     return end
 
 
-WEEKS_START_ENV = "TOPICMAP_WEEKS_START"
 #: without a setting and without a dated topic, the weekly partitions cover this many recent weeks
 RECENT_WEEKS = 26
 
@@ -191,7 +191,7 @@ def weeks_start_day(environ: dict[str, str] | None = None, today: date | None = 
     weeks that matter. A topic declared later with an earlier start needs the code location reloaded (or the
     setting): its weeks before the first partition cannot be built."""
     today = today or datetime.now(UTC).date()
-    setting, earliest = _start_setting(dict(os.environ) if environ is None else environ, WEEKS_START_ENV)
+    setting, earliest = _start_setting(environ, settings.WEEKS_START)
     if setting is not None:
         return monday_of(setting)
     if earliest is not None:
@@ -211,8 +211,8 @@ def weeks_end_day(first_week: date, environ: Mapping[str, str] | None = None) ->
     end = monday_of(latest) + timedelta(weeks=1)
     if end <= first_week:
         raise ValueError(
-            f"the weekly partitions would start on {first_week} ({WEEKS_START_ENV} or the earliest topic start), "
-            f"after the last declared topic ends ({latest}): set {WEEKS_START_ENV} to a day before that end"
+            f"the weekly partitions would start on {first_week} ({settings.WEEKS_START.name} or the earliest topic start), "
+            f"after the last declared topic ends ({latest}): set {settings.WEEKS_START.name} to a day before that end"
         )
     return end
 

@@ -14,9 +14,10 @@ from assets.freshness import SNAPSHOTS_FRESHNESS
 from assets.jobs import POOL_ANALYSIS
 from assets.metadata import CODE_VERSIONS, OWNERS, png_markdown, table
 from assets.partitions import declared_topic, topics_partitions
-from resources.media_tags import LINK_MAP_TAG_SET_ENV, link_map_tag_set_default
+from resources.media_tags import link_map_tag_set_default
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
+from topicmap import settings
 from topicmap.snapshots.names import (
     CHECK_DATES,
     CHECK_LINK_COUNTS,
@@ -88,7 +89,7 @@ class SnapshotConfig(dg.Config):
         default=link_map_tag_set_default(),
         description=(
             "A media tag set (e.g. media_type) whose tags colour the media of the link maps instead of their "
-            f"link communities; empty: communities. Default: {LINK_MAP_TAG_SET_ENV}."
+            f"link communities; empty: communities. Default: {settings.LINK_MAP_TAG_SET.name}."
         ),
     )
 

@@ -14,14 +14,9 @@ from assets.freshness import CLICKS_FRESHNESS
 from assets.jobs import POOL_SOCIAL_API
 from assets.metadata import CODE_VERSIONS, OWNERS, counts_markdown, table
 from assets.partitions import clicks_end_day, clicks_start_day, stored_topic_id, topics_partitions
-from resources.social import (
-    BITLY_TOKEN_ENV,
-    FACEBOOK_APP_ID_ENV,
-    FACEBOOK_APP_SECRET_ENV,
-    BitlyResource,
-    FacebookResource,
-)
+from resources.social import BitlyResource, FacebookResource
 from resources.store import TopicStoreResource
+from topicmap import settings
 from topicmap.social import refetch
 from topicmap.social.bitly import BitlyAuthError, BitlyError, BitlyRateLimitError
 from topicmap.social.clicks import STAGE_3D, STAGE_30D
@@ -146,7 +141,7 @@ def click_totals(
     if not bitly.configured:
         # Like story_statistics without Facebook: say why and materialize nothing, so the days stay missing (a
         # backfill or the sensors fill them once a token is set) instead of showing empty figures as a success.
-        reason = f"skipped: Bit.ly is not configured ({BITLY_TOKEN_ENV} is not set)"
+        reason = f"skipped: Bit.ly is not configured ({settings.BITLY_TOKEN.name} is not set)"
         context.log.warning(f"click_totals {first_day}..{last_day} {reason}")
         for key in context.partition_keys:  # shown on the asset page, beside its materializations
             context.log_event(
@@ -364,7 +359,7 @@ def story_statistics(
     if not facebook.configured:
         # An optional source: a topic without Facebook credentials still gets its snapshot (share counts null).
         context.log.warning(
-            f"story_statistics skipped: Facebook is not configured ({FACEBOOK_APP_ID_ENV}, {FACEBOOK_APP_SECRET_ENV})"
+            f"story_statistics skipped: Facebook is not configured ({settings.FACEBOOK_APP_ID.name}, {settings.FACEBOOK_APP_SECRET.name})"
         )
         return dg.MaterializeResult(
             metadata={

@@ -1,7 +1,6 @@
 """The spider: one materialization per iteration of the topic's fetched links, stories and links."""
 
 import json
-import os
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -12,6 +11,7 @@ from assets.partitions import declared_topic, topics_partitions
 from resources.fetcher import PageSourceResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
+from topicmap import settings
 
 if TYPE_CHECKING:
     from topicmap.spider.iteration import IterationReport, Spider
@@ -198,13 +198,9 @@ def iteration_metadata(topic_store, topics_id: int, report: "IterationReport") -
 
 def spider_shards() -> int:
     """How many shard steps one spider iteration fans out into (TOPICMAP_SPIDER_SHARDS, default 1)."""
-    raw = os.environ.get("TOPICMAP_SPIDER_SHARDS") or "1"
-    try:
-        shards = int(raw)
-    except ValueError:
-        raise ValueError(f"TOPICMAP_SPIDER_SHARDS must be a whole number >= 1, got {raw!r}") from None
+    shards = settings.SPIDER_SHARDS.integer()
     if shards < 1:
-        raise ValueError(f"TOPICMAP_SPIDER_SHARDS must be >= 1, got {shards}")
+        raise ValueError(f"{settings.SPIDER_SHARDS.name} must be >= 1, got {shards}")
     return shards
 
 

@@ -48,7 +48,8 @@ from kombu import Queue
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
-from orchestration.executor import CELERY_SETTINGS, START_TIMEOUT_ENV, backend_url, broker_url
+from orchestration.executor import CELERY_SETTINGS, backend_url, broker_url
+from topicmap import settings
 
 if TYPE_CHECKING:  # dagster-celery's executor is handed these internal types
     from dagster._core.execution.context.system import PlanOrchestrationContext
@@ -190,7 +191,7 @@ class _RunTasks:
         self.withdraw()
         raise CeleryWaitError(
             f"No Celery worker consumes queue {queue!r} on broker {self.broker}: waited {self.start_timeout:g} s "
-            f"({START_TIMEOUT_ENV}) with steps {waiting} unstarted, now taken off the queue. Start a worker on "
+            f"({settings.CELERY_START_TIMEOUT.name}) with steps {waiting} unstarted, now taken off the queue. Start a worker on "
             "that broker and queue (deploy/celery.md), then re-execute the run."
         )
 

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from topicmap import settings
+
 if TYPE_CHECKING:
     import dagster as dg
 
@@ -37,7 +39,7 @@ def prepare_instance_environment() -> None:
     """TOPICMAP_HOME and DAGSTER_HOME as `make` sets them (the state folder of the checkout by default)."""
     from orchestration.demo import _prepare_environment
 
-    _prepare_environment(Path(os.environ.get("TOPICMAP_HOME") or ROOT / ".topicmap").resolve())
+    _prepare_environment(Path(settings.HOME.value() or ROOT / ".topicmap").resolve())
 
 
 def declared_topic(name: str, say: Callable[[str], None] = print) -> TopicConfig | None:
@@ -45,7 +47,7 @@ def declared_topic(name: str, say: Callable[[str], None] = print) -> TopicConfig
     saying why it is not a valid topic there and which topics are."""
     from topicmap.topics.declarations import load_topics
 
-    topics_file = os.environ.get("TOPICMAP_TOPICS_FILE") or "topics.yaml"
+    topics_file = settings.TOPICS_FILE.value()
     loaded = load_topics(topics_file)
     topic = loaded.by_name().get(name)
     if topic is None:
@@ -164,7 +166,7 @@ def demo_ui(dagster_args: Sequence[str] = ()) -> int:
     from topicmap.demo.standins import StandinDataset, run_standin_server
     from topicmap.demo.web import generate_demo_web
 
-    home = Path(os.environ["TOPICMAP_HOME"])
+    home = Path(settings.HOME.value())
     web = generate_demo_web()
     with ExitStack() as stack:
         server = stack.enter_context(serve_demo_web(web))

@@ -3,8 +3,6 @@ Common Crawl resource read from the environment (endpoints are configuration, ne
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
 from assets.commoncrawl import (
@@ -17,24 +15,20 @@ from assets.commoncrawl import (
 )
 from orchestration.env import env_or
 from resources.commoncrawl import CommonCrawlResource
+from topicmap import settings
 from topicmap.archive.cc_settings import DEFAULT_DATA_URL, DEFAULT_INDEX_URL
-
-
-def _env_list(name: str) -> list[str]:
-    """A comma- or whitespace-separated list from the environment (outlets, crawls, networks)."""
-    return [item for item in os.environ.get(name, "").replace(",", " ").split() if item]
 
 
 def commoncrawl_resource_from_env() -> CommonCrawlResource:
     """TOPICMAP_CC_INDEX_URL (with {collection}), TOPICMAP_CC_DATA_URL, TOPICMAP_CC_COLLECTIONS,
     TOPICMAP_CC_OUTLETS, TOPICMAP_CC_ALLOW_NETWORKS, TOPICMAP_CC_WORKERS; defaults: Common Crawl's endpoints."""
     return CommonCrawlResource(
-        index_url=env_or("TOPICMAP_CC_INDEX_URL", DEFAULT_INDEX_URL),
-        data_url=env_or("TOPICMAP_CC_DATA_URL", DEFAULT_DATA_URL),
-        collections=_env_list("TOPICMAP_CC_COLLECTIONS"),
-        outlets=_env_list("TOPICMAP_CC_OUTLETS"),
-        allow_networks=_env_list("TOPICMAP_CC_ALLOW_NETWORKS"),
-        workers=int(os.environ.get("TOPICMAP_CC_WORKERS") or 1),
+        index_url=env_or(settings.CC_INDEX_URL, DEFAULT_INDEX_URL),
+        data_url=env_or(settings.CC_DATA_URL, DEFAULT_DATA_URL),
+        collections=settings.CC_COLLECTIONS.items(),
+        outlets=settings.CC_OUTLETS.items(),
+        allow_networks=settings.CC_ALLOW_NETWORKS.items(),
+        workers=settings.CC_WORKERS.integer(),
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import dagster as dg
 
@@ -20,7 +19,7 @@ from orchestration.env import env_or
 from orchestration.executor import end_with_run_worker, executor_from_env
 from resources.archive import ArchiveDropsResource
 from resources.fetcher import PageSourceResource
-from resources.media_tags import MEDIA_TAGS_FILE_ENV, MediaTagsResource
+from resources.media_tags import MediaTagsResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from sensors.archive_growth import archive_growth
@@ -29,6 +28,7 @@ from sensors.media_tags import media_tags_changed
 from sensors.run_failures import release_claims_of_canceled_runs, release_claims_of_failed_runs
 from sensors.spider import SpiderSensorConfig, spider_iterations
 from sensors.topics import topic_registry
+from topicmap import settings
 
 # A step process of the multiprocess executor dies with the run worker that started it (orchestration/executor.py):
 # this module is what a step process loads before it runs any step.
@@ -37,18 +37,18 @@ end_with_run_worker()
 
 def page_source_from_env() -> PageSourceResource:
     """The live web by default; TOPICMAP_PAGE_SOURCE_JSON (written by `make demo`) points at the demo web."""
-    overrides = json.loads(os.environ.get("TOPICMAP_PAGE_SOURCE_JSON") or "{}")
+    overrides = json.loads(settings.PAGE_SOURCE_JSON.value())
     return PageSourceResource(**overrides)
 
 
 def build_resources() -> dict[str, dg.ConfigurableResource]:
     """Resources from the environment: secrets and locations are EnvVars, never literals."""
     return {
-        "store": TopicStoreResource(database_url=env_or("TOPICMAP_DATABASE_URL", "")),
-        "topics_file": TopicsFileResource(path=env_or("TOPICMAP_TOPICS_FILE", "topics.yaml")),
-        "drops": ArchiveDropsResource(drops_dir=env_or("TOPICMAP_DROPS_DIR", "")),
+        "store": TopicStoreResource(database_url=env_or(settings.DATABASE_URL, "")),
+        "topics_file": TopicsFileResource(path=env_or(settings.TOPICS_FILE, settings.TOPICS_FILE.default)),
+        "drops": ArchiveDropsResource(drops_dir=env_or(settings.DROPS_DIR, "")),
         "page_source": page_source_from_env(),
-        "media_tags_file": MediaTagsResource(path=env_or(MEDIA_TAGS_FILE_ENV, "")),
+        "media_tags_file": MediaTagsResource(path=env_or(settings.MEDIA_TAGS_FILE, "")),
         "spider_sensor_config": SpiderSensorConfig(),
     }
 

@@ -16,6 +16,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from topicmap import settings
+
 if TYPE_CHECKING:
     import dagster as dg
 
@@ -130,7 +132,7 @@ def build_cluster_weeks(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    home = Path(os.environ.get("TOPICMAP_HOME") or ROOT / ".topicmap").resolve()
+    home = Path(settings.HOME.value() or ROOT / ".topicmap").resolve()
     _prepare_environment(home)
 
     from topicmap.demo.server import serve_demo_web
@@ -171,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from topicmap.topics.declarations import load_topics
 
         instance = dg.DagsterInstance.get()
-        topics = load_topics(os.environ["TOPICMAP_TOPICS_FILE"])
+        topics = load_topics(settings.TOPICS_FILE.value())
         for error in topics.errors:
             _say(f"  rejected topic: {error}")
         names = [t.name for t in topics.topics]
@@ -278,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     _say(
         f"\ndone in {time.monotonic() - started:.0f} s. Open the UI with `make ui` (DAGSTER_HOME="
-        f"{os.environ['DAGSTER_HOME']}): the runs above are its named jobs; the sensors find this work done. "
+        f"{settings.DAGSTER_HOME.value()}): the runs above are its named jobs; the sensors find this work done. "
         "`make demo-ui` opens it with the demo's settings and stand-ins, so runs launched there (e.g. a "
         "click_totals backfill) use them."
     )

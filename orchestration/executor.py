@@ -50,6 +50,8 @@ from dagster._core.execution.retries import RetryMode
 from dagster._core.execution.step_dependency_config import StepDependencyConfig
 from dagster._core.storage.tags import RETRY_STRATEGY_TAG
 
+from topicmap import settings
+
 if TYPE_CHECKING:  # an Executor is handed these internal types
     from dagster._core.execution.context.system import PlanOrchestrationContext
     from dagster._core.execution.plan.plan import ExecutionPlan
@@ -57,7 +59,6 @@ if TYPE_CHECKING:  # an Executor is handed these internal types
 DEFAULT_BROKER = "amqp://guest:guest@127.0.0.1:5672//"
 DEFAULT_BACKEND = "rpc://"
 #: seconds a Celery run's unstarted steps may sit in a queue no worker consumes before the run fails
-START_TIMEOUT_ENV = "TOPICMAP_CELERY_START_TIMEOUT"
 DEFAULT_START_TIMEOUT = 120.0
 
 #: what every worker and the run's executor must agree on (worker-side: acks and redelivery)
@@ -70,17 +71,17 @@ CELERY_SETTINGS = {
 
 
 def broker_url() -> str:
-    return os.environ.get("TOPICMAP_CELERY_BROKER") or DEFAULT_BROKER
+    return settings.CELERY_BROKER.value() or DEFAULT_BROKER
 
 
 def backend_url() -> str:
-    return os.environ.get("TOPICMAP_CELERY_BACKEND") or DEFAULT_BACKEND
+    return settings.CELERY_BACKEND.value() or DEFAULT_BACKEND
 
 
 def start_timeout() -> float:
     """TOPICMAP_CELERY_START_TIMEOUT in seconds (default 120): how long a Celery run's unstarted steps may wait
     in a queue no worker consumes before the run fails (orchestration/celery_app.py, ``_RunTasks``)."""
-    raw = (os.environ.get(START_TIMEOUT_ENV) or "").strip()
+    raw = settings.CELERY_START_TIMEOUT.value().strip()
     if not raw:
         return DEFAULT_START_TIMEOUT
     try:
@@ -88,12 +89,12 @@ def start_timeout() -> float:
     except ValueError:
         seconds = 0.0
     if not seconds > 0:  # also refuses nan
-        raise ValueError(f"{START_TIMEOUT_ENV} must be a number of seconds above 0, got {raw!r}")
+        raise ValueError(
+            f"{settings.CELERY_START_TIMEOUT.name} must be a number of seconds above 0, got {raw!r}"
+        )
     return seconds
 
 
-#: set by a run worker that starts step processes: its pid, for the step processes it starts (module doc)
-RUN_WORKER_PID_ENV = "TOPICMAP_RUN_WORKER_PID"
 #: prctl(2) option: the signal a process gets when its parent dies
 PR_SET_PDEATHSIG = 1
 
@@ -114,7 +115,7 @@ def steps_end_with_run_worker(init_context: dg.InitExecutorContext) -> dg.Execut
     config = init_context.executor_config
     if "multiprocess" in config:
         # this process is the run worker: the step processes it starts inherit the variable
-        os.environ[RUN_WORKER_PID_ENV] = str(os.getpid())
+        os.environ[settings.RUN_WORKER_PID.name] = str(os.getpid())
         multiprocess = config["multiprocess"]
         # forked from a forkserver only where it preloads the job's module, which calls end_with_run_worker (the
         # forkserver then dies with the worker, and the steps with it); a job loaded from a file keeps spawn
@@ -144,7 +145,7 @@ def end_with_run_worker() -> None:
     location's module (a spawned step process: before it runs its step). Elsewhere (the code server, the webserver,
     a run worker itself, tests) the variable is absent or names another parent: nothing."""
     worker = os.environ.pop(
-        RUN_WORKER_PID_ENV, None
+        settings.RUN_WORKER_PID.name, None
     )  # popped: a process this one starts is not started by a worker
     if worker is None or not sys.platform.startswith("linux"):
         return
@@ -299,7 +300,7 @@ def executor_from_env() -> dg.ExecutorDefinition:
 
 
 def _chosen_executor() -> dg.ExecutorDefinition:
-    choice = (os.environ.get("TOPICMAP_EXECUTOR") or "").strip().lower()
+    choice = settings.EXECUTOR.value().strip().lower()
     if choice == "in_process":
         return steps_end_with_run_worker.configured({"in_process": {}})
     if choice in ("", "default", "multiprocess"):
@@ -312,11 +313,11 @@ def _chosen_executor() -> dg.ExecutorDefinition:
     # The broker URL may carry a password: it is passed as an env reference, never as a literal in run config.
     return topicmap_celery_executor.configured(
         {
-            "broker": {"env": "TOPICMAP_CELERY_BROKER"}
-            if os.environ.get("TOPICMAP_CELERY_BROKER")
+            "broker": {"env": settings.CELERY_BROKER.name}
+            if settings.CELERY_BROKER.is_set()
             else DEFAULT_BROKER,
-            "backend": {"env": "TOPICMAP_CELERY_BACKEND"}
-            if os.environ.get("TOPICMAP_CELERY_BACKEND")
+            "backend": {"env": settings.CELERY_BACKEND.name}
+            if settings.CELERY_BACKEND.is_set()
             else DEFAULT_BACKEND,
             "config_source": CELERY_SETTINGS,
             "start_timeout": start_timeout(),

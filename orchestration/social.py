@@ -17,17 +17,9 @@ import dagster as dg
 
 from assets.social import click_totals, clicks_30d_not_below_3d, story_statistics
 from orchestration.env import env_or
-from resources.social import (
-    BITLY_BASE_URL_ENV,
-    BITLY_TOKEN_ENV,
-    FACEBOOK_APP_ID_ENV,
-    FACEBOOK_APP_SECRET_ENV,
-    FACEBOOK_BASE_URL_ENV,
-    RAW_STORE_DIR_ENV,
-    BitlyResource,
-    FacebookResource,
-)
+from resources.social import BitlyResource, FacebookResource
 from sensors.clicks import click_refetch_3d, click_refetch_30d
+from topicmap import settings
 from topicmap.social import bitly, facebook
 
 
@@ -35,14 +27,14 @@ def social_resources() -> dict[str, dg.ConfigurableResource]:
     """The two API clients, configured from the environment."""
     return {
         "bitly": BitlyResource(
-            token=env_or(BITLY_TOKEN_ENV, ""),
-            base_url=env_or(BITLY_BASE_URL_ENV, bitly.DEFAULT_BASE_URL),
-            raw_store_dir=env_or(RAW_STORE_DIR_ENV, ""),
+            token=env_or(settings.BITLY_TOKEN, ""),
+            base_url=env_or(settings.BITLY_BASE_URL, bitly.DEFAULT_BASE_URL),
+            raw_store_dir=env_or(settings.RAW_STORE_DIR, ""),
         ),
         "facebook": FacebookResource(
-            app_id=env_or(FACEBOOK_APP_ID_ENV, ""),
-            app_secret=env_or(FACEBOOK_APP_SECRET_ENV, ""),
-            base_url=env_or(FACEBOOK_BASE_URL_ENV, facebook.DEFAULT_BASE_URL),
+            app_id=env_or(settings.FACEBOOK_APP_ID, ""),
+            app_secret=env_or(settings.FACEBOOK_APP_SECRET, ""),
+            base_url=env_or(settings.FACEBOOK_BASE_URL, facebook.DEFAULT_BASE_URL),
         ),
     }
 

@@ -22,13 +22,7 @@ from typing import Any
 import dagster as dg
 
 from orchestration.runs import run_job
-from resources.social import (
-    BITLY_BASE_URL_ENV,
-    BITLY_TOKEN_ENV,
-    FACEBOOK_APP_ID_ENV,
-    FACEBOOK_APP_SECRET_ENV,
-    FACEBOOK_BASE_URL_ENV,
-)
+from topicmap import settings
 from topicmap.demo.standins import StandinDataset, StandinServer
 from topicmap.social import refetch
 from topicmap.social.store import topic_story_days, topic_story_timestamps
@@ -40,11 +34,11 @@ def demo_social_config(server: StandinServer) -> dict[str, str]:
     orchestration.definitions)."""
     dataset = server.dataset
     return {
-        BITLY_TOKEN_ENV: dataset.bitly_token,
-        BITLY_BASE_URL_ENV: server.base_url_bitly,
-        FACEBOOK_APP_ID_ENV: dataset.facebook_app_id,
-        FACEBOOK_APP_SECRET_ENV: dataset.facebook_app_secret,
-        FACEBOOK_BASE_URL_ENV: server.base_url_facebook,
+        settings.BITLY_TOKEN.name: dataset.bitly_token,
+        settings.BITLY_BASE_URL.name: server.base_url_bitly,
+        settings.FACEBOOK_APP_ID.name: dataset.facebook_app_id,
+        settings.FACEBOOK_APP_SECRET.name: dataset.facebook_app_secret,
+        settings.FACEBOOK_BASE_URL.name: server.base_url_facebook,
     }
 
 

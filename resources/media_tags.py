@@ -1,14 +1,10 @@
 """Media tags declared by people: a CSV of (medium_url, tag_set, tag), and the tag set link maps are coloured by."""
 
-import os
 from pathlib import Path
 
 import dagster as dg
 
-#: the tags file (empty: media carry no tags)
-MEDIA_TAGS_FILE_ENV = "TOPICMAP_MEDIA_TAGS_FILE"
-#: the tag set whose tags colour the media of the snapshot link maps (empty: link communities)
-LINK_MAP_TAG_SET_ENV = "TOPICMAP_LINK_MAP_TAG_SET"
+from topicmap import settings
 
 
 class MediaTagsResource(dg.ConfigurableResource):
@@ -23,4 +19,4 @@ class MediaTagsResource(dg.ConfigurableResource):
 
 def link_map_tag_set_default() -> str:
     """The deployment's choice of tag set for colouring link maps (the snapshot run config's default)."""
-    return os.environ.get(LINK_MAP_TAG_SET_ENV, "").strip()
+    return settings.LINK_MAP_TAG_SET.value().strip()

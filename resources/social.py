@@ -10,17 +10,10 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from topicmap import settings
 from topicmap.social import bitly, facebook
 from topicmap.social.rawstore import RawResponseStore
 from topicmap.store.names import topicmap_home
-
-# Environment variables read by orchestration/social.py (secrets as dg.EnvVar, resolved at run time).
-BITLY_TOKEN_ENV = "TOPICMAP_BITLY_TOKEN"
-BITLY_BASE_URL_ENV = "TOPICMAP_BITLY_BASE_URL"
-RAW_STORE_DIR_ENV = "TOPICMAP_RAW_STORE_DIR"
-FACEBOOK_APP_ID_ENV = "TOPICMAP_FACEBOOK_APP_ID"
-FACEBOOK_APP_SECRET_ENV = "TOPICMAP_FACEBOOK_APP_SECRET"
-FACEBOOK_BASE_URL_ENV = "TOPICMAP_FACEBOOK_BASE_URL"
 
 
 class BitlyResource(dg.ConfigurableResource):
@@ -50,7 +43,9 @@ class BitlyResource(dg.ConfigurableResource):
 
     def client(self) -> bitly.BitlyClient:
         if not self.configured:
-            raise dg.Failure(f"Bit.ly is not configured: set {BITLY_TOKEN_ENV} (see docs/social.md)")
+            raise dg.Failure(
+                f"Bit.ly is not configured: set {settings.BITLY_TOKEN.name} (see docs/social.md)"
+            )
         return bitly.BitlyClient(
             self.token,
             base_url=self.base_url,
@@ -84,7 +79,7 @@ class FacebookResource(dg.ConfigurableResource):
     def client(self) -> facebook.FacebookClient:
         if not self.configured:
             raise dg.Failure(
-                f"Facebook is not configured: set {FACEBOOK_APP_ID_ENV} and {FACEBOOK_APP_SECRET_ENV} (see docs/social.md)"
+                f"Facebook is not configured: set {settings.FACEBOOK_APP_ID.name} and {settings.FACEBOOK_APP_SECRET.name} (see docs/social.md)"
             )
         return facebook.FacebookClient(
             self.app_id,

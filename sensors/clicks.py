@@ -10,9 +10,10 @@ import dagster as dg
 
 from assets.jobs import click_totals_job
 from assets.social import ClickStageConfig, click_totals, publication_days
-from resources.social import BITLY_TOKEN_ENV, BitlyResource
+from resources.social import BitlyResource
 from resources.store import TopicStoreResource
 from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
+from topicmap import settings
 from topicmap.social import refetch
 from topicmap.social.clicks import STAGE_3D, STAGE_30D
 
@@ -49,7 +50,7 @@ def bitly_not_configured(bitly: BitlyResource) -> dg.SkipReason | None:
     if bitly.configured:
         return None
     return dg.SkipReason(
-        f"Bit.ly is not configured ({BITLY_TOKEN_ENV} is not set): no click_totals run requested; due days stay "
+        f"Bit.ly is not configured ({settings.BITLY_TOKEN.name} is not set): no click_totals run requested; due days stay "
         "due and are requested once a token is set"
     )
 

@@ -13,7 +13,6 @@ import pytest
 from sqlalchemy import insert, update
 
 from assets.partitions import (
-    CLICKS_START_ENV,
     clicks_end_day,
     clicks_start_day,
     earliest_topic_start,
@@ -26,6 +25,7 @@ from resources.store import TopicStoreResource
 from sensors.automation import click_totals_catch_up, snapshot_refresh, weekly_snapshots
 from sensors.clicks import click_refetch_3d, click_refetch_30d
 from tests.social_fixtures import TOPIC, add_topic_stories, at, week_of_stories
+from topicmap import settings
 from topicmap.social import refetch
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
@@ -132,14 +132,14 @@ def test_click_partitions_start_at_the_setting_then_the_earliest_topic(tmp_path:
     today = date(2026, 11, 26)
     assert earliest_topic_start(topics) == date(2025, 11, 15)
     assert clicks_start_day({"TOPICMAP_TOPICS_FILE": str(topics)}, today) == date(2025, 11, 15)
-    setting = {CLICKS_START_ENV: "2026-01-05", "TOPICMAP_TOPICS_FILE": str(topics)}
+    setting = {settings.CLICKS_START_DATE.name: "2026-01-05", "TOPICMAP_TOPICS_FILE": str(topics)}
     assert clicks_start_day(setting, today) == date(2026, 1, 5)
     # no topics file: a recent window, not 2008
     assert clicks_start_day(
         {"TOPICMAP_TOPICS_FILE": str(tmp_path / "none.yaml")}, today
     ) == today - timedelta(90)
-    with pytest.raises(ValueError, match=CLICKS_START_ENV):
-        clicks_start_day({CLICKS_START_ENV: "last tuesday"}, today)
+    with pytest.raises(ValueError, match=settings.CLICKS_START_DATE.name):
+        clicks_start_day({settings.CLICKS_START_DATE.name: "last tuesday"}, today)
 
 
 def test_click_days_end_with_the_last_topic_and_its_30_day_refetch(tmp_path: Path) -> None:
@@ -160,7 +160,7 @@ def test_click_days_end_with_the_last_topic_and_its_30_day_refetch(tmp_path: Pat
     assert {"2026-02-01", "2026-03-01"} <= set(keys[-90:])
     # no topic with an end: days run on to yesterday; a start setting after every end is refused by name
     assert clicks_end_day(first, {"TOPICMAP_TOPICS_FILE": str(tmp_path / "none.yaml")}) is None
-    with pytest.raises(ValueError, match=CLICKS_START_ENV):
+    with pytest.raises(ValueError, match=settings.CLICKS_START_DATE.name):
         clicks_end_day(date(2026, 6, 1), environ)
 
 

@@ -26,10 +26,10 @@ pytestmark = pytest.mark.daemon
 STALL_SECONDS = 900
 
 
-def _dagster(args: list[str], env: dict[str, str]) -> None:
+def _dagster(args: list[str], env: dict[str, str], workspace: Path) -> None:
     dagster = str(Path(sys.executable).parent / "dagster")
     done = subprocess.run(
-        [dagster, *args, "-w", "workspace.yaml"], cwd=ROOT, env=env, capture_output=True, text=True
+        [dagster, *args, "-w", str(workspace)], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
 
@@ -40,6 +40,13 @@ def test_the_catch_up_sensor_launches_one_backfill_the_daemon_completes(tmp_path
     dagster_home.mkdir(parents=True)
     (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
     (tmp_path / "topics.yaml").write_text("topics: []\n", encoding="utf-8")
+    # the code location with its clock frozen at 2024-03-15 06:00 UTC (tests/frozen_clock_location.py)
+    workspace = tmp_path / "workspace.yaml"
+    workspace.write_text(
+        "load_from:\n  - python_module:\n      module_name: tests.frozen_clock_location\n"
+        f"      working_directory: {ROOT}\n      location_name: topicmap\n      attribute: defs\n",
+        encoding="utf-8",
+    )
     store = TopicStore.open(f"sqlite:///{home / 'topicmap.sqlite3'}")
     stories = week_of_stories(date(2024, 1, 10), 3, 2)
     ids = add_topic_stories(store, stories)
@@ -51,7 +58,6 @@ def test_the_catch_up_sensor_launches_one_backfill_the_daemon_completes(tmp_path
             "TOPICMAP_TOPICS_FILE": str(tmp_path / "topics.yaml"),
             "TOPICMAP_SENSOR_INTERVAL_SECONDS": "1",
             "TOPICMAP_CLICKS_START_DATE": "2024-01-01",
-            "TOPICMAP_FAKE_NOW": "2024-03-15T06:00:00+00:00",  # after 04:00 UTC, every stage of January due
             "TOPICMAP_BITLY_TOKEN": server.dataset.bitly_token,
             "TOPICMAP_BITLY_BASE_URL": server.base_url_bitly,
             "TOPICMAP_EXECUTOR": "in_process",  # steps in the run worker: the backfill is the subject
@@ -59,12 +65,12 @@ def test_the_catch_up_sensor_launches_one_backfill_the_daemon_completes(tmp_path
         env.pop("TOPICMAP_DATABASE_URL", None)
         # only the catch-up: the refetch sensors (running by default) would otherwise race it for the same days
         for name in ("click_refetch_3d", "click_refetch_30d"):
-            _dagster(["sensor", "stop", name], env)
-        _dagster(["sensor", "start", "click_totals_catch_up"], env)
+            _dagster(["sensor", "stop", name], env, workspace)
+        _dagster(["sensor", "start", "click_totals_catch_up"], env, workspace)
         log_path = tmp_path / "daemon.log"
         log = open(log_path, "wb")  # noqa: SIM115 - closed in finally
         daemon = subprocess.Popen(
-            [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+            [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(workspace)],
             cwd=ROOT,
             env=env,
             stdout=log,

@@ -23,10 +23,10 @@ import httpx
 import pytest
 from sqlalchemy import update
 
+from topicmap import settings
 from topicmap.dedup.catalog import FingerprintCatalog
 from topicmap.dedup.service import (
     MAX_BODY_BYTES,
-    TOKEN_ENV,
     LookupServer,
     LookupService,
     create_app,
@@ -269,9 +269,9 @@ def test_bearer_token_is_required_when_configured(stored: TopicStore) -> None:
 
 def test_off_loopback_the_service_needs_a_token_from_the_environment() -> None:
     assert service_token("127.0.0.1", {}) is None
-    with pytest.raises(SystemExit, match=TOKEN_ENV):
+    with pytest.raises(SystemExit, match=settings.SERVICE_TOKEN.name):
         service_token("0.0.0.0", {})
-    assert service_token("0.0.0.0", {TOKEN_ENV: "abc"}) == "abc"
+    assert service_token("0.0.0.0", {settings.SERVICE_TOKEN.name: "abc"}) == "abc"
 
 
 def test_new_stories_are_fingerprinted_and_found_after_a_refresh(stored: TopicStore) -> None:

@@ -6,7 +6,6 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from topicmap.social import refetch
 from topicmap.social.refetch import (
     DayCandidate,
     busy_days,
@@ -136,11 +135,3 @@ def test_stage_for_story_fetches_only_what_is_due() -> None:
     assert stage_for_story("auto", published, published + timedelta(days=30)) == "30d"
     assert stage_for_story("30d", published, published + timedelta(days=29)) is None
     assert stage_for_story("3d", published, published + timedelta(days=40)) == "3d"
-
-
-def test_clock_can_be_frozen_for_demos(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(refetch.FAKE_NOW_ENV, "2024-01-14T00:00:00")
-    assert refetch.current_time() == _at(date(2024, 1, 14))
-    monkeypatch.setenv(refetch.FAKE_NOW_ENV, "yesterday")
-    with pytest.raises(ValueError, match="TOPICMAP_FAKE_NOW"):
-        refetch.current_time()

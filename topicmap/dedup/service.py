@@ -74,6 +74,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from topicmap import settings
 from topicmap.dedup.catalog import DEFAULT_LIMIT, MAX_LIMIT, BadRequest, FingerprintCatalog, Match
 from topicmap.dedup.containment import DEFAULT_MIN_CONTAINMENT
 from topicmap.dedup.service_limits import DEFAULT_MAX_PENDING_URLS, DEFAULT_URL_WORKERS
@@ -91,7 +92,6 @@ MAX_FETCH_BYTES = 5 * 1024 * 1024  # a fetched page (the spider's default is 10 
 MAX_URL_CHARS = 2048
 # How long a shutdown waits for open requests once the pending URL lookups are answered, before cancelling them.
 SHUTDOWN_GRACE_SECONDS = 2
-TOKEN_ENV = "TOPICMAP_SERVICE_TOKEN"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -430,10 +430,10 @@ class LookupServer(uvicorn.Server):
 
 def service_token(host: str, environ: dict[str, str]) -> str | None:
     """The bearer token the service requires: none on loopback, the environment's otherwise (or refuse)."""
-    token = (environ.get(TOKEN_ENV) or "").strip() or None
+    token = settings.SERVICE_TOKEN.value(environ).strip() or None
     if host not in LOOPBACK_HOSTS and token is None:
         raise SystemExit(
-            f"refusing to serve on {host}: set {TOKEN_ENV} to a secret bearer token first "
+            f"refusing to serve on {host}: set {settings.SERVICE_TOKEN.name} to a secret bearer token first "
             "(off loopback, every request must carry 'Authorization: Bearer <token>')"
         )
     return token
@@ -442,7 +442,6 @@ def service_token(host: str, environ: dict[str, str]) -> str | None:
 __all__ = [
     "MAX_BODY_BYTES",
     "MAX_FETCH_BYTES",
-    "TOKEN_ENV",
     "LookupHandlers",
     "LookupServer",
     "LookupService",

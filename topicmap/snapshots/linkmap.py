@@ -205,7 +205,10 @@ def link_map_graph(
     _require(medium_links, "medium_links", ["source_media_id", "ref_media_id", "link_count"])
     media = medium_link_counts.set_index("media_id")
     links = medium_links[medium_links["source_media_id"] != medium_links["ref_media_id"]]
-    linked = pd.Index(np.union1d(links["source_media_id"].to_numpy(), links["ref_media_id"].to_numpy()))
+    # named: `.loc` names its result's index after the indexer in pandas 3.0 (3.1 keeps the frame's name)
+    linked = pd.Index(
+        np.union1d(links["source_media_id"].to_numpy(), links["ref_media_id"].to_numpy()), name="media_id"
+    )
     linked = linked.intersection(media.index)
     ranked = (
         media.loc[linked]

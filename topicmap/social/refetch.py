@@ -30,7 +30,6 @@ data engineer backfills the range from the UI.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -42,8 +41,6 @@ EARLIEST_DAY = date(2008, 1, 1)
 """First publication-day partition (Media Cloud's earliest trusted publish date)."""
 MAX_DAYS_PER_TICK = 60
 """Runs one sensor tick requests at most; the rest wait for the next tick."""
-FAKE_NOW_ENV = "TOPICMAP_FAKE_NOW"
-"""ISO datetime that freezes :func:`current_time` (tests and demos only; never set it in production)."""
 
 # Run tags read by :func:`busy_days` (Dagster's own tag names are plain strings; no dagster import here).
 PARTITION_TAG = "dagster/partition"
@@ -53,14 +50,8 @@ STAGE_TAG = "topicmap/clicks_stage"
 
 
 def current_time() -> datetime:
-    """Now (UTC). The sensors and the click asset read the clock only through this function, so tests can
-    monkeypatch it and demos can freeze it with ``TOPICMAP_FAKE_NOW``."""
-    frozen = os.environ.get(FAKE_NOW_ENV)
-    if frozen:
-        try:
-            return as_utc(datetime.fromisoformat(frozen))
-        except ValueError as exc:
-            raise ValueError(f"{FAKE_NOW_ENV} must be an ISO datetime, got {frozen!r}") from exc
+    """Now (UTC). The sensors and the click asset read the clock only through this function, so a test can
+    replace it (in the processes a daemon starts too: tests/frozen_clock_location.py)."""
     return datetime.now(UTC)
 
 

@@ -7,8 +7,9 @@ catch ``StoreError``), long before a run opens the store (which pulls in SQLAlch
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from topicmap import settings
 
 DEFAULT_HOME = ".topicmap"
 
@@ -18,7 +19,7 @@ class StoreError(RuntimeError):
 
 
 def topicmap_home() -> Path:
-    return Path(os.environ.get("TOPICMAP_HOME") or DEFAULT_HOME).resolve()
+    return Path(settings.HOME.value() or DEFAULT_HOME).resolve()
 
 
 def normalize_database_url(url: str) -> str:
@@ -30,7 +31,7 @@ def normalize_database_url(url: str) -> str:
 
 
 def default_database_url(home: Path | None = None) -> str:
-    url = os.environ.get("TOPICMAP_DATABASE_URL")
+    url = settings.DATABASE_URL.value()
     if url:
         return normalize_database_url(url)
     home = home or topicmap_home()
