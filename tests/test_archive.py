@@ -75,7 +75,7 @@ def test_loading_a_drop_twice_adds_nothing(store: TopicStore, tmp_path: Path) ->
 def test_warc_drops_load_story_indexer_archives_and_generic_crawls(store: TopicStore, tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from topicmap.archive.warc import StoryArchiveWriter, StoryRecord
+    from topicmap.archive.warc_stories import StoryArchiveWriter, StoryRecord
 
     html = (
         b"<html><head><title>Climate summit opens - Herald</title></head><body><article><h1>Climate summit opens</h1>"

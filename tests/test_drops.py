@@ -36,15 +36,8 @@ from topicmap.archive.drops import (
     load_drop,
     parse_drop,
 )
-from topicmap.archive.warc import (
-    MIB,
-    ReadLimits,
-    StoryArchiveWriter,
-    StoryRecord,
-    WarcReadError,
-    read_story_archive,
-    read_warc_pages,
-)
+from topicmap.archive.warc import MIB, ReadLimits, WarcReadError, read_warc_pages
+from topicmap.archive.warc_stories import StoryArchiveWriter, StoryRecord, read_story_archive
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore
 from topicmap.topics.seeding import read_seed_url_csv

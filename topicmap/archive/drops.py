@@ -64,13 +64,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sqlalchemy import select
 
-from topicmap.archive.warc import (
-    DEFAULT_READ_LIMITS,
-    MIB,
-    ReadLimits,
-    WarcReadError,
-    stories_from_warc,
-)
+from topicmap.archive.warc import DEFAULT_READ_LIMITS, MIB, ReadLimits, WarcReadError
+from topicmap.archive.warc_stories import stories_from_warc
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore, now_utc
 from topicmap.web.extract import extract_story
