@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from tests.shared_data import WARC_DIR
-from topicmap.archive.drops import ArchiveFileError, parse_drop
+from topicmap.archive.drop_rows import ArchiveFileError
+from topicmap.archive.drops import parse_drop
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 
