@@ -95,8 +95,8 @@ MIB = 1 << 20
 
 @dataclass(frozen=True)
 class ReadLimits:
-    """Caps on what reading one drop may inflate to (see the module doc, and ``topicmap.archive.drops`` for
-    CSV and Parquet).
+    """Caps on what reading one drop may inflate to (see the module doc, and ``topicmap.archive.drop_csv`` and
+    ``topicmap.archive.drop_parquet`` for CSV and Parquet).
 
     * ``max_payload_bytes``: one record's payload after de-chunking and Content-Encoding (50 MiB: far above
       any news page, which rarely exceed 5 MiB; a larger record is reported and skipped);
