@@ -1,4 +1,4 @@
-"""Benchmark: writing, reading and replaying story archives with topicmap.archive.warc.
+"""Benchmark: writing, reading and replaying story archives with topicmap.archive (warc, warc_stories, warc_replay).
 
 Anchor: Media Cloud story-indexer's own code path (its WARC writer and reader), rebuilt on warcio in this file: its write_story
 (response + metadata records, random ids, `_massage_metadata`) and its StoryArchiveReader state machine
@@ -31,13 +31,9 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from topicmap.archive.warc import (
-    StoryArchiveWriter,
-    StoryRecord,
-    WarcReplay,
-    read_story_archive,
-    read_warc_pages,
-)
+from topicmap.archive.warc import read_warc_pages
+from topicmap.archive.warc_replay import WarcReplay
+from topicmap.archive.warc_stories import StoryArchiveWriter, StoryRecord, read_story_archive
 
 NOW = datetime(2024, 5, 1, tzinfo=UTC)
 

@@ -66,6 +66,7 @@ sys.path.insert(0, str(REPO))
 import trafilatura  # noqa: E402
 
 from tests.shared_data import NEWS_HTML  # noqa: E402
+from topicmap.web import article_text as article_text_module  # noqa: E402
 from topicmap.web import dates as dates_module  # noqa: E402
 from topicmap.web import extract as extract_module  # noqa: E402
 from topicmap.web.extract import decode_html  # noqa: E402
@@ -225,8 +226,11 @@ def trafilatura_system(fast: bool) -> Callable[[Page], Prediction]:
     return run
 
 
-def topicmap_variant(module: object = extract_module, **settings: object) -> Callable[[Page], Prediction]:
-    """topicmap.web.extract with some of its tuned module settings changed (for --ablations)."""
+def topicmap_variant(
+    module: object = article_text_module, **settings: object
+) -> Callable[[Page], Prediction]:
+    """topicmap.web.extract with some of the tuned settings of its text extraction (or of ``module``) changed (for
+    --ablations)."""
 
     def run(page: Page) -> Prediction:
         saved = {name: getattr(module, name) for name in settings}

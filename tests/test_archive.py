@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from tests.shared_data import WARC_DIR
-from topicmap.archive.drops import ArchiveFileError, parse_drop
+from topicmap.archive.drop_rows import ArchiveFileError
+from topicmap.archive.drops import parse_drop
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 
@@ -75,7 +76,7 @@ def test_loading_a_drop_twice_adds_nothing(store: TopicStore, tmp_path: Path) ->
 def test_warc_drops_load_story_indexer_archives_and_generic_crawls(store: TopicStore, tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from topicmap.archive.warc import StoryArchiveWriter, StoryRecord
+    from topicmap.archive.warc_stories import StoryArchiveWriter, StoryRecord
 
     html = (
         b"<html><head><title>Climate summit opens - Herald</title></head><body><article><h1>Climate summit opens</h1>"

@@ -272,8 +272,8 @@ def test_near_dups_command_finds_the_copies_of_a_url_or_a_text(store: TopicStore
 
 
 def test_topic_stories_export_as_story_indexer_warc_and_read_back(store: TopicStore, tmp_path) -> None:  # noqa: ANN001
-    from topicmap.archive.warc import read_story_archive
     from topicmap.archive.warc_export import export_topic_warc
+    from topicmap.archive.warc_stories import read_story_archive
 
     topics_id, ids = build_topic(store)
     page = (

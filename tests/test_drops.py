@@ -29,22 +29,11 @@ from assets.archive import archive_stories
 from resources.archive import ArchiveDropsResource
 from resources.store import TopicStoreResource
 from tests.shared_data import WARC_DIR
-from topicmap.archive.drops import (
-    ArchiveFileError,
-    archive_file_record,
-    iter_drop,
-    load_drop,
-    parse_drop,
-)
-from topicmap.archive.warc import (
-    MIB,
-    ReadLimits,
-    StoryArchiveWriter,
-    StoryRecord,
-    WarcReadError,
-    read_story_archive,
-    read_warc_pages,
-)
+from topicmap.archive.drop_rows import ArchiveFileError
+from topicmap.archive.drops import iter_drop, load_drop, parse_drop
+from topicmap.archive.store import archive_file_record
+from topicmap.archive.warc import MIB, ReadLimits, WarcReadError, read_warc_pages
+from topicmap.archive.warc_stories import StoryArchiveWriter, StoryRecord, read_story_archive
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore
 from topicmap.topics.seeding import read_seed_url_csv

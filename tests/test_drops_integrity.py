@@ -32,7 +32,8 @@ from warcio.warcwriter import WARCWriter
 from assets.archive import archive_stories
 from resources.archive import ArchiveDropsResource
 from resources.store import TopicStoreResource
-from topicmap.archive.drops import ArchiveFileError, load_drop, parse_drop
+from topicmap.archive.drop_rows import ArchiveFileError
+from topicmap.archive.drops import load_drop, parse_drop
 from topicmap.archive.warc import ReadLimits
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
@@ -115,7 +116,8 @@ READ_CSV_IN_SUBPROCESS = textwrap.dedent(
     """
     import json, re, sys
     from pathlib import Path
-    from topicmap.archive.drops import ArchiveFileError, parse_drop
+    from topicmap.archive.drop_rows import ArchiveFileError
+    from topicmap.archive.drops import parse_drop
     try:
         parse_drop(sys.argv[1])
         outcome = "read"

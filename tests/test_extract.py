@@ -13,7 +13,8 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from tests.shared_data import NEWS_HTML
-from topicmap.web import extract as extract_module
+from topicmap.web import article_text
+from topicmap.web.article_text import tidy_text
 from topicmap.web.extract import (
     MAX_HTML_BYTES,
     ExtractedStory,
@@ -22,7 +23,6 @@ from topicmap.web.extract import (
     guess_language,
     page_title,
     parse_html,
-    tidy_text,
 )
 from topicmap.web.links import extract_story_and_links
 
@@ -472,12 +472,12 @@ def test_trafilatura_is_called_without_its_tree_copy_and_gives_the_same_stories(
 ) -> None:
     # extract_story runs trafilatura's cascade on its own tree (no deep copy); the installed trafilatura must
     # still have that cascade, and every story must be what bare_extraction (which copies) gives.
-    assert extract_module._SEQUENCE is not None, "trafilatura.core.trafilatura_sequence changed: slower path"
+    assert article_text._SEQUENCE is not None, "trafilatura.core.trafilatura_sequence changed: slower path"
     rows = _rows()[::7]  # a spread of sites, ~25 pages, including short fixtures that take the fallbacks
     pages = [(row, gzip.decompress((NEWS_HTML / row["file"]).read_bytes())) for row in rows]
     direct = [extract_story(html, row["url"]) for row, html in pages]
     direct_with_links = [extract_story_and_links(html, row["url"]) for row, html in pages]
-    monkeypatch.setattr(extract_module, "DIRECT_SEQUENCE", False)
+    monkeypatch.setattr(article_text, "DIRECT_SEQUENCE", False)
     copied = [extract_story(html, row["url"]) for row, html in pages]
     assert direct == copied
     assert direct_with_links == [extract_story_and_links(html, row["url"]) for row, html in pages]

@@ -21,17 +21,12 @@ from pathlib import Path
 import pytest
 
 from tests.faultserver import PDF_BYTES, FaultServer, gzip_bomb
-from topicmap.web import fetch as fetch_module
-from topicmap.web.fetch import (
-    CANCELLED,
-    CANCELLED_IN_FLIGHT,
-    DEFAULT_USER_AGENT,
-    ExpiringCache,
-    FetchOutcome,
-    WebFetcher,
-    meta_refresh_target,
-    retry_after_seconds,
-)
+from topicmap.web import fetch_scheduler
+from topicmap.web import robots as robots_module
+from topicmap.web.expiring_cache import ExpiringCache
+from topicmap.web.fetch import DEFAULT_USER_AGENT, FetchOutcome, WebFetcher
+from topicmap.web.fetch_state import CANCELLED, CANCELLED_IN_FLIGHT
+from topicmap.web.http_head import meta_refresh_target, retry_after_seconds
 from topicmap.web.netguard import AddressPolicy
 from topicmap.web.throttle import MemoryThrottle
 
@@ -336,7 +331,7 @@ def test_robots_rules_are_kept_for_the_most_recently_used_sites_only(
 ) -> None:
     """An iteration of a large topic meets tens of thousands of sites: the fetcher keeps the robots.txt rules of
     the MAX_CACHED_ROBOTS sites used last (2 here), and reads a dropped site's robots.txt again when it returns."""
-    monkeypatch.setattr(fetch_module, "MAX_CACHED_ROBOTS", 2)
+    monkeypatch.setattr(robots_module, "MAX_CACHED_ROBOTS", 2)
     since = len(fault.hits)
     order = ["cache-a", "cache-b", "cache-a", "cache-c", "cache-a", "cache-b"]
     with make_fetcher(fault) as web:
@@ -354,18 +349,18 @@ def test_send_times_are_kept_only_while_they_can_still_space_a_request(
     """The fetcher spaces its next request to a site from when its last one went out. A large crawl sends to
     tens of thousands of sites, most of them once: past MAX_KEPT_SEND_TIMES (4 here) the send times older than
     an interval are dropped; those of sites still inside their interval are kept, and still space requests."""
-    monkeypatch.setattr(fetch_module, "MAX_KEPT_SEND_TIMES", 4)
+    monkeypatch.setattr(fetch_scheduler, "MAX_KEPT_SEND_TIMES", 4)
     interval = 0.3
     with make_fetcher(fault, interval_overrides={"*": interval}) as web:
         early = [f"early-{n}.test" for n in range(6)]
         for outcome in web.fetch_many([f"http://{site}/page" for site in early]):
             assert outcome.ok, outcome
-        assert set(early) <= set(web._last_sent)  # all inside their interval: none may go
+        assert set(early) <= set(web._send_times.last_sent)  # all inside their interval: none may go
         time.sleep(interval + web.throttle.guard_band)  # the early sites' intervals pass
         late = [f"late-{n}.test" for n in range(6)]
         for outcome in web.fetch_many([f"http://{site}/page" for site in late]):
             assert outcome.ok, outcome
-        assert set(web._last_sent) == set(late)
+        assert set(web._send_times.last_sent) == set(late)
         since = len(fault.hits)
         assert web.fetch(f"http://{late[0]}/page?again").ok
     again = [hit for hit in fault.hits[since:] if hit.host.split(":")[0] == late[0]]

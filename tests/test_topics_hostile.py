@@ -18,7 +18,7 @@ import yaml
 
 from resources.topics import TopicsFileResource
 from sensors.topics import topic_registry
-from topicmap.archive.drops import EARLIEST_DATE
+from topicmap.archive.drop_rows import EARLIEST_DATE
 from topicmap.topics import query as query_module
 from topicmap.topics import query_parser
 from topicmap.topics.declarations import (

@@ -1,4 +1,5 @@
-"""Tests for topicmap.archive.warc: story-indexer layout writer/reader, generic WARC/ARC reading, replay."""
+"""Tests for the WARC modules of topicmap.archive: story-indexer layout writer/reader, generic WARC/ARC reading,
+replay, and warcio's private API kept to one module."""
 
 from __future__ import annotations
 
@@ -20,16 +21,13 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from tests.shared_data import WARC_DIR
-from topicmap.archive.warc import (
-    METADATA_CONTENT_TYPE,
+from topicmap.archive.warc import METADATA_CONTENT_TYPE, WarcReadError, read_warc_pages
+from topicmap.archive.warc_replay import WarcReplay, replay_key
+from topicmap.archive.warc_stories import (
     ArchiveStoryError,
     StoryArchiveWriter,
     StoryRecord,
-    WarcReadError,
-    WarcReplay,
     read_story_archive,
-    read_warc_pages,
-    replay_key,
     stories_from_warc,
 )
 
@@ -824,3 +822,111 @@ def test_replay_collects_errors_unless_strict(tmp_path: Path) -> None:
     assert len(replay) == 3 and [e.file_level for e in replay.errors] == [False, True]
     with pytest.raises(WarcReadError):
         WarcReplay(cut, strict=True)
+
+
+# warcio's private API is used in one module only (topicmap.archive.warcio_internals), and it lists what it uses.
+
+ROOT = Path(__file__).resolve().parents[1]
+WARCIO_INTERNALS = ROOT / "topicmap" / "archive" / "warcio_internals.py"
+CODE_LAYERS = ("topicmap", "assets", "resources", "sensors", "orchestration", "benchmarks")
+
+
+def _warcio_classes() -> dict[str, type]:
+    import importlib
+    import inspect
+    import pkgutil
+
+    import warcio
+
+    classes: dict[str, type] = {}
+    for info in pkgutil.walk_packages(warcio.__path__, "warcio."):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and value.__module__.startswith("warcio"):
+                classes[name] = value
+    return classes
+
+
+def _warcio_private_names() -> set[str]:
+    """The private names warcio's classes define (single leading underscore, not dunder)."""
+    return {
+        name
+        for cls in _warcio_classes().values()
+        for name in vars(cls)
+        if name.startswith("_") and not name.startswith("__")
+    }
+
+
+def _names_used(path: Path) -> list[tuple[int, str]]:
+    """(line, name) for every attribute read or method defined in a file, and every name it imports."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Attribute):
+            found.append((node.lineno, node.attr))
+        elif isinstance(node, ast.FunctionDef):
+            found.append((node.lineno, node.name))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "warcio":
+            found += [(node.lineno, part) for part in node.module.split(".")[1:]]
+            found += [(node.lineno, alias.name) for alias in node.names]
+    return found
+
+
+def test_warcio_private_api_is_used_only_in_warcio_internals() -> None:
+    private = _warcio_private_names()
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line} uses warcio's {name}"
+        for layer in CODE_LAYERS
+        for path in sorted((ROOT / layer).rglob("*.py"))
+        if path != WARCIO_INTERNALS
+        for line, name in _names_used(path)
+        if name in private
+    ]
+    assert offenders == [], "warcio's private API belongs in topicmap/archive/warcio_internals.py"
+
+
+def test_warcio_internals_lists_the_private_names_it_uses_and_warcio_has_them() -> None:
+    from topicmap.archive import warcio_internals
+
+    classes = _warcio_classes()
+    private = _warcio_private_names()
+    used = {name for _, name in _names_used(WARCIO_INTERNALS) if name in private}
+    listed = {entry.split(".")[1] for entry in warcio_internals.PRIVATE_METHODS}
+    assert used == listed, "warcio_internals.PRIVATE_METHODS lists every private name of warcio's it uses"
+    for entry in warcio_internals.PRIVATE_METHODS:
+        class_name, method = entry.split(".")
+        assert callable(getattr(classes[class_name], method, None)), f"warcio no longer has {entry}"
+
+
+def test_the_undocumented_warcio_attributes_used_are_there() -> None:
+    from warcio.limitreader import LimitReader
+
+    from topicmap.archive import warcio_internals
+
+    buffer = io.BytesIO()
+    writer = WARCWriter(buffer, gzip=True)
+    body = b"<html>page</html>"
+    http = StatusAndHeaders("200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1")
+    writer.write_record(
+        writer.create_warc_record(
+            "http://a.example/", "response", payload=io.BytesIO(body), length=len(body), http_headers=http
+        )
+    )
+    buffer.seek(0)
+    iterator, reader = warcio_internals.bounded_archive_iterator(
+        buffer, check_digests=True, max_header_bytes=1 << 20, max_file_bytes=1 << 30
+    )
+    record = next(iterator)
+    instances = {
+        "ArchiveIterator": iterator,
+        "ArcWarcRecord": record,
+        "DecompressingBufferedReader": reader,
+        "LimitReader": record.raw_stream,
+    }
+    assert isinstance(record.raw_stream, LimitReader)
+    for entry in warcio_internals.UNDOCUMENTED_ATTRIBUTES:
+        class_name, attribute = entry.split(".")
+        assert hasattr(instances[class_name], attribute), f"warcio no longer has {entry}"
+    assert warcio_internals.drain(record) == 0
+    assert warcio_internals.digest_passed(record) is True

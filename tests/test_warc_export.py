@@ -12,8 +12,8 @@ import pytest
 
 from topicmap.archive import warc_export
 from topicmap.archive.drops import parse_drop
-from topicmap.archive.warc import StoryRecord, read_story_archive
 from topicmap.archive.warc_export import STORIES_PER_FILE, count_archived_stories, export_topic_warc
+from topicmap.archive.warc_stories import StoryRecord, read_story_archive
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore, now_utc
 from topicmap.topics.declarations import TopicConfig

@@ -11,7 +11,8 @@ modules that use them. The main entry points (``tests/test_layout.py`` checks th
   (WebFetcher, FetchOutcome);
 - the store: ``topicmap.store.topic_store`` (TopicStore, NewStory), ``topicmap.store.names`` (StoreError,
   topicmap_home);
-- archives: ``topicmap.archive.warc`` (StoryArchiveWriter, read_story_archive, read_warc_pages, WarcReplay);
+- archives: ``topicmap.archive.warc`` (read_warc_pages), ``topicmap.archive.warc_stories`` (StoryArchiveWriter,
+  read_story_archive), ``topicmap.archive.warc_replay`` (WarcReplay);
 - topics: ``topicmap.topics.declarations`` (TopicConfig, TopicConfigError, load_topics), ``topicmap.topics.query``
   (parse, TopicQuery, QuerySyntaxError);
 - the spider: ``topicmap.spider.iteration`` (Spider);

@@ -422,16 +422,6 @@ class OutletLoader:
         return state
 
 
-def pending_outlets(store: TopicStore) -> int:
-    q = s.cc_outlet_queue
-    with store.engine.connect() as conn:
-        return int(
-            conn.execute(
-                select(func.count()).select_from(q).where(q.c.state.in_([QUEUED, RUNNING]))
-            ).scalar_one()
-        )
-
-
 def run_worker_process(
     settings: CommonCrawlSettings,
     database_url: str | None,

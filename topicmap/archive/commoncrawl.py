@@ -39,7 +39,6 @@ from urllib.parse import urlsplit
 import requests
 from warcio.archiveiterator import ArchiveIterator
 
-# re-exported (``X as X``): the loaders import Common Crawl's settings from this module
 from topicmap.archive.cc_settings import DEFAULT_DATA_URL as DEFAULT_DATA_URL
 from topicmap.archive.cc_settings import DEFAULT_FILTERS as DEFAULT_FILTERS
 from topicmap.archive.cc_settings import DEFAULT_INDEX_URL as DEFAULT_INDEX_URL
@@ -47,6 +46,9 @@ from topicmap.archive.cc_settings import DEFAULT_USER_AGENT as DEFAULT_USER_AGEN
 from topicmap.archive.cc_settings import CommonCrawlSettings as CommonCrawlSettings
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory
+
+# re-exported (``X as X``): the loaders import Common Crawl's settings from this module
+from topicmap.web.http_head import retry_after_seconds
 from topicmap.web.media import medium_url_and_name
 from topicmap.web.netguard import AddressPolicy, AddressRefused, GuardedHTTPAdapter
 from topicmap.web.urls import is_http_url
@@ -158,8 +160,6 @@ class _Http:
         self.retries = 0  # how many retries were needed (metadata: a sign the server asked us to slow down)
 
     def backoff(self, attempt: int, response: requests.Response | None) -> float:
-        from topicmap.web.fetch import retry_after_seconds  # the fetcher loads its HTML extractors
-
         hinted = retry_after_seconds(response.headers.get("Retry-After")) if response is not None else None
         base = self.settings.backoff_seconds * (2**attempt)
         delay = hinted if hinted is not None else base * (0.5 + random.random() / 2)

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from topicmap.archive.warc import StoryArchiveWriter, StoryRecord, read_story_archive
+from topicmap.archive.warc_stories import StoryArchiveWriter, StoryRecord, read_story_archive
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, decompress_page, utc
 from topicmap.web.urls import distinctive_domain, normalize_url

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from topicmap.archive.warc import WarcReplay
+from topicmap.archive.warc_replay import WarcReplay
 from topicmap.web.extract import decode_html
 from topicmap.web.fetch import FetchOutcome, WebFetcher
 from topicmap.web.throttle import default_interval

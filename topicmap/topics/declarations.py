@@ -65,7 +65,7 @@ TOPIC_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_\-]{0,62}")
 # Bounds: whatever the file says, a topic that passes them can be seeded, stored and spidered. Each is far
 # from what a topic needs; the query's own bounds are in ``topicmap.topics.query`` (MAX_QUERY_*).
 #: a topic's dates start no earlier: the archive refuses stories published before it as misdated (Media
-#: Cloud's rule; ``topicmap.archive.drops.EARLIEST_DATE``, ``topicmap.web.dates.MIN_PUBLISH_DATE``)
+#: Cloud's rule; ``topicmap.archive.drop_rows.EARLIEST_DATE``, ``topicmap.web.dates.MIN_PUBLISH_DATE``)
 EARLIEST_TOPIC_DATE = date(2008, 1, 1)
 #: a topic may end in the future (it is still being collected), up to the end of the year this many years ahead
 TOPIC_YEARS_AHEAD = 5

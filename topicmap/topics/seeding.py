@@ -25,7 +25,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from topicmap.archive.drops import ArchiveFileError, RowError, read_csv_rows, url_problem
+from topicmap.archive.drop_csv import read_csv_rows
+from topicmap.archive.drop_rows import ArchiveFileError, RowError, url_problem
 from topicmap.store import schema as s
 from topicmap.store.topic_store import SPIDER_SOURCE, TopicStore
 from topicmap.topics.declarations import DEFAULT_SEED_ASSUME_MATCH, TopicConfig

@@ -37,6 +37,12 @@ waits for the domain's next slot) and, when it redirects, a slot of the domain o
 to one domain are closer than its interval. Media Cloud throttled only a fetch's first request (one page load,
 one slot): a topic full of bit.ly links hit their targets at the shortener's 1 s pace whatever the target's
 own interval, and a site's bare-to-www redirect doubled its request rate.
+
+The parts: the schedule of ``fetch_many`` and the send times that space a domain's slots
+(:mod:`topicmap.web.fetch_scheduler`), robots.txt read and kept (:mod:`topicmap.web.fetch_robots`,
+:mod:`topicmap.web.robots`), a fetch's state between slots and the failures that end a hop
+(:mod:`topicmap.web.fetch_state`), what is read from a response's head (:mod:`topicmap.web.http_head`), and the
+guarded transfer itself (:mod:`topicmap.web.transport`).
 """
 
 from __future__ import annotations
@@ -44,26 +50,22 @@ from __future__ import annotations
 import contextlib
 import email.message
 import email.utils
-import heapq
-import html
-import itertools
 import logging
 import queue
 import re
 import socket
 import threading
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Generic, Protocol, TypeVar, runtime_checkable
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from typing import Protocol, runtime_checkable
+from urllib.parse import urljoin, urlsplit
 
 import requests
-from requests.cookies import MockRequest, MockResponse, RequestsCookieJar, get_cookie_header
+from requests.cookies import MockRequest, MockResponse, get_cookie_header
 from requests.structures import CaseInsensitiveDict
 
+from topicmap.web.expiring_cache import ExpiringCache
 from topicmap.web.extract import decode_html
 from topicmap.web.fetch_limits import (
     DEFAULT_MAX_BODY_BYTES,
@@ -71,8 +73,34 @@ from topicmap.web.fetch_limits import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TOTAL_TIMEOUT,
 )
+from topicmap.web.fetch_robots import RobotsReader
+from topicmap.web.fetch_scheduler import DomainScheduler, NeedSlot, SendTimes
+from topicmap.web.fetch_state import (
+    CANCELLED,
+    CANCELLED_IN_FLIGHT,
+    BodyError,
+    Cancelled,
+    FetchState,
+    Redirect,
+    Refused,
+    Retryable,
+)
+from topicmap.web.http_head import (
+    DRAIN_LIMIT,
+    HTML_CONTENT_TYPES,
+    REDIRECT_STATUSES,
+    looks_like_html,
+    meta_refresh_target,
+    parse_content_type,
+    retry_after_seconds,
+)
 from topicmap.web.netguard import AddressPolicy, AddressRefused
-from topicmap.web.robots import MAX_ROBOTS_BYTES, RobotsRules, product_token
+from topicmap.web.robots import (
+    RobotsCache,
+    product_token,
+    robots_refusal,
+    url_origin,
+)
 from topicmap.web.throttle import (
     DomainThrottle,
     MemoryThrottle,
@@ -85,59 +113,13 @@ from topicmap.web.transport import SKIP_BODY, BodyPlan, CurlTransport, Response,
 log = logging.getLogger(__name__)
 
 DEFAULT_USER_AGENT = "topicmap/0.1 (+https://github.com/topicmap; research crawler)"
-HTML_CONTENT_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-# Interstitial redirect pages refresh within seconds; a long delay is a page reloading itself (news
-# front pages), which must not replace the article we asked for.
-MAX_META_REFRESH_DELAY = 10.0
-META_REFRESH_SCAN_CHARS = 64 * 1024
-SNIFF_BYTES = 1024
-# Bodies of redirects and error pages are drained up to this to keep the connection alive, else dropped.
-DRAIN_LIMIT = 64 * 1024
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
 RESOLVE_TTL = 60.0  # seconds a name's checked addresses are used before it is resolved (and checked) again
-ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2
-ROBOTS_TTL = 24 * 3600.0  # RFC 9309 §2.4: do not use a cached robots.txt for more than 24 hours
-ROBOTS_UNREACHABLE_TTL = 600.0  # a 5xx robots.txt means "disallow all" for a while, then ask again
-# A fetch whose origin's robots.txt another fetch is reading looks again after this long.
-ROBOTS_WAIT_POLL = 0.05
-# Origins whose robots.txt rules, and host names whose checked addresses, one fetcher keeps at most: an
-# iteration of a large topic meets tens of thousands of sites, most of them once (StormCrawler's robots cache
-# holds 10,000 too). Past the bound the least recently used goes first; it is read again if its site returns.
-MAX_CACHED_ROBOTS = 10_000
+# Host names whose checked addresses one fetcher keeps at most (as robots.txt rules: MAX_CACHED_ROBOTS).
 MAX_CACHED_ADDRESSES = 10_000
-# Send times kept before the old ones are dropped: a send time only matters until its domain's interval has
-# passed, so past this many the fetcher forgets those (the ones still inside an interval are kept).
-MAX_KEPT_SEND_TIMES = 10_000
-CANCELLED = "cancelled: the caller gave up before the request was sent"
-CANCELLED_IN_FLIGHT = "cancelled: the caller gave up while the request was under way"
 
-_SNIFF_HTML = re.compile(
-    rb"^\s*(?:<!doctype\s+html|<html|<head|<body|<title|<meta|<!--|<script|<div|<p[\s>]|<h1|<a\s|<table|<br)",
-    re.IGNORECASE,
-)
 _IP_LITERAL = re.compile(r"^(?:[\d.]+|.*:.*)$")  # IPv4 dotted digits, or IPv6 (urlsplit strips brackets)
-_META_TAG = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
-_REFRESH_WORD = re.compile("refresh", re.IGNORECASE)
-# On the ASCII-lower-cased bytes of the scanned text: a page without it has no refresh tag (0.19 ms per 180 KB
-# page, against 0.53 ms for a case-insensitive search of the text, which 1 page in 4 passes anyway: "refresh"
-# is a common word in scripts).
-_HTTP_EQUIV_REFRESH = re.compile(rb"""http-equiv\s*=\s*["']?\s*refresh""")
-_ATTRIBUTE = re.compile(r"""([a-zA-Z_:][-\w:.]*)\s*=\s*("[^"]*"|'[^']*'|[^\s"'>]+)""")
-_REFRESH_CONTENT = re.compile(
-    r"^\s*(\d+(?:\.\d*)?)?\s*[;,]?\s*(?:url\s*=\s*)?(.*?)\s*$", re.IGNORECASE | re.DOTALL
-)
-
-
-@dataclass(frozen=True)
-class Redirect:
-    """One hop: ``kind`` is "http" (``status`` is the 3xx code) or "meta-refresh" (``status`` 200)."""
-
-    from_url: str
-    to_url: str
-    status: int
-    kind: str
 
 
 @dataclass
@@ -170,60 +152,6 @@ class FetchOutcome:
         return self.error is None and self.refused_reason is None and self.content is not None
 
 
-class _BodyError(Exception):
-    """Reading the body failed in a way that ends the fetch (message is the outcome's error)."""
-
-
-class _Refused(Exception):
-    """The fetch is refused (message is the outcome's refused_reason)."""
-
-
-class _Cancelled(Exception):
-    """The caller's ``cancel`` event was set (message is the outcome's error): the fetch ends, not retried."""
-
-
-class _Retryable(Exception):
-    """A failure worth retrying: ``delay`` (seconds) is the server's Retry-After if it sent one."""
-
-    def __init__(self, message: str, status: int | None = None, delay: float | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.delay = delay
-
-
-@dataclass
-class _NeedSlot:
-    """The fetch must continue in a (new) slot of ``domain``, not before wall-clock ``earliest``."""
-
-    domain: str
-    earliest: float = 0.0
-
-
-@dataclass
-class _FetchState:
-    """A fetch in progress; it can move between worker threads (cookies travel with it)."""
-
-    url: str
-    current_url: str
-    domain: str
-    started: float
-    cookies: RequestsCookieJar = field(default_factory=RequestsCookieJar)
-    redirects: list[Redirect] = field(default_factory=list)
-    attempts: int = 0
-    retries: int = 0
-    network_seconds: float = 0.0
-    throttle_wait: float = 0.0
-    queued_at: float = 0.0
-    last_status: int | None = None
-    last_failure: str | None = None
-    on_sent: Callable[[], None] | None = None
-    robots_allowed_url: str | None = None
-    robots_url: str | None = None  # while this fetch reads robots.txt for its origin: the URL to ask next
-    robots_hops: int = 0
-    interval_overrides: Mapping[str, float] | None = None  # the call's overrides, for hops to other domains
-    cancel: threading.Event | None = None  # fetch's ``cancel``, which also cuts a request under way
-
-
 @runtime_checkable
 class UrlFeed(Protocol):
     """URLs handed to ``fetch_many`` as it has room for them, instead of a list given up front.
@@ -234,63 +162,6 @@ class UrlFeed(Protocol):
     """
 
     def take(self, room: int, idle: bool) -> list[str] | None: ...
-
-
-def _parse_content_type(value: str | None) -> tuple[str | None, str | None]:
-    if not value:
-        return None, None
-    mime, *params = value.split(";")
-    charset = None
-    for param in params:
-        key, _, val = param.partition("=")
-        if key.strip().lower() == "charset":
-            charset = val.strip().strip("\"'") or None
-    return mime.strip().lower() or None, charset
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date); None if absent/invalid."""
-    if value is None:
-        return None
-    text = value.strip()
-    if re.fullmatch(r"\d+(?:\.\d+)?", text):
-        return float(text)
-    try:
-        moment = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    current = datetime.now(UTC).timestamp() if now is None else now
-    return max(0.0, moment.timestamp() - current)
-
-
-def meta_refresh_target(text: str, base_url: str) -> str | None:
-    """The absolute URL an HTML meta refresh sends to (within MAX_META_REFRESH_DELAY), else None."""
-    scan = text[:META_REFRESH_SCAN_CHARS]
-    if _HTTP_EQUIV_REFRESH.search(scan.encode("utf-8", "surrogatepass").lower()) is None:
-        return None  # most pages: no tag to parse at all
-    for tag in _META_TAG.finditer(scan):
-        if _REFRESH_WORD.search(tag.group(0)) is None:
-            continue
-        attributes = {name.lower(): value.strip("\"'") for name, value in _ATTRIBUTE.findall(tag.group(0))}
-        if attributes.get("http-equiv", "").strip().lower() != "refresh":
-            continue
-        match = _REFRESH_CONTENT.match(html.unescape(attributes.get("content", "")))
-        if not match:
-            continue
-        delay_text, target = match.groups()
-        target = target.strip().strip("\"'").strip()
-        if not target:
-            continue  # "refresh: 30" reloads the same page
-        if delay_text and float(delay_text) > MAX_META_REFRESH_DELAY:
-            continue
-        absolute = urljoin(base_url, target)
-        if urlsplit(absolute).scheme in ("http", "https") and absolute != base_url:
-            return absolute
-    return None
 
 
 def _wire_url(url: str) -> str:
@@ -313,57 +184,6 @@ def check_retry_budget(max_retries: int, backoff_base: float, total_timeout: flo
             f"doubling), which does not fit in total_timeout={total_timeout:g} s: lower max_retries or "
             "raise total_timeout"
         )
-
-
-def _robots_refusal(url: str, rules: RobotsRules) -> str:
-    where = f"{_origin(url)}/robots.txt"
-    if rules.disallow_all and rules.note:
-        return f"robots: {where} {rules.note}"
-    return f"robots: {where} disallows {urlsplit(url).path or '/'}"
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), "", "", ""))
-
-
-_Key = TypeVar("_Key")
-_Value = TypeVar("_Value")
-
-
-class ExpiringCache(Generic[_Key, _Value]):
-    """At most ``max_entries`` values, each until its expiry on ``clock``; past the bound the least recently
-    used is dropped. Thread-safe (the fetch threads share one)."""
-
-    def __init__(self, max_entries: int, clock: Callable[[], float]) -> None:
-        if max_entries < 1:
-            raise ValueError(f"max_entries must be >= 1, got {max_entries!r}")
-        self.max_entries = max_entries
-        self._clock = clock
-        self._entries: OrderedDict[_Key, tuple[float, _Value]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: _Key) -> _Value | None:
-        """The value kept for ``key``, or None when there is none or it has expired (then it is dropped)."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            if entry[0] <= self._clock():
-                del self._entries[key]
-                return None
-            self._entries.move_to_end(key)
-            return entry[1]
-
-    def put(self, key: _Key, value: _Value, ttl: float) -> None:
-        with self._lock:
-            self._entries[key] = (self._clock() + ttl, value)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
 
 
 class WebFetcher:
@@ -434,16 +254,11 @@ class WebFetcher:
         self._resolved: ExpiringCache[tuple[str, int], list[tuple[str, int]]] = ExpiringCache(
             MAX_CACHED_ADDRESSES, clock
         )
-        # Per throttle domain, when this fetcher's last request to it went out (see _reserve), and the longest
-        # spacing (interval + guard band) asked for: a send time older than that constrains nothing.
-        self._last_sent: dict[str, float] = {}
-        self._last_sent_lock = threading.Lock()
-        self._longest_spacing = 0.0
-        self._send_times_bound = MAX_KEPT_SEND_TIMES
-        self._robots: ExpiringCache[str, RobotsRules] = ExpiringCache(MAX_CACHED_ROBOTS, clock)
-        # origin -> the fetch reading its robots.txt (one per origin even when many threads ask at once)
-        self._robots_readers: dict[str, int] = {}
-        self._robots_guard = threading.Lock()
+        # per throttle domain, when this fetcher's last request to it went out (see _reserve)
+        self._send_times = SendTimes()
+        self._robots = RobotsReader(
+            RobotsCache(clock), send=self._send, precheck=self._precheck, wall_clock=wall_clock
+        )
 
     def close(self) -> None:
         self._transport.close()
@@ -479,7 +294,7 @@ class WebFetcher:
             return state_or_outcome
         state = state_or_outcome
         state.cancel = cancel
-        need = _NeedSlot(state.domain)
+        need = NeedSlot(state.domain)
         while True:
             if cancel is not None and cancel.is_set():
                 return self._outcome(state, error=CANCELLED)
@@ -514,7 +329,7 @@ class WebFetcher:
     ) -> Iterator[FetchOutcome]:
         """Fetch ``urls`` with ``max_workers`` threads; yield each outcome as it completes (any order).
 
-        Scheduling (see :class:`_DomainScheduler`): every domain with queued URLs holds at most one reserved
+        Scheduling (see :mod:`topicmap.web.fetch_scheduler`): every domain with queued URLs holds at most one reserved
         slot; a heap orders those slots and each idle worker takes the URL whose slot comes first, or waits
         on a condition variable until the earliest slot is due (no polling). The next slot of a domain is
         reserved once its previous request has been sent, never earlier than ``interval`` after it.
@@ -541,7 +356,15 @@ class WebFetcher:
         max_queued = 8 * max_workers if max_queued is None else max_queued
         if max_queued < 1:
             raise ValueError(f"max_queued must be >= 1, got {max_queued!r}")
-        scheduler = _DomainScheduler(self, interval_overrides, max_ready, max_workers)
+        scheduler: DomainScheduler[FetchState, FetchOutcome] = DomainScheduler(
+            interval_for=lambda domain: self.interval_for(domain, interval_overrides),
+            wall_clock=self._wall,
+            reserve=self._reserve,
+            run_slot=self._run_slot,
+            failed=lambda state, error: self._outcome(state, error=error),
+            max_ready=max_ready,
+            max_workers=max_workers,
+        )
         feed = urls if isinstance(urls, UrlFeed) else None
         if feed is None:
             for url in urls:
@@ -601,40 +424,24 @@ class WebFetcher:
         actually went out (a request delayed after its slot must not crowd the next one)."""
         if interval > 0:
             spacing = interval + getattr(self.throttle, "guard_band", 0.0)
-            with self._last_sent_lock:
-                last_sent = self._last_sent.get(domain)
-                self._longest_spacing = max(self._longest_spacing, spacing)
-            if last_sent is not None:
-                earliest = max(earliest, last_sent + spacing)
+            earliest = self._send_times.earliest(domain, spacing, earliest)
         return self.throttle.reserve(domain, interval, earliest)
 
-    def _note_sent(self, state: _FetchState, sent_at: float | None, domain: str) -> None:
+    def _note_sent(self, state: FetchState, sent_at: float | None, domain: str) -> None:
         """A request to ``domain`` went out at ``sent_at`` (None: nothing was sent): record when, and, if it
         used the slot the fetch holds (``domain`` is the slot's), let the domain's next slot be reserved."""
         if sent_at is None:
             return  # refused, or could not connect
-        with self._last_sent_lock:
-            if sent_at > self._last_sent.get(domain, 0.0):
-                self._last_sent[domain] = sent_at
-            if len(self._last_sent) > self._send_times_bound:
-                self._forget_old_send_times()
+        self._send_times.note(domain, sent_at)
         if domain == state.domain and state.on_sent is not None:
             callback, state.on_sent = state.on_sent, None
             callback()
 
-    def _forget_old_send_times(self) -> None:
-        """Drop the send times no slot can be bound by any more (called holding ``_last_sent_lock``). A crawl
-        of many sites sends to most of them once; the ones still inside an interval are kept, and the bound
-        grows with them, so a crawl of many sites at once does not scan on every request."""
-        horizon = time.time() - self._longest_spacing  # the clock of the transport's send times
-        self._last_sent = {domain: sent for domain, sent in self._last_sent.items() if sent > horizon}
-        self._send_times_bound = max(MAX_KEPT_SEND_TIMES, 2 * len(self._last_sent))
-
     def _new_state(
         self, url: str, interval_overrides: Mapping[str, float] | None = None
-    ) -> _FetchState | FetchOutcome:
+    ) -> FetchState | FetchOutcome:
         now = self._clock()
-        state = _FetchState(
+        state = FetchState(
             url=url,
             current_url=url,
             domain="",
@@ -649,7 +456,7 @@ class WebFetcher:
         state.domain = throttle_domain(url)
         return state
 
-    def _precheck(self, url: str, state: _FetchState | None = None) -> tuple[str, str] | None:
+    def _precheck(self, url: str, state: FetchState | None = None) -> tuple[str, str] | None:
         """Refusals that need no network: bad URL, scheme, literal/overridden address, cached robots."""
         if not isinstance(url, str):
             return "error", f"invalid URL: expected a string, got {type(url).__name__}"
@@ -675,16 +482,16 @@ class WebFetcher:
             via = " (host override)" if target else ""
             return "refused_reason", f"ssrf: {parts.hostname}{via}: {reason}"
         if self.obey_robots:
-            cached = self._robots.get(_origin(url))
+            cached = self._robots.cached(url_origin(url))
             if cached is not None:
                 if not cached.allows(url, self.robots_token):
-                    return "refused_reason", _robots_refusal(url, cached)
+                    return "refused_reason", robots_refusal(url, cached)
                 if state is not None:
                     state.robots_allowed_url = url  # the hop need not ask again
         return None
 
-    def _outcome(self, state: _FetchState, **fields) -> FetchOutcome:
-        self._stop_reading_robots(state)  # a fetch that ends while reading robots.txt lets another try
+    def _outcome(self, state: FetchState, **fields) -> FetchOutcome:
+        self._robots.stop(state)  # a fetch that ends while reading robots.txt lets another try
         fields.setdefault("status", state.last_status)
         return FetchOutcome(
             url=state.url,
@@ -698,12 +505,12 @@ class WebFetcher:
 
     def _run_slot(
         self,
-        state: _FetchState,
+        state: FetchState,
         domain: str,
         slot: float,
         interval: float,
         on_start: Callable[[], None] | None = None,
-    ) -> FetchOutcome | _NeedSlot:
+    ) -> FetchOutcome | NeedSlot:
         """Use one throttle slot of ``domain``: one request, then the outcome or the slot the next one needs.
 
         ``on_start`` (fetch_many's cue to reserve the domain's next slot) fires once the slot's first request
@@ -718,7 +525,7 @@ class WebFetcher:
             if on_start is not None:
                 on_start()
             if start_at is None:
-                return _NeedSlot(domain)  # started too late, someone reserved after us: queue again
+                return NeedSlot(domain)  # started too late, someone reserved after us: queue again
         else:
             state.on_sent = on_start
         try:
@@ -728,15 +535,15 @@ class WebFetcher:
                 callback, state.on_sent = state.on_sent, None
                 callback()
 
-    def _use_slot(self, state: _FetchState, domain: str) -> FetchOutcome | _NeedSlot:
+    def _use_slot(self, state: FetchState, domain: str) -> FetchOutcome | NeedSlot:
         while True:
             try:
                 next_url = self._hop(state)
-            except _Refused as refusal:
+            except Refused as refusal:
                 return self._outcome(state, refused_reason=str(refusal))
-            except (_BodyError, _Cancelled) as failure:
+            except (BodyError, Cancelled) as failure:
                 return self._outcome(state, error=str(failure))
-            except _Retryable as failure:
+            except Retryable as failure:
                 if state.retries >= self.max_retries:
                     attempts = f"after {state.retries + 1} attempts" if state.retries else "not retried"
                     return self._outcome(state, status=failure.status, error=f"{failure} ({attempts})")
@@ -760,8 +567,8 @@ class WebFetcher:
                 state.retries += 1
                 state.last_failure = str(failure)
                 log.debug("retrying %s in %.2f s: %s", state.current_url, delay, failure)
-                return _NeedSlot(domain, earliest=self._wall() + delay)
-            if isinstance(next_url, FetchOutcome | _NeedSlot):
+                return NeedSlot(domain, earliest=self._wall() + delay)
+            if isinstance(next_url, FetchOutcome | NeedSlot):
                 return next_url
             # A redirect (HTTP or meta refresh) to next_url.
             if len(state.redirects) > self.max_redirects:
@@ -779,13 +586,13 @@ class WebFetcher:
                 return self._outcome(state, **{kind: message})
             # every hop is a request of its own and waits for a slot of its domain, the same domain too
             state.domain = throttle_domain(next_url)
-            return _NeedSlot(state.domain)
+            return NeedSlot(state.domain)
 
-    def _remaining(self, state: _FetchState) -> float:
+    def _remaining(self, state: FetchState) -> float:
         remaining = self.total_timeout - state.network_seconds
         if remaining <= 0:
             last = f"; last failure: {state.last_failure}" if state.last_failure else ""
-            raise _BodyError(
+            raise BodyError(
                 f"timeout: total time limit of {self.total_timeout:g} s reached after {state.attempts} attempts "
                 f"(at {state.current_url}){last}"
             )
@@ -793,7 +600,7 @@ class WebFetcher:
 
     def _send(
         self,
-        state: _FetchState,
+        state: FetchState,
         url: str,
         plan: Callable[[int, CaseInsensitiveDict], BodyPlan],
         domain: str | None = None,
@@ -808,16 +615,16 @@ class WebFetcher:
             port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
             targets = self._resolve(host, port)
         except AddressRefused as refusal:
-            raise _Refused(f"ssrf: {refusal.reason}") from None
+            raise Refused(f"ssrf: {refusal.reason}") from None
         except (socket.gaierror, UnicodeError):
-            raise _BodyError(f"dns error: cannot resolve {host}") from None
+            raise BodyError(f"dns error: cannot resolve {host}") from None
         except ValueError as error:
-            raise _BodyError(f"invalid URL: {error}") from None
+            raise BodyError(f"invalid URL: {error}") from None
         if not url.isascii() or " " in url:
             url = _wire_url(url)
         cookie = self._cookie_header(state, url) if state.cookies else None
         if state.cancel is not None and state.cancel.is_set():
-            raise _Cancelled(CANCELLED)
+            raise Cancelled(CANCELLED)
         began = self._clock()
         try:
             for index, target in enumerate(targets):
@@ -858,10 +665,10 @@ class WebFetcher:
         self._resolved.put((host, port), targets, RESOLVE_TTL)
         return targets
 
-    def _cookie_header(self, state: _FetchState, url: str) -> str | None:
+    def _cookie_header(self, state: FetchState, url: str) -> str | None:
         return get_cookie_header(state.cookies, requests.Request("GET", url).prepare())
 
-    def _keep_cookies(self, state: _FetchState, url: str, set_cookies: list[str]) -> None:
+    def _keep_cookies(self, state: FetchState, url: str, set_cookies: list[str]) -> None:
         headers = email.message.Message()
         for value in set_cookies:
             headers["Set-Cookie"] = value
@@ -869,48 +676,46 @@ class WebFetcher:
             MockResponse(headers), MockRequest(requests.Request("GET", url).prepare())
         )
 
-    def _send_error(
-        self, state: _FetchState, failure: TransferError, url: str, remaining: float
-    ) -> Exception:
-        """A failed request as the fetch sees it: _Retryable (nothing usable came), _BodyError, _Cancelled."""
+    def _send_error(self, state: FetchState, failure: TransferError, url: str, remaining: float) -> Exception:
+        """A failed request as the fetch sees it: Retryable (nothing usable came), BodyError, Cancelled."""
         if failure.headers_done:
             state.last_status = failure.status
         if failure.kind == "cancelled":
-            return _Cancelled(CANCELLED_IN_FLIGHT)
+            return Cancelled(CANCELLED_IN_FLIGHT)
         limit = f"{self.total_timeout:g}"
         if failure.kind == "connect-timeout":
             waited = min(self.connect_timeout, remaining)
-            return _Retryable(f"timeout: could not connect within {waited:.3g} s ({_origin(url)})")
+            return Retryable(f"timeout: could not connect within {waited:.3g} s ({url_origin(url)})")
         if failure.kind == "timeout" and failure.total:
             if failure.headers_done:
-                return _BodyError(
+                return BodyError(
                     f"timeout: total time limit of {limit} s exceeded while reading the body "
                     f"({failure.body_bytes} bytes so far)"
                 )
-            return _BodyError(
+            return BodyError(
                 f"timeout: total time limit of {limit} s reached while waiting for the response headers of {url}"
             )
         if failure.kind == "timeout":
             if failure.headers_done:
-                return _BodyError(
+                return BodyError(
                     f"timeout: body stalled for {self.read_timeout:g} s after {failure.body_bytes} bytes"
                 )
-            return _Retryable(f"timeout: no response within {self.read_timeout:.3g} s ({_origin(url)})")
+            return Retryable(f"timeout: no response within {self.read_timeout:.3g} s ({url_origin(url)})")
         if failure.kind == "tls":
-            return _BodyError(f"tls error: {failure}")
+            return BodyError(f"tls error: {failure}")
         if failure.kind == "encoding":
-            return _BodyError(f"bad {failure.encodings or 'encoded'} body: {failure}")
+            return BodyError(f"bad {failure.encodings or 'encoded'} body: {failure}")
         if failure.kind == "too-large":
             if failure.encodings:
-                return _BodyError(
+                return BodyError(
                     f"decompression bomb: {failure.encodings} body inflates to more than {self.max_body_bytes} bytes"
                 )
-            return _BodyError(f"body too large: more than {self.max_body_bytes} bytes")
+            return BodyError(f"body too large: more than {self.max_body_bytes} bytes")
         if failure.kind == "invalid-url":
-            return _BodyError(f"invalid URL: {failure}")
+            return BodyError(f"invalid URL: {failure}")
         if failure.headers_done:
-            return _BodyError(f"connection error while reading the body: {failure}")
-        return _Retryable(f"connection error: {failure}")
+            return BodyError(f"connection error while reading the body: {failure}")
+        return Retryable(f"connection error: {failure}")
 
     def _page_plan(self, status: int, headers: CaseInsensitiveDict) -> BodyPlan:
         """A page's body: a small drain for redirects and errors (keeps the connection), none for what
@@ -923,7 +728,7 @@ class WebFetcher:
 
     def _refusal_from_headers(self, headers: CaseInsensitiveDict) -> str | None:
         """Why a 2xx page is refused from its headers alone (not HTML, too large), or None."""
-        mime, _ = _parse_content_type(headers.get("Content-Type"))
+        mime, _ = parse_content_type(headers.get("Content-Type"))
         if mime is not None and mime not in HTML_CONTENT_TYPES:
             return f"non-html content-type: {mime}"
         declared_length = headers.get("Content-Length", "")
@@ -931,31 +736,31 @@ class WebFetcher:
             return f"too-large: Content-Length {int(declared_length)} exceeds {self.max_body_bytes} bytes"
         return None
 
-    def _hop(self, state: _FetchState) -> str | FetchOutcome | _NeedSlot:
+    def _hop(self, state: FetchState) -> str | FetchOutcome | NeedSlot:
         """Request ``state.current_url``: return the next URL of a redirect, or the final outcome; or, when
         robots.txt had to be fetched first (in this slot), the next slot of the domain, for the page."""
         url = state.current_url
         if self.obey_robots and state.robots_allowed_url != url:
-            rules = self._robots.get(_origin(url))
+            rules = self._robots.cached(url_origin(url))
             if rules is None:
                 # robots.txt is a request of its own: it uses this slot, the page waits for another
-                step = self._read_robots(state, _origin(url))
-                if isinstance(step, _NeedSlot):
+                step = self._robots.read(state, url_origin(url))
+                if isinstance(step, NeedSlot):
                     return step
                 rules = step
                 if not rules.allows(url, self.robots_token):
-                    raise _Refused(_robots_refusal(url, rules))
+                    raise Refused(robots_refusal(url, rules))
                 state.robots_allowed_url = url
                 state.domain = throttle_domain(url)
-                return _NeedSlot(state.domain)
+                return NeedSlot(state.domain)
             if not rules.allows(url, self.robots_token):
-                raise _Refused(_robots_refusal(url, rules))
+                raise Refused(robots_refusal(url, rules))
             state.robots_allowed_url = url
         state.attempts += 1
         response = self._send(state, url, self._page_plan)
         return self._handle_response(state, url, response)
 
-    def _handle_response(self, state: _FetchState, url: str, response: Response) -> str | FetchOutcome:
+    def _handle_response(self, state: FetchState, url: str, response: Response) -> str | FetchOutcome:
         status = response.status
         state.last_status = status
         if status in REDIRECT_STATUSES and response.headers.get("Location"):
@@ -967,15 +772,15 @@ class WebFetcher:
             return target
         if status in RETRYABLE_STATUSES:
             delay = retry_after_seconds(response.headers.get("Retry-After"), self._wall())
-            raise _Retryable(f"HTTP {status} {response.reason or ''}".strip(), status=status, delay=delay)
+            raise Retryable(f"HTTP {status} {response.reason or ''}".strip(), status=status, delay=delay)
         if not 200 <= status < 300:
             return self._outcome(state, status=status, error=f"HTTP {status} {response.reason or ''}".strip())
-        mime, charset = _parse_content_type(response.headers.get("Content-Type"))
+        mime, charset = parse_content_type(response.headers.get("Content-Type"))
         refusal = self._refusal_from_headers(response.headers)
         if refusal is not None:
             return self._outcome(state, status=status, content_type=mime, refused_reason=refusal)
         content = response.body
-        if mime is None and not _SNIFF_HTML.match(content[:SNIFF_BYTES].lstrip(b"\xef\xbb\xbf")):
+        if mime is None and not looks_like_html(content):
             return self._outcome(
                 state,
                 status=status,
@@ -994,314 +799,3 @@ class WebFetcher:
             content_type=mime or "text/html",
             charset=charset,
         )
-
-    # ------------------------------------------------------------------ robots.txt
-
-    def _stop_reading_robots(self, state: _FetchState) -> None:
-        if state.robots_url is None:
-            return
-        state.robots_url = None
-        with self._robots_guard:
-            origin = _origin(state.current_url)
-            if self._robots_readers.get(origin) == id(state):
-                del self._robots_readers[origin]
-
-    def _read_robots(self, state: _FetchState, origin: str) -> RobotsRules | _NeedSlot:
-        """Read ``origin``'s robots.txt, one request per slot of the domain each request goes to.
-
-        RFC 9309: 2xx parse; 4xx allow all; 5xx disallow all for a while; up to 5 redirects. Network failures
-        propagate (retried like a page request). Returns the rules (cached), or the slot this fetch needs next:
-        a redirect to another domain continues in a slot of that domain, and while another fetch reads the
-        same robots.txt, this one looks again a moment later."""
-        with self._robots_guard:
-            reader = self._robots_readers.setdefault(origin, id(state))
-        if reader != id(state):
-            return _NeedSlot(state.domain, earliest=self._wall() + ROBOTS_WAIT_POLL)
-        if state.robots_url is None:
-            cached = self._robots.get(origin)
-            if cached is not None:  # another fetch finished reading it meanwhile
-                self._stop_reading_robots(state)
-                return cached
-            state.robots_url, state.robots_hops = origin + "/robots.txt", 0
-        while True:
-            url = state.robots_url
-            domain = throttle_domain(url)
-            if domain != state.domain:
-                state.domain = domain
-                return _NeedSlot(domain)  # a redirect to another domain: wait for its slot, like a page's
-            try:
-                response = self._send(state, url, _robots_plan)
-            except _Refused as refusal:
-                if state.robots_hops == 0:
-                    raise  # the page's own origin is refused: so is the page
-                # robots.txt redirects somewhere we may not go: no rules can be read (RFC 9309: unavailable).
-                return self._robots_found(
-                    state, origin, RobotsRules.allowing_all(f"redirects to a refused address ({refusal})")
-                )
-            status = response.status
-            if status in REDIRECT_STATUSES and response.headers.get("Location"):
-                target = urljoin(url, response.headers["Location"])
-                state.robots_hops += 1
-                if state.robots_hops > ROBOTS_MAX_REDIRECTS:
-                    # RFC 9309 §2.3.1.2: more redirects than that count as "unavailable".
-                    return self._robots_found(
-                        state, origin, RobotsRules.allowing_all("redirects too many times")
-                    )
-                if urlsplit(target).scheme not in ("http", "https"):
-                    return self._robots_found(
-                        state, origin, RobotsRules.allowing_all("redirects to a non-HTTP URL")
-                    )
-                problem = self._precheck(target)
-                if problem is not None:
-                    note = f"redirects to a refused address ({problem[1]})"
-                    return self._robots_found(state, origin, RobotsRules.allowing_all(note))
-                state.robots_url = target
-                state.domain = throttle_domain(target)
-                return _NeedSlot(state.domain)  # the next hop is a request of its own: a slot of its domain
-            if 200 <= status < 300:
-                return self._robots_found(
-                    state, origin, RobotsRules.parse(response.body.decode("utf-8", "replace"))
-                )
-            if 400 <= status < 500:
-                return self._robots_found(
-                    state, origin, RobotsRules.allowing_all(f"answered HTTP {status}: no rules")
-                )
-            note = f"answered HTTP {status}: unreachable, so everything is disallowed for now (RFC 9309)"
-            return self._robots_found(
-                state, origin, RobotsRules.disallowing_all(note), ttl=ROBOTS_UNREACHABLE_TTL
-            )
-
-    def _robots_found(
-        self, state: _FetchState, origin: str, rules: RobotsRules, ttl: float = ROBOTS_TTL
-    ) -> RobotsRules:
-        self._robots.put(origin, rules, ttl)
-        self._stop_reading_robots(state)
-        return rules
-
-
-def _robots_plan(status: int, headers: CaseInsensitiveDict) -> BodyPlan:
-    """robots.txt: up to MAX_ROBOTS_BYTES of a 2xx body, the rest ignored (RFC 9309 §2.5); a small drain else."""
-    return BodyPlan(MAX_ROBOTS_BYTES) if 200 <= status < 300 else BodyPlan(DRAIN_LIMIT)
-
-
-class _DomainScheduler:
-    """fetch_many's shared schedule; every worker thread runs :meth:`work` and schedules for itself.
-
-    There is no coordinator thread: with dozens of workers contending for the GIL, a coordinator that must
-    be scheduled between every two requests becomes the bottleneck. Workers take due slots from the heap,
-    run them, and (outside the lock) reserve the next slot of a domain whose previous request has been sent.
-    """
-
-    def __init__(
-        self,
-        fetcher: WebFetcher,
-        interval_overrides: Mapping[str, float] | None,
-        max_ready: int,
-        max_workers: int,
-    ) -> None:
-        self.fetcher = fetcher
-        self.interval_overrides = interval_overrides
-        self.max_ready = max_ready
-        self.ready = 0  # outcomes put in ``results`` and not yet taken by the caller
-        self.resume_at = max_ready // 2  # a full buffer holds new fetches back until it has drained to this
-        self.held_back = False
-        # Fetches under way at once, at most ``active_limit``: halved each time the buffer fills (the caller is
-        # the bottleneck, and every extra fetch thread running takes the GIL from it), one more each time the
-        # caller finds the buffer empty. On the live web, where the caller waits, it stays at max_workers.
-        self.max_workers = max_workers
-        self.active_limit = max_workers
-        self.active = 0
-        self.condition = threading.Condition()
-        self.results: queue.SimpleQueue[FetchOutcome | None] = queue.SimpleQueue()
-        self.queues: dict[str, deque[_FetchState]] = {}
-        # (slot, seq, domain, interval, reserved_at): a heap of the slot each domain holds
-        self.slots: list[tuple[float, int, str, float, float]] = []
-        self.delayed: list[tuple[float, int, _FetchState, str]] = []  # retries waiting for their backoff
-        self.holding: set[str] = set()  # domains with a slot reserved (or being reserved) and not yet used
-        self.needs_slot: deque[str] = deque()
-        self.intervals: dict[str, float] = {}
-        self.sequence = itertools.count()
-        self.pending = 0  # fetches not finished
-        self.input_closed = False  # no URL will be added any more: the workers end once pending is 0
-        self.stopped = False
-
-    def interval_of(self, domain: str) -> float:
-        if domain not in self.intervals:
-            self.intervals[domain] = self.fetcher.interval_for(domain, self.interval_overrides)
-        return self.intervals[domain]
-
-    # All methods below whose name starts with "_" run with the condition's lock held.
-
-    def add(self, state: _FetchState) -> None:
-        with self.condition:
-            self.pending += 1
-            self._enqueue(state, state.domain)
-            self.condition.notify()  # a worker may be waiting for work (fed from a UrlFeed)
-
-    def close_input(self) -> None:
-        with self.condition:
-            self.input_closed = True
-            if not self.pending:
-                self.results.put(None)
-            self.condition.notify_all()
-
-    def outstanding(self) -> int:
-        """URLs added and not yet taken by the caller (being fetched, queued, or waiting in ``results``)."""
-        with self.condition:
-            return self.pending + self.ready
-
-    def _enqueue(self, state: _FetchState, domain: str, front: bool = False) -> None:
-        state.queued_at = self.fetcher._wall()
-        bucket = self.queues.setdefault(domain, deque())
-        if front:  # a fetch already under way (redirect hop, retry) goes before new URLs
-            bucket.appendleft(state)
-        else:
-            bucket.append(state)
-        if domain not in self.holding:
-            self.needs_slot.append(domain)
-
-    def stop(self) -> None:
-        with self.condition:
-            self.stopped = True
-            self.condition.notify_all()
-
-    def starved(self) -> None:
-        """The caller found no outcome waiting: allow one more fetch at once (up to max_workers)."""
-        if self.active_limit >= self.max_workers:
-            return  # the usual case on the web, and no lock to take (an unlocked read is enough for a hint)
-        with self.condition:
-            if self.active_limit < self.max_workers:
-                self.active_limit += 1
-                self.condition.notify()
-
-    def taken(self) -> None:
-        """The caller took an outcome: if the buffer was full, the workers held back may fetch again."""
-        with self.condition:
-            self.ready -= 1
-            if self.held_back and self.ready <= self.resume_at:
-                self.held_back = False
-                self.condition.notify_all()
-
-    def _next_job(self) -> tuple[str, object] | None:
-        """("reserve", domain) or ("fetch", (state, domain, slot, interval)); None when finished. Waits."""
-        while not self.stopped and (self.pending or not self.input_closed):
-            now = self.fetcher._wall()
-            while self.delayed and self.delayed[0][0] <= now:
-                _, _, state, domain = heapq.heappop(self.delayed)
-                self._enqueue(state, domain, front=True)
-            if self.ready >= self.max_ready and not self.held_back:
-                self.held_back = True
-                self.active_limit = max(1, self.active_limit // 2)
-            # No polite slot is reserved while the caller is behind: a slot that came due while its fetch was
-            # held back would be used late, and a late start loses the slot whenever another process has
-            # reserved the domain's next one since (SqlThrottle.confirm): the domain's budget is wasted for every
-            # worker. (A zero-interval slot cannot be lost: those are reserved as before.)
-            deferred: list[str] = []
-            job: tuple[str, object] | None = None
-            while self.needs_slot:
-                domain = self.needs_slot.popleft()
-                if not self.queues.get(domain) or domain in self.holding:
-                    continue
-                if self.held_back and self.interval_of(domain) > 0:
-                    deferred.append(domain)
-                    continue
-                self.holding.add(domain)
-                job = ("reserve", domain)
-                break
-            self.needs_slot.extendleft(reversed(deferred))
-            if job is not None:
-                return job
-            if self.slots and self.slots[0][0] <= now:
-                # A slot already reserved for a polite (non-zero) interval is used on time even when held back:
-                # at most one such fetch per domain, and only domains reserved before the hold.
-                polite = self.slots[0][3] > 0
-                if not polite and (self.held_back or self.active >= self.active_limit):
-                    self.condition.wait()  # backpressure: woken by ``taken``, ``starved``, a fetch's end, ``stop``
-                    continue
-                slot, _, domain, interval, reserved_at = heapq.heappop(self.slots)
-                state = self.queues[domain].popleft()
-                # Waiting on the throttle is the part of the wait the slot imposed: from when the slot was
-                # reserved (or the URL queued, if later) to the slot. Time spent behind other URLs of the
-                # domain, or held back by a slow caller, is not the throttle's.
-                state.throttle_wait += max(0.0, slot - max(state.queued_at, reserved_at))
-                if (self.slots and self.slots[0][0] <= now) or self.needs_slot:
-                    self.condition.notify()  # more is due: wake another worker
-                self.active += 1
-                return "fetch", (state, domain, slot, interval)
-            waits = [self.slots[0][0] - now] if self.slots else []
-            if self.delayed:
-                waits.append(self.delayed[0][0] - now)
-            self.condition.wait(max(0.0, min(waits)) if waits else None)
-        return None
-
-    def work(self) -> None:
-        while True:
-            with self.condition:
-                job = self._next_job()
-            if job is None:
-                return
-            kind, payload = job
-            if kind == "reserve":
-                self._reserve(payload)  # type: ignore[arg-type]
-            else:
-                self._fetch(*payload)  # type: ignore[misc]
-
-    def _reserve(self, domain: str) -> None:
-        interval = self.interval_of(domain)
-        reserved_at = self.fetcher._wall()
-        try:
-            slot = self.fetcher._reserve(domain, interval)
-        except Exception as error:  # noqa: BLE001 - a broken throttle fails the URLs, not the run
-            log.exception("throttle reservation for %s failed", domain)
-            with self.condition:
-                self.holding.discard(domain)
-                for state in self.queues.pop(domain, deque()):
-                    self._finish(self.fetcher._outcome(state, error=f"internal error: throttle: {error}"))
-            return
-        with self.condition:
-            heapq.heappush(self.slots, (slot, next(self.sequence), domain, interval, reserved_at))
-            if self.slots[0][2] == domain:
-                self.condition.notify()  # the earliest slot changed: a waiting worker must recompute
-
-    def _fetch(self, state: _FetchState, domain: str, slot: float, interval: float) -> None:
-        def slot_used() -> None:
-            # Reserve the domain's next slot right here (no hand-off to another thread): while workers
-            # keep finding due slots in the heap, none of them ever has to be woken up.
-            with self.condition:
-                if not self.queues.get(domain):
-                    self.holding.discard(domain)
-                    return
-                if self.held_back and interval > 0:  # reserved once the caller has caught up (see _next_job)
-                    self.holding.discard(domain)
-                    self.needs_slot.append(domain)
-                    return
-            self._reserve(domain)
-
-        try:
-            result: FetchOutcome | _NeedSlot = self.fetcher._run_slot(
-                state, domain, slot, interval, slot_used
-            )
-        except Exception as error:  # noqa: BLE001 - a bug must not hang the other fetches
-            log.exception("fetch of %s crashed", state.url)
-            result = self.fetcher._outcome(state, error=f"internal error: {type(error).__name__}: {error}")
-            slot_used()
-        with self.condition:
-            self.active -= 1
-            if self.active == self.active_limit - 1:
-                self.condition.notify()  # a worker may be waiting for a fetch to end
-            if isinstance(result, FetchOutcome):
-                self._finish(result)
-            elif result.earliest > self.fetcher._wall():
-                heapq.heappush(self.delayed, (result.earliest, next(self.sequence), state, result.domain))
-                self.condition.notify()
-            else:
-                self._enqueue(state, result.domain, front=True)
-                self.condition.notify()
-
-    def _finish(self, outcome: FetchOutcome) -> None:
-        self.results.put(outcome)
-        self.ready += 1
-        self.pending -= 1
-        if not self.pending and self.input_closed:
-            self.results.put(None)
-            self.condition.notify_all()

@@ -25,8 +25,6 @@ import fnmatch
 import ipaddress
 import socket
 import sys
-import threading
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -337,26 +335,10 @@ class AddressPolicy:
         raise last_error
 
 
-_sent = threading.local()
-
-
-def last_request_sent_at() -> float | None:
-    """Wall-clock time at which this thread's last guarded request finished writing to its socket.
-
-    The throttle spaces requests from this moment, not from when a request was *decided*: between the two
-    lie connection set-up and, on a busy machine, waits for the GIL.
-    """
-    return getattr(_sent, "at", None)
-
-
 class _GuardedConnectionMixin:
     """urllib3 connection whose socket comes from AddressPolicy.connect (Host header and SNI unchanged)."""
 
     _policy: AddressPolicy
-
-    def request(self, *args, **kwargs) -> None:
-        super().request(*args, **kwargs)  # type: ignore[misc]
-        _sent.at = time.time()
 
     def _new_conn(self) -> socket.socket:
         # Same error mapping as urllib3's own _new_conn, so requests reports timeouts as timeouts.

@@ -329,3 +329,34 @@ def json_ld_field(objects: list[dict[str, Any]], *keys: str) -> Any:
             if value not in (None, "", [], {}):
                 return value
     return None
+
+
+# --------------------------------------------------------------------------------------------------
+# the text of elements, as it is compared with an article's text (its links, its opening paragraph)
+
+# Elements a text extractor writes on lines of their own: a link's paragraph is its nearest such ancestor.
+BLOCK_TAGS = frozenset(
+    {"address", "article", "blockquote", "body", "caption", "center", "dd", "details", "div", "dl", "dt",
+     "figcaption", "figure", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "html", "li", "main", "ol",
+     "p", "pre", "section", "summary", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul"}
+)  # fmt: skip
+
+
+def compact(text: str) -> str:
+    """Text without whitespace: how a paragraph and the article text are compared (an extractor moves
+    spaces and line breaks, not words)."""
+    return "".join(text.split())
+
+
+def text_of(element: HtmlElement) -> str:
+    """The element's text as written, its tail excluded."""
+    return etree.tostring(element, method="text", encoding=str, with_tail=False)
+
+
+def compact_text_of(element: HtmlElement) -> str:
+    """The element's text (its tail excluded), compacted; a comment's is none."""
+    if not isinstance(element.tag, str):
+        return ""
+    if len(element) == 0:  # most links: no serialisation needed
+        return compact(element.text or "")
+    return compact(text_of(element))

@@ -4,16 +4,32 @@ Not ``urllib.robotparser``: it applies the *first* matching rule in file order a
 ``$`` in paths, while RFC 9309 (and Google, Bing) use the *longest* matching rule, with Allow winning ties.
 With the stdlib parser, "Disallow: /" followed by "Allow: /news/" would block /news/ pages that every other
 crawler treats as allowed.
+
+The fetcher (``topicmap.web.fetch``) reads an origin's robots.txt as requests of their own and keeps the rules
+in a `RobotsCache`.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+from topicmap.web.expiring_cache import ExpiringCache
 
 # RFC 9309 §2.5: crawlers must parse at least 500 KiB; content past the limit is ignored.
 MAX_ROBOTS_BYTES = 500 * 1024
+ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2
+ROBOTS_TTL = 24 * 3600.0  # RFC 9309 §2.4: do not use a cached robots.txt for more than 24 hours
+ROBOTS_UNREACHABLE_TTL = 600.0  # a 5xx robots.txt means "disallow all" for a while, then ask again
+# A fetch whose origin's robots.txt another fetch is reading looks again after this long.
+ROBOTS_WAIT_POLL = 0.05
+# Origins whose robots.txt rules one fetcher keeps at most: an iteration of a large topic meets tens of
+# thousands of sites, most of them once (StormCrawler's robots cache holds 10,000 too). Past the bound the
+# least recently used goes first; it is read again if its site returns.
+MAX_CACHED_ROBOTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -137,3 +153,42 @@ def product_token(user_agent: str) -> str:
     if token is None:
         raise ValueError(f"user agent {user_agent!r} does not start with a product token (letters, '-', '_')")
     return token.group(0)
+
+
+def robots_refusal(url: str, rules: RobotsRules) -> str:
+    where = f"{url_origin(url)}/robots.txt"
+    if rules.disallow_all and rules.note:
+        return f"robots: {where} {rules.note}"
+    return f"robots: {where} disallows {urlsplit(url).path or '/'}"
+
+
+def url_origin(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), "", "", ""))
+
+
+class RobotsCache:
+    """The rules of the MAX_CACHED_ROBOTS origins used last, each for its time to live, and which fetch is
+    reading an origin's robots.txt (one per origin even when many threads ask at once). Thread-safe."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._rules: ExpiringCache[str, RobotsRules] = ExpiringCache(MAX_CACHED_ROBOTS, clock)
+        self._readers: dict[str, int] = {}  # origin -> the fetch reading its robots.txt
+        self._guard = threading.Lock()
+
+    def get(self, origin: str) -> RobotsRules | None:
+        return self._rules.get(origin)
+
+    def put(self, origin: str, rules: RobotsRules, ttl: float) -> None:
+        self._rules.put(origin, rules, ttl)
+
+    def claim(self, origin: str, reader: int) -> bool:
+        """Whether ``reader`` is the one to read ``origin``'s robots.txt (it is, unless another one is)."""
+        with self._guard:
+            return self._readers.setdefault(origin, reader) == reader
+
+    def release(self, origin: str, reader: int) -> None:
+        """``reader`` stopped reading ``origin``'s robots.txt (read, or gave up): another may try."""
+        with self._guard:
+            if self._readers.get(origin) == reader:
+                del self._readers[origin]

@@ -1,0 +1,122 @@
+"""The fetcher's robots.txt (RFC 9309): read for an origin as requests of their own, each in a throttle slot of
+the domain it goes to, and kept in a ``topicmap.web.robots.RobotsCache``; the rules are parsed and matched by
+``topicmap.web.robots``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import urljoin, urlsplit
+
+from requests.structures import CaseInsensitiveDict
+
+from topicmap.web.fetch_scheduler import NeedSlot
+from topicmap.web.fetch_state import FetchState, Refused
+from topicmap.web.http_head import DRAIN_LIMIT, REDIRECT_STATUSES
+from topicmap.web.robots import (
+    MAX_ROBOTS_BYTES,
+    ROBOTS_MAX_REDIRECTS,
+    ROBOTS_TTL,
+    ROBOTS_UNREACHABLE_TTL,
+    ROBOTS_WAIT_POLL,
+    RobotsCache,
+    RobotsRules,
+    url_origin,
+)
+from topicmap.web.throttle import throttle_domain
+from topicmap.web.transport import BodyPlan, Response
+
+
+class RobotsReader:
+    """Reads and keeps the robots.txt rules of the origins a fetcher meets. ``send`` is the fetcher's guarded
+    request (``send(state, url, plan)``), ``precheck`` its refusals that need no network (a reason, or None)."""
+
+    def __init__(
+        self,
+        cache: RobotsCache,
+        *,
+        send: Callable[[FetchState, str, Callable[[int, CaseInsensitiveDict], BodyPlan]], Response],
+        precheck: Callable[[str], tuple[str, str] | None],
+        wall_clock: Callable[[], float],
+    ) -> None:
+        self._cache = cache
+        self._send = send
+        self._precheck = precheck
+        self._wall = wall_clock
+
+    def cached(self, origin: str) -> RobotsRules | None:
+        """The rules kept for ``origin``, or None when they have to be read."""
+        return self._cache.get(origin)
+
+    def stop(self, state: FetchState) -> None:
+        """``state`` no longer reads its origin's robots.txt (it ended, or read it): another fetch may."""
+        if state.robots_url is None:
+            return
+        state.robots_url = None
+        self._cache.release(url_origin(state.current_url), id(state))
+
+    def read(self, state: FetchState, origin: str) -> RobotsRules | NeedSlot:
+        """Read ``origin``'s robots.txt, one request per slot of the domain each request goes to.
+
+        RFC 9309: 2xx parse; 4xx allow all; 5xx disallow all for a while; up to 5 redirects. Network failures
+        propagate (retried like a page request). Returns the rules (cached), or the slot this fetch needs next:
+        a redirect to another domain continues in a slot of that domain, and while another fetch reads the
+        same robots.txt, this one looks again a moment later."""
+        if not self._cache.claim(origin, id(state)):
+            return NeedSlot(state.domain, earliest=self._wall() + ROBOTS_WAIT_POLL)
+        if state.robots_url is None:
+            cached = self._cache.get(origin)
+            if cached is not None:  # another fetch finished reading it meanwhile
+                self.stop(state)
+                return cached
+            state.robots_url, state.robots_hops = origin + "/robots.txt", 0
+        while True:
+            url = state.robots_url
+            domain = throttle_domain(url)
+            if domain != state.domain:
+                state.domain = domain
+                return NeedSlot(domain)  # a redirect to another domain: wait for its slot, like a page's
+            try:
+                response = self._send(state, url, _robots_plan)
+            except Refused as refusal:
+                if state.robots_hops == 0:
+                    raise  # the page's own origin is refused: so is the page
+                # robots.txt redirects somewhere we may not go: no rules can be read (RFC 9309: unavailable).
+                return self._found(
+                    state, origin, RobotsRules.allowing_all(f"redirects to a refused address ({refusal})")
+                )
+            status = response.status
+            if status in REDIRECT_STATUSES and response.headers.get("Location"):
+                target = urljoin(url, response.headers["Location"])
+                state.robots_hops += 1
+                if state.robots_hops > ROBOTS_MAX_REDIRECTS:
+                    # RFC 9309 §2.3.1.2: more redirects than that count as "unavailable".
+                    return self._found(state, origin, RobotsRules.allowing_all("redirects too many times"))
+                if urlsplit(target).scheme not in ("http", "https"):
+                    return self._found(state, origin, RobotsRules.allowing_all("redirects to a non-HTTP URL"))
+                problem = self._precheck(target)
+                if problem is not None:
+                    note = f"redirects to a refused address ({problem[1]})"
+                    return self._found(state, origin, RobotsRules.allowing_all(note))
+                state.robots_url = target
+                state.domain = throttle_domain(target)
+                return NeedSlot(state.domain)  # the next hop is a request of its own: a slot of its domain
+            if 200 <= status < 300:
+                return self._found(state, origin, RobotsRules.parse(response.body.decode("utf-8", "replace")))
+            if 400 <= status < 500:
+                return self._found(
+                    state, origin, RobotsRules.allowing_all(f"answered HTTP {status}: no rules")
+                )
+            note = f"answered HTTP {status}: unreachable, so everything is disallowed for now (RFC 9309)"
+            return self._found(state, origin, RobotsRules.disallowing_all(note), ttl=ROBOTS_UNREACHABLE_TTL)
+
+    def _found(
+        self, state: FetchState, origin: str, rules: RobotsRules, ttl: float = ROBOTS_TTL
+    ) -> RobotsRules:
+        self._cache.put(origin, rules, ttl)
+        self.stop(state)
+        return rules
+
+
+def _robots_plan(status: int, headers: CaseInsensitiveDict) -> BodyPlan:
+    """robots.txt: up to MAX_ROBOTS_BYTES of a 2xx body, the rest ignored (RFC 9309 §2.5); a small drain else."""
+    return BodyPlan(MAX_ROBOTS_BYTES) if 200 <= status < 300 else BodyPlan(DRAIN_LIMIT)
