@@ -104,7 +104,9 @@ def test_configuration_table_says_which_variables_are_secrets() -> None:
     for row in configuration_table():
         names = BACKTICKED.findall(row[0])
         if any(settings.by_name()[name].secret for name in names):
-            assert "secret" in row[1], f"docs/configuration.md's row of {names} does not say it holds a secret"
+            assert "secret" in row[1], (
+                f"docs/configuration.md's row of {names} does not say it holds a secret"
+            )
 
 
 def test_a_setting_reads_the_environment_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
