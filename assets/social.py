@@ -24,7 +24,7 @@ from resources.social import (
 from resources.store import TopicStoreResource
 from topicmap.social import refetch
 from topicmap.social.bitly import BitlyAuthError, BitlyError, BitlyRateLimitError
-from topicmap.social.clicks import STAGE_3D, STAGE_30D
+from topicmap.social.clicks import STAGE_3D, STAGE_30D, click_window
 from topicmap.social.facebook import EngagementResult, FacebookAuthError, FacebookError
 
 SOCIAL_GROUP = "social"
@@ -135,7 +135,6 @@ def click_totals(
         click_rows,
         click_stories,
         click_total_row,
-        click_window,
         upsert_click_totals,
         write_click_exports,
     )
