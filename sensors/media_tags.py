@@ -10,21 +10,6 @@ from resources.store import TopicStoreResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
 
 
-def snapshotted_topics(store: TopicStoreResource) -> list[str]:
-    """The topics that have a snapshot: their media-tag foci and link map colours may change with the tags."""
-    from sqlalchemy import select  # the store's SQLAlchemy loads with the tick, not with the code location
-
-    from topicmap.store import schema as s
-
-    with store.open().engine.connect() as conn:
-        names = conn.execute(
-            select(s.topics.c.name)
-            .where(s.topics.c.topics_id.in_(select(s.snapshots.c.topics_id)))
-            .distinct()
-        ).scalars()
-        return sorted(names)
-
-
 @dg.sensor(
     name="media_tags_changed",
     job=post_spider_job,  # runs of the two assets, listed under the named job that holds them
@@ -52,7 +37,10 @@ def media_tags_changed(
         )
     if context.cursor == digest:
         return dg.SensorResult(skip_reason=dg.SkipReason(f"{path} unchanged (sha256 {digest[:12]})"))
-    topics = snapshotted_topics(store)
+    from topicmap.snapshots.freshness import snapshotted_topics  # SQLAlchemy loads with the tick
+
+    # the topics that have a snapshot: their media-tag foci and link map colours may change with the tags
+    topics = snapshotted_topics(store.open())
     context.log.info(
         f"media tags file {path} changed ({context.cursor[:12]} -> {digest[:12]}): {len(topics)} topics"
     )
