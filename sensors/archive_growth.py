@@ -23,6 +23,8 @@ from assets.seeds import last_seeding
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
+from topicmap.store.names import StoreError
+from topicmap.topics.declarations import TopicConfigError
 
 #: run tag saying why a seeds run was requested
 SEEDS_REASON_TAG = "topicmap/seeds_reason"
@@ -50,9 +52,7 @@ def read_cursor(cursor: str | None) -> int | None:
 def archive_growth(
     context: dg.SensorEvaluationContext, store: TopicStoreResource, topics_file: TopicsFileResource
 ) -> dg.SensorResult:
-    # the declarations, the query parser and the store's SQLAlchemy load with the tick, not the code location
-    from topicmap.store.names import StoreError
-    from topicmap.topics.declarations import TopicConfigError
+    # the store's SQLAlchemy loads with the tick, not the code location
     from topicmap.topics.seeding import archive_through_id, unread_archive_stories
 
     topic_store = store.open()

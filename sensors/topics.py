@@ -16,6 +16,7 @@ from assets.jobs import TOPIC_TAG, seeds_job
 from assets.partitions import topics_partitions
 from resources.topics import TopicsFileResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
+from topicmap.topics.declarations import TopicConfigError, plan_topic_sync
 
 #: run tags naming a run's topic partition: a topic run's own, or the topic dimension of a topic x week run
 PARTITION_TAGS = ("dagster/partition", "dagster/partition/topic")
@@ -54,9 +55,6 @@ def read_cursor(cursor: str | None) -> dict[str, Any]:
     ),
 )
 def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileResource) -> dg.SensorResult:
-    # the declarations and the query parser load with the tick, not with the code location
-    from topicmap.topics.declarations import TopicConfigError, plan_topic_sync
-
     try:
         loaded = topics_file.load()
     except TopicConfigError as exc:
