@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from assets.beta import beta_api
-from assets.jobs import API_TAG, TOPIC_TAG, snapshot_job
+from assets.jobs import API_TAG, snapshot_job
 from assets.partitions import topics_partitions
 from assets.social import click_totals
 from resources.social import BitlyResource
 from resources.store import TopicStoreResource
 from sensors.clicks import bitly_not_configured, click_runs_in_progress, first_click_day, last_click_day
-from sensors.settings import RUNS_IN_PROGRESS
+from sensors.topic_runs import topic_run_in_progress, topic_run_request
 from topicmap.social import refetch
 
 if TYPE_CHECKING:
@@ -144,20 +144,15 @@ def _snapshot_requests(
         if not freshness.stale(metrics_only):
             notes.append(f"{topic}: snapshot up to date")
             continue
-        busy = context.instance.get_run_records(
-            filters=dg.RunsFilter(tags={TOPIC_TAG: topic}, statuses=RUNS_IN_PROGRESS), limit=1
-        )
-        if busy:
+        if topic_run_in_progress(context.instance, topic):
             notes.append(f"{topic}: a run of this topic is in progress")
             continue
         marker = (freshness.metrics_at if metrics_only else freshness.data_at) or datetime.min.replace(
             tzinfo=UTC
         )
         requests.append(
-            dg.RunRequest(
-                run_key=f"snapshot:{topic}:{reason}:{marker.isoformat()}",
-                partition_key=topic,
-                tags={TOPIC_TAG: topic, "topicmap/snapshot_reason": reason},
+            topic_run_request(
+                topic, f"snapshot:{topic}:{reason}:{marker.isoformat()}", {"topicmap/snapshot_reason": reason}
             )
         )
         notes.append(f"{topic}: snapshot requested ({reason})")
