@@ -6,15 +6,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
-import yaml
 
 from topicmap import settings
 from topicmap.store.names import StoreError
+from topicmap.topics.declarations import TopicConfig, TopicConfigError, load_topics
 
 if TYPE_CHECKING:
     from resources.topics import TopicsFileResource
     from topicmap.store.topic_store import TopicStore
-    from topicmap.topics.declarations import TopicConfig
 
 #: One partition per declared topic, kept in step with topics.yaml by the topic registry sensor.
 topics_partitions = dg.DynamicPartitionsDefinition(name="topics")
@@ -25,83 +24,34 @@ RECENT_DAYS = 90
 EARLIEST_CLICKS_DAY = date(2008, 1, 1)
 
 
-def _declared_topics(path: str | Path) -> list[dict]:
-    """The topic mappings of a topics file (none without a readable file). Read with plain YAML: a broken topic
-    is the topic registry's to report, here it is only left out."""
+def _declared_topics(path: str | Path, today: date | None = None) -> list[TopicConfig]:
+    """The valid topics of a topics file, as the topic registry reads them (none without a readable file): a
+    rejected topic is the registry's to report, and has no partition, so it has no days or weeks either."""
     try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+        return load_topics(path, today).topics
+    except TopicConfigError:
         return []
-    declared = loaded.get("topics") if isinstance(loaded, dict) else None
-    return [topic for topic in declared if isinstance(topic, dict)] if isinstance(declared, list) else []
-
-
-def _dates(topic: dict, *fields: str) -> tuple[date, ...] | None:
-    """The topic's ``fields`` as days, or None if one is missing or not a day."""
-    try:
-        return tuple(
-            value if isinstance(value, date) else date.fromisoformat(str(value))
-            for value in (topic.get(name) for name in fields)
-        )
-    except ValueError:
-        return None
-
-
-def _open_ended(topic: dict) -> bool:
-    """The topic keeps running: ``end_date: open``, null or left out (topicmap.topics.declarations)."""
-    end = topic.get("end_date")
-    return end is None or (isinstance(end, str) and end.strip().lower() in ("", "open"))
-
-
-def _topic_ends(path: str | Path) -> list[date | None]:
-    """The end of each topic of a topics file that has a start date: its end date, or None when open-ended."""
-    ends: list[date | None] = []
-    for topic in _declared_topics(path):
-        if _dates(topic, "start_date") is None:
-            continue
-        if _open_ended(topic):
-            ends.append(None)
-        elif found := _dates(topic, "end_date"):
-            ends.append(found[0])
-    return ends
 
 
 def earliest_topic_start(path: str | Path) -> date | None:
-    """The earliest ``start_date`` in a topics file, or None (no file, no dated topic)."""
-    starts = [found[0] for topic in _declared_topics(path) if (found := _dates(topic, "start_date"))]
-    return min(starts, default=None)
-
-
-def _named_topic_dates(path: str | Path, today: date | None) -> list[tuple[object, date, date]]:
-    """``(name, start_date, end_date)`` of each dated topic of a topics file, in file order; an open-ended topic's
-    dates run to ``today`` (default: the current UTC day), as its seeds do."""
-    today = today or datetime.now(UTC).date()
-    spans = []
-    for topic in _declared_topics(path):
-        start = _dates(topic, "start_date")
-        if start is None:
-            continue
-        end = (max(today, start[0]),) if _open_ended(topic) else _dates(topic, "end_date")
-        if end is not None:
-            spans.append((topic.get("name"), start[0], end[0]))
-    return spans
+    """The earliest ``start_date`` in a topics file, or None (no file, no valid topic)."""
+    return min((topic.start_date for topic in _declared_topics(path)), default=None)
 
 
 def declared_topic_dates(path: str | Path, today: date | None = None) -> list[tuple[date, date]]:
-    """``(start_date, end_date)`` of each dated topic of a topics file, in file order; an open-ended topic's dates
-    run to ``today`` (default: the current UTC day), as its seeds do."""
-    return [(start, end) for _, start, end in _named_topic_dates(path, today)]
+    """``(start_date, last day)`` of each topic of a topics file, in file order; an open-ended topic's dates run
+    to ``today`` (default: the current UTC day), as its seeds do (``TopicConfig.last_day``)."""
+    return [(topic.start_date, topic.last_day(today)) for topic in _declared_topics(path, today)]
 
 
 def declared_topic_weeks(path: str | Path, today: date | None = None) -> dict[str, tuple[date, date]]:
-    """``{name: (first Monday, last Monday)}``: the weeks each dated topic of a topics file spans, from the week of
-    its start to the week of its end (an open-ended topic's: to the week of ``today``). A topic declared twice
+    """``{name: (first Monday, last Monday)}``: the weeks each topic of a topics file spans, from the week of its
+    start to the week of its last day (an open-ended topic's: to the week of ``today``). A topic declared twice
     keeps its first declaration, as the topic registry does."""
-    weeks: dict[str, tuple[date, date]] = {}
-    for name, start, end in _named_topic_dates(path, today):
-        if isinstance(name, str):
-            weeks.setdefault(name, (monday_of(start), monday_of(end)))
-    return weeks
+    return {
+        topic.name: (monday_of(topic.start_date), monday_of(topic.last_day(today)))
+        for topic in _declared_topics(path, today)
+    }
 
 
 def topics_file_path(environ: Mapping[str, str] | None = None) -> str:
@@ -139,12 +89,12 @@ def clicks_start_day(environ: dict[str, str] | None = None, today: date | None =
 
 
 def latest_topic_end(environ: Mapping[str, str] | None = None) -> date | None:
-    """The latest ``end_date`` of the topics file the code location reads, or None: no file, no dated topic, or
+    """The latest ``end_date`` of the topics file the code location reads, or None: no file, no valid topic, or
     an open-ended topic (whose days run on to the current one)."""
-    ends = _topic_ends(topics_file_path(environ))
-    if None in ends:
+    topics = _declared_topics(topics_file_path(environ))
+    if any(topic.open_ended for topic in topics):
         return None
-    return max((end for end in ends if end is not None), default=None)
+    return max((topic.end_date for topic in topics if topic.end_date is not None), default=None)
 
 
 #: days of click partitions after the latest topic end: the 30-day refetch's window
@@ -230,11 +180,9 @@ def undeclared_topic_failure(name: str, detail: str, path: str) -> dg.Failure:
     )
 
 
-def declared_topic(topics_file: "TopicsFileResource", name: str) -> "TopicConfig":
+def declared_topic(topics_file: "TopicsFileResource", name: str) -> TopicConfig:
     """The declaration of the run's topic; a topic the file does not declare (or declares wrongly) fails the run at
     once with :func:`undeclared_topic_failure`."""
-    from topicmap.topics.declarations import TopicConfigError  # the query parser loads with the run
-
     try:
         topics = topics_file.load()
     except TopicConfigError as exc:

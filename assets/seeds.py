@@ -65,7 +65,8 @@ def last_seeding(instance: dg.DagsterInstance, topic: str) -> "tuple[bool, Archi
 def seeds(
     context: dg.AssetExecutionContext, store: TopicStoreResource, topics_file: TopicsFileResource
 ) -> dg.MaterializeResult:
-    from topicmap.topics.seeding import TooManySeedsError, select_seeds  # reads drops: pyarrow, extractors
+    # reads drops: pyarrow, extractors
+    from topicmap.topics.seeding import SeedingRequest, TooManySeedsError, select_seeds
 
     topic = declared_topic(topics_file, context.partition_key)
     topic_store = store.open()
@@ -75,11 +76,9 @@ def seeds(
     try:
         selection = select_seeds(
             topic_store,
-            topic,
-            progress=context.log.info,
-            previous=previous,
-            topics_id=topics_id,
-            known_urls=known,
+            SeedingRequest(
+                topic, previous=previous, topics_id=topics_id, known_urls=known, progress=context.log.info
+            ),
         )
     except TooManySeedsError as exc:
         topic_store.set_topic_state(topics_id, "error", str(exc))

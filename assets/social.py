@@ -1,10 +1,11 @@
 """Social metrics: Bit.ly click totals per publication day (3 and 30 days after publication) and Facebook
-engagement per topic story. The rules live in topicmap.social.clicks / topicmap.social.refetch / topicmap.social.store."""
+engagement per topic story. The fetches are topicmap.social.fetching's; the rules live in topicmap.social.clicks /
+topicmap.social.refetch / topicmap.social.store."""
 
 from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import dagster as dg
 from pydantic import Field
@@ -18,13 +19,12 @@ from resources.social import BitlyResource, FacebookResource
 from resources.store import TopicStoreResource
 from topicmap import settings
 from topicmap.social import refetch
-from topicmap.social.bitly import BitlyAuthError, BitlyError, BitlyRateLimitError
 from topicmap.social.clicks import STAGE_3D, STAGE_30D
-from topicmap.social.facebook import EngagementResult, FacebookAuthError, FacebookError
+
+if TYPE_CHECKING:
+    from topicmap.social.fetching import ClickTotals
 
 SOCIAL_GROUP = "social"
-WRITE_EVERY = 50
-"""Stories fetched between two writes: a failing run keeps what it already fetched."""
 
 #: One partition per publication day (UTC), from the first day a declared topic can have stories (see
 #: assets.partitions.clicks_start_day). end_offset=0: the last partition is yesterday, the last complete day;
@@ -63,35 +63,72 @@ class ClickStageConfig(dg.Config):
 
 #: metadata that describes the whole run, kept on every day of a range run beside the day's own figures
 RUN_WIDE_METADATA = ("stage", "run_days", "parquet_folder", "raw_answers_folder")
+#: the columns of a click preview table
+PREVIEW_COLUMNS = ["publish_day", "stories_id", "url", "bitlinks_found", "clicks_3d", "clicks_30d"]
 
 
-def _day_metadata(
-    day: str,
-    rows: list[dict[str, Any]],
-    per_day: dict[str, dict[str, Any]],
-    stories: list[Any],
-    fetched_by_day: Counter[tuple[str, str]],
-    not_due_by_day: Counter[str],
-    kept_by_day: Counter[str],
-) -> dict[str, Any]:
+def _preview(rows: list[dict[str, Any]]) -> dg.MetadataValue:
+    return table(sorted(rows, key=lambda r: -(r["clicks_30d"] or r["clicks_3d"] or 0)), PREVIEW_COLUMNS)
+
+
+def _day_metadata(day: str, totals: "ClickTotals", kept_by_day: Counter[str]) -> dict[str, Any]:
     """One publication day's own figures (a range run records one materialization per day)."""
-    day_rows = [r for r in rows if r["publish_day"].isoformat() == day]
-    figures = per_day.get(day, {"bitlinks": 0, "clicks_3d": 0, "clicks_30d": 0})
+    day_rows = totals.day_rows(day)
+    figures = totals.per_day.get(day, {"bitlinks": 0, "clicks_3d": 0, "clicks_30d": 0})
     return {
         "dagster/row_count": len(day_rows),
-        "topic_stories": sum(1 for story in stories if story.day.isoformat() == day),
-        "stories_fetched_3d": fetched_by_day[day, STAGE_3D],
-        "stories_fetched_30d": fetched_by_day[day, STAGE_30D],
-        "stories_not_yet_due": not_due_by_day[day],
+        "topic_stories": sum(1 for story in totals.stories if story.day.isoformat() == day),
+        "stories_fetched_3d": totals.fetched_by_day[day, STAGE_3D],
+        "stories_fetched_30d": totals.fetched_by_day[day, STAGE_30D],
+        "stories_not_yet_due": totals.not_due_by_day[day],
         "figures_kept_over_lower_fetch": kept_by_day[day],
         "bitlinks_found": figures["bitlinks"],
         "stories_with_bitlinks": sum(1 for r in day_rows if r["bitlinks_found"]),
         "clicks_3d_total": figures["clicks_3d"],
         "clicks_30d_total": figures["clicks_30d"],
-        "preview": table(
-            sorted(day_rows, key=lambda r: -(r["clicks_30d"] or r["clicks_3d"] or 0)),
-            ["publish_day", "stories_id", "url", "bitlinks_found", "clicks_3d", "clicks_30d"],
+        "preview": _preview(day_rows),
+    }
+
+
+def _run_metadata(stage: str, days: str, totals: "ClickTotals", raw_answers: str) -> dict[str, Any]:
+    """The run's figures over all its days."""
+    from topicmap.social.store import click_exports_dir
+
+    per_day = totals.per_day
+    return {
+        "dagster/row_count": len(totals.rows),
+        "stage": stage,
+        "run_days": days,
+        "topic_stories": len(totals.stories),
+        "stories_fetched_3d": totals.fetched[STAGE_3D],
+        "stories_fetched_30d": totals.fetched[STAGE_30D],
+        "stories_not_yet_due": len(totals.not_due),
+        "stories_failed": len(totals.failed),
+        "survivors_with_merged_stories": sum(1 for story in totals.stories if story.merged_stories_ids),
+        "figures_kept_over_lower_fetch": len(totals.kept),
+        "figures_kept": table(
+            totals.kept,
+            [
+                "stories_id",
+                "window",
+                "stored",
+                "fetched_now",
+                "stored_fetched_at",
+                "bitlinks_stored",
+                "bitlinks_now",
+            ],
         ),
+        "bitlinks_found": sum(d["bitlinks"] for d in per_day.values()),
+        "stories_with_bitlinks": sum(1 for r in totals.rows if r["bitlinks_found"]),
+        "clicks_3d_total": sum(d["clicks_3d"] for d in per_day.values()),
+        "clicks_30d_total": sum(d["clicks_30d"] for d in per_day.values()),
+        "per_day": table(
+            list(per_day.values()), ["day", "stories", "bitlinks", "clicks_3d", "clicks_30d"], 31
+        ),
+        "preview": _preview(totals.rows),
+        "parquet_files": len(totals.exports),
+        "parquet_folder": dg.MetadataValue.path(str(click_exports_dir())),
+        "raw_answers_folder": dg.MetadataValue.path(raw_answers),
     }
 
 
@@ -124,16 +161,9 @@ def click_totals(
     store: TopicStoreResource,
     bitly: BitlyResource,
 ) -> Iterator[dg.MaterializeResult]:
-    # the store's reads and writes (SQLAlchemy) load with the run, not with the code location
-    from topicmap.social.store import (
-        click_exports_dir,
-        click_rows,
-        click_stories,
-        click_total_row,
-        click_window,
-        upsert_click_totals,
-        write_click_exports,
-    )
+    # the fetch and the store's reads and writes (SQLAlchemy) load with the run, not with the code location
+    from topicmap.social.fetching import FetchStopped, fetch_click_totals
+    from topicmap.social.store import click_stories
 
     # a generator: with output_required=False, yielding nothing is how a run materializes nothing
     window = context.partition_time_window
@@ -156,122 +186,35 @@ def click_totals(
         f"{len(stories)} topic stories published {first_day}..{last_day}; stage {config.stage}; "
         f"Bit.ly at {bitly.base_url}"
     )
-    pending: dict[str, list[dict[str, Any]]] = {stage: [] for stage in refetch.STAGES}
-    fetched: Counter[str] = Counter()
-    fetched_by_day: Counter[tuple[str, str]] = Counter()
-    not_due: list[int] = []
-    not_due_by_day: Counter[str] = Counter()
-    failed: list[dict[str, Any]] = []
-    kept: list[dict[str, Any]] = []  # stored figures higher than this run's (a figure never goes down)
-
-    def write_pending() -> None:
-        for stage, rows in pending.items():
-            kept.extend(upsert_click_totals(topic_store, stage, rows))
-            fetched[stage] += len(rows)
-            rows.clear()
-
-    for story in stories:
-        stage = refetch.stage_for_story(config.stage, story.story_ts, now)
-        if stage is None:
-            not_due.append(story.stories_id)
-            not_due_by_day[story.day.isoformat()] += 1
-            continue
-        try:
-            clicks = client.story_clicks(list(story.url_variants), click_window(stage, story.story_ts, now))
-        except (BitlyAuthError, BitlyRateLimitError) as exc:
-            # The API is unusable for every story now: keep what was fetched and stop with a clear message.
-            write_pending()
-            raise dg.Failure(
-                description=f"Bit.ly stopped the run after {sum(fetched.values())} stories: {exc}",
-                metadata={"stories_written": sum(fetched.values())},
-                # a rate limit passes; a refused token does not
-                allow_retries=isinstance(exc, BitlyRateLimitError),
-            ) from exc
-        except BitlyError as exc:
-            context.log.warning(f"story {story.stories_id} ({story.url}): {exc}")
-            failed.append({"stories_id": story.stories_id, "url": story.url, "problem": str(exc)})
-            continue
-        pending[stage].append(click_total_row(stage, story, clicks))
-        fetched_by_day[story.day.isoformat(), stage] += 1
-        if sum(len(rows) for rows in pending.values()) >= WRITE_EVERY:
-            write_pending()
-    write_pending()
-
-    exports = write_click_exports(topic_store, first_day, last_day)
-    rows = click_rows(topic_store, first_day, last_day)
-    per_day: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        day = per_day.setdefault(
-            row["publish_day"].isoformat(),
-            {
-                "day": row["publish_day"].isoformat(),
-                "stories": 0,
-                "bitlinks": 0,
-                "clicks_3d": 0,
-                "clicks_30d": 0,
-            },
+    try:
+        totals = fetch_click_totals(
+            topic_store, client, stories, (first_day, last_day), config.stage, now, context.log
         )
-        day["stories"] += 1
-        day["bitlinks"] += row["bitlinks_found"] or 0
-        day["clicks_3d"] += row["clicks_3d"] or 0
-        day["clicks_30d"] += row["clicks_30d"] or 0
-    metadata: dict[str, Any] = {
-        "dagster/row_count": len(rows),
-        "stage": config.stage,
-        "run_days": f"{first_day}..{last_day}",
-        "topic_stories": len(stories),
-        "stories_fetched_3d": fetched[STAGE_3D],
-        "stories_fetched_30d": fetched[STAGE_30D],
-        "stories_not_yet_due": len(not_due),
-        "stories_failed": len(failed),
-        "survivors_with_merged_stories": sum(1 for story in stories if story.merged_stories_ids),
-        "figures_kept_over_lower_fetch": len(kept),
-        "figures_kept": table(
-            kept,
-            [
-                "stories_id",
-                "window",
-                "stored",
-                "fetched_now",
-                "stored_fetched_at",
-                "bitlinks_stored",
-                "bitlinks_now",
-            ],
-        ),
-        "bitlinks_found": sum(d["bitlinks"] for d in per_day.values()),
-        "stories_with_bitlinks": sum(1 for r in rows if r["bitlinks_found"]),
-        "clicks_3d_total": sum(d["clicks_3d"] for d in per_day.values()),
-        "clicks_30d_total": sum(d["clicks_30d"] for d in per_day.values()),
-        "per_day": table(
-            list(per_day.values()), ["day", "stories", "bitlinks", "clicks_3d", "clicks_30d"], 31
-        ),
-        "preview": table(
-            sorted(rows, key=lambda r: -(r["clicks_30d"] or r["clicks_3d"] or 0)),
-            ["publish_day", "stories_id", "url", "bitlinks_found", "clicks_3d", "clicks_30d"],
-        ),
-        "parquet_files": len(exports),
-        "parquet_folder": dg.MetadataValue.path(str(click_exports_dir())),
-        "raw_answers_folder": dg.MetadataValue.path(str(client.raw_store.root if client.raw_store else "")),
-    }
+    except FetchStopped as stop:
+        raise dg.Failure(
+            description=str(stop),
+            metadata={"stories_written": stop.written},
+            allow_retries=stop.retryable,  # a rate limit passes; a refused token does not
+        ) from stop
+    raw_answers = str(client.raw_store.root if client.raw_store else "")
+    metadata = _run_metadata(config.stage, f"{first_day}..{last_day}", totals, raw_answers)
     if context.has_partition_key_range and first_day != last_day:
         # A range run (backfill): each day's materialization carries that day's figures, not the run's.
-        day_of_story = {story.stories_id: story.day.isoformat() for story in stories}
-        kept_by_day = Counter(day_of_story[figure["stories_id"]] for figure in kept)
+        kept_by_day = totals.kept_by_day()
         for key in context.partition_keys:
-            context.add_asset_metadata(
-                _day_metadata(key, rows, per_day, stories, fetched_by_day, not_due_by_day, kept_by_day),
-                partition_key=key,
-            )
+            context.add_asset_metadata(_day_metadata(key, totals, kept_by_day), partition_key=key)
         metadata = {k: v for k, v in metadata.items() if k in RUN_WIDE_METADATA}
-    if not_due:
-        context.log.info(f"{len(not_due)} stories have no {config.stage} stage due yet; they were left alone")
-    if kept:
+    if totals.not_due:
+        context.log.info(
+            f"{len(totals.not_due)} stories have no {config.stage} stage due yet; they were left alone"
+        )
+    if kept := totals.kept:
         context.log.warning(
             f"{len(kept)} stored figures are higher than this run's and were kept (a figure never goes down); "
             f"first: story {kept[0]['stories_id']} {kept[0]['window']}: {kept[0]['stored']} stored, "
             f"{kept[0]['fetched_now']} now ({kept[0]['bitlinks_now']} bitlinks found, {kept[0]['bitlinks_stored']} before)"
         )
-    if failed:
+    if failed := totals.failed:
         raise dg.Failure(
             description=(
                 f"{len(failed)} of {len(stories)} stories could not be measured (the others were written); "
@@ -345,14 +288,9 @@ def story_statistics(
     store: TopicStoreResource,
     facebook: FacebookResource,
 ) -> dg.MaterializeResult:
-    # the store's reads and writes (SQLAlchemy) load with the run, not with the code location
-    from topicmap.social.store import (
-        error_kind,
-        statistics_rows,
-        statistics_summary,
-        stories_needing_statistics,
-        upsert_story_statistics,
-    )
+    # the fetch and the store's reads and writes (SQLAlchemy) load with the run, not with the code location
+    from topicmap.social.fetching import FetchStopped, fetch_story_statistics
+    from topicmap.social.store import statistics_rows, statistics_summary, stories_needing_statistics
 
     topic_store = store.open()
     topics_id = stored_topic_id(topic_store, context.partition_key)
@@ -376,44 +314,20 @@ def story_statistics(
     context.log.info(
         f"{len(todo)} stories of topic {context.partition_key!r} to measure on {facebook.base_url}"
     )
-    batch: list[tuple[int, EngagementResult]] = []
-    errors: Counter[str] = Counter()
-    measured = 0
-
-    def write_batch() -> None:
-        nonlocal measured
-        measured += upsert_story_statistics(topic_store, batch)
-        batch.clear()
-
-    for story in todo:
-        try:
-            result = client.fetch_engagement(story["url"])
-        except FacebookAuthError as exc:
-            write_batch()
-            raise dg.Failure(
-                description=f"Facebook refused the configured app credentials; nothing more can be fetched: {exc}",
-                metadata={"stories_written": measured},
-                allow_retries=False,
-            ) from exc
-        except FacebookError as exc:
-            write_batch()
-            raise dg.Failure(
-                description=f"the Graph API is unusable right now (after {measured} stories): {exc}",
-                metadata={"stories_written": measured},
-            ) from exc
-        if result.error:
-            errors[error_kind(result.error)] += 1
-        batch.append((story["stories_id"], result))
-        if len(batch) >= WRITE_EVERY:
-            write_batch()
-    write_batch()
+    try:
+        fetched = fetch_story_statistics(topic_store, client, todo)
+    except FetchStopped as stop:
+        raise dg.Failure(
+            description=str(stop), metadata={"stories_written": stop.written}, allow_retries=stop.retryable
+        ) from stop
+    errors = fetched.soft_failures
 
     summary = statistics_summary(topic_store, topics_id)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": summary["stories_with_row"],
             "topic_stories": summary["topic_stories"],
-            "stories_measured_this_run": measured,
+            "stories_measured_this_run": fetched.measured,
             "soft_failures_this_run": sum(errors.values()),
             "soft_failures_by_kind": counts_markdown(dict(errors.most_common()), "soft failure", "stories"),
             "stories_with_error": summary["stories_with_error"],

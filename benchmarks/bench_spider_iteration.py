@@ -83,7 +83,7 @@ from topicmap.store import schema as s  # noqa: E402
 from topicmap.store.throttle import SqlThrottle  # noqa: E402
 from topicmap.store.topic_store import TopicStore  # noqa: E402
 from topicmap.topics.declarations import TopicConfig, load_topics  # noqa: E402
-from topicmap.topics.seeding import select_seeds  # noqa: E402
+from topicmap.topics.seeding import SeedingRequest, select_seeds  # noqa: E402
 from topicmap.web.extract import decode_html, extract_story  # noqa: E402
 from topicmap.web.fetch import FetchOutcome, WebFetcher  # noqa: E402
 from topicmap.web.links import extract_story_and_links  # noqa: E402
@@ -503,7 +503,7 @@ def bench_demo(args: argparse.Namespace) -> None:
         web.write_archive_parquet(drop, include_html=True)
         store.add_stories(parse_drop(drop).stories, source="archive:bench")
         topics_id = store.upsert_topic(topic)
-        store.add_seed_urls(topics_id, select_seeds(store, topic).rows)
+        store.add_seed_urls(topics_id, select_seeds(store, SeedingRequest(topic)).rows)
         source = make_source(store, port, args.workers)
         try:
             spider = Spider(store, topic, source, log=lambda _: None)

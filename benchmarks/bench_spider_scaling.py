@@ -59,7 +59,7 @@ from topicmap.spider.sources import FetcherSource  # noqa: E402
 from topicmap.store.throttle import SqlThrottle  # noqa: E402
 from topicmap.store.topic_store import TopicStore  # noqa: E402
 from topicmap.topics.declarations import TopicConfig, load_topics  # noqa: E402
-from topicmap.topics.seeding import select_seeds  # noqa: E402
+from topicmap.topics.seeding import SeedingRequest, select_seeds  # noqa: E402
 from topicmap.web.fetch import WebFetcher  # noqa: E402
 from topicmap.web.netguard import AddressPolicy  # noqa: E402
 
@@ -219,7 +219,7 @@ def demo_case(args: argparse.Namespace):  # noqa: ANN201
         def prepare(store: TopicStore) -> int:
             store.add_stories(stories, source="archive:bench")
             topics_id = store.upsert_topic(topic)
-            store.add_seed_urls(topics_id, select_seeds(store, topic).rows)
+            store.add_seed_urls(topics_id, select_seeds(store, SeedingRequest(topic)).rows)
             fetcher = WebFetcher(
                 policy=AddressPolicy(allow=[f"127.0.0.1:{port}"]),
                 host_overrides={"*.test": f"127.0.0.1:{port}"},

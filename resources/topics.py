@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import dagster as dg
 
-if TYPE_CHECKING:
-    from topicmap.topics.declarations import TopicConfig, TopicsFile
+from topicmap.topics.declarations import TopicConfig, TopicsFile, load_topics
 
 
 class TopicsFileResource(dg.ConfigurableResource):
@@ -16,9 +13,6 @@ class TopicsFileResource(dg.ConfigurableResource):
     path: str = "topics.yaml"
 
     def load(self) -> TopicsFile:
-        # the declarations and the query parser load with the first tick or run that reads the file
-        from topicmap.topics.declarations import load_topics
-
         return load_topics(self.path)
 
     def topic(self, name: str) -> TopicConfig:

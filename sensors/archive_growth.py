@@ -17,12 +17,15 @@ import json
 
 import dagster as dg
 
-from assets.jobs import TOPIC_TAG, seeds_job
+from assets.jobs import seeds_job
 from assets.partitions import topics_partitions
 from assets.seeds import last_seeding
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
-from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
+from sensors.settings import SENSOR_INTERVAL_SECONDS
+from sensors.topic_runs import topic_run_in_progress, topic_run_request
+from topicmap.store.names import StoreError
+from topicmap.topics.declarations import TopicConfigError
 
 #: run tag saying why a seeds run was requested
 SEEDS_REASON_TAG = "topicmap/seeds_reason"
@@ -50,9 +53,7 @@ def read_cursor(cursor: str | None) -> int | None:
 def archive_growth(
     context: dg.SensorEvaluationContext, store: TopicStoreResource, topics_file: TopicsFileResource
 ) -> dg.SensorResult:
-    # the declarations, the query parser and the store's SQLAlchemy load with the tick, not the code location
-    from topicmap.store.names import StoreError
-    from topicmap.topics.declarations import TopicConfigError
+    # the store's SQLAlchemy loads with the tick, not the code location
     from topicmap.topics.seeding import archive_through_id, unread_archive_stories
 
     topic_store = store.open()
@@ -87,10 +88,7 @@ def archive_growth(
         if state == "error":
             notes.append(f"{name}: in error, not seeded again (see its message in the store)")
             continue
-        if context.instance.get_run_records(
-            filters=dg.RunsFilter(job_name=seeds_job.name, tags={TOPIC_TAG: name}, statuses=RUNS_IN_PROGRESS),
-            limit=1,
-        ):
+        if topic_run_in_progress(context.instance, name, seeds_job.name):
             notes.append(f"{name}: a seeds_job run is in progress (what it reads is seen after it)")
             continue
         last_day = topic.last_day()
@@ -106,10 +104,8 @@ def archive_growth(
             notes.append(f"{name}: no archive story in its dates {dates} left unread")
             continue
         requests.append(
-            dg.RunRequest(
-                run_key=f"archive:{name}:{last_day}:{newest}",
-                partition_key=name,
-                tags={TOPIC_TAG: name, SEEDS_REASON_TAG: "archive-growth"},
+            topic_run_request(
+                name, f"archive:{name}:{last_day}:{newest}", {SEEDS_REASON_TAG: "archive-growth"}
             )
         )
         notes.append(f"{name}: {why}: seeds_job requested")

@@ -14,20 +14,19 @@ day is never requested twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from assets.beta import beta_api
-from assets.jobs import API_TAG, TOPIC_TAG, snapshot_job
+from assets.jobs import API_TAG, snapshot_job
 from assets.partitions import topics_partitions
 from assets.social import click_totals
 from resources.social import BitlyResource
 from resources.store import TopicStoreResource
 from sensors.clicks import bitly_not_configured, click_runs_in_progress, first_click_day, last_click_day
-from sensors.settings import RUNS_IN_PROGRESS
+from sensors.topic_runs import topic_run_in_progress, topic_run_request
 from topicmap.social import refetch
 
 if TYPE_CHECKING:
@@ -119,82 +118,6 @@ def click_backfill_request(repository_def: dg.RepositoryDefinition | None, days:
     )
 
 
-@dataclass(frozen=True)
-class TopicFreshness:
-    """When a topic's data and its newest snapshot last changed (None: never)."""
-
-    topic: str
-    state: str
-    removed: bool
-    snapshot_at: datetime | None
-    data_at: datetime | None
-    metrics_at: datetime | None
-
-    def stale(self, metrics_only: bool) -> bool:
-        changed = self.metrics_at if metrics_only else self.data_at
-        if self.snapshot_at is None:
-            return not metrics_only
-        return changed is not None and changed > self.snapshot_at
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    value = datetime.fromisoformat(value) if isinstance(value, str) else value
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def topic_freshness(store: TopicStore, topic: str) -> TopicFreshness | None:
-    """The newest snapshot of ``topic`` against the newest change of what it reads: its stories, merges, clicks
-    and Facebook statistics (``metrics_at``: clicks and statistics only). None for an unknown topic."""
-    from sqlalchemy import func, select  # SQLAlchemy loads with the tick, not the code location
-
-    from topicmap.store import schema as s
-
-    t, ts, snap = s.topics, s.topic_stories, s.snapshots
-    with store.engine.connect() as conn:
-        row = conn.execute(
-            select(t.c.topics_id, t.c.state, t.c.updated_at, t.c.removed_from_config).where(t.c.name == topic)
-        ).first()
-        if row is None:
-            return None
-        story_ids = select(ts.c.stories_id).where(ts.c.topics_id == row.topics_id)
-        clicks = s.bitly_clicks_total
-        stats = s.story_statistics
-        merged = s.topic_merged_stories_map
-        snapshot_at = conn.execute(
-            select(func.max(snap.c.snapshot_date)).where(
-                snap.c.topics_id == row.topics_id, snap.c.state == "completed"
-            )
-        ).scalar_one()
-        metrics = [
-            conn.execute(select(func.max(clicks.c.fetched_3d_at)).where(clicks.c.stories_id.in_(story_ids))),
-            conn.execute(select(func.max(clicks.c.fetched_30d_at)).where(clicks.c.stories_id.in_(story_ids))),
-            conn.execute(
-                select(func.max(stats.c.facebook_api_collect_date)).where(stats.c.stories_id.in_(story_ids))
-            ),
-        ]
-        metric_times = [_utc(result.scalar_one()) for result in metrics]
-        other_times = [
-            _utc(row.updated_at),
-            _utc(
-                conn.execute(
-                    select(func.max(ts.c.added_at)).where(ts.c.topics_id == row.topics_id)
-                ).scalar_one()
-            ),
-            _utc(
-                conn.execute(
-                    select(func.max(merged.c.merged_at)).where(merged.c.topics_id == row.topics_id)
-                ).scalar_one()
-            ),
-        ]
-    metrics_at = max((v for v in metric_times if v is not None), default=None)
-    data_at = max((v for v in [*metric_times, *other_times] if v is not None), default=None)
-    return TopicFreshness(
-        topic, row.state, bool(row.removed_from_config), _utc(snapshot_at), data_at, metrics_at
-    )
-
-
 def _snapshot_requests(
     context: dg.SensorEvaluationContext | dg.ScheduleEvaluationContext,
     store: TopicStoreResource,
@@ -203,6 +126,10 @@ def _snapshot_requests(
 ) -> tuple[list[dg.RunRequest], list[str]]:
     """snapshot_job runs for spidered topics whose snapshot is missing or older than their data (or, with
     ``metrics_only``, than their clicks and statistics), skipping topics with a run in progress."""
+    from topicmap.snapshots.freshness import (
+        topic_freshness,
+    )  # SQLAlchemy loads with the tick, not the code location
+
     topic_store = store.open()
     requests: list[dg.RunRequest] = []
     notes: list[str] = []
@@ -217,20 +144,15 @@ def _snapshot_requests(
         if not freshness.stale(metrics_only):
             notes.append(f"{topic}: snapshot up to date")
             continue
-        busy = context.instance.get_run_records(
-            filters=dg.RunsFilter(tags={TOPIC_TAG: topic}, statuses=RUNS_IN_PROGRESS), limit=1
-        )
-        if busy:
+        if topic_run_in_progress(context.instance, topic):
             notes.append(f"{topic}: a run of this topic is in progress")
             continue
         marker = (freshness.metrics_at if metrics_only else freshness.data_at) or datetime.min.replace(
             tzinfo=UTC
         )
         requests.append(
-            dg.RunRequest(
-                run_key=f"snapshot:{topic}:{reason}:{marker.isoformat()}",
-                partition_key=topic,
-                tags={TOPIC_TAG: topic, "topicmap/snapshot_reason": reason},
+            topic_run_request(
+                topic, f"snapshot:{topic}:{reason}:{marker.isoformat()}", {"topicmap/snapshot_reason": reason}
             )
         )
         notes.append(f"{topic}: snapshot requested ({reason})")

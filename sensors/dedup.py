@@ -1,6 +1,8 @@
 """Re-run media and story dedup when the duplicate-media list changes: as Media Cloud's topic mapper notes, the
 set of duplicate media can change between (or during) spidering runs, so dedup runs again with each change."""
 
+from pathlib import Path
+
 import dagster as dg
 
 from assets.dedup import deduped_media, deduped_stories
@@ -8,6 +10,15 @@ from assets.jobs import post_spider_job
 from assets.partitions import topics_partitions
 from resources.dedup import MediaDupsResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
+from sensors.watched_file import WatchedFile
+
+MEDIA_DUPS_FILE = WatchedFile("duplicate-media list", "media-dups", [deduped_media.key, deduped_stories.key])
+
+
+def _media_dups_digest(path: Path) -> str | None:
+    from topicmap.dedup.store import media_dups_digest  # pandas loads with the tick, not the code location
+
+    return media_dups_digest(path)
 
 
 @dg.sensor(
@@ -22,30 +33,9 @@ from sensors.settings import SENSOR_INTERVAL_SECONDS
     ),
 )
 def media_dups_changed(context: dg.SensorEvaluationContext, media_dups: MediaDupsResource) -> dg.SensorResult:
-    path = media_dups.file()
-    if path is None:
-        return dg.SensorResult(skip_reason=dg.SkipReason("no duplicate-media list configured"))
-    from topicmap.dedup.store import media_dups_digest  # pandas loads with the tick, not the code location
-
-    digest = media_dups_digest(path) or "none"  # a removed list is a change too (nothing more to apply)
-    if context.cursor is None:
-        return dg.SensorResult(
-            skip_reason=dg.SkipReason(f"watching {path} (sha256 {digest[:12]})"), cursor=digest
-        )
-    if context.cursor == digest:
-        return dg.SensorResult(skip_reason=dg.SkipReason(f"{path} unchanged (sha256 {digest[:12]})"))
-    topics = sorted(context.instance.get_dynamic_partitions(topics_partitions.name))
-    context.log.info(
-        f"duplicate-media list {path} changed ({context.cursor[:12]} -> {digest[:12]}): {len(topics)} topics"
-    )
-    return dg.SensorResult(
-        run_requests=[
-            dg.RunRequest(
-                run_key=f"media-dups:{digest[:16]}:{topic}",
-                partition_key=topic,
-                asset_selection=[deduped_media.key, deduped_stories.key],
-            )
-            for topic in topics
-        ],
-        cursor=digest,
+    return MEDIA_DUPS_FILE.evaluate(
+        context,
+        media_dups.file(),
+        _media_dups_digest,
+        lambda: sorted(context.instance.get_dynamic_partitions(topics_partitions.name)),
     )

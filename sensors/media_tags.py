@@ -1,5 +1,7 @@
 """Re-load the media tags, and re-snapshot the topics that have a snapshot, when the tags file changes."""
 
+from pathlib import Path
+
 import dagster as dg
 
 from assets.jobs import post_spider_job
@@ -8,21 +10,22 @@ from assets.snapshots import snapshots
 from resources.media_tags import MediaTagsResource
 from resources.store import TopicStoreResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
+from sensors.watched_file import WatchedFile
+
+MEDIA_TAGS_FILE = WatchedFile("media tags file", "media-tags", [media_tags.key, snapshots.key])
 
 
-def snapshotted_topics(store: TopicStoreResource) -> list[str]:
+def _media_tags_digest(path: Path) -> str | None:
+    from topicmap.store.media_tags import media_tags_digest  # loads with the tick, not the code location
+
+    return media_tags_digest(path)
+
+
+def _snapshotted_topics(store: TopicStoreResource) -> list[str]:
     """The topics that have a snapshot: their media-tag foci and link map colours may change with the tags."""
-    from sqlalchemy import select  # the store's SQLAlchemy loads with the tick, not with the code location
+    from topicmap.snapshots.freshness import snapshotted_topics  # SQLAlchemy loads with the tick
 
-    from topicmap.store import schema as s
-
-    with store.open().engine.connect() as conn:
-        names = conn.execute(
-            select(s.topics.c.name)
-            .where(s.topics.c.topics_id.in_(select(s.snapshots.c.topics_id)))
-            .distinct()
-        ).scalars()
-        return sorted(names)
+    return snapshotted_topics(store.open())
 
 
 @dg.sensor(
@@ -40,30 +43,6 @@ def snapshotted_topics(store: TopicStoreResource) -> list[str]:
 def media_tags_changed(
     context: dg.SensorEvaluationContext, media_tags_file: MediaTagsResource, store: TopicStoreResource
 ) -> dg.SensorResult:
-    path = media_tags_file.file()
-    if path is None:
-        return dg.SensorResult(skip_reason=dg.SkipReason("no media tags file configured"))
-    from topicmap.store.media_tags import media_tags_digest  # loads with the tick, not the code location
-
-    digest = media_tags_digest(path) or "none"  # a removed file is a change too
-    if context.cursor is None:
-        return dg.SensorResult(
-            skip_reason=dg.SkipReason(f"watching {path} (sha256 {digest[:12]})"), cursor=digest
-        )
-    if context.cursor == digest:
-        return dg.SensorResult(skip_reason=dg.SkipReason(f"{path} unchanged (sha256 {digest[:12]})"))
-    topics = snapshotted_topics(store)
-    context.log.info(
-        f"media tags file {path} changed ({context.cursor[:12]} -> {digest[:12]}): {len(topics)} topics"
-    )
-    return dg.SensorResult(
-        run_requests=[
-            dg.RunRequest(
-                run_key=f"media-tags:{digest[:16]}:{topic}",
-                partition_key=topic,
-                asset_selection=[media_tags.key, snapshots.key],
-            )
-            for topic in topics
-        ],
-        cursor=digest,
+    return MEDIA_TAGS_FILE.evaluate(
+        context, media_tags_file.file(), _media_tags_digest, lambda: _snapshotted_topics(store)
     )

@@ -12,10 +12,12 @@ from typing import Any
 
 import dagster as dg
 
-from assets.jobs import TOPIC_TAG, seeds_job
+from assets.jobs import seeds_job
 from assets.partitions import topics_partitions
 from resources.topics import TopicsFileResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
+from sensors.topic_runs import topic_run_request
+from topicmap.topics.declarations import TopicConfigError, plan_topic_sync
 
 #: run tags naming a run's topic partition: a topic run's own, or the topic dimension of a topic x week run
 PARTITION_TAGS = ("dagster/partition", "dagster/partition/topic")
@@ -54,9 +56,6 @@ def read_cursor(cursor: str | None) -> dict[str, Any]:
     ),
 )
 def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileResource) -> dg.SensorResult:
-    # the declarations and the query parser load with the tick, not with the code location
-    from topicmap.topics.declarations import TopicConfigError, plan_topic_sync
-
     try:
         loaded = topics_file.load()
     except TopicConfigError as exc:
@@ -84,12 +83,7 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
                 "it fail until it is declared again"
             )
     state = {"declared": plan.state, "removed": kept, "errors": errors}
-    run_requests = [
-        dg.RunRequest(
-            run_key=f"seeds:{name}:{declared[name][:12]}", partition_key=name, tags={TOPIC_TAG: name}
-        )
-        for name in plan.to_seed
-    ]
+    run_requests = [topic_run_request(name, f"seeds:{name}:{declared[name][:12]}") for name in plan.to_seed]
     requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
     if plan.add:
         requests.append(topics_partitions.build_add_request(list(plan.add)))

@@ -20,7 +20,7 @@ from topicmap.demo.web import DemoWeb
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 from topicmap.topics.declarations import TopicConfig, load_topics
-from topicmap.topics.seeding import select_seeds
+from topicmap.topics.seeding import SeedingRequest, select_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_WEB = {"seed": 11, "n_media": 14, "n_stories": 400, "months": 2}
@@ -59,7 +59,7 @@ def seed_demo_topic(store: TopicStore, web: DemoWeb, topic: TopicConfig, folder:
         web.write_archive_parquet(drop, include_html=True)
     store.add_stories(parse_drop(drop).stories, source="archive:demo")
     topics_id = store.upsert_topic(topic)
-    return store.add_seed_urls(topics_id, select_seeds(store, topic).rows)
+    return store.add_seed_urls(topics_id, select_seeds(store, SeedingRequest(topic)).rows)
 
 
 def store_summary(store: TopicStore, topic: str) -> dict[str, object]:

@@ -88,14 +88,14 @@ def test_no_url_left_claimed(world: dict) -> None:
                 fetch("https://a.test/open", "pending", None, None),
             ],
         )
-    good = run(checks.no_url_left_claimed, world)
+    good = run(checks.CHECKS_BY_NAME["no_url_left_claimed"], world)
     assert good.passed and good.metadata["open_urls_claimed"].value == 1
 
     with store.engine.begin() as conn:  # a worker killed mid-fetch: its lease ran out
         conn.execute(
             insert(s.topic_fetch_urls).values(**fetch("https://a.test/lost", "pending", "worker-2", now - 5))
         )
-    lost = run(checks.no_url_left_claimed, world)
+    lost = run(checks.CHECKS_BY_NAME["no_url_left_claimed"], world)
     assert not lost.passed and lost.severity == dg.AssetCheckSeverity.ERROR
     assert found(lost, "url") == ["https://a.test/lost"] and "expired" in found(lost, "why")[0]
 
@@ -116,7 +116,7 @@ def test_no_url_left_claimed(world: dict) -> None:
                 processed_date=now_utc(),
             )
         )
-    done = run(checks.no_url_left_claimed, world)
+    done = run(checks.CHECKS_BY_NAME["no_url_left_claimed"], world)
     assert done.metadata["problems_found"].value == 2 and "iteration is done" in " ".join(found(done, "why"))
 
 
@@ -145,7 +145,7 @@ def test_a_check_in_a_topic_run_looks_at_that_topic_only(world: dict) -> None:
     results = {}
     for topic in (TOPIC.name, "other"):
         result = dg.materialize(
-            [stand_in, checks.no_url_left_claimed],
+            [stand_in, checks.CHECKS_BY_NAME["no_url_left_claimed"]],
             partition_key=topic,
             instance=instance,
             resources=world["resources"],
@@ -155,7 +155,7 @@ def test_a_check_in_a_topic_run_looks_at_that_topic_only(world: dict) -> None:
     assert (
         results["other"].passed and "'other' is not in the store" in results["other"].metadata["notes"].value
     )
-    assert not run(checks.no_url_left_claimed, world).passed  # alone: every topic
+    assert not run(checks.CHECKS_BY_NAME["no_url_left_claimed"], world).passed  # alone: every topic
 
 
 # ---------------------------------------------------------------------------------------------- dedup
@@ -166,7 +166,10 @@ def test_merges_name_final_survivors_and_merged_stories_leave_the_topic(world: d
     ids |= add_topic_stories(store, stories("https://news.example.com/2024/01/10/other"))
     topics_id = store.topic_row(TOPIC.name)["topics_id"]
     merge_duplicate_stories(store, topics_id)  # the same lossy URL: one is merged into the other
-    for check in (checks.no_story_merged_into_a_merged_story, checks.no_merged_story_left_in_the_topic):
+    for check in (
+        checks.CHECKS_BY_NAME["no_story_merged_into_a_merged_story"],
+        checks.CHECKS_BY_NAME["no_merged_story_left_in_the_topic"],
+    ):
         result = run(check, world)
         assert result.passed and result.metadata["merges"].value == 1, result.description
     with store.engine.connect() as conn:
@@ -189,7 +192,7 @@ def test_merges_name_final_survivors_and_merged_stories_leave_the_topic(world: d
             )
         )
         conn.execute(delete(s.topic_stories).where(s.topic_stories.c.stories_id == target))
-    chain = run(checks.no_story_merged_into_a_merged_story, world)
+    chain = run(checks.CHECKS_BY_NAME["no_story_merged_into_a_merged_story"], world)
     assert not chain.passed and chain.severity == dg.AssetCheckSeverity.WARN
     assert found(chain, "stories_id") == [str(source)] and found(chain, "which_was_merged_into") == [
         str(third)
@@ -201,7 +204,7 @@ def test_merges_name_final_survivors_and_merged_stories_leave_the_topic(world: d
                 topics_id=topics_id, stories_id=source, iteration=2, added_at=now_utc()
             )
         )
-    left = run(checks.no_merged_story_left_in_the_topic, world)
+    left = run(checks.CHECKS_BY_NAME["no_merged_story_left_in_the_topic"], world)
     assert not left.passed and left.severity == dg.AssetCheckSeverity.ERROR
     assert found(left, "stories_id") == [str(source)] and found(left, "still_a_topic_story") == ["True"]
 
@@ -218,11 +221,11 @@ def test_duplicate_media_point_at_final_media_and_hold_no_topic_story(world: dic
     declare_duplicate_media(
         store, [("http://old.test/", "http://new.test/"), ("http://mid.test/", "http://new.test/")]
     )
-    assert run(checks.no_medium_points_to_a_duplicate, world).passed
-    waiting = run(checks.no_topic_story_in_a_duplicate_medium, world)
+    assert run(checks.CHECKS_BY_NAME["no_medium_points_to_a_duplicate"], world).passed
+    waiting = run(checks.CHECKS_BY_NAME["no_topic_story_in_a_duplicate_medium"], world)
     assert not waiting.passed and sorted(found(waiting, "medium")) == ["mid.test", "old.test"]
     merge_duplicate_media(store, topics_id)
-    merged = run(checks.no_topic_story_in_a_duplicate_medium, world)
+    merged = run(checks.CHECKS_BY_NAME["no_topic_story_in_a_duplicate_medium"], world)
     assert merged.passed and merged.metadata["topic_stories"].value >= 1
 
     with store.engine.begin() as conn:  # old.test now points at mid.test, itself a duplicate: a chain
@@ -230,7 +233,7 @@ def test_duplicate_media_point_at_final_media_and_hold_no_topic_story(world: dic
         conn.execute(
             update(s.media).where(s.media.c.name == "old.test").values(dup_media_id=media["mid.test"])
         )
-    chain = run(checks.no_medium_points_to_a_duplicate, world)
+    chain = run(checks.CHECKS_BY_NAME["no_medium_points_to_a_duplicate"], world)
     assert not chain.passed and chain.severity == dg.AssetCheckSeverity.WARN
     assert found(chain, "medium") == ["old.test"] and found(chain, "points_to") == ["mid.test"]
 
@@ -250,12 +253,12 @@ def test_near_duplicate_groups_are_consistent(world: dict) -> None:
 
     with store.engine.begin() as conn:
         conn.execute(insert(s.topic_near_dup_groups), group(ids[:2], 2))
-    good = run(checks.near_duplicate_groups_consistent, world)
+    good = run(checks.CHECKS_BY_NAME["near_duplicate_groups_consistent"], world)
     assert good.passed and good.metadata["groups"].value == 1
     with store.engine.begin() as conn:  # a member lost: the recorded size says 3
         conn.execute(delete(s.topic_near_dup_groups))
         conn.execute(insert(s.topic_near_dup_groups), group(ids, 3)[:2])
-    bad = run(checks.near_duplicate_groups_consistent, world)
+    bad = run(checks.CHECKS_BY_NAME["near_duplicate_groups_consistent"], world)
     assert not bad.passed and "size recorded 3..3, 2 members" in found(bad, "problem")[0]
 
 
@@ -273,14 +276,14 @@ def test_every_topic_story_has_a_listed_cluster(world: dict, tmp_path: Path) -> 
         pq.write_table(pa.table({"cluster": listed}), folder / "clusters.parquet")
 
     write(ids, [0, 0, 1, 1], [0, 1])
-    good = run(checks.every_topic_story_has_a_cluster, world)
+    good = run(checks.CHECKS_BY_NAME["every_topic_story_has_a_cluster"], world)
     assert good.passed and good.metadata["topic_stories_checked"].value == 4
     write(ids[:3], [0, 0, 1], [0, 1])  # clustered before the last story joined the topic
-    stale = run(checks.every_topic_story_has_a_cluster, world)
+    stale = run(checks.CHECKS_BY_NAME["every_topic_story_has_a_cluster"], world)
     assert not stale.passed and stale.severity == dg.AssetCheckSeverity.WARN
     assert found(stale, "stories_id") == [str(ids[3])]
     write(ids, [0, 0, 1, 7], [0, 1])  # a cluster the clusters table does not list: a broken file
-    broken = run(checks.every_topic_story_has_a_cluster, world)
+    broken = run(checks.CHECKS_BY_NAME["every_topic_story_has_a_cluster"], world)
     assert not broken.passed and broken.severity == dg.AssetCheckSeverity.ERROR
     assert found(broken, "problem") == ["cluster 7 is not listed"]
 
@@ -303,13 +306,13 @@ def test_every_seed_url_is_recorded(world: dict, tmp_path: Path) -> None:
         topics_id,
         [{"url": u, "source": "csv:seeds.csv"} for u in ("https://a.test/one", "https://a.test/two")],
     )
-    good = run(checks.every_seed_url_recorded, world, topics_file=topics_file)
+    good = run(checks.CHECKS_BY_NAME["every_seed_url_recorded"], world, topics_file=topics_file)
     assert good.passed and good.metadata["seeds_recorded"].value == 2  # the bad CSV row is the seeds asset's
 
     with store.engine.begin() as conn:
         conn.execute(delete(s.topic_seed_urls).where(s.topic_seed_urls.c.url == "https://a.test/two"))
         conn.execute(update(s.topic_seed_urls).values(processed=True))  # imported, but no spider URL was made
-    bad = run(checks.every_seed_url_recorded, world, topics_file=topics_file)
+    bad = run(checks.CHECKS_BY_NAME["every_seed_url_recorded"], world, topics_file=topics_file)
     assert not bad.passed and sorted(found(bad, "problem")) == [
         "in seeds.csv, not recorded",
         "processed, but not a URL of the spider",
@@ -387,7 +390,7 @@ def test_timespan_counts_are_consistent_with_each_other_and_the_manifest(world: 
                 for row in timespans
             ],
         )
-    good = run(checks.timespan_counts_consistent, world)
+    good = run(checks.CHECKS_BY_NAME["timespan_counts_consistent"], world)
     assert good.passed and good.metadata["timespans_checked"].value == 5, found(good, "problem")
 
     with store.engine.begin() as conn:  # a week's links counted twice in the store, not in the files
@@ -396,7 +399,7 @@ def test_timespan_counts_are_consistent_with_each_other_and_the_manifest(world: 
             .where(s.timespans.c.period == "weekly", s.timespans.c.start_date == date(2024, 1, 8))
             .values(story_link_count=2, medium_count=4)
         )
-    bad = run(checks.timespan_counts_consistent, world)
+    bad = run(checks.CHECKS_BY_NAME["timespan_counts_consistent"], world)
     problems = found(bad, "problem")
     assert not bad.passed and bad.metadata["problems_found"].value == 4, problems
     assert "4 media but 3 stories" in problems[0]
@@ -414,16 +417,18 @@ def test_no_drop_file_is_stuck(world: dict, tmp_path: Path) -> None:
     row = "url,title,text,publish_date,medium\nhttps://www.herald.test/2026/01/10/a,Summit,Climate text.,2026-01-10,Herald\n"
     (drops / "drop.csv").write_text(row, encoding="utf-8")
     resources = {**world["resources"], "drops": ArchiveDropsResource(drops_dir=str(drops))}
-    result = dg.materialize([archive_stories, checks.no_drop_file_stuck], resources=resources)
+    result = dg.materialize(
+        [archive_stories, checks.CHECKS_BY_NAME["no_drop_file_stuck"]], resources=resources
+    )
     (loaded,) = result.get_asset_check_evaluations()
     assert loaded.passed and loaded.metadata["files_checked"].value == 1
     (drops / "drop.csv").rename(drops / "renamed.csv")  # the same content under another name: still recorded
-    assert run(checks.no_drop_file_stuck, world, drops=resources["drops"]).passed
+    assert run(checks.CHECKS_BY_NAME["no_drop_file_stuck"], world, drops=resources["drops"]).passed
 
     (drops / "unread.csv").write_text(
         row.replace("/a,", "/b,"), encoding="utf-8"
     )  # never loaded nor recorded
-    stuck = run(checks.no_drop_file_stuck, world, drops=resources["drops"])
+    stuck = run(checks.CHECKS_BY_NAME["no_drop_file_stuck"], world, drops=resources["drops"])
     assert not stuck.passed and found(stuck, "file") == [str(drops / "unread.csv")]
 
 
@@ -455,15 +460,15 @@ def test_no_ccnews_file_and_no_outlet_is_stuck(world: dict) -> None:
             )
         )
     commoncrawl = CommonCrawlResource(lease_seconds=900)
-    assert run(checks.no_ccnews_file_stuck, world).passed
-    assert run(checks.no_outlet_stuck, world, commoncrawl=commoncrawl).passed
+    assert run(checks.CHECKS_BY_NAME["no_ccnews_file_stuck"], world).passed
+    assert run(checks.CHECKS_BY_NAME["no_outlet_stuck"], world, commoncrawl=commoncrawl).passed
 
     with store.engine.begin() as conn:  # the loader and the worker died: no progress for hours
         conn.execute(update(s.cc_news_files).values(updated_at=long_ago))
         conn.execute(update(s.cc_outlet_queue).values(heartbeat_at=long_ago))
-    ccnews = run(checks.no_ccnews_file_stuck, world)
+    ccnews = run(checks.CHECKS_BY_NAME["no_ccnews_file_stuck"], world)
     assert not ccnews.passed and found(ccnews, "path") == ["CC-NEWS-20260105010000-00002.warc.gz"]
-    outlets = run(checks.no_outlet_stuck, world, commoncrawl=commoncrawl)
+    outlets = run(checks.CHECKS_BY_NAME["no_outlet_stuck"], world, commoncrawl=commoncrawl)
     assert not outlets.passed and outlets.severity == dg.AssetCheckSeverity.WARN
     assert found(outlets, "domain") == ["herald.test"]
 

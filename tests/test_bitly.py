@@ -19,14 +19,14 @@ from topicmap.social.bitly import (
     recompute_from_raw,
     request_key,
 )
-from topicmap.social.clicks import stats_window
+from topicmap.social.clicks import click_window
 from topicmap.social.rawstore import RawResponseStore
 
 SECRET = "s3cret-bitly-token-0123456789"
 URLS = [f"https://news.example.com/2024/01/story-{i}.html" for i in range(20)]
 PUBLISHED = datetime(2024, 1, 10, 9, tzinfo=UTC)
 NOW = datetime(2024, 3, 1, tzinfo=UTC)
-WINDOW = stats_window(PUBLISHED, NOW)  # 2024-01-08 09:00 .. 2024-02-09 09:00
+WINDOW = click_window("30d", PUBLISHED, NOW)  # 2024-01-08 09:00 .. 2024-02-09 09:00
 
 
 @pytest.fixture

@@ -193,11 +193,12 @@ def test_a_topics_declared_weeks_run_from_the_week_of_its_start_to_the_week_of_i
     path = tmp_path / "topics.yaml"
     path.write_text(
         "topics:\n"
-        "  - {name: closed, start_date: 2026-01-07, end_date: 2026-02-20}\n"
-        "  - {name: running, start_date: 2026-03-04, end_date: open}\n"
-        "  - {name: closed, start_date: 2027-01-01, end_date: 2027-02-01}\n"  # declared twice: the first counts
+        "  - {name: closed, query: a, start_date: 2026-01-07, end_date: 2026-02-20}\n"
+        "  - {name: running, query: a, start_date: 2026-03-04, end_date: open}\n"
+        "  - {name: closed, query: a, start_date: 2027-01-01, end_date: 2027-02-01}\n"  # declared twice: the first counts
         "  - {name: undated, query: a}\n"
-        "  - {start_date: 2026-01-01, end_date: 2026-02-01}\n",  # no name
+        "  - {name: unparsable, query: 'a AND', start_date: 2026-01-01, end_date: 2026-02-01}\n"  # rejected: no weeks
+        "  - {query: a, start_date: 2026-01-01, end_date: 2026-02-01}\n",  # no name
         encoding="utf-8",
     )
     assert declared_topic_weeks(path, today=date(2026, 11, 27)) == {

@@ -144,3 +144,63 @@ def test_the_top_of_the_library_holds_only_the_packages_the_command_and_the_sett
     # second one (the stage packages are the API). The settings module is every layer's, so it sits above them.
     modules = sorted(path.name for path in LIBRARY.glob("*.py"))
     assert modules == ["__init__.py", "cli.py", "settings.py"]
+
+
+# The Dagster layer calls the library and attaches metadata: the SQL is the stage store modules' (topicmap/*/store.py,
+# topicmap/store/). Found as written, so a lazy import or a statement built inside a function counts too.
+DAGSTER_LAYER = ("assets", "sensors", "resources")
+#: calls that run a statement: no code of the Dagster layer has one to run
+STATEMENT_CALLS = {"execute", "exec_driver_sql", "executemany", "executescript"}
+#: a string that reads as an SQL statement
+SQL_TEXT = re.compile(
+    r"^\s*(SELECT\s.+\sFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|WITH\s+\w+\s+AS)\b", re.S
+)
+
+
+def _sql_in(source: str, where: str) -> list[str]:
+    """Where a file's source imports SQLAlchemy (needed for any of its builders), runs a statement or holds SQL
+    text."""
+    tree = ast.parse(source, filename=where)
+    found = [
+        f"{where}:{node.lineno} imports {name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+        )
+        if name.split(".")[0] == "sqlalchemy"
+    ]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if called in STATEMENT_CALLS:
+                found.append(f"{where}:{node.lineno} runs a statement ({called})")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_TEXT.match(node.value):
+            found.append(f"{where}:{node.lineno} holds SQL text {node.value[:40]!r}")
+    return found
+
+
+def test_the_dagster_layer_holds_no_sql() -> None:
+    offenders = [
+        finding
+        for layer in DAGSTER_LAYER
+        for path in sorted((ROOT / layer).rglob("*.py"))
+        for finding in _sql_in(path.read_text(), str(path.relative_to(ROOT)))
+    ]
+    assert offenders == [], "move the statement into the stage's store module and call it"
+
+
+def test_the_sql_finder_finds_sql() -> None:
+    source = (
+        "def f(store):\n"
+        "    from sqlalchemy import select\n"
+        "    with store.engine.connect() as conn:\n"
+        "        conn.execute(select(1))\n"
+        "        conn.exec_driver_sql('DELETE FROM stories')\n"
+    )
+    assert [finding.split(" ", 1)[1] for finding in _sql_in(source, "sample.py")] == [
+        "imports sqlalchemy",
+        "runs a statement (execute)",
+        "runs a statement (exec_driver_sql)",
+        "holds SQL text 'DELETE FROM stories'",
+    ]

@@ -31,7 +31,12 @@ from topicmap.spider.plan import decide, read_spider_facts
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 from topicmap.topics.declarations import TopicConfigError, load_topics, parse_topic
-from topicmap.topics.seeding import TooManySeedsError, select_seeds, unread_archive_stories
+from topicmap.topics.seeding import (
+    SeedingRequest,
+    TooManySeedsError,
+    select_seeds,
+    unread_archive_stories,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the day the seeding tests take as today (an open-ended topic's dates reach it)
@@ -138,7 +143,8 @@ def test_seeding_again_reads_only_the_stories_and_dates_the_topic_gained(
     def seed(topic, previous=None, today=TODAY):  # noqa: ANN001, ANN202
         known = {row["url"] for row in store.seed_rows(topics_id)}
         selection = select_seeds(
-            store, topic, previous=previous, topics_id=topics_id, known_urls=known, today=today
+            store,
+            SeedingRequest(topic, previous=previous, topics_id=topics_id, known_urls=known, today=today),
         )
         store.add_seed_urls(topics_id, selection.rows)
         return selection
@@ -240,7 +246,9 @@ def test_the_spider_goes_on_from_the_new_seeds_without_fetching_a_url_twice(
     )
 
     def seed_and_spider(previous=None):  # noqa: ANN001, ANN202
-        selection = select_seeds(store, topic, previous=previous, topics_id=topics_id, today=TODAY)
+        selection = select_seeds(
+            store, SeedingRequest(topic, previous=previous, topics_id=topics_id, today=TODAY)
+        )
         store.add_seed_urls(topics_id, selection.rows)
         spider = Spider(store, topic, source, log=lambda _: None)
         keys = []

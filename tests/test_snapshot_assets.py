@@ -771,8 +771,9 @@ def test_code_location_wires_the_snapshots_asset() -> None:
 def test_the_stored_timespan_counts_of_a_real_snapshot_are_consistent(project: dict) -> None:
     from sqlalchemy import update
 
-    from assets.checks import timespan_counts_consistent
+    from assets.checks import CHECKS_BY_NAME
 
+    timespan_counts_consistent = CHECKS_BY_NAME["timespan_counts_consistent"]
     result = dg.materialize(
         [snapshots, timespan_counts_consistent],
         partition_key=TOPIC,

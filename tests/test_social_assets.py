@@ -27,7 +27,7 @@ from tests.social_fixtures import (
 from topicmap.demo.standins import StandinDataset, StandinFaults, StandinServer, run_standin_server
 from topicmap.social import refetch
 from topicmap.social.bitly import recompute_from_raw
-from topicmap.social.clicks import clicks_until
+from topicmap.social.clicks import click_window, clicks_until
 from topicmap.social.facebook import EngagementResult
 from topicmap.social.rawstore import RawResponseStore
 from topicmap.social.store import (
@@ -35,7 +35,6 @@ from topicmap.social.store import (
     canonical_link,
     click_rows,
     click_stories,
-    click_window,
     clicks_30d_below_3d,
     days_lacking_stage,
     statistics_summary,

@@ -13,7 +13,7 @@ from topicmap.spider.iteration import Spider
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 from topicmap.topics.declarations import SeedUrlList, TopicConfigError, load_topics, plan_topic_sync
-from topicmap.topics.seeding import select_seeds
+from topicmap.topics.seeding import SeedingRequest, select_seeds
 
 GOOD = """
 topics:
@@ -212,7 +212,7 @@ def test_a_listed_page_that_does_not_match_joins_the_topic_only_when_its_list_as
     (tmp_path / "also-listed.csv").write_text(f"url\n{IN_BOTH}\n", encoding="utf-8")
     topic = load_topics(write(tmp_path, SEEDED)).topics[0]
     topics_id = store.upsert_topic(topic)
-    selection = select_seeds(store, topic)
+    selection = select_seeds(store, SeedingRequest(topic))
     assert {row["url"]: row["assume_match"] for row in selection.rows} == {
         LISTED: True,
         CANDIDATE: False,
@@ -253,14 +253,14 @@ def test_a_seed_lists_changed_flag_changes_its_stored_seeds(store: TopicStore, t
     (tmp_path / "also-listed.csv").write_text(f"url\n{IN_BOTH}\n", encoding="utf-8")
     topic = load_topics(write(tmp_path, SEEDED)).topics[0]
     topics_id = store.upsert_topic(topic)
-    assert store.add_seed_urls(topics_id, select_seeds(store, topic).rows) == 3
+    assert store.add_seed_urls(topics_id, select_seeds(store, SeedingRequest(topic)).rows) == 3
     # the list of candidates becomes a list taken as relevant, then a list of candidates again
     for flag, candidate_assumed in (("true", True), ("false", False)):
         changed = load_topics(
             write(tmp_path, SEEDED.replace("assume_match: false", f"assume_match: {flag}"))
         ).topics[0]
         for _ in range(2):  # re-seeding with the same file changes nothing more
-            assert store.add_seed_urls(topics_id, select_seeds(store, changed).rows) == 0
+            assert store.add_seed_urls(topics_id, select_seeds(store, SeedingRequest(changed)).rows) == 0
             stored = {row["url"]: row["assume_match"] for row in store.seed_rows(topics_id)}
             # IN_BOTH stays assumed: another list says so
             assert stored == {LISTED: True, CANDIDATE: candidate_assumed, IN_BOTH: True}

@@ -5,4 +5,6 @@
 - ``bitly`` and ``facebook``: the API clients; ``http``: their shared HTTP helpers (secrets never logged);
   ``rawstore``: every raw API answer kept, so figures can be recomputed without refetching.
 - ``store``: the topic-store reads and writes of click totals and story statistics.
+- ``fetching``: the fetch loops (a range of days' click totals, a topic's Facebook statistics): written in
+  batches, stopped by errors no later story would get past.
 """

@@ -30,8 +30,8 @@ STAGE_DELAYS: dict[str, timedelta] = {STAGE_3D: timedelta(days=3), STAGE_30D: ti
 EARLIEST_VALID_PUBLISH_DATE = datetime(2008, 1, 1, tzinfo=UTC)
 """Publish dates before this are not trusted (Media Cloud started in 2008); the collect date is used instead."""
 
-STATS_WINDOW_BEFORE = timedelta(days=2)
-STATS_WINDOW_AFTER = timedelta(days=30)
+WINDOW_BEFORE_STORY = timedelta(days=2)
+"""A click window starts this long before the story timestamp (Media Cloud's stats window)."""
 
 
 def as_utc(value: datetime, name: str = "datetime") -> datetime:
@@ -59,37 +59,20 @@ def story_timestamp(publish_date: datetime | None, collect_date: datetime, now: 
     return publish_utc
 
 
-def fetch_schedule(
-    publish_date: datetime | None, collect_date: datetime, now: datetime
-) -> list[tuple[str, datetime]]:
-    """When a story's click totals are due: ``[(stage, due_at), ...]`` in UTC, earliest first.
-
-    Normally two stages, ``"3d"`` and ``"30d"``, due exactly 3 and 30 days after :func:`story_timestamp`. Due times
-    already in the past are returned as they are (a sensor catching up after downtime fetches them at once).
-
-    A story that is already older than 30 days *when it arrives* — arrival being its ``collect_date``, the moment
-    the system first saw it, so the answer does not change as ``now`` moves on — is due once, at once: a single
-    ``("30d", now)`` entry. "Older than 30 days" means its 30-day due time is at or before the collect date: at that
-    point a 3-day figure would be meaningless, and the 30-day figure is already complete.
-    """
-    now_utc = as_utc(now, "now")
-    collect_utc = as_utc(collect_date, "collect_date")
-    story_ts = story_timestamp(publish_date, collect_utc, now_utc)
-    due_30d = story_ts + STAGE_DELAYS[STAGE_30D]
-    if due_30d <= collect_utc:
-        return [(STAGE_30D, now_utc)]
-    return [(stage, story_ts + delay) for stage, delay in STAGE_DELAYS.items()]
+def check_stage(stage: str) -> str:
+    """``stage`` if it is a click stage ("3d", "30d"); a ValueError naming the stages otherwise."""
+    if stage not in STAGE_DELAYS:
+        raise ValueError(f"unknown click stage {stage!r}; expected one of {sorted(STAGE_DELAYS)}")
+    return stage
 
 
-def stats_window(story_ts: datetime, now: datetime) -> tuple[datetime, datetime]:
-    """The click window ``[story_ts - 2 days, story_ts + 30 days]`` with its end clipped to ``now`` (UTC).
-
-    If ``now`` is before the window start (a story timestamp in the future), the window is empty: start == end.
-    """
-    story_utc = as_utc(story_ts, "story_ts")
-    now_utc = as_utc(now, "now")
-    start = story_utc - STATS_WINDOW_BEFORE
-    end = min(story_utc + STATS_WINDOW_AFTER, now_utc)
+def click_window(stage: str, story_ts: datetime, now: datetime) -> tuple[datetime, datetime]:
+    """The days to fetch for a stage: from 2 days before the story (Media Cloud's window start) to the stage's
+    cutoff, clipped to ``now``. A due stage is never clipped, so the request (and its raw-store key) is the same
+    whenever it runs, and a re-run can be recomputed from the stored answers. If ``now`` is before the window
+    start (a story timestamp in the future), the window is empty: start == end."""
+    start = as_utc(story_ts, "story_ts") - WINDOW_BEFORE_STORY
+    end = min(as_utc(story_ts) + STAGE_DELAYS[check_stage(stage)], as_utc(now, "now"))
     return start, max(start, end)
 
 
@@ -149,36 +132,6 @@ def sum_day_maps(day_maps: Iterable[Mapping[date, int]]) -> dict[date, int]:
     return dict(sorted(total.items()))
 
 
-def aggregate_clicks(responses: Mapping[str, Iterable[Mapping[str, Any]]]) -> dict[str, Any]:
-    """Aggregate raw clicks answers of one story.
-
-    ``responses`` maps each bitlink to its raw clicks answers (any number: a 3-day and a 30-day fetch overlap).
-    Returns a dict with:
-
-    * ``"per_bitlink"``: bitlink → {day: clicks}, a repeated day counted once (the largest value, see module doc);
-    * ``"daily"``: day → clicks summed across the bitlinks, sorted by day;
-    * ``"total"``: all clicks; ``"per_bitlink_total"``: bitlink → its clicks; ``"bitlinks"``: sorted bitlinks.
-
-    Each bitlink is counted once even if it is listed under two keys that differ only in scheme
-    (``http://bit.ly/x`` and ``bit.ly/x``), since variant lookups may spell the same aggregate link differently.
-    """
-    per_bitlink: dict[str, dict[date, int]] = {}
-    for bitlink, answers in responses.items():
-        key = canonical_bitlink(bitlink)
-        day_map = per_bitlink.setdefault(key, {})
-        for answer in answers:
-            merge_day_counts(day_map, parse_click_entries(answer))
-    per_bitlink = {link: dict(sorted(days.items())) for link, days in sorted(per_bitlink.items())}
-    daily = sum_day_maps(per_bitlink.values())
-    return {
-        "bitlinks": sorted(per_bitlink),
-        "per_bitlink": per_bitlink,
-        "per_bitlink_total": {link: sum(days.values()) for link, days in per_bitlink.items()},
-        "daily": daily,
-        "total": sum(daily.values()),
-    }
-
-
 def canonical_bitlink(bitlink: str) -> str:
     """``bit.ly/abc``, ``http://bit.ly/abc`` and ``https://bit.ly/abc`` are one link: return ``http://bit.ly/abc``.
 
@@ -207,9 +160,3 @@ def clicks_until(day_map: Mapping[date, int], cutoff: datetime) -> int:
     return sum(
         clicks for day, clicks in day_map.items() if datetime.combine(day, time.min, tzinfo=UTC) < cutoff_utc
     )
-
-
-def stage_totals(day_map: Mapping[date, int], story_ts: datetime) -> dict[str, int]:
-    """``{"3d": clicks until story_ts + 3 days, "30d": clicks until story_ts + 30 days}``."""
-    story_utc = as_utc(story_ts, "story_ts")
-    return {stage: clicks_until(day_map, story_utc + delay) for stage, delay in STAGE_DELAYS.items()}

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from topicmap.social.clicks import STAGE_3D, STAGE_30D, STAGE_DELAYS, as_utc
+from topicmap.social.clicks import STAGE_3D, STAGE_30D, STAGE_DELAYS, as_utc, check_stage
 
 STAGES: tuple[str, ...] = (STAGE_3D, STAGE_30D)
 EARLIEST_DAY = date(2008, 1, 1)
@@ -53,12 +53,6 @@ def current_time() -> datetime:
     """Now (UTC). The sensors and the click asset read the clock only through this function, so a test can
     replace it (in the processes a daemon starts too: tests/frozen_clock_location.py)."""
     return datetime.now(UTC)
-
-
-def check_stage(stage: str) -> str:
-    if stage not in STAGE_DELAYS:
-        raise ValueError(f"unknown click stage {stage!r}; expected one of {sorted(STAGE_DELAYS)}")
-    return stage
 
 
 def day_start(day: date) -> datetime:

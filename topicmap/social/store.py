@@ -42,11 +42,12 @@ from topicmap.social.clicks import (
     STAGE_30D,
     STAGE_DELAYS,
     as_utc,
+    check_stage,
     clicks_until,
     story_timestamp,
 )
 from topicmap.social.facebook import EngagementResult, never_works_reason
-from topicmap.social.refetch import DayCandidate, check_stage, day_start
+from topicmap.social.refetch import DayCandidate, day_start
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, decompress_page, topicmap_home, utc
 from topicmap.web.urls import (
@@ -323,15 +324,6 @@ def click_stories(store: TopicStore, first_day: date, last_day: date, now: datet
             ClickStory(row.stories_id, row.url, story_ts, day, tuple(dict.fromkeys(every)), tuple(own))
         )
     return stories
-
-
-def click_window(stage: str, story_ts: datetime, now: datetime) -> tuple[datetime, datetime]:
-    """The days to fetch for a stage: from 2 days before the story (Media Cloud's window start) to the stage's
-    cutoff, clipped to ``now``. A due stage is never clipped, so the request (and its raw-store key) is the same
-    whenever it runs, and a re-run can be recomputed from the stored answers."""
-    start = as_utc(story_ts, "story_ts") - timedelta(days=2)
-    end = min(as_utc(story_ts) + STAGE_DELAYS[check_stage(stage)], as_utc(now, "now"))
-    return start, max(start, end)
 
 
 # ---------------------------------------------------------------------------------------------- click totals

@@ -101,6 +101,23 @@ class SeedSelection:
     csv_errors: list[RowError] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class SeedingRequest:
+    """One seeding of a topic: the topic, and what the store already holds of it."""
+
+    topic: TopicConfig
+    previous: ArchiveScan | None = None
+    """What the topic's last seeding read of the archive (None: its dates are read whole)."""
+    topics_id: int | None = None
+    """The store's id of the topic: a ``previous`` scan recorded for another id is not trusted."""
+    known_urls: Collection[str] = frozenset()
+    """The topic's seeds already stored, counted with the new ones against max_stories."""
+    today: date | None = None
+    """The day an open-ended topic's dates reach (default: the current UTC day)."""
+    progress: Callable[[str], None] | None = None
+    """Told each month read, with its matches."""
+
+
 def query_sha256(topic: TopicConfig) -> str:
     return hashlib.sha256(topic.query.encode()).hexdigest()
 
@@ -135,20 +152,15 @@ def archive_stories_between(
         return int(conn.execute(query).scalar_one())
 
 
-def plan_archive_scan(
-    store: TopicStore,
-    topic: TopicConfig,
-    previous: ArchiveScan | None,
-    topics_id: int | None = None,
-    today: date | None = None,
-) -> ArchiveScanPlan:
+def plan_archive_scan(store: TopicStore, request: SeedingRequest) -> ArchiveScanPlan:
     """What one seeding reads: the whole of the topic's dates the first time, and again when its query changed or
     the archive changed below what was read (a load that committed its stories late, stories removed); otherwise
     only the stories added since (``stories_id > previous.through_id``) in the dates read before, and every story
     of the dates the topic gained (an open-ended topic gains each new day; a changed end or start date its new
     range). The archive is read through its newest story at planning time: a story loaded meanwhile is the
     next seeding's."""
-    start, end = topic.start_date, topic.last_day(today)
+    topic, previous, topics_id = request.topic, request.previous, request.topics_id
+    start, end = topic.start_date, topic.last_day(request.today)
     through_id = archive_through_id(store)
     digest = query_sha256(topic)
     reason = ""
@@ -234,20 +246,13 @@ def month_windows(start: date, end: date) -> list[tuple[date, date]]:
     return windows
 
 
-def select_archive_seeds(
-    store: TopicStore,
-    topic: TopicConfig,
-    progress: Callable[[str], None] | None = None,
-    previous: ArchiveScan | None = None,
-    topics_id: int | None = None,
-    known_urls: Collection[str] = frozenset(),
-    today: date | None = None,
-) -> SeedSelection:
+def select_archive_seeds(store: TopicStore, request: SeedingRequest) -> SeedSelection:
     """Run the topic's query over the archive stories ``plan_archive_scan`` says to read, one calendar month at a
-    time (the stories added since the last seeding in one pass: they are few). ``known_urls``: the topic's seeds
-    already stored, which count towards max_stories with the new ones."""
+    time (the stories added since the last seeding in one pass: they are few). The request's ``known_urls`` count
+    towards max_stories with the new ones."""
+    topic, known_urls, progress = request.topic, request.known_urls, request.progress
     query = topic.parsed_query
-    plan = plan_archive_scan(store, topic, previous, topics_id, today)
+    plan = plan_archive_scan(store, request)
     selection = SeedSelection(plan=plan)
     new_urls: set[str] = set()
     for first, last, after_id in plan.windows:
@@ -314,20 +319,13 @@ def read_seed_url_csv(
     return rows, errors
 
 
-def select_seeds(
-    store: TopicStore,
-    topic: TopicConfig,
-    progress: Callable[[str], None] | None = None,
-    previous: ArchiveScan | None = None,
-    topics_id: int | None = None,
-    known_urls: Collection[str] = frozenset(),
-    today: date | None = None,
-) -> SeedSelection:
-    """The archive's matches (only what ``previous`` did not read: ``plan_archive_scan``), then the rows of each
-    seed URL list. A URL is a seed once (the store keeps one row per topic and URL): an archive match stays one,
-    and a URL in several lists is taken as relevant if one of them says so. ``known_urls``: the topic's stored
-    seeds, counted with the new ones against max_stories."""
-    selection = select_archive_seeds(store, topic, progress, previous, topics_id, known_urls, today)
+def select_seeds(store: TopicStore, request: SeedingRequest) -> SeedSelection:
+    """The archive's matches (only what the request's ``previous`` did not read: ``plan_archive_scan``), then the
+    rows of each seed URL list. A URL is a seed once (the store keeps one row per topic and URL): an archive match
+    stays one, and a URL in several lists is taken as relevant if one of them says so. The request's
+    ``known_urls``: the topic's stored seeds, counted with the new ones against max_stories."""
+    topic, known_urls = request.topic, request.known_urls
+    selection = select_archive_seeds(store, request)
     by_url = {row["url"]: row for row in selection.rows}
     for seed_list in topic.seed_urls:
         rows, errors = read_seed_url_csv(seed_list.path, seed_list.assume_match)
