@@ -11,8 +11,6 @@ from topicmap.store.names import topicmap_home
 if TYPE_CHECKING:
     from topicmap.archive.warc import ReadLimits
 
-ARCHIVE_SUFFIXES = (".csv", ".parquet", ".pq", ".warc", ".warc.gz", ".arc", ".arc.gz")
-
 
 class ArchiveDropsResource(dg.ConfigurableResource):
     """A folder of story drops (CSV, Parquet, WARC/ARC); empty means TOPICMAP_HOME/drops. Each file loads once
@@ -65,6 +63,5 @@ class ArchiveDropsResource(dg.ConfigurableResource):
         folder = self.folder()
         if not folder.exists():
             return []
-        return sorted(
-            p for p in folder.rglob("*") if p.is_file() and p.name.lower().endswith(ARCHIVE_SUFFIXES)
-        )
+        # every file, of a known format or not: one that no reader knows (a zip) is recorded as refused
+        return sorted(p for p in folder.rglob("*") if p.is_file())

@@ -10,13 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from topicmap.archive.drop_rows import ArchiveFileError, RowError, SourceRow
-from topicmap.archive.warc import WARC_SUFFIXES, ReadLimits, WarcReadError
+from topicmap.archive.warc import ReadLimits, WarcReadError
 from topicmap.archive.warc_stories import stories_from_warc
 from topicmap.web.extract import extract_story
-
-
-def is_warc(path: Path) -> bool:
-    return path.name.lower().endswith(WARC_SUFFIXES)
 
 
 def warc_rows(path: Path, limits: ReadLimits) -> Iterator[SourceRow | RowError]:

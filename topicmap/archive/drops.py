@@ -26,10 +26,8 @@ from typing import Any, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from topicmap.archive.drop_csv import read_csv_rows
-from topicmap.archive.drop_parquet import parquet_rows
-from topicmap.archive.drop_rows import ArchiveFileError, RowError, SourceRow, story_from_row
-from topicmap.archive.drop_warc import is_warc, warc_rows
+from topicmap.archive.drop_formats import drop_format, known_endings
+from topicmap.archive.drop_rows import ArchiveFileError, RowError, story_from_row
 from topicmap.archive.store import STATE_FAILED, STATE_LOADED, archive_file_record, record_archive_file
 from topicmap.archive.warc import DEFAULT_READ_LIMITS, MIB, ReadLimits
 from topicmap.store.topic_store import NewStory, TopicStore
@@ -66,19 +64,12 @@ def iter_drop(
     """A drop's valid stories and rejected rows, in file order, streamed. Raises ArchiveFileError when the
     file (or the rest of it) cannot be read."""
     path = Path(path)
-    name = path.name.lower()
-    rows: Iterator[SourceRow | RowError]
-    if name.endswith(".csv"):
-        rows = read_csv_rows(path, max_row_chars=limits.max_row_bytes)
-    elif name.endswith((".parquet", ".pq")):
-        rows = parquet_rows(path, limits)
-    elif is_warc(path):
-        rows = warc_rows(path, limits)
-    else:
+    found = drop_format(path)
+    if found is None:
         raise ArchiveFileError(
-            f"{path}: unknown archive format {path.suffix.lower()!r} "
-            "(expected .csv, .parquet, .warc[.gz] or .arc[.gz])"
+            f"{path}: unknown archive format {path.suffix.lower()!r} (expected one of {known_endings()})"
         )
+    rows = found.read(path, limits)
     for row in rows:
         if isinstance(row, RowError):
             yield row
@@ -139,6 +130,8 @@ def refused_file_reason(path: Path, folder: Path | None) -> str | None:
         target = path.resolve()
         if not target.is_relative_to(folder.resolve()):
             return f"a link to {printable_name(target)}, outside the drops folder: not followed"
+    if drop_format(path) is None:
+        return f"not a drop format (expected one of {known_endings()}): not read"
     return None
 
 
@@ -169,7 +162,8 @@ def load_drop(
 ) -> DropLoad:
     """Stream one drop into the store and record the outcome for its content hash.
 
-    A file ``refused_file_reason`` refuses (a name that is not UTF-8, a link out of ``folder``) is not read:
+    A file ``refused_file_reason`` refuses (a name that is not UTF-8, a link out of ``folder``, a format no reader
+    knows, such as a zip archive) is not read:
     it is recorded once as failed, keyed by its name, and skipped on later runs.
 
     A file whose content was loaded before is skipped; one that failed before is skipped too (with its
