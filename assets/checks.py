@@ -332,7 +332,8 @@ def every_topic_story_has_a_cluster(
 def timespan_counts_consistent(
     context: dg.AssetCheckExecutionContext, store: TopicStoreResource
 ) -> dg.AssetCheckResult:
-    from topicmap.snapshots.store import latest_snapshot_ids, read_manifest, snapshot_paths
+    from topicmap.snapshots.folder import read_manifest
+    from topicmap.snapshots.store import latest_snapshot_ids, snapshot_paths
     from topicmap.store.integrity import timespan_counts_inconsistent
 
     topics = topics_in_scope(context)

@@ -45,15 +45,12 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from topicmap.snapshots.compute import (  # noqa: E402
-    SnapshotResult,
-    Timespan,
-    build_timespans,
-    compute_snapshot,
-    write_snapshot_files,
-)
+from topicmap.snapshots.compute import compute_snapshot  # noqa: E402
+from topicmap.snapshots.files import write_snapshot_files  # noqa: E402
 from topicmap.snapshots.foci import Focus  # noqa: E402
 from topicmap.snapshots.linkmap import render_link_map, write_gexf  # noqa: E402
+from topicmap.snapshots.results import SnapshotResult  # noqa: E402
+from topicmap.snapshots.timespans import Timespan, build_timespans  # noqa: E402
 from topicmap.topics.query import parse  # noqa: E402
 
 TOPIC_START, TOPIC_END = date(2026, 1, 1), date(2026, 4, 30)
@@ -369,7 +366,9 @@ def whole_snapshot(
     """What one materialization does after reading the store: compute, check, write the folder (files, maps,
     pictures, manifest), with ``bench_foci(n_foci, n_queries)`` and the link maps coloured by the tag set.
     Returns the clock and what was written."""
-    from topicmap.snapshots.store import SnapshotInputs, SnapshotOptions, write_snapshot_folder
+    from topicmap.snapshots.folder import write_snapshot_folder
+    from topicmap.snapshots.inputs import SnapshotInputs
+    from topicmap.snapshots.key import SnapshotOptions
 
     spans = timespans()
     inputs = SnapshotInputs(

@@ -35,10 +35,14 @@ from tests.test_snapshot_assets import TOPICS_YAML, build_topic
 from tests.test_snapshot_assets import A as SA
 from tests.test_snapshot_assets import C as SC
 from topicmap.snapshots import charts
+from topicmap.snapshots.checks import snapshot_problems
 from topicmap.snapshots.cli import format_snapshot_paths
-from topicmap.snapshots.compute import compute_snapshot, snapshot_problems, write_snapshot_files
+from topicmap.snapshots.compute import compute_snapshot
+from topicmap.snapshots.files import write_snapshot_files
 from topicmap.snapshots.foci import Focus
-from topicmap.snapshots.store import SnapshotOptions, build_snapshot, read_snapshot_inputs, snapshot_paths
+from topicmap.snapshots.inputs import read_snapshot_inputs
+from topicmap.snapshots.key import SnapshotOptions
+from topicmap.snapshots.store import build_snapshot, snapshot_paths
 from topicmap.store import schema as s
 from topicmap.store.media_tags import load_media_tags, read_media_tags_csv
 from topicmap.store.topic_store import TopicStore
