@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from topicmap.snapshots.foci import Focus
     from topicmap.snapshots.results import TimespanSnapshot
     from topicmap.snapshots.store import BuiltSnapshot
-    from topicmap.topics.declarations import TopicConfig
 
 # topicmap.snapshots' modules (pandas, pyarrow, matplotlib, networkx) are imported inside the functions that run a
 # snapshot: loading the code location does not pay for it.
@@ -92,24 +91,6 @@ class SnapshotConfig(dg.Config):
             f"link communities; empty: communities. Default: {LINK_MAP_TAG_SET_ENV}."
         ),
     )
-
-
-def snapshot_foci(topic: "TopicConfig") -> list["Focus"]:
-    """The topic's declared foci as the snapshot computes them (each query parsed once, by the declarations)."""
-    from topicmap.snapshots.foci import Focus
-
-    return [
-        Focus(
-            focal_set=focal_set.name,
-            name=focus.name,
-            query=focus.query,
-            matcher=focus.parsed_query,
-            media_tags=focus.media_tags,
-            description=focus.description or focal_set.description,
-        )
-        for focal_set in topic.focal_sets
-        for focus in focal_set.foci
-    ]
 
 
 def _cell(value: object, width: int = 70) -> str:
@@ -369,6 +350,7 @@ def snapshots(
     store: TopicStoreResource,
     topics_file: TopicsFileResource,
 ):
+    from topicmap.snapshots.foci import topic_foci
     from topicmap.snapshots.key import SnapshotOptions
     from topicmap.snapshots.store import build_snapshot
 
@@ -389,7 +371,7 @@ def snapshots(
             options,
             home=topicmap_home(),
             log=context.log.info,
-            foci=snapshot_foci(topic),
+            foci=topic_foci(topic),
         )
     except (StoreError, ValueError) as exc:
         raise dg.Failure(f"snapshot of {topic.name!r} failed: {exc}", allow_retries=False) from exc

@@ -51,7 +51,7 @@ from topicmap.snapshots.foci import Focus  # noqa: E402
 from topicmap.snapshots.linkmap import render_link_map, write_gexf  # noqa: E402
 from topicmap.snapshots.results import SnapshotResult  # noqa: E402
 from topicmap.snapshots.timespans import Timespan, build_timespans  # noqa: E402
-from topicmap.topics.query import parse  # noqa: E402
+from topicmap.topics.focus_kinds import MediaTagSelection, QuerySelection  # noqa: E402
 
 TOPIC_START, TOPIC_END = date(2026, 1, 1), date(2026, 4, 30)
 CUSTOM = [("Primary season", "2026-02-01", "2026-03-15"), ("Debate week", "2026-03-02", "2026-03-08")]
@@ -68,10 +68,10 @@ WORDS_PER_STORY = 30
 
 def bench_foci(n_tags: int, n_queries: int = 0) -> list[Focus]:
     """The first ``n_tags`` media-tag foci of TAG_FOCI, and the query focus if ``n_queries``."""
-    foci = [Focus(focal_set, name, media_tags=what) for focal_set, name, what in TAG_FOCI[:n_tags]]
+    foci = [Focus(focal_set, name, MediaTagSelection(what)) for focal_set, name, what in TAG_FOCI[:n_tags]]
     if n_queries:
         focal_set, name, query = QUERY_FOCUS
-        foci.append(Focus(focal_set, name, query=query, matcher=parse(query)))
+        foci.append(Focus(focal_set, name, QuerySelection(query)))
     return foci
 
 

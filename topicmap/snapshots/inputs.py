@@ -172,7 +172,7 @@ def _text_bytes(chunk: TextChunk) -> bytes:
 
 def read_snapshot_inputs(store: TopicStore, topic_name: str, foci: Sequence[Focus] = ()) -> SnapshotInputs:
     """Read the topic ``topic_name`` from the store, deduplicated, in one consistent read; ``foci`` are the
-    topic's foci (``topicmap.topics.declarations`` parses them with the topic: this package parses no query).
+    topic's foci (``topicmap.snapshots.foci.topic_foci``: the declarations parse them with the topic).
     The texts are read later, a chunk at a time (``StoreTexts``)."""
     row = store.topic_row(topic_name)
     topics_id = int(row["topics_id"])
