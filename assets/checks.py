@@ -137,7 +137,8 @@ def _cluster_severity(finding: "Finding") -> dg.AssetCheckSeverity:
 
 
 def _timespan_counts_inconsistent(inputs: CheckInputs) -> "Finding":
-    from topicmap.snapshots.store import latest_snapshot_ids, read_manifest, snapshot_paths
+    from topicmap.snapshots.folder import read_manifest
+    from topicmap.snapshots.store import latest_snapshot_ids, snapshot_paths
 
     topic_store = inputs.store()
     manifests: dict[str, dict | None] = {}

@@ -1,7 +1,8 @@
 """Snapshots: a topic's cross-media link network per timespan, written once per distinct input and recorded.
 
 The rules live in topicmap.snapshots.compute (counting), topicmap.snapshots.linkmap (GEXF and picture) and
-topicmap.snapshots.store (reading the deduplicated topic, keying, the immutable folder, the store rows).
+topicmap.snapshots.store (reading the deduplicated topic, keying, the immutable folder, the store rows, through
+topicmap.snapshots.inputs, .key and .folder).
 """
 
 from pathlib import Path
@@ -28,12 +29,11 @@ from topicmap.snapshots.names import (
 from topicmap.store.names import StoreError, topicmap_home
 
 if TYPE_CHECKING:
-    from topicmap.snapshots.compute import TimespanSnapshot
     from topicmap.snapshots.foci import Focus
+    from topicmap.snapshots.results import TimespanSnapshot
     from topicmap.snapshots.store import BuiltSnapshot
-    from topicmap.topics.declarations import TopicConfig
 
-# topicmap.snapshots.store (pandas, pyarrow, matplotlib, networkx) is imported inside the functions that run a
+# topicmap.snapshots' modules (pandas, pyarrow, matplotlib, networkx) are imported inside the functions that run a
 # snapshot: loading the code location does not pay for it.
 
 SNAPSHOTS_GROUP = "snapshots"
@@ -92,24 +92,6 @@ class SnapshotConfig(dg.Config):
             f"link communities; empty: communities. Default: {settings.LINK_MAP_TAG_SET.name}."
         ),
     )
-
-
-def snapshot_foci(topic: "TopicConfig") -> list["Focus"]:
-    """The topic's declared foci as the snapshot computes them (each query parsed once, by the declarations)."""
-    from topicmap.snapshots.foci import Focus
-
-    return [
-        Focus(
-            focal_set=focal_set.name,
-            name=focus.name,
-            query=focus.query,
-            matcher=focus.parsed_query,
-            media_tags=focus.media_tags,
-            description=focus.description or focal_set.description,
-        )
-        for focal_set in topic.focal_sets
-        for focus in focal_set.foci
-    ]
 
 
 def _cell(value: object, width: int = 70) -> str:
@@ -276,8 +258,8 @@ def _metadata(built: "BuiltSnapshot") -> dict[str, object]:
 def _summaries_metadata(built: "BuiltSnapshot") -> dict[str, object]:
     """The overall timespan of the whole topic and of each focus, as markdown sections (``summary_overall``,
     ``summary_focus_<focal set>_<focus>``), and a table of the foci."""
-    from topicmap.snapshots.compute import timespan_folder
-    from topicmap.snapshots.store import ATTENTION_NAME
+    from topicmap.snapshots.files import timespan_folder
+    from topicmap.snapshots.folder import ATTENTION_NAME
 
     def chart(focus: "Focus | None", snap: "TimespanSnapshot") -> Path | None:
         path = built.folder / timespan_folder(focus, snap.timespan) / ATTENTION_NAME
@@ -369,7 +351,9 @@ def snapshots(
     store: TopicStoreResource,
     topics_file: TopicsFileResource,
 ):
-    from topicmap.snapshots.store import SnapshotOptions, build_snapshot
+    from topicmap.snapshots.foci import topic_foci
+    from topicmap.snapshots.key import SnapshotOptions
+    from topicmap.snapshots.store import build_snapshot
 
     topic = declared_topic(topics_file, context.partition_key)
     topic_store = store.open()
@@ -388,7 +372,7 @@ def snapshots(
             options,
             home=topicmap_home(),
             log=context.log.info,
-            foci=snapshot_foci(topic),
+            foci=topic_foci(topic),
         )
     except (StoreError, ValueError) as exc:
         raise dg.Failure(f"snapshot of {topic.name!r} failed: {exc}", allow_retries=False) from exc
@@ -408,7 +392,8 @@ def snapshots(
     ),
 )
 def snapshot_files_intact(store: TopicStoreResource) -> dg.AssetCheckResult:
-    from topicmap.snapshots.store import latest_snapshot_ids, snapshot_paths, verify_snapshot_files
+    from topicmap.snapshots.folder import verify_snapshot_files
+    from topicmap.snapshots.store import latest_snapshot_ids, snapshot_paths
 
     topic_store = store.open()
     home = topicmap_home()

@@ -45,16 +45,13 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from topicmap.snapshots.compute import (  # noqa: E402
-    SnapshotResult,
-    Timespan,
-    build_timespans,
-    compute_snapshot,
-    write_snapshot_files,
-)
+from topicmap.snapshots.compute import compute_snapshot  # noqa: E402
+from topicmap.snapshots.files import write_snapshot_files  # noqa: E402
 from topicmap.snapshots.foci import Focus  # noqa: E402
 from topicmap.snapshots.linkmap import render_link_map, write_gexf  # noqa: E402
-from topicmap.topics.query import parse  # noqa: E402
+from topicmap.snapshots.results import SnapshotResult  # noqa: E402
+from topicmap.snapshots.timespans import Timespan, build_timespans  # noqa: E402
+from topicmap.topics.focus_kinds import MediaTagSelection, QuerySelection  # noqa: E402
 
 TOPIC_START, TOPIC_END = date(2026, 1, 1), date(2026, 4, 30)
 CUSTOM = [("Primary season", "2026-02-01", "2026-03-15"), ("Debate week", "2026-03-02", "2026-03-08")]
@@ -71,10 +68,10 @@ WORDS_PER_STORY = 30
 
 def bench_foci(n_tags: int, n_queries: int = 0) -> list[Focus]:
     """The first ``n_tags`` media-tag foci of TAG_FOCI, and the query focus if ``n_queries``."""
-    foci = [Focus(focal_set, name, media_tags=what) for focal_set, name, what in TAG_FOCI[:n_tags]]
+    foci = [Focus(focal_set, name, MediaTagSelection(what)) for focal_set, name, what in TAG_FOCI[:n_tags]]
     if n_queries:
         focal_set, name, query = QUERY_FOCUS
-        foci.append(Focus(focal_set, name, query=query, matcher=parse(query)))
+        foci.append(Focus(focal_set, name, QuerySelection(query)))
     return foci
 
 
@@ -369,7 +366,9 @@ def whole_snapshot(
     """What one materialization does after reading the store: compute, check, write the folder (files, maps,
     pictures, manifest), with ``bench_foci(n_foci, n_queries)`` and the link maps coloured by the tag set.
     Returns the clock and what was written."""
-    from topicmap.snapshots.store import SnapshotInputs, SnapshotOptions, write_snapshot_folder
+    from topicmap.snapshots.folder import write_snapshot_folder
+    from topicmap.snapshots.inputs import SnapshotInputs
+    from topicmap.snapshots.key import SnapshotOptions
 
     spans = timespans()
     inputs = SnapshotInputs(

@@ -35,7 +35,8 @@ from topicmap.store.topic_store import TopicStore  # noqa: E402
 
 
 def job(db: str, home: str) -> dict:
-    from topicmap.snapshots.store import SnapshotOptions, build_snapshot
+    from topicmap.snapshots.key import SnapshotOptions
+    from topicmap.snapshots.store import build_snapshot
 
     store = TopicStore.open(f"sqlite:///{db}")
     wall, cpu = time.perf_counter(), time.process_time()

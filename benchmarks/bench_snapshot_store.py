@@ -183,13 +183,9 @@ def peak_rss_mb() -> float:
 
 
 def job(name: str, db: str, home: str) -> dict:
-    from topicmap.snapshots.store import (
-        SnapshotOptions,
-        build_snapshot,
-        read_snapshot_inputs,
-        resolve_chains,
-        snapshot_key,
-    )
+    from topicmap.snapshots.inputs import read_snapshot_inputs, resolve_chains
+    from topicmap.snapshots.key import SnapshotOptions, snapshot_key
+    from topicmap.snapshots.store import build_snapshot
 
     store = TopicStore.open(f"sqlite:///{db}")
     wall, cpu = time.perf_counter(), time.process_time()

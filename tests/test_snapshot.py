@@ -49,17 +49,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from topicmap.snapshots.compute import (
+from topicmap.snapshots.checks import snapshot_problems
+from topicmap.snapshots.compute import compute_snapshot
+from topicmap.snapshots.files import (
     MEDIA_CSV_COLUMNS,
     STORY_CSV_COLUMNS,
     STORY_DATE_COLUMNS,
-    Timespan,
-    build_timespans,
-    compute_snapshot,
-    snapshot_problems,
     write_snapshot_files,
 )
 from topicmap.snapshots.summaries import SUMMARY_SCHEMAS
+from topicmap.snapshots.timespans import Timespan, build_timespans
 
 A, B, C, D, E = 1, 2, 3, 4, 5
 NA = None

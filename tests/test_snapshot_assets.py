@@ -57,22 +57,17 @@ from assets.metadata import EMBED_MAX_BYTES, png_markdown
 from assets.snapshots import snapshot_files_intact, snapshots
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
+from topicmap.snapshots import folder as snapshot_folders
 from topicmap.snapshots import store as snapshot_store
+from topicmap.snapshots.checks import check_problems
 from topicmap.snapshots.cli import format_snapshot_paths
 from topicmap.snapshots.cli import main as snapshot_cli
-from topicmap.snapshots.compute import Timespan, compute_snapshot
-from topicmap.snapshots.store import (
-    CHECK_DATES,
-    CHECK_LINK_COUNTS,
-    CHECK_TOPIC_STORIES,
-    SnapshotOptions,
-    build_snapshot,
-    check_problems,
-    read_snapshot_inputs,
-    resolve_chains,
-    snapshot_key,
-    snapshot_paths,
-)
+from topicmap.snapshots.compute import compute_snapshot
+from topicmap.snapshots.inputs import read_snapshot_inputs, resolve_chains
+from topicmap.snapshots.key import SnapshotOptions, snapshot_key
+from topicmap.snapshots.names import CHECK_DATES, CHECK_LINK_COUNTS, CHECK_TOPIC_STORIES
+from topicmap.snapshots.store import build_snapshot, snapshot_paths
+from topicmap.snapshots.timespans import Timespan
 from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore
 from topicmap.topics.declarations import load_topics
@@ -565,7 +560,7 @@ def test_a_planted_inconsistency_fails_its_blocking_check(
     sqlite_project: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = sqlite_project
-    real = snapshot_store.compute_snapshot
+    real = snapshot_folders.compute_snapshot
 
     def off_by_one(*args, **kwargs):  # a medium link counted twice in January
         result = real(*args, **kwargs)
@@ -573,7 +568,7 @@ def test_a_planted_inconsistency_fails_its_blocking_check(
         links.loc[0, "link_count"] += 1
         return result
 
-    monkeypatch.setattr(snapshot_store, "compute_snapshot", off_by_one)
+    monkeypatch.setattr(snapshot_folders, "compute_snapshot", off_by_one)
     result = materialize(project, raise_on_error=False)
     assert not result.success  # blocking: the run fails, nothing downstream would run on it
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
@@ -590,7 +585,7 @@ def test_a_planted_inconsistency_fails_its_blocking_check(
     ]
     with project["store"].engine.connect() as conn:
         assert conn.execute(select(s.snapshots.c.state)).scalar_one() == "inconsistent"
-    monkeypatch.setattr(snapshot_store, "compute_snapshot", real)
+    monkeypatch.setattr(snapshot_folders, "compute_snapshot", real)
     fixed = materialize(project)
     assert fixed.success and snapshot_meta(fixed)["written_now"] is True
     assert snapshot_meta(fixed)["snapshot_folder"] == str(folder)
@@ -687,7 +682,7 @@ def test_duplicate_chains_resolve_vectorized_and_cycles_are_named() -> None:
 
 def test_ids_map_through_an_empty_chain_table_unchanged() -> None:
     # a topic with no duplicate media and no merges (found by the daemon end-to-end run)
-    from topicmap.snapshots.store import _map_ids
+    from topicmap.snapshots.inputs import _map_ids
 
     ids = np.array([3, 1, 2])
     empty = np.array([], dtype=np.int64)
@@ -700,7 +695,7 @@ def test_options_and_names_are_validated() -> None:
     with pytest.raises(ValueError, match="top_labels"):
         SnapshotOptions(top_labels=-1)
     with pytest.raises(ValueError, match="cannot name a folder"):
-        snapshot_store.snapshots_dir("../escape")
+        snapshot_folders.snapshots_dir("../escape")
 
 
 def test_a_large_picture_is_embedded_smaller(tmp_path: Path) -> None:

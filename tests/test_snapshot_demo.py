@@ -41,7 +41,7 @@ def test_the_demo_topic_declares_a_query_focus_and_a_media_tag_focus() -> None:
     assert loaded.errors == []
     topic = loaded.by_name()[TOPIC]
     foci = {(focal_set.name, focus.name): focus for focal_set in topic.focal_sets for focus in focal_set.foci}
-    kinds = {key: "query" if focus.query is not None else "media_tags" for key, focus in foci.items()}
+    kinds = {key: focus.selection.kind for key, focus in foci.items()}
     assert sorted(kinds.values()) == ["media_tags", "query"]
     (papers,) = (focus for focus in foci.values() if focus.media_tags is not None)
     assert dict(papers.media_tags) == {"media_type": ("newspaper",)}

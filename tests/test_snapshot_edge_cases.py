@@ -13,8 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from matplotlib import image as mpimg
 
-from topicmap.snapshots.compute import build_timespans, compute_snapshot, write_snapshot_files
+from topicmap.snapshots.compute import compute_snapshot
+from topicmap.snapshots.files import write_snapshot_files
 from topicmap.snapshots.linkmap import render_link_map, write_gexf
+from topicmap.snapshots.timespans import build_timespans
 
 START = date(2026, 1, 1)
 END = date(2026, 1, 31)

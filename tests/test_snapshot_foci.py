@@ -16,7 +16,7 @@ import pytest
 from matplotlib.figure import Figure
 from sqlalchemy import func, select, update
 
-from assets.snapshots import snapshot_foci, snapshots
+from assets.snapshots import snapshots
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from tests.test_snapshot import (
@@ -35,15 +35,19 @@ from tests.test_snapshot_assets import TOPICS_YAML, build_topic
 from tests.test_snapshot_assets import A as SA
 from tests.test_snapshot_assets import C as SC
 from topicmap.snapshots import charts
+from topicmap.snapshots.checks import snapshot_problems
 from topicmap.snapshots.cli import format_snapshot_paths
-from topicmap.snapshots.compute import compute_snapshot, snapshot_problems, write_snapshot_files
-from topicmap.snapshots.foci import Focus
-from topicmap.snapshots.store import SnapshotOptions, build_snapshot, read_snapshot_inputs, snapshot_paths
+from topicmap.snapshots.compute import compute_snapshot
+from topicmap.snapshots.files import write_snapshot_files
+from topicmap.snapshots.foci import Focus, topic_foci
+from topicmap.snapshots.inputs import read_snapshot_inputs
+from topicmap.snapshots.key import SnapshotOptions
+from topicmap.snapshots.store import build_snapshot, snapshot_paths
 from topicmap.store import schema as s
 from topicmap.store.media_tags import load_media_tags, read_media_tags_csv
 from topicmap.store.topic_store import TopicStore
 from topicmap.topics.declarations import FocalSetDefinition, FocusDefinition, TopicConfig, load_topics
-from topicmap.topics.query import parse
+from topicmap.topics.focus_kinds import MediaTagSelection, QuerySelection
 
 TOPIC_START, TOPIC_END = "2026-01-07", "2026-02-10"
 
@@ -198,13 +202,13 @@ def texts_stories() -> pd.DataFrame:
 
 def foci() -> list[Focus]:
     return [
-        Focus("Subtopics", "Solar", query="solar", matcher=parse("solar")),
-        Focus("Subtopics", "Solar in titles", query="title:solar", matcher=parse("title:solar")),
-        Focus("Media type", "Papers", media_tags={"media_type": ["newspaper"]}),
+        Focus("Subtopics", "Solar", QuerySelection("solar")),
+        Focus("Subtopics", "Solar in titles", QuerySelection("title:solar")),
+        Focus("Media type", "Papers", MediaTagSelection({"media_type": ["newspaper"]})),
         Focus(
             "Media type",
             "Northern papers or wires",
-            media_tags={"media_type": ["newspaper", "wire"], "region": ["north"]},
+            MediaTagSelection({"media_type": ["newspaper", "wire"], "region": ["north"]}),
         ),
     ]
 
@@ -435,7 +439,7 @@ def stored_topic(store: TopicStore, tmp_path: Path) -> tuple[Path, TopicConfig]:
 
 def test_the_store_snapshot_holds_and_records_each_focus(store: TopicStore, tmp_path: Path) -> None:
     _, topic = stored_topic(store, tmp_path)
-    foci_of_topic = snapshot_foci(topic)
+    foci_of_topic = topic_foci(topic)
     inputs = read_snapshot_inputs(store, SNAP_TOPIC, foci_of_topic)
     # the mirror's tag counts for Alpha, its final medium
     assert inputs.media_tags.to_numpy().tolist() == [

@@ -21,7 +21,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from topicmap.snapshots.store import folder_is_complete, snapshot_paths
+from topicmap.snapshots.folder import folder_is_complete
+from topicmap.snapshots.store import snapshot_paths
 from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, topicmap_home, utc
 

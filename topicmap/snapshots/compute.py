@@ -2,15 +2,8 @@
 
 Pure library: the caller reads the deduplicated topic from the store into DataFrames and passes them in.
 
-Timespans (``build_timespans``)
-    overall, monthly (starting on the 1st), weekly (starting on Monday) and custom ranges, as in Media Cloud's
-    ``Snapshot.pm``. Dates are whole UTC days. Internally every timespan is the half-open interval
-    ``[start_date, end_date)``: ``end_date`` is EXCLUSIVE (``last_date`` is the inclusive last day), whereas the
-    topic's own ``end_date`` and custom ranges are given inclusive, as users write them. Media Cloud lets the first
-    week start before the topic and the last week/month run past it; here the first and last monthly/weekly
-    timespans are CLIPPED to the topic's dates so that no timespan ever lies outside the topic. Their ``key``
-    still names the calendar period (``weekly_2026-01-26`` is the week starting Monday 2026-01-26, even if the
-    topic only starts on the Wednesday), so weeks and months line up across topics.
+Timespans: ``topicmap.snapshots.timespans`` (``build_timespans``); results: ``topicmap.snapshots.results``;
+files: ``topicmap.snapshots.files``; consistency checks: ``topicmap.snapshots.checks``.
 
 Period stories and links (``compute_snapshot``), following Media Cloud's topics-snapshot:
     * Only cross-media links count: a link whose two stories are in the same medium never counts. Links are
@@ -39,39 +32,29 @@ by publish date once and the distinct cross-media links (made distinct by a sort
 once; a timespan's stories are then a binary-searched slice of the date-sorted stories, its links the runs of
 those stories in the index (already in (source id, ref id) order), and its counts sorts and ``np.bincount`` over
 its own stories and links only. A timespan without stories (most weeks of a topic declared over decades) costs a
-binary search; it is recorded with zero counts and, by ``write_snapshot_files``, gets no files. Nothing loops
-over stories or links in Python.
+binary search; it is recorded with zero counts and gets no files. Nothing loops over stories or links in Python.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields, replace
-from datetime import date, datetime, timedelta
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from topicmap.snapshots.foci import Focus, FrameTexts, StoryTexts, check_foci, focus_story_masks
-from topicmap.snapshots.names import PERIODS
-from topicmap.snapshots.summaries import (
-    StoryInfo,
-    TimespanSummary,
-    empty_summary,
-    summarize_timespan,
-    summary_tables,
+from topicmap.snapshots.ids import IdIndex, positions, sorted_distinct
+from topicmap.snapshots.results import (
+    STAT_COLUMNS,
+    FocusSnapshot,
+    SnapshotResult,
+    TimespanCounts,
+    TimespanSnapshot,
 )
+from topicmap.snapshots.summaries import StoryInfo, empty_summary, summarize_timespan
+from topicmap.snapshots.timespans import Timespan
 from topicmap.snapshots.words import (
     DEFAULT_WORD_SAMPLE,
     count_words,
@@ -80,328 +63,11 @@ from topicmap.snapshots.words import (
     top_words,
 )
 
-STAT_COLUMNS: tuple[str, ...] = ("facebook_share_count", "bitly_clicks_3d", "bitly_clicks_30d")
+if TYPE_CHECKING:
+    from topicmap.snapshots.files import SnapshotFilesWriter
 
-_DAY = timedelta(days=1)
 _NAT = np.iinfo(np.int64).min  # numpy's NaT as int64 nanoseconds
 _SORT_LAST = np.iinfo(np.int64).max  # undated stories sort after every date
-
-# Column names of Media Cloud's stories and media lists (web-tools topic stories.csv / media.csv), with our
-# Bit.ly split into the 3-day and 30-day totals instead of the single bitly_click_count, and Media Cloud's
-# publish_date (a time without a zone) split in two that say what they are: the UTC instant, written with its
-# zone, and the publisher's calendar day (the day the timespans count). "2019-11-19T00:05:00Z" and
-# "2019-11-18" for a story of 19:05 EST on 18 November.
-STORY_DATE_COLUMNS: tuple[str, ...] = ("publish_date_utc", "publish_day_local")
-STORY_CSV_COLUMNS: tuple[str, ...] = (
-    "stories_id",
-    *STORY_DATE_COLUMNS,
-    "title",
-    "url",
-    "media_id",
-    "media_name",
-    "media_inlink_count",
-    "inlink_count",
-    "outlink_count",
-    "facebook_share_count",
-    "bitly_clicks_3d",
-    "bitly_clicks_30d",
-)
-MEDIA_CSV_COLUMNS: tuple[str, ...] = (
-    "media_id",
-    "name",
-    "url",
-    "story_count",
-    "media_inlink_count",
-    "inlink_count",
-    "outlink_count",
-    "facebook_share_count",
-    "sum_media_inlink_count",
-    "bitly_clicks_3d",
-    "bitly_clicks_30d",
-)
-
-# ----------------------------------------------------------------------------------------------- timespans
-
-
-@dataclass(frozen=True)
-class Timespan:
-    """One timespan: the half-open UTC day range ``[start_date, end_date)`` (``end_date`` is exclusive)."""
-
-    period: str
-    start_date: date
-    end_date: date
-    key: str  # unique, file-name safe: "overall", "monthly_2026-02-01", "weekly_2026-01-26", "custom_<slug>"
-    name: str  # human label: "overall", "2026-02", "week of 2026-01-26", or the custom range's own name
-
-    @property
-    def last_date(self) -> date:
-        """The inclusive last day of the timespan."""
-        return self.end_date - _DAY
-
-    def window_ns(self) -> tuple[int, int]:
-        """The window as UTC nanosecond timestamps ``[lo, hi)``, comparable with publish dates."""
-        return _day_ns(self.start_date), _day_ns(self.end_date)
-
-
-def _day_ns(day: date) -> int:
-    return int(pd.Timestamp(day.year, day.month, day.day, tz="UTC").value)
-
-
-def _as_date(value: Any, what: str) -> date:
-    """Accept a date, a datetime / Timestamp (its UTC day) or an ISO string; reject anything else clearly."""
-    if isinstance(value, pd.Timestamp | datetime):
-        ts = pd.Timestamp(value)
-        if ts.tzinfo is not None:
-            ts = ts.tz_convert("UTC")
-        return ts.date()
-    if isinstance(value, date):
-        return value
-    if isinstance(value, str):
-        try:
-            return date.fromisoformat(value.strip()[:10])
-        except ValueError:
-            pass
-    raise ValueError(f"{what}: expected a date (YYYY-MM-DD), got {value!r}")
-
-
-def _custom_range(item: Any) -> tuple[str, date, date]:
-    """A custom range is ``(name, start, end)`` or a mapping with name / start_date / end_date (end inclusive)."""
-    if isinstance(item, Mapping):
-        try:
-            name, start, end = item["name"], item["start_date"], item["end_date"]
-        except KeyError as missing:
-            raise ValueError(f"custom timespan {dict(item)!r} lacks {missing}") from None
-    else:
-        try:
-            name, start, end = item
-        except (TypeError, ValueError):
-            raise ValueError(f"custom timespan must be (name, start_date, end_date), got {item!r}") from None
-    name = str(name).strip()
-    start_day = _as_date(start, f"custom timespan {name!r} start")
-    end_day = _as_date(end, f"custom timespan {name!r} end")
-    if end_day < start_day:
-        raise ValueError(f"custom timespan {name!r} ends ({end_day}) before it starts ({start_day})")
-    return name, start_day, end_day
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def build_timespans(
-    start_date: Any,
-    end_date: Any,
-    periods: Sequence[str] = PERIODS,
-    custom: Iterable[Any] = (),
-) -> list[Timespan]:
-    """The topic's timespans, in the order of ``periods`` and by start date within a period.
-
-    ``start_date`` and ``end_date`` are the topic's dates, both INCLUSIVE. Weekly timespans step +7 days from
-    the Monday on or before the start while the week starts before the end; monthly ones step from the 1st of
-    the start's month to the 1st of the month of (start + 32 days), as Media Cloud does. The first and last of
-    them are clipped to the topic's dates. Custom ranges partly outside the topic are clipped; one entirely
-    outside is a configuration error and raises ``ValueError``.
-    """
-    topic_start = _as_date(start_date, "topic start_date")
-    topic_last = _as_date(end_date, "topic end_date")
-    if topic_last < topic_start:
-        raise ValueError(f"topic end_date {topic_last} is before its start_date {topic_start}")
-    if isinstance(periods, str):
-        periods = periods.split()  # Media Cloud's topics.snapshot_periods is space separated
-    unknown = [p for p in periods if p not in PERIODS]
-    if unknown:
-        raise ValueError(f"unknown snapshot period(s) {unknown}; expected some of {list(PERIODS)}")
-    if len(set(periods)) != len(periods):
-        raise ValueError(f"snapshot periods repeat: {list(periods)}")
-    topic_end = topic_last + _DAY
-
-    def clipped(period: str, start: date, end: date, key: str, name: str) -> Timespan:
-        return Timespan(period, max(start, topic_start), min(end, topic_end), key, name)
-
-    timespans: list[Timespan] = []
-    for period in periods:
-        if period == "overall":
-            timespans.append(Timespan("overall", topic_start, topic_end, "overall", "overall"))
-        elif period == "monthly":
-            month = topic_start.replace(day=1)
-            while month < topic_end:
-                following = (month + timedelta(days=32)).replace(day=1)
-                timespans.append(
-                    clipped(
-                        "monthly", month, following, f"monthly_{month.isoformat()}", month.strftime("%Y-%m")
-                    )
-                )
-                month = following
-        elif period == "weekly":
-            monday = topic_start - timedelta(days=topic_start.weekday())
-            while monday < topic_end:
-                following = monday + timedelta(days=7)
-                key = f"weekly_{monday.isoformat()}"
-                timespans.append(clipped("weekly", monday, following, key, f"week of {monday.isoformat()}"))
-                monday = following
-        else:
-            ranges = sorted((_custom_range(item) for item in custom), key=lambda r: (r[1], r[2], r[0]))
-            seen: dict[str, str] = {}
-            for name, start, last in ranges:
-                if last < topic_start or start > topic_last:
-                    raise ValueError(
-                        f"custom timespan {name!r} ({start}..{last}) lies entirely outside the topic's dates "
-                        f"({topic_start}..{topic_last})"
-                    )
-                slug = _slug(name) or f"{start.isoformat()}_{last.isoformat()}"
-                key = f"custom_{slug}"
-                if key in seen:
-                    raise ValueError(f"custom timespans {seen[key]!r} and {name!r} have the same key {key!r}")
-                seen[key] = name
-                timespans.append(clipped("custom", start, last + _DAY, key, name or key))
-    return timespans
-
-
-# ----------------------------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class TimespanCounts:
-    """A timespan's own counters (Media Cloud's timespans row) plus the syndication report."""
-
-    story_count: int
-    story_link_count: int
-    medium_count: int
-    medium_link_count: int
-    # Links from a second (third, ...) copy of one near-duplicate group to the same ref story in this
-    # timespan: dropped when count_syndicated_once, otherwise counted and only reported here.
-    syndicated_repeat_link_count: int = 0
-
-
-_COUNT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TimespanCounts))
-#: a timespan's tables, as TimespanSnapshot attributes and file names
-_TABLES: tuple[str, ...] = ("story_links", "story_link_counts", "medium_links", "medium_link_counts")
-
-
-@dataclass
-class TimespanSnapshot:
-    """The four tables of one timespan (sorted by their ids) and its counts."""
-
-    timespan: Timespan
-    story_links: pd.DataFrame
-    story_link_counts: pd.DataFrame
-    medium_links: pd.DataFrame
-    medium_link_counts: pd.DataFrame
-    counts: TimespanCounts
-    #: attention over time, top media and stories, top words (``topicmap.snapshots.summaries``)
-    summary: TimespanSummary | None = None
-    #: each counted story's position in ``SnapshotResult.stories`` (row-aligned with story_link_counts)
-    story_positions: np.ndarray | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def empty(self) -> bool:
-        """No story was published in the timespan (so it has no links either): recorded, but no files."""
-        return self.counts.story_count == 0
-
-    def top_media(self, n: int = 10) -> pd.DataFrame:
-        """The ``n`` media with the most media inlinks (ties: more inlinks, more stories, lower id)."""
-        return self.medium_link_counts.sort_values(
-            ["media_inlink_count", "inlink_count", "story_count", "media_id"],
-            ascending=[False, False, False, True],
-            kind="mergesort",
-        ).head(n)
-
-
-@dataclass
-class FocusSnapshot:
-    """A focus's stories (``stories_id``, ascending) and every timespan of the topic computed on them alone."""
-
-    focus: Focus
-    stories_id: np.ndarray
-    timespans: list[TimespanSnapshot]
-
-    @property
-    def story_count(self) -> int:
-        return len(self.stories_id)
-
-    def __getitem__(self, key: str) -> TimespanSnapshot:
-        for snap in self.timespans:
-            if snap.timespan.key == key:
-                return snap
-        raise KeyError(f"focus {self.focus.key!r} has no timespan {key!r}")
-
-
-@dataclass
-class SnapshotResult:
-    """Every timespan's tables, plus the validated topic stories and media (for the CSV lists).
-
-    ``timespans`` are the whole topic's; ``foci`` hold the same timespans computed on each focus's stories."""
-
-    timespans: list[TimespanSnapshot]
-    # stories_id, media_id, url, title, publish_date (UTC), publish_day_local (the publisher's calendar day, at
-    # midnight, naive; NaT when undated); sorted by stories_id
-    stories: pd.DataFrame
-    media: pd.DataFrame  # media_id, name, url; sorted by media_id
-    count_syndicated_once: bool
-    dropped_links: dict[str, int] = field(default_factory=dict)
-    foci: list[FocusSnapshot] = field(default_factory=list)
-    #: stories per timespan whose words are counted (0: all)
-    word_sample: int = DEFAULT_WORD_SAMPLE
-
-    def focus(self, key: str) -> FocusSnapshot:
-        for found in self.foci:
-            if found.focus.key == key:
-                return found
-        raise KeyError(f"no focus {key!r}; have {[f.focus.key for f in self.foci]}")
-
-    def all_timespans(self) -> Iterator[tuple[Focus | None, TimespanSnapshot]]:
-        """Every timespan of the whole topic (focus None), then every timespan of each focus."""
-        for snap in self.timespans:
-            yield None, snap
-        for found in self.foci:
-            for snap in found.timespans:
-                yield found.focus, snap
-
-    def __getitem__(self, key: str) -> TimespanSnapshot:
-        for snap in self.timespans:
-            if snap.timespan.key == key:
-                return snap
-        raise KeyError(f"no timespan {key!r}; have {[s.timespan.key for s in self.timespans]}")
-
-    def timespan_table(self) -> pd.DataFrame:
-        """One row per timespan, the whole topic's then each focus's: focus (its key; None for the whole
-        topic), key, period, name, start_date, end_date (exclusive), last_date, counts, words_sampled."""
-        rows = []
-        for focus, snap in self.all_timespans():
-            ts = snap.timespan
-            rows.append(
-                {
-                    "focus": focus.key if focus is not None else None,
-                    "key": ts.key,
-                    "period": ts.period,
-                    "name": ts.name,
-                    "start_date": ts.start_date,
-                    "end_date": ts.end_date,
-                    "last_date": ts.last_date,
-                    **asdict(snap.counts),
-                    "words_sampled": snap.summary.words_sampled if snap.summary is not None else 0,
-                }
-            )
-        columns = ["focus", "key", "period", "name", "start_date", "end_date", "last_date", *_COUNT_COLUMNS]
-        table = pd.DataFrame(rows, columns=[*columns, "words_sampled"])
-        for column in (*_COUNT_COLUMNS, "words_sampled"):
-            table[column] = table[column].astype("int64")
-        return table
-
-    def foci_table(self) -> pd.DataFrame:
-        """One row per focus: focus (key), focal_set, name, kind, definition, description, story_count."""
-        return pd.DataFrame(
-            {
-                "focus": [f.focus.key for f in self.foci],
-                "focal_set": [f.focus.focal_set for f in self.foci],
-                "name": [f.focus.name for f in self.foci],
-                "kind": [f.focus.kind for f in self.foci],
-                "definition": [f.focus.describe() for f in self.foci],
-                "description": [f.focus.description for f in self.foci],
-                "story_count": np.array([f.story_count for f in self.foci], dtype=np.int64),
-            }
-        )
-
 
 # ----------------------------------------------------------------------------------------------- inputs
 
@@ -456,31 +122,6 @@ class _Topic:
     whole_position: np.ndarray | None = None
 
 
-class _IdIndex:
-    """Positions of ids in a sorted id array: a dense lookup table when the ids are compact (a gather per id),
-    a binary search otherwise (a topic's stories can be a sparse subset of the global story ids)."""
-
-    def __init__(self, sorted_ids: np.ndarray) -> None:
-        self.ids = sorted_ids
-        self.table: np.ndarray | None = None
-        if len(sorted_ids):
-            self.low = int(sorted_ids[0])
-            span = int(sorted_ids[-1]) - self.low + 1
-            if span <= 8 * len(sorted_ids) + (1 << 16):
-                self.table = np.full(span, -1, dtype=np.int32 if len(sorted_ids) < 2**31 else np.int64)
-                self.table[sorted_ids - self.low] = np.arange(len(sorted_ids), dtype=self.table.dtype)
-
-    def positions(self, ids: np.ndarray) -> np.ndarray:
-        """Position of each id, -1 where absent (int64)."""
-        if self.table is None:
-            return _positions(self.ids, ids)
-        offset = ids - self.low
-        inside = (offset >= 0) & (offset < len(self.table))
-        pos = np.full(len(ids), -1, dtype=np.int64)
-        pos[inside] = self.table[offset[inside]]
-        return pos
-
-
 def _prepare_topic(
     stories: pd.DataFrame,
     media: pd.DataFrame,
@@ -519,7 +160,7 @@ def _prepare_topic(
         raise ValueError(
             f"stories.stories_id repeats (merge duplicate stories first): {np.unique(repeated)[:10].tolist()}"
         )
-    story_medium = _positions(media_ids, frame["media_id"].to_numpy())
+    story_medium = positions(media_ids, frame["media_id"].to_numpy())
     if (story_medium < 0).any():
         unknown = np.unique(frame["media_id"].to_numpy()[story_medium < 0])
         raise ValueError(f"stories refer to media_id(s) not in media: {unknown[:10].tolist()}")
@@ -537,13 +178,13 @@ def _prepare_topic(
     )
 
     n = len(story_ids)
-    index = _IdIndex(story_ids)
+    index = IdIndex(story_ids)
     stat_values: dict[str, np.ndarray] = {}
     stat_known: dict[str, np.ndarray] = {}
     if story_stats is not None:
         _require(story_stats, "story_stats", ["stories_id"])
         stat_ids = _int_ids(story_stats["stories_id"], "story_stats.stories_id")
-        if len(_sorted_distinct(np.sort(stat_ids))) != len(stat_ids):
+        if len(sorted_distinct(np.sort(stat_ids))) != len(stat_ids):
             raise ValueError("story_stats.stories_id repeats: one statistics row per story")
         pos = index.positions(stat_ids)
         inside = pos >= 0  # statistics of stories outside the topic are ignored
@@ -566,7 +207,7 @@ def _prepare_topic(
     if near_dup_groups is not None:
         _require(near_dup_groups, "near_dup_groups", ["stories_id", "group_id"])
         group_ids = _int_ids(near_dup_groups["stories_id"], "near_dup_groups.stories_id")
-        if len(_sorted_distinct(np.sort(group_ids))) != len(group_ids):
+        if len(sorted_distinct(np.sort(group_ids))) != len(group_ids):
             raise ValueError("near_dup_groups.stories_id repeats: a story belongs to one group at most")
         if near_dup_groups["group_id"].isna().any():
             raise ValueError("near_dup_groups.group_id has missing values")
@@ -596,25 +237,6 @@ def _prepare_topic(
         sorted_dates=date_key[date_order],
         date_rank=date_rank,
     )
-
-
-def _positions(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Position of each id in ``sorted_ids``, -1 where absent."""
-    if len(sorted_ids) == 0:
-        return np.full(len(ids), -1, dtype=np.int64)
-    pos = np.searchsorted(sorted_ids, ids)
-    pos[pos >= len(sorted_ids)] = 0
-    found = sorted_ids[pos] == ids
-    return np.where(found, pos, -1).astype(np.int64)
-
-
-def _sorted_distinct(values: np.ndarray) -> np.ndarray:
-    """The distinct values of a SORTED array. ``np.unique`` is avoided on purpose: numpy 2.3+ hashes first
-    (``_unique_hash``), which on millions of mostly-distinct link keys is several times slower than a sort
-    (it was 62 % of a 300k-story snapshot)."""
-    if len(values) < 2:
-        return values
-    return values[np.concatenate(([True], values[1:] != values[:-1]))]
 
 
 def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
@@ -652,7 +274,7 @@ class _Links:
 
 def _cross_media_links(topic: _Topic, links: pd.DataFrame) -> _Links:
     _require(links, "links", ["stories_id", "ref_stories_id"])
-    index = _IdIndex(topic.story_ids)
+    index = IdIndex(topic.story_ids)
     source = index.positions(_int_ids(links["stories_id"], "links.stories_id"))
     ref = index.positions(_int_ids(links["ref_stories_id"], "links.ref_stories_id"))
     dropped = {"source_not_in_topic": int((source < 0).sum())}
@@ -666,7 +288,7 @@ def _cross_media_links(topic: _Topic, links: pd.DataFrame) -> _Links:
     pair = source * n + ref
     if len(pair) > 1 and not (pair[1:] >= pair[:-1]).all():  # the store hands them over sorted already
         pair.sort()
-    pair = _sorted_distinct(pair)  # distinct (source, ref), sorted by source id then ref id
+    pair = sorted_distinct(pair)  # distinct (source, ref), sorted by source id then ref id
     dropped["duplicate"] = int(len(source) - len(pair))
     source, ref = pair // n, pair % n
     by_source = np.zeros(len(topic.story_ids) + 1, dtype=np.int64)
@@ -850,7 +472,18 @@ def _summarize(result: SnapshotResult, texts: StoryTexts) -> None:
     busy = [snap for _, snap in result.all_timespans() if not snap.empty]
     shared_empty = empty_summary()
     for _, snap in result.all_timespans():
-        snap.summary = shared_empty if snap.empty else summarize_timespan(snap, info, shared_empty.top_words)
+        snap.summary = (
+            shared_empty
+            if snap.empty
+            else summarize_timespan(
+                snap.timespan,
+                snap.story_link_counts,
+                snap.medium_link_counts,
+                snap.story_positions,
+                info,
+                shared_empty.top_words,
+            )
+        )
     samples = [
         info.story_ids[sample_positions(_positions_of(snap, info.story_ids), sample_keys, result.word_sample)]
         for snap in busy
@@ -929,7 +562,7 @@ def _timespan_snapshot(
     # The period's stories: published in the window, plus every story such a link points to.
     period_pos = np.concatenate([window, linked])
     period_pos.sort()
-    period_pos = _sorted_distinct(period_pos)  # ascending stories_id
+    period_pos = sorted_distinct(period_pos)  # ascending stories_id
     inlinks = np.zeros(len(period_pos), dtype=np.int64)
     media_inlinks = np.zeros(len(period_pos), dtype=np.int64)
     outlinks = np.zeros(len(period_pos), dtype=np.int64)
@@ -1023,7 +656,7 @@ def _timespan_snapshot(
         medium_link_count=len(medium_links),
         syndicated_repeat_link_count=int(syndicated_repeats),
     )
-    positions = period_pos if topic.whole_position is None else topic.whole_position[period_pos]
+    whole_positions = period_pos if topic.whole_position is None else topic.whole_position[period_pos]
     return TimespanSnapshot(
         ts,
         story_links,
@@ -1031,490 +664,5 @@ def _timespan_snapshot(
         medium_links,
         medium_link_counts,
         counts,
-        story_positions=positions,
+        story_positions=whole_positions,
     )
-
-
-# ----------------------------------------------------------------------------------------------- checks
-
-
-def snapshot_problems(result: SnapshotResult, topic_start: Any, topic_end: Any) -> list[str]:
-    """Consistency problems of a snapshot (empty when consistent), for the asset checks.
-
-    Checks, per timespan of the whole topic and of each focus (named by its folder, ``foci/<focus>/<key>``):
-    the timespan lies within the topic's dates (``topic_end`` inclusive); the medium link counts sum to the
-    number of story links and every story link joins two different media; every counted story is a topic story
-    (and, in a focus, one of the focus's); the counters match the tables.
-    """
-    start = _as_date(topic_start, "topic start_date")
-    end = _as_date(topic_end, "topic end_date") + _DAY
-    index = _IdIndex(result.stories["stories_id"].to_numpy())
-    story_media = result.stories["media_id"].to_numpy()
-    problems: list[str] = []
-    focus_index = {found.focus.key: _IdIndex(found.stories_id) for found in result.foci}
-    for focus, snap in result.all_timespans():
-        ts, key = snap.timespan, timespan_folder(focus, snap.timespan)
-        if ts.start_date < start or ts.end_date > end or ts.start_date >= ts.end_date:
-            problems.append(f"{key}: {ts.start_date}..{ts.last_date} is outside the topic's dates")
-        if snap.empty and not any(len(getattr(snap, table)) for table in _TABLES):
-            continue  # nothing counted, nothing to contradict (most timespans of a topic over decades)
-        link_sum = int(snap.medium_links["link_count"].sum())
-        if link_sum != len(snap.story_links):
-            problems.append(
-                f"{key}: medium link counts sum to {link_sum}, but there are {len(snap.story_links)} story links"
-            )
-        source_pos = index.positions(snap.story_links["source_stories_id"].to_numpy())
-        ref_pos = index.positions(snap.story_links["ref_stories_id"].to_numpy())
-        if (source_pos < 0).any() or (ref_pos < 0).any():
-            problems.append(f"{key}: story links name stories that are not topic stories")
-        elif (story_media[source_pos] == story_media[ref_pos]).any():
-            problems.append(
-                f"{key}: {int((story_media[source_pos] == story_media[ref_pos]).sum())} same-medium story links"
-            )
-        counted = snap.story_link_counts["stories_id"].to_numpy()
-        if (index.positions(counted) < 0).any():
-            problems.append(f"{key}: story_link_counts counts stories that are not topic stories")
-        elif focus is not None and (focus_index[focus.key].positions(counted) < 0).any():
-            problems.append(
-                f"{key}: story_link_counts counts stories that are not topic stories of the focus"
-            )
-        expected = (
-            len(snap.story_link_counts),
-            len(snap.story_links),
-            len(snap.medium_link_counts),
-            len(snap.medium_links),
-        )
-        actual = (
-            snap.counts.story_count,
-            snap.counts.story_link_count,
-            snap.counts.medium_count,
-            snap.counts.medium_link_count,
-        )
-        if expected != actual:
-            problems.append(f"{key}: counts {actual} do not match the tables {expected}")
-    return problems
-
-
-# ----------------------------------------------------------------------------------------------- files
-
-_NULLABLE_INT = pa.int64()
-_SCHEMAS: dict[str, pa.Schema] = {
-    "story_links": pa.schema([("source_stories_id", pa.int64()), ("ref_stories_id", pa.int64())]),
-    "story_link_counts": pa.schema(
-        [
-            ("stories_id", pa.int64()),
-            ("media_id", pa.int64()),
-            ("inlink_count", pa.int64()),
-            ("outlink_count", pa.int64()),
-            ("media_inlink_count", pa.int64()),
-            *((column, _NULLABLE_INT) for column in STAT_COLUMNS),
-            # the stories.csv dates, typed: the instant with its zone in the schema, the publisher's day
-            ("publish_date_utc", pa.timestamp("s", tz="UTC")),
-            ("publish_day_local", pa.date32()),
-        ]
-    ),
-    "medium_links": pa.schema(
-        [("source_media_id", pa.int64()), ("ref_media_id", pa.int64()), ("link_count", pa.int64())]
-    ),
-    "medium_link_counts": pa.schema(
-        [
-            ("media_id", pa.int64()),
-            ("name", pa.string()),
-            ("url", pa.string()),
-            ("story_count", pa.int64()),
-            ("media_inlink_count", pa.int64()),
-            ("inlink_count", pa.int64()),
-            ("outlink_count", pa.int64()),
-            ("sum_media_inlink_count", pa.int64()),
-            *((column, _NULLABLE_INT) for column in STAT_COLUMNS),
-        ]
-    ),
-    "timespans": pa.schema(
-        [
-            ("focus", pa.string()),
-            ("key", pa.string()),
-            ("period", pa.string()),
-            ("name", pa.string()),
-            ("start_date", pa.date32()),
-            ("end_date", pa.date32()),
-            ("last_date", pa.date32()),
-            *((column, pa.int64()) for column in _COUNT_COLUMNS),
-            ("words_sampled", pa.int64()),
-        ]
-    ),
-    "foci": pa.schema(
-        [
-            ("focus", pa.string()),
-            ("focal_set", pa.string()),
-            ("name", pa.string()),
-            ("kind", pa.string()),
-            ("definition", pa.string()),
-            ("description", pa.string()),
-            ("story_count", pa.int64()),
-        ]
-    ),
-}
-
-
-def _atomic_write(path: Path, write: Any) -> Path:
-    """Write through ``write(tmp_path)`` to a temporary sibling, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
-
-
-def _write_parquet(
-    frame: pd.DataFrame, schema: pa.Schema, path: Path, joined: pa.Table | None = None
-) -> Path:
-    """``frame``'s columns of ``schema``, plus the columns of ``joined`` (row-aligned with ``frame``)."""
-    # An explicit schema and no pandas metadata keep the bytes a function of the data alone (the pandas
-    # metadata would embed library versions); nullable integers read back as Int64 with
-    # pd.read_parquet(..., dtype_backend="numpy_nullable"). Integer columns are delta-encoded without a
-    # dictionary: ids and counts rarely repeat enough for one, and delta encoding of the sorted ids is about
-    # twice as fast to write and half the size (every Parquet reader supports it); text keeps its dictionary.
-    extra = joined.column_names if joined is not None else []
-    own = pa.schema([f for f in schema if f.name not in extra])
-    table = pa.Table.from_pandas(frame[own.names], schema=own, preserve_index=False)
-    for name in extra:
-        table = table.append_column(schema.field(name), joined.column(name))
-    return _write_arrow(table.select(schema.names), path)
-
-
-def _write_arrow(table: pa.Table, path: Path) -> Path:
-    """An Arrow table as Parquet, integers delta-encoded, text with its dictionary, no schema metadata."""
-    table = table.replace_schema_metadata(None)
-    integers = [f.name for f in table.schema if pa.types.is_integer(f.type)]
-    others = [f.name for f in table.schema if f.name not in integers]
-    return _atomic_write(
-        path,
-        lambda tmp: pq.write_table(
-            table,
-            tmp,
-            compression="snappy",
-            store_schema=False,
-            use_dictionary=others or False,
-            column_encoding=dict.fromkeys(integers, "DELTA_BINARY_PACKED"),
-        ),
-    )
-
-
-def _write_csv(frame: pd.DataFrame | pa.Table, path: Path) -> Path:
-    """CSV via pyarrow (several times faster than DataFrame.to_csv): an unquoted header, nulls as empty
-    fields, values quoted where pyarrow's "needed" style quotes them; every CSV reader reads it the same."""
-    table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
-    header = (",".join(table.column_names) + "\n").encode("utf-8")
-    # Numbers never need quotes: the "none" style writes the same bytes for them, a third faster.
-    numeric = all(pa.types.is_integer(column.type) for column in table.columns)
-    # Batches of 64k rows rather than pyarrow's 1,024: the same bytes, a third less CPU on the link lists.
-    options = pacsv.WriteOptions(
-        include_header=False, quoting_style="none" if numeric else "needed", batch_size=1 << 16
-    )
-
-    def write(tmp: Path) -> None:
-        with tmp.open("wb") as handle:
-            handle.write(header)
-            pacsv.write_csv(table, handle, options)
-
-    return _atomic_write(path, write)
-
-
-def _story_dates(stories: pd.DataFrame) -> pa.Table:
-    """Every story's ``publish_date_utc`` (timestamp, seconds, zone UTC) and ``publish_day_local`` (date), in
-    the order of ``stories``; null for undated stories."""
-    return pa.table(
-        {
-            "publish_date_utc": pa.array(
-                stories["publish_date"].dt.tz_convert(None).to_numpy(dtype="datetime64[s]"),
-                type=pa.timestamp("s", tz="UTC"),
-                from_pandas=True,
-            ),
-            "publish_day_local": pa.array(
-                stories["publish_day_local"].to_numpy(dtype="datetime64[D]"),
-                type=pa.date32(),
-                from_pandas=True,
-            ),
-        }
-    )
-
-
-def _date_strings(dates: pa.Table) -> pa.Table:
-    """The story dates as CSV text: ISO 8601 with its zone ("2019-11-19T00:05:00Z") and the day
-    ("2019-11-18"). Arrow's cast of a zone-less timestamp to text ("2019-11-19 00:05:00") and two string
-    kernels make the first, some fifteen times cheaper than its strftime or its cast of a zoned timestamp."""
-    wall = dates["publish_date_utc"].cast(pa.timestamp("s")).cast(pa.string())
-    instant = pc.binary_join_element_wise(
-        pc.replace_substring(wall, " ", "T", max_replacements=1), pa.scalar("Z"), ""
-    )
-    return pa.table(
-        {"publish_date_utc": instant, "publish_day_local": dates["publish_day_local"].cast(pa.string())}
-    )
-
-
-#: threads writing a snapshot's files: pyarrow encodes and hashlib hashes without holding the GIL
-WRITE_THREADS = min(4, os.cpu_count() or 1)
-
-
-def write_snapshot_files(
-    result: SnapshotResult, folder: str | os.PathLike[str], csv: bool = True
-) -> dict[str, list[Path]]:
-    """Write each non-empty timespan's tables under ``folder/<timespan folder>/`` and return the paths per
-    timespan folder (``timespan_folder``: ``<key>`` for the whole topic, ``foci/<focal set>/<focus>/<key>`` for
-    a focus; an empty list for a timespan without stories: it is listed in ``timespans.parquet`` and the
-    manifest, marked ``"empty": true``, and gets no folder).
-
-    Per timespan: ``story_links``, ``story_link_counts``, ``medium_links``, ``medium_link_counts`` as Parquet
-    and, with ``csv``, Media Cloud style ``stories.csv`` / ``media.csv`` lists (sorted by media inlinks, as
-    the web tools list them) plus ``story_links.csv`` / ``medium_links.csv``. A story's dates, in
-    ``story_link_counts.parquet`` and ``stories.csv`` alike, are ``publish_date_utc`` (the instant, zone
-    UTC: a zoned timestamp, "2019-11-19T00:05:00Z" in CSV) and ``publish_day_local`` (the publisher's
-    calendar day, the one its timespans count: "2019-11-18"); both empty for an undated story. The key
-    ``"snapshot"`` lists the snapshot's own tables (``timespans``, ``foci``, and the summary tables ``top_words``,
-    ``stories_per_day``, ``media_stories_per_day``, ``top_media``, ``top_stories``, each keyed by focus and
-    timespan; Parquet + CSV) and ``manifest.json`` (sizes and sha256 of every file).
-    Files are written atomically, by a few threads, and byte-identical for identical inputs; existing files
-    are replaced, so the caller gives every snapshot its own folder.
-    """
-    with SnapshotFilesWriter(folder, csv) as files:
-        return files.finish(result)
-
-
-class SnapshotFilesWriter:
-    """Writes a snapshot's files on a few threads (pyarrow and hashlib release the GIL), each timespan's as
-    soon as it is computed: ``compute_snapshot(..., files=writer)`` hands over the whole topic's timespans
-    while the foci are still being computed, so the second core writes while the first computes.
-    ``finish`` writes whatever was not handed over yet, then the snapshot's tables and the manifest. Use it as a
-    context manager: on an error the pending writes are cancelled and the running ones waited for.
-
-    While the computation runs, one thread writes (a big timespan's files take a few hundred MB on their way to
-    disk, and the computation is at its peak too); ``finish`` moves what is still waiting to WRITE_THREADS
-    threads."""
-
-    def __init__(self, folder: str | os.PathLike[str], csv: bool = True) -> None:
-        self.root = Path(folder)
-        self.csv = csv
-        self._early = ThreadPoolExecutor(max_workers=1)
-        self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS)
-        self._jobs: dict[str, Future[dict[Path, dict[str, Any]]]] = {}
-        self._args: dict[str, tuple[Any, ...]] = {}
-        self._context: tuple[pa.Table, pa.Table | None, _IdIndex] | None = None
-
-    def __enter__(self) -> SnapshotFilesWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for pool in (self._early, self._pool):
-            pool.shutdown(wait=True, cancel_futures=True)
-
-    def start(self, stories: pd.DataFrame, media: pd.DataFrame) -> None:
-        """The per-story columns every timespan's files take rows of (``SnapshotResult.stories`` / ``media``)."""
-        story_dates = _story_dates(stories)
-        story_info: pa.Table | None = None
-        if self.csv:
-            text_dates = _date_strings(story_dates)
-            story_info = pa.table(
-                {
-                    **{name: text_dates.column(name) for name in STORY_DATE_COLUMNS},
-                    "title": pa.array(stories["title"], type=pa.string(), from_pandas=True),
-                    "url": pa.array(stories["url"], type=pa.string(), from_pandas=True),
-                    "media_name": pa.array(
-                        media["name"].to_numpy()[
-                            _positions(media["media_id"].to_numpy(), stories["media_id"].to_numpy())
-                        ],
-                        type=pa.string(),
-                        from_pandas=True,
-                    ),
-                }
-            )
-        self._context = (story_dates, story_info, _IdIndex(stories["stories_id"].to_numpy()))
-
-    def submit(self, focus: Focus | None, snaps: Sequence[TimespanSnapshot]) -> None:
-        """Start writing the files of these timespans (of the whole topic, or of ``focus``)."""
-        if self._context is None:
-            raise RuntimeError("SnapshotFilesWriter.start must be called before submit")
-        story_dates, story_info, story_index = self._context
-        # Biggest first, so the threads finish together.
-        busy = sorted(
-            (snap for snap in snaps if not snap.empty),
-            key=lambda snap: -(snap.counts.story_link_count + snap.counts.story_count),
-        )
-        for snap in busy:
-            name = timespan_folder(focus, snap.timespan)
-            if name not in self._jobs:
-                self._args[name] = (snap, self.root / name, story_dates, story_info, story_index)
-                self._jobs[name] = self._early.submit(_write_timespan, *self._args[name])
-
-    def finish(self, result: SnapshotResult) -> dict[str, list[Path]]:
-        """Write what is left, wait for every file, then the snapshot's tables and the manifest."""
-        if self._context is None:
-            self.start(result.stories, result.media)
-        self.submit(None, result.timespans)
-        for found in result.foci:
-            self.submit(found.focus, found.timespans)
-        for name, job in self._jobs.items():
-            if job.cancel():  # not started yet: to the pool of WRITE_THREADS
-                self._jobs[name] = self._pool.submit(_write_timespan, *self._args[name])
-        root = self.root
-        written: dict[str, list[Path]] = {
-            timespan_folder(focus, snap.timespan): [] for focus, snap in result.all_timespans()
-        }
-        top_job = self._pool.submit(_write_snapshot_tables, result, root, self.csv)
-        entries: dict[str, dict[str, Any]] = {}
-        for name, job in self._jobs.items():
-            files = job.result()
-            written[name] = list(files)
-            entries.update({path.relative_to(root).as_posix(): entry for path, entry in files.items()})
-        top = top_job.result()
-        entries.update({path.relative_to(root).as_posix(): _file_entry(path) for path in top})
-        manifest = _manifest(result, entries)
-        text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-        top.append(_atomic_write(root / "manifest.json", lambda tmp: tmp.write_text(text, encoding="utf-8")))
-        written["snapshot"] = top
-        return written
-
-
-def _manifest(result: SnapshotResult, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "format": MANIFEST_FORMAT,
-        "count_syndicated_once": result.count_syndicated_once,
-        "dropped_links": result.dropped_links,
-        "timespans": [
-            {
-                "key": snap.timespan.key,
-                "period": snap.timespan.period,
-                "name": snap.timespan.name,
-                "start_date": snap.timespan.start_date.isoformat(),
-                "last_date": snap.timespan.last_date.isoformat(),
-                "counts": asdict(snap.counts),
-                "empty": snap.empty,
-            }
-            for snap in result.timespans
-        ],
-        "foci": [
-            {
-                "key": found.focus.key,
-                **found.focus.definition(),
-                "story_count": found.story_count,
-                "timespans": [
-                    {
-                        "key": snap.timespan.key,
-                        "folder": timespan_folder(found.focus, snap.timespan),
-                        "counts": asdict(snap.counts),
-                        "empty": snap.empty,
-                    }
-                    for snap in found.timespans
-                ],
-            }
-            for found in result.foci
-        ],
-        "word_sample": result.word_sample,
-        "files": dict(sorted(entries.items())),
-    }
-
-
-#: "topicmap-snapshot/2": a timespan without stories is in the manifest ("empty": true) but has no files.
-#: "topicmap-snapshot/3": foci (their timespans under "foci", folders under foci/) and the summary tables.
-MANIFEST_FORMAT = "topicmap-snapshot/3"
-#: the snapshot's folder of foci: foci/<focal set>/<focus>/<timespan key>/
-FOCI_FOLDER = "foci"
-
-
-def timespan_folder(focus: Focus | None, timespan: Timespan) -> str:
-    """A timespan's folder, relative to the snapshot's: ``<timespan key>`` for the whole topic,
-    ``foci/<focal set>/<focus>/<timespan key>`` for a focus."""
-    return timespan.key if focus is None else f"{FOCI_FOLDER}/{focus.key}/{timespan.key}"
-
-
-def _write_snapshot_tables(result: SnapshotResult, root: Path, csv: bool) -> list[Path]:
-    """The tables of the whole snapshot: timespans (every one, the foci's too), foci, and the summary tables
-    (top words, stories per day, top media and stories) of every timespan with stories, if any."""
-    tables: dict[str, pa.Table] = {
-        "timespans": pa.Table.from_pandas(
-            result.timespan_table(), schema=_SCHEMAS["timespans"], preserve_index=False
-        )
-    }
-    if result.foci:
-        tables["foci"] = pa.Table.from_pandas(
-            result.foci_table(), schema=_SCHEMAS["foci"], preserve_index=False
-        )
-    summaries = [
-        (focus.key if focus is not None else None, snap.timespan.key, snap.summary)
-        for focus, snap in result.all_timespans()
-        if not snap.empty and snap.summary is not None
-    ]
-    if summaries:  # a topic without any story has nothing to sum up (and no file but its timespans)
-        tables.update(summary_tables(summaries))
-    written = []
-    for name, table in tables.items():
-        written.append(_write_arrow(table, root / f"{name}.parquet"))
-        if csv:
-            written.append(_write_csv(table, root / f"{name}.csv"))
-    return written
-
-
-def _file_entry(path: Path) -> dict[str, Any]:
-    """A file's manifest entry: its size and sha256."""
-    return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
-
-
-def _write_timespan(
-    snap: TimespanSnapshot,
-    out: Path,
-    story_dates: pa.Table,
-    story_info: pa.Table | None,
-    story_index: _IdIndex,
-) -> dict[Path, dict[str, Any]]:
-    """One timespan's Parquet (and, with ``story_info``, CSV) files in ``out``, each with its manifest entry."""
-    positions = snap.story_positions
-    if positions is None:
-        positions = story_index.positions(snap.story_link_counts["stories_id"].to_numpy())
-    dates = story_dates.take(pa.array(positions))
-    paths = [
-        _write_parquet(
-            getattr(snap, table),
-            _SCHEMAS[table],
-            out / f"{table}.parquet",
-            joined=dates if table == "story_link_counts" else None,
-        )
-        for table in _TABLES
-    ]
-    if story_info is not None:
-        counts = snap.story_link_counts
-        # Media Cloud's web tools list stories by media inlinks, then inlinks, most first.
-        order = np.lexsort(
-            (
-                counts["stories_id"].to_numpy(),
-                -counts["inlink_count"].to_numpy(),
-                -counts["media_inlink_count"].to_numpy(),
-            )
-        )
-        info = story_info.take(pa.array(positions[order]))
-        ordered = pa.Table.from_pandas(counts.iloc[order], preserve_index=False)
-        columns = {name: ordered.column(name) for name in ordered.column_names}
-        columns.update({name: info.column(name) for name in info.column_names})
-        stories_list = pa.table({name: columns[name] for name in STORY_CSV_COLUMNS})
-        media_list = snap.medium_link_counts.sort_values(
-            ["media_inlink_count", "inlink_count", "media_id"],
-            ascending=[False, False, True],
-            kind="mergesort",
-        )
-        paths += [
-            _write_csv(stories_list, out / "stories.csv"),
-            _write_csv(media_list[list(MEDIA_CSV_COLUMNS)], out / "media.csv"),
-            _write_csv(snap.story_links, out / "story_links.csv"),
-            _write_csv(snap.medium_links, out / "medium_links.csv"),
-        ]
-    return {path: _file_entry(path) for path in paths}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -1,39 +1,34 @@
-"""Subtopics (Media Cloud's foci): which of a topic's stories each focus holds, and where its texts come from.
+"""Subtopics (Media Cloud's foci): a snapshot's foci, which of a topic's stories each holds, where its texts come from.
 
-A focus is either a **query** (the topic's query language, applied to each story's title and text, as the
-topic's own query is when a story is judged relevant) or a **media-tag selection** (the stories whose final
-medium has, in every tag set named, one of the tags listed: ``{media_type: [newspaper, wire]}`` is the stories
-of newspapers and wires, ``{media_type: [newspaper], partisanship: [left, center-left]}`` those of left-leaning
-newspapers). Foci are grouped in focal sets ("Subtopics", "Partisanship").
+A focus is one kind of selection (``topicmap.topics.focus_kinds``: a **query** on each story's title and text,
+or a **media-tag selection** of the stories' final media), named within a focal set ("Subtopics",
+"Partisanship"). The kinds are declared, parsed and checked with the topic; this module takes them as the topic
+declares them (``topic_foci``) and asks each kind which stories its foci hold (``focus_story_masks``).
 
 A snapshot computes every timespan of the whole topic again for each focus, on the focus's stories only: the
 same tables, as if the topic held no other story (``topicmap.snapshots.compute``). A link from a story outside
 the focus does not count in it. Media Cloud restricted each timespan's stories the same way (its "period
 stories" intersected with the focus), but still let a focus story in through a link from outside the focus,
 with no link to show for it; here a focus is its stories and the links among them.
-
-This package does not parse queries (the topic declarations do): a query focus carries a ``matcher``, any
-object with ``matches_story(title, text) -> bool`` (``topicmap.topics.query.TopicQuery``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
 
+# Types only: the topic's foci are handed over, the topics package is not imported at run time.
+if TYPE_CHECKING:
+    from topicmap.topics.declarations import TopicConfig
+    from topicmap.topics.focus_kinds import FocusSelection
+
 #: stories whose title and text are read at once (query foci, word counts)
 TEXT_CHUNK = 2000
-
-
-class StoryMatcher(Protocol):
-    """What a query focus needs of a query: does it match a story with this title and text?"""
-
-    def matches_story(self, title: str | None, text: str | None) -> bool: ...
 
 
 def folder_name(name: str) -> str:
@@ -44,25 +39,18 @@ def folder_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class Focus:
-    """One focus of a focal set: a query (with its ``matcher``) or a media-tag selection (tag set -> tags)."""
+    """One focus of a focal set: its names and what it selects (one kind of ``topicmap.topics.focus_kinds``)."""
 
     focal_set: str
     name: str
-    query: str | None = None
-    matcher: StoryMatcher | None = field(default=None, compare=False, repr=False)
-    media_tags: Mapping[str, Sequence[str]] | None = None
+    selection: FocusSelection
     description: str = ""
 
     def __post_init__(self) -> None:
-        if (self.query is None) == (self.media_tags is None):
-            raise ValueError(f"focus {self.name!r}: a focus is a query or media tags (exactly one)")
-        if self.query is not None and self.matcher is None:
-            raise ValueError(f"focus {self.name!r}: a query focus needs its matcher (the parsed query)")
-        if self.media_tags is not None:
-            if not self.media_tags or not all(self.media_tags.values()):
-                raise ValueError(f"focus {self.name!r}: media_tags must name a tag set and a tag at least")
-            canonical = {k: tuple(sorted(set(v))) for k, v in sorted(self.media_tags.items())}
-            object.__setattr__(self, "media_tags", canonical)
+        if not callable(getattr(self.selection, "story_masks", None)):
+            raise ValueError(
+                f"focus {self.name!r}: the selection must be a focus kind (topicmap.topics.focus_kinds)"
+            )
         if not folder_name(self.focal_set) or not folder_name(self.name):
             raise ValueError(
                 f"focus {self.focal_set!r} / {self.name!r}: each name needs a letter a-z or a digit"
@@ -75,22 +63,35 @@ class Focus:
 
     @property
     def kind(self) -> str:
-        return "query" if self.query is not None else "media_tags"
+        return self.selection.kind
 
     def definition(self) -> dict[str, Any]:
         """What the focus is, as plain data (the snapshot key, provenance and the foci table record it)."""
-        selection: dict[str, Any] = (
-            {"query": self.query}
-            if self.query is not None
-            else {"media_tags": {k: list(v) for k, v in (self.media_tags or {}).items()}}
-        )
-        return {"focal_set": self.focal_set, "name": self.name, "description": self.description, **selection}
+        return {
+            "focal_set": self.focal_set,
+            "name": self.name,
+            "description": self.description,
+            self.kind: self.selection.declaration(),
+        }
 
     def describe(self) -> str:
         """One line for tables and pictures: the query, or ``media_type: newspaper, wire``."""
-        if self.query is not None:
-            return self.query
-        return "; ".join(f"{k}: {', '.join(v)}" for k, v in (self.media_tags or {}).items())
+        return self.selection.describe()
+
+
+def topic_foci(topic: TopicConfig) -> list[Focus]:
+    """The topic's declared foci as a snapshot computes them: every focus of every focal set, in declared order,
+    described by the focal set when it has no description of its own."""
+    return [
+        Focus(
+            focal_set=focal_set.name,
+            name=focus.name,
+            selection=focus.selection,
+            description=focus.description or focal_set.description,
+        )
+        for focal_set in topic.focal_sets
+        for focus in focal_set.foci
+    ]
 
 
 def check_foci(foci: Sequence[Focus]) -> None:
@@ -161,16 +162,14 @@ class FrameTexts:
 # ----------------------------------------------------------------------------------------------- membership
 
 
-def tagged_media(media_tags: pd.DataFrame | None, selection: Mapping[str, Sequence[str]]) -> np.ndarray:
-    """The media (sorted ids) that have, in every tag set of ``selection``, one of its tags."""
-    if media_tags is None or media_tags.empty:
-        return np.zeros(0, dtype=np.int64)
-    chosen: np.ndarray | None = None
-    for tag_set, tags in selection.items():
-        rows = media_tags[(media_tags["tag_set"] == tag_set) & media_tags["tag"].isin(list(tags))]
-        media = np.unique(rows["media_id"].to_numpy(dtype=np.int64))
-        chosen = media if chosen is None else np.intersect1d(chosen, media)
-    return chosen if chosen is not None else np.zeros(0, dtype=np.int64)
+@dataclass(frozen=True)
+class TopicStories:
+    """The topic's stories as the focus kinds select among them (``topicmap.topics.focus_kinds.FocusStories``)."""
+
+    story_ids: np.ndarray  # ascending
+    story_media_ids: np.ndarray  # each story's final medium
+    media_tags: pd.DataFrame | None  # media_id (final medium), tag_set, tag
+    texts: StoryTexts | None
 
 
 def focus_story_masks(
@@ -181,24 +180,15 @@ def focus_story_masks(
     texts: StoryTexts | None,
 ) -> list[np.ndarray]:
     """For each focus, a boolean mask over the stories (``story_ids`` ascending, ``story_media_ids`` their final
-    media): in the focus or not. Every query focus is tried on each story in one pass over the texts."""
-    masks = [np.zeros(len(story_ids), dtype=bool) for _ in foci]
-    queries = [(i, focus.matcher) for i, focus in enumerate(foci) if focus.matcher is not None]
+    media): in the focus or not. Each kind selects the stories of all its foci at once (every query focus is
+    tried on each story in one pass over the texts)."""
+    stories = TopicStories(story_ids, story_media_ids, media_tags, texts)
+    masks: list[np.ndarray] = [np.zeros(0, dtype=bool)] * len(foci)
+    by_kind: dict[type[FocusSelection], list[int]] = {}
     for i, focus in enumerate(foci):
-        if focus.media_tags is not None:
-            masks[i] = np.isin(story_media_ids, tagged_media(media_tags, focus.media_tags))
-    if queries and len(story_ids):
-        if texts is None:
-            raise ValueError("query foci need the stories' texts")
-        done = 0
-        for chunk in texts.chunks(story_ids):
-            n = len(chunk.stories_id)
-            for i, matcher in queries:
-                masks[i][done : done + n] = [
-                    matcher.matches_story(title, text)
-                    for title, text in zip(chunk.title, chunk.text, strict=True)
-                ]
-            done += n
-        if done != len(story_ids):
-            raise ValueError(f"the text source gave {done} stories of {len(story_ids)}")
+        by_kind.setdefault(type(focus.selection), []).append(i)
+    for kind, members in by_kind.items():
+        found = kind.story_masks([foci[i].selection for i in members], stories)
+        for i, mask in zip(members, found, strict=True):
+            masks[i] = mask
     return masks

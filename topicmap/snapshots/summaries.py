@@ -24,7 +24,7 @@ import pyarrow as pa
 from topicmap.snapshots.words import TOP_WORD_COLUMNS
 
 if TYPE_CHECKING:
-    from topicmap.snapshots.compute import TimespanSnapshot
+    from topicmap.snapshots.timespans import Timespan
 
 TOP_METRICS: tuple[str, ...] = (
     "media_inlink_count",
@@ -160,13 +160,18 @@ class StoryInfo:
 
 
 def summarize_timespan(
-    snap: TimespanSnapshot, info: StoryInfo, no_words: pd.DataFrame, n: int = TOP_N
+    ts: Timespan,
+    counts: pd.DataFrame,
+    table: pd.DataFrame,
+    positions: np.ndarray | None,
+    info: StoryInfo,
+    no_words: pd.DataFrame,
+    n: int = TOP_N,
 ) -> TimespanSummary:
-    """``snap``'s summary, its words ``no_words`` (an empty table: ``topicmap.snapshots.compute`` counts the
-    words of all timespans at once, afterwards)."""
-    ts = snap.timespan
-    counts = snap.story_link_counts
-    positions = snap.story_positions
+    """The summary of the timespan ``ts`` from its ``story_link_counts`` (``counts``), its
+    ``medium_link_counts`` (``table``) and its counted stories' positions among the topic's (``positions``;
+    None: looked up); its words ``no_words`` (an empty table: ``topicmap.snapshots.compute`` counts the words
+    of all timespans at once, afterwards)."""
     if positions is None:
         positions = np.searchsorted(info.story_ids, counts["stories_id"].to_numpy(dtype=np.int64))
     days = info.story_days[positions]
@@ -193,7 +198,6 @@ def summarize_timespan(
         }
     )
 
-    table = snap.medium_link_counts
     rows, ranks, values = _ranked(table, "media_id", n)
     top_media = pd.DataFrame(
         {

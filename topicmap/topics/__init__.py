@@ -4,6 +4,7 @@
   ``topics_yaml`` reads the file's YAML within bounds; ``topic_errors`` is the error that names topic and field.
 - ``query``: the boolean query language (Lucene/Solr as Media Cloud users write it) and its matching.
   ``query_parser``, ``query_tree``, ``query_text`` and ``query_prefilter`` are its parts.
+- ``focus_kinds``: the kinds of focus (subtopic) a topic declares: each one class and one ``FOCUS_KINDS`` entry.
 - ``seeding``: a topic's seeds: its query run over the story archive month by month, plus its seed URL lists.
 
 ``topicmap.topics`` re-exports ``declarations`` so ``from topicmap.topics import TopicConfig`` keeps working;

@@ -49,7 +49,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from topicmap.store.tag_names import tag_problem, tag_set_problem
+from topicmap.topics.focus_kinds import FOCUS_KINDS, FocusDeclarationError, FocusSelection
 from topicmap.topics.query import MAX_QUERY_CHARS, PARSE_CACHE_CHARS, QuerySyntaxError, TopicQuery, parse
 from topicmap.topics.topic_errors import TopicConfigError
 from topicmap.topics.topic_errors import shown as _shown  # the name every field check quotes values with
@@ -126,16 +126,16 @@ class SeedUrlList:
 #: subtopics of one topic, at most: every focus repeats every timespan of the topic's snapshots
 MAX_FOCI = 50
 FOCAL_SET_FIELDS = {"name", "description", "foci"}
-FOCUS_FIELDS = {"name", "description", "query", "media_tags"}
+FOCUS_FIELDS = {"name", "description", *FOCUS_KINDS}
 MAX_FOCUS_NAME_CHARS = 100
 MAX_FOCUS_DESCRIPTION_CHARS = 2000
 
 
 @dataclass(frozen=True)
 class FocusDefinition:
-    """A subtopic (Media Cloud's focus definition): the topic's stories a query matches (the topic's query
-    language, on each story's title and text), or those whose final medium has, in every tag set named, one of
-    the tags listed (``media_tags``: tag set -> tags, the tags sorted)."""
+    """A subtopic (Media Cloud's focus definition): its name and, in the field of its kind, what it selects
+    (``topicmap.topics.focus_kinds``): a query, or ``media_tags`` (tag set -> tags, the tags sorted). One field
+    per kind, as topics.yaml declares it: these fields are the focus in the topic's config JSON."""
 
     name: str
     query: str | None = None
@@ -143,8 +143,10 @@ class FocusDefinition:
     description: str = ""
 
     @property
-    def parsed_query(self) -> TopicQuery | None:
-        return parse(self.query) if self.query is not None else None
+    def selection(self) -> FocusSelection:
+        """What the focus selects, as its kind's class (which says which stories it holds)."""
+        (kind,) = (kind for kind in FOCUS_KINDS if getattr(self, kind) is not None)
+        return FOCUS_KINDS[kind](getattr(self, kind))
 
 
 @dataclass(frozen=True)
@@ -430,60 +432,23 @@ def _named_mapping(topic: str, where: str, raw: Any, known: set[str], what: str)
     return raw, name
 
 
-def _parse_media_tags(topic: str, where: str, label: str, raw: Any) -> dict[str, tuple[str, ...]]:
-    """``{tag_set: [tags]}``: a tag set's tags as a list or one tag; at least one tag set, one tag each."""
-    if not isinstance(raw, dict) or not raw:
-        raise TopicConfigError(
-            topic, where, f"{label}: expected a mapping of tag set to tags, e.g. {{media_type: [newspaper]}}"
-        )
-    selection: dict[str, tuple[str, ...]] = {}
-    for tag_set, tags in raw.items():
-        problem = (
-            tag_set_problem(tag_set)
-            if isinstance(tag_set, str)
-            else f"tag set {_shown.repr(tag_set)} is not text"
-        )
-        if problem:
-            raise TopicConfigError(topic, f"{where}.{tag_set}", f"{label}: {problem}")
-        values = tags if isinstance(tags, list) else [tags]
-        if not values:
-            raise TopicConfigError(topic, f"{where}.{tag_set}", f"{label}: lists no tag")
-        for position, tag in enumerate(values):
-            problem = (
-                tag_problem(tag.strip()) if isinstance(tag, str) else f"tag {_shown.repr(tag)} is not text"
-            )
-            if problem:
-                raise TopicConfigError(topic, f"{where}.{tag_set}[{position}]", f"{label}: {problem}")
-        selection[tag_set] = tuple(sorted({tag.strip() for tag in values}))
-    return dict(sorted(selection.items()))
-
-
 def _parse_focus(topic: str, where: str, raw: Any, set_name: str) -> FocusDefinition:
-    raw, name = _named_mapping(topic, where, raw, FOCUS_FIELDS, "and a query or media_tags")
+    raw, name = _named_mapping(topic, where, raw, FOCUS_FIELDS, f"and a {' or '.join(FOCUS_KINDS)}")
     label = f"focus {name!r} of focal set {set_name!r}"
     description = _focus_text(
         topic, f"{where}.description", raw.get("description"), MAX_FOCUS_DESCRIPTION_CHARS, required=False
     )
-    kinds = [kind for kind in ("query", "media_tags") if raw.get(kind) is not None]
+    kinds = [kind for kind in FOCUS_KINDS if raw.get(kind) is not None]
     if len(kinds) != 1:
         raise TopicConfigError(
-            topic, where, f"{label}: expected a query or media_tags{'' if not kinds else ', not both'}"
+            topic, where, f"{label}: expected a {' or '.join(FOCUS_KINDS)}{'' if not kinds else ', not both'}"
         )
-    if kinds == ["media_tags"]:
-        tags = _parse_media_tags(topic, f"{where}.media_tags", label, raw["media_tags"])
-        return FocusDefinition(name=name, media_tags=tags, description=description)
-    query = raw["query"]
-    if not isinstance(query, str) or not query.strip():
-        raise TopicConfigError(
-            topic, f"{where}.query", f"{label}: expected a query string, got {_shown.repr(query)}"
-        )
+    kind = kinds[0]
     try:
-        parse(query)
-    except QuerySyntaxError as exc:
-        raise TopicConfigError(
-            topic, f"{where}.query", f"{label}: at position {exc.position}: {exc}"
-        ) from exc
-    return FocusDefinition(name=name, query=query, description=description)
+        selection = FOCUS_KINDS[kind].declared(raw[kind])
+    except FocusDeclarationError as exc:
+        raise TopicConfigError(topic, f"{where}.{kind}{exc.where}", f"{label}: {exc}") from exc
+    return FocusDefinition(name=name, description=description, **{kind: selection.declaration()})
 
 
 def _parse_focal_sets(topic: str, raw: Any) -> tuple[FocalSetDefinition, ...]:

@@ -1,0 +1,84 @@
+"""A snapshot's consistency checks, and how they are sorted into the three blocking asset checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topicmap.snapshots.files import timespan_folder
+from topicmap.snapshots.ids import IdIndex
+from topicmap.snapshots.names import CHECK_DATES, CHECK_LINK_COUNTS, CHECK_NAMES, CHECK_TOPIC_STORIES
+from topicmap.snapshots.results import TIMESPAN_TABLES, SnapshotResult
+from topicmap.snapshots.timespans import ONE_DAY, as_date
+
+
+def snapshot_problems(result: SnapshotResult, topic_start: Any, topic_end: Any) -> list[str]:
+    """Consistency problems of a snapshot (empty when consistent), for the asset checks.
+
+    Checks, per timespan of the whole topic and of each focus (named by its folder, ``foci/<focus>/<key>``):
+    the timespan lies within the topic's dates (``topic_end`` inclusive); the medium link counts sum to the
+    number of story links and every story link joins two different media; every counted story is a topic story
+    (and, in a focus, one of the focus's); the counters match the tables.
+    """
+    start = as_date(topic_start, "topic start_date")
+    end = as_date(topic_end, "topic end_date") + ONE_DAY
+    index = IdIndex(result.stories["stories_id"].to_numpy())
+    story_media = result.stories["media_id"].to_numpy()
+    problems: list[str] = []
+    focus_index = {found.focus.key: IdIndex(found.stories_id) for found in result.foci}
+    for focus, snap in result.all_timespans():
+        ts, key = snap.timespan, timespan_folder(focus, snap.timespan)
+        if ts.start_date < start or ts.end_date > end or ts.start_date >= ts.end_date:
+            problems.append(f"{key}: {ts.start_date}..{ts.last_date} is outside the topic's dates")
+        if snap.empty and not any(len(getattr(snap, table)) for table in TIMESPAN_TABLES):
+            continue  # nothing counted, nothing to contradict (most timespans of a topic over decades)
+        link_sum = int(snap.medium_links["link_count"].sum())
+        if link_sum != len(snap.story_links):
+            problems.append(
+                f"{key}: medium link counts sum to {link_sum}, but there are {len(snap.story_links)} story links"
+            )
+        source_pos = index.positions(snap.story_links["source_stories_id"].to_numpy())
+        ref_pos = index.positions(snap.story_links["ref_stories_id"].to_numpy())
+        if (source_pos < 0).any() or (ref_pos < 0).any():
+            problems.append(f"{key}: story links name stories that are not topic stories")
+        elif (story_media[source_pos] == story_media[ref_pos]).any():
+            problems.append(
+                f"{key}: {int((story_media[source_pos] == story_media[ref_pos]).sum())} same-medium story links"
+            )
+        counted = snap.story_link_counts["stories_id"].to_numpy()
+        if (index.positions(counted) < 0).any():
+            problems.append(f"{key}: story_link_counts counts stories that are not topic stories")
+        elif focus is not None and (focus_index[focus.key].positions(counted) < 0).any():
+            problems.append(
+                f"{key}: story_link_counts counts stories that are not topic stories of the focus"
+            )
+        expected = (
+            len(snap.story_link_counts),
+            len(snap.story_links),
+            len(snap.medium_link_counts),
+            len(snap.medium_links),
+        )
+        actual = (
+            snap.counts.story_count,
+            snap.counts.story_link_count,
+            snap.counts.medium_count,
+            snap.counts.medium_link_count,
+        )
+        if expected != actual:
+            problems.append(f"{key}: counts {actual} do not match the tables {expected}")
+    return problems
+
+
+def check_problems(result: SnapshotResult, topic_start: Any, topic_end: Any) -> dict[str, list[str]]:
+    """``snapshot_problems`` sorted into the three asset checks (empty lists when consistent).
+
+    A problem of an unforeseen kind goes to the link-count check rather than being lost.
+    """
+    sorted_problems: dict[str, list[str]] = {name: [] for name in CHECK_NAMES}
+    for problem in snapshot_problems(result, topic_start, topic_end):
+        if "outside the topic's dates" in problem:
+            sorted_problems[CHECK_DATES].append(problem)
+        elif "not topic stories" in problem:
+            sorted_problems[CHECK_TOPIC_STORIES].append(problem)
+        else:
+            sorted_problems[CHECK_LINK_COUNTS].append(problem)
+    return sorted_problems
