@@ -26,6 +26,21 @@ from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
 
 #: run tag saying why a seeds run was requested
 SEEDS_REASON_TAG = "topicmap/seeds_reason"
+#: the asset a seeds_job run materializes
+SEEDS_ASSET = dg.AssetKey("seeds")
+
+
+def seeds_in_progress(instance: dg.DagsterInstance, topic: str) -> bool:
+    """Whether a queued or running run seeds ``topic``: a `seeds_job` run, or a run launched from the asset graph
+    (Dagster's `__ASSET_JOB`) that selects `seeds`."""
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(tags={TOPIC_TAG: topic}, statuses=RUNS_IN_PROGRESS)
+    )
+    return any(
+        record.dagster_run.job_name == seeds_job.name
+        or SEEDS_ASSET in (record.dagster_run.asset_selection or ())
+        for record in records
+    )
 
 
 def read_cursor(cursor: str | None) -> int | None:
@@ -87,10 +102,7 @@ def archive_growth(
         if state == "error":
             notes.append(f"{name}: in error, not seeded again (see its message in the store)")
             continue
-        if context.instance.get_run_records(
-            filters=dg.RunsFilter(job_name=seeds_job.name, tags={TOPIC_TAG: name}, statuses=RUNS_IN_PROGRESS),
-            limit=1,
-        ):
+        if seeds_in_progress(context.instance, name):
             notes.append(f"{name}: a seeds_job run is in progress (what it reads is seen after it)")
             continue
         last_day = topic.last_day()
