@@ -39,21 +39,29 @@ import dagster as dg
 from celery import Celery
 from celery.exceptions import TaskRevokedError
 from celery.result import AsyncResult
-from dagster._core.execution.retries import RetryMode  # dagster-celery's executor takes this
-from dagster_celery.config import DEFAULT_CONFIG, dict_wrapper
-from dagster_celery.core_execution_loop import core_celery_execution_loop
-from dagster_celery.executor import CELERY_CONFIG, CeleryExecutor, _submit_task
-from dagster_celery.make_app import make_app
-from dagster_celery.tasks import create_task
 from kombu import Queue
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
+from assets.dagster_internals import RetryMode
+from orchestration.celery_internals import (
+    CELERY_CONFIG,
+    DEFAULT_CONFIG,
+    CeleryExecutor,
+    core_celery_execution_loop,
+    create_task,
+    dict_wrapper,
+    make_app,
+    submit_task,
+)
+
 if TYPE_CHECKING:  # dagster-celery's executor is handed these internal types
-    from dagster._core.execution.context.system import PlanOrchestrationContext
-    from dagster._core.execution.plan.plan import ExecutionPlan
-    from dagster._core.execution.plan.state import KnownExecutionState
-    from dagster._core.execution.plan.step import ExecutionStep
+    from assets.dagster_internals import (
+        ExecutionPlan,
+        ExecutionStep,
+        KnownExecutionState,
+        PlanOrchestrationContext,
+    )
 
 DEFAULT_BROKER = "amqp://guest:guest@127.0.0.1:5672//"
 DEFAULT_BACKEND = "rpc://"
@@ -195,7 +203,7 @@ class _RunTasks:
             # kombu raises its own error for a broker it cannot reach, the transport's for a connection lost
             self.broker_errors = (OperationalError, *app.connection_for_write().connection_errors)
         with self._naming_broker():
-            result = _submit_task(app, plan_context, step, queue, priority, known_state)
+            result = submit_task(app, plan_context, step, queue, priority, known_state)
         task = _Task(self, result, step.key, queue)
         self.tasks.append(task)
         return task

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import dagster as dg
-from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph
 
+from assets.dagster_internals import BaseAssetGraph
 from orchestration.run_tags import run_asset_keys, tags_for_run
 
 #: Dagster's implicit asset job (`__ASSET_JOB`) and anonymous sensor jobs start with this: no page of their own

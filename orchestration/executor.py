@@ -41,18 +41,20 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-from dagster._core.events import EngineEventData
-from dagster._core.execution.plan.handle import UnresolvedStepHandle
-from dagster._core.execution.plan.inputs import UnresolvedMappedStepInput
-from dagster._core.execution.plan.resume_retry import ReexecutionStrategy
-from dagster._core.execution.plan.step import UnresolvedMappedExecutionStep
-from dagster._core.execution.retries import RetryMode
-from dagster._core.execution.step_dependency_config import StepDependencyConfig
-from dagster._core.storage.tags import RETRY_STRATEGY_TAG
+
+from assets.dagster_internals import (
+    RETRY_STRATEGY_TAG,
+    EngineEventData,
+    ReexecutionStrategy,
+    RetryMode,
+    StepDependencyConfig,
+    UnresolvedMappedExecutionStep,
+    UnresolvedMappedStepInput,
+    UnresolvedStepHandle,
+)
 
 if TYPE_CHECKING:  # an Executor is handed these internal types
-    from dagster._core.execution.context.system import PlanOrchestrationContext
-    from dagster._core.execution.plan.plan import ExecutionPlan
+    from assets.dagster_internals import ExecutionPlan, PlanOrchestrationContext
 
 #: set by a run worker that starts step processes: its pid, for the step processes it starts (module doc)
 RUN_WORKER_PID_ENV = "TOPICMAP_RUN_WORKER_PID"

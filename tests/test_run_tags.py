@@ -10,11 +10,14 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.remote_origin import InProcessCodeLocationOrigin
-from dagster._core.workspace.context import WorkspaceProcessContext, WorkspaceRequestContext
-from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 from dagster_graphql.test.utils import execute_dagster_graphql
 
+from assets.dagster_internals import (
+    InProcessCodeLocationOrigin,
+    InProcessWorkspaceLoadTarget,
+    WorkspaceProcessContext,
+    WorkspaceRequestContext,
+)
 from assets.jobs import POST_SPIDER_ASSETS, SPIDER_ASSETS, run_tags, topic_run_tags
 from orchestration.coordinator import NAMED_JOB_TAG, TaggingRunCoordinator, named_job_for
 from orchestration.run_tags import run_topic
