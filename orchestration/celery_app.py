@@ -88,7 +88,7 @@ def backend_url() -> str:
 
 def start_timeout() -> float:
     """TOPICMAP_CELERY_START_TIMEOUT in seconds (default 120): how long a Celery run's unstarted steps may wait
-    in a queue no worker consumes before the run fails (orchestration/celery_app.py, ``_RunTasks``)."""
+    in a queue no worker consumes before the run fails (``_RunTasks``)."""
     raw = (os.environ.get(START_TIMEOUT_ENV) or "").strip()
     if not raw:
         return DEFAULT_START_TIMEOUT
