@@ -111,9 +111,9 @@ def week_keys(weeks: int) -> list[str]:
 
 def run_range(store_url: str, instance, first: str, last: str):  # noqa: ANN001, ANN201
     import dagster as dg
-    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
     from assets.clusters import cluster_weeks
+    from assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
     from resources.store import TopicStoreResource
 
     keys = [dg.MultiPartitionKey({"topic": TOPIC, "week": week}) for week in (first, last)]

@@ -28,6 +28,7 @@ worker started later.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,24 +39,69 @@ import dagster as dg
 from celery import Celery
 from celery.exceptions import TaskRevokedError
 from celery.result import AsyncResult
-from dagster._core.execution.retries import RetryMode  # dagster-celery's executor takes this
-from dagster_celery.config import DEFAULT_CONFIG, dict_wrapper
-from dagster_celery.core_execution_loop import core_celery_execution_loop
-from dagster_celery.executor import CELERY_CONFIG, CeleryExecutor, _submit_task
-from dagster_celery.make_app import make_app
-from dagster_celery.tasks import create_task
 from kombu import Queue
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
-from orchestration.executor import CELERY_SETTINGS, backend_url, broker_url
+from assets.dagster_internals import RetryMode
+from orchestration.celery_internals import (
+    CELERY_CONFIG,
+    DEFAULT_CONFIG,
+    CeleryExecutor,
+    core_celery_execution_loop,
+    create_task,
+    dict_wrapper,
+    make_app,
+    submit_task,
+)
 from topicmap import settings
 
 if TYPE_CHECKING:  # dagster-celery's executor is handed these internal types
-    from dagster._core.execution.context.system import PlanOrchestrationContext
-    from dagster._core.execution.plan.plan import ExecutionPlan
-    from dagster._core.execution.plan.state import KnownExecutionState
-    from dagster._core.execution.plan.step import ExecutionStep
+    from assets.dagster_internals import (
+        ExecutionPlan,
+        ExecutionStep,
+        KnownExecutionState,
+        PlanOrchestrationContext,
+    )
+
+DEFAULT_BROKER = "amqp://guest:guest@127.0.0.1:5672//"
+DEFAULT_BACKEND = "rpc://"
+#: seconds a Celery run's unstarted steps may sit in a queue no worker consumes before the run fails
+DEFAULT_START_TIMEOUT = 120.0
+
+#: what every worker and the run's executor must agree on (worker-side: acks and redelivery)
+CELERY_SETTINGS = {
+    "task_acks_late": True,
+    "task_reject_on_worker_lost": True,
+    "worker_prefetch_multiplier": 1,  # a worker holds no task it has not started: a free worker takes it
+    "broker_connection_retry_on_startup": True,
+}
+
+
+def broker_url() -> str:
+    return settings.CELERY_BROKER.value() or DEFAULT_BROKER
+
+
+def backend_url() -> str:
+    return settings.CELERY_BACKEND.value() or DEFAULT_BACKEND
+
+
+def start_timeout() -> float:
+    """TOPICMAP_CELERY_START_TIMEOUT in seconds (default 120): how long a Celery run's unstarted steps may wait
+    in a queue no worker consumes before the run fails (``_RunTasks``)."""
+    raw = settings.CELERY_START_TIMEOUT.value().strip()
+    if not raw:
+        return DEFAULT_START_TIMEOUT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:  # also refuses nan
+        raise ValueError(
+            f"{settings.CELERY_START_TIMEOUT.name} must be a number of seconds above 0, got {raw!r}"
+        )
+    return seconds
+
 
 # The worker app: `celery -A orchestration.celery_app worker`. dagster-celery's execute_plan task on an app with
 # our broker, backend and settings (its stock `dagster_celery.app` would use early acknowledgement).
@@ -68,17 +114,6 @@ app = make_app(
     }
 )
 execute_plan = create_task(app)
-
-
-def spider_iteration_job() -> dg.JobDefinition:
-    """The job a test or script launches with ``dg.execute_job(dg.reconstructable(spider_iteration_job))``:
-    the spider's assets with the executor from the environment (workers rebuild it from this function)."""
-    from orchestration.definitions import defs
-
-    return defs.resolve_job_def(SPIDER_JOB)
-
-
-SPIDER_JOB = "spider_iteration_job"  # assets/jobs.py: the same job, whichever spider asset is defined
 
 
 #: how often a run asks whether a worker consumes the queue its unfinished steps are in
@@ -170,7 +205,7 @@ class _RunTasks:
             # kombu raises its own error for a broker it cannot reach, the transport's for a connection lost
             self.broker_errors = (OperationalError, *app.connection_for_write().connection_errors)
         with self._naming_broker():
-            result = _submit_task(app, plan_context, step, queue, priority, known_state)
+            result = submit_task(app, plan_context, step, queue, priority, known_state)
         task = _Task(self, result, step.key, queue)
         self.tasks.append(task)
         return task
@@ -281,4 +316,22 @@ def topicmap_celery_executor(init_context: dg.InitExecutorContext) -> dg.Executo
         config_source=config.get("config_source"),
         include=config.get("include"),
         retries=RetryMode.from_config(config["retries"]),
+    )
+
+
+def celery_executor_from_env() -> dg.ExecutorDefinition:
+    """``topicmap_celery`` configured from TOPICMAP_CELERY_* (orchestration/executor.py picks it when
+    TOPICMAP_EXECUTOR=celery). The broker URL may carry a password: it is passed as an env reference, never as a
+    literal in run config."""
+    return topicmap_celery_executor.configured(
+        {
+            "broker": {"env": settings.CELERY_BROKER.name}
+            if settings.CELERY_BROKER.value()
+            else DEFAULT_BROKER,
+            "backend": {"env": settings.CELERY_BACKEND.name}
+            if settings.CELERY_BACKEND.value()
+            else DEFAULT_BACKEND,
+            "config_source": CELERY_SETTINGS,
+            "start_timeout": start_timeout(),
+        }
     )

@@ -90,3 +90,9 @@ defs = dg.Definitions.merge(
     snapshots.snapshot_defs,
     dg.Definitions(resources=build_resources()),
 )
+
+
+def spider_iteration_job() -> dg.JobDefinition:
+    """The spider's job with the executor from the environment, for a test or script that launches it with
+    ``dg.execute_job(dg.reconstructable(spider_iteration_job), ...)`` (Celery workers rebuild it from here)."""
+    return defs.resolve_job_def("spider_iteration_job")

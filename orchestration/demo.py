@@ -109,9 +109,9 @@ def build_cluster_weeks(
     runs them (``BackfillPolicy.single_run``): built in order in one pass, each from the state the week before
     left. None when none of its weeks is a partition yet."""
     import dagster as dg
-    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
     from assets.clusters import weeks_partitions
+    from assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
     from orchestration.runs import run_job
     from topicmap.clusters.store import topic_weeks
 

@@ -1,7 +1,7 @@
-"""Which executor runs the code location's steps, from the environment (TOPICMAP_EXECUTOR, TOPICMAP_CELERY_*).
+"""Which executor runs the code location's steps, from the environment (TOPICMAP_EXECUTOR).
 
-Kept apart from the Celery worker app (``orchestration/celery_app.py``) so that loading the code location does
-not import Celery unless it is chosen. See that module and deploy/celery.md.
+Kept apart from the Celery worker app (``orchestration/celery_app.py``, which reads TOPICMAP_CELERY_*) so that
+loading the code location does not import Celery unless it is chosen. See that module and deploy/celery.md.
 
 Unset, it is Dagster's default executor (``multi_or_in_process``: one process per step) with two differences.
 Step processes are forked from a forkserver that has loaded the code location once per run,
@@ -41,59 +41,22 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-from dagster._core.events import DagsterEvent, DagsterEventType, EngineEventData
-from dagster._core.execution.plan.handle import UnresolvedStepHandle
-from dagster._core.execution.plan.inputs import UnresolvedMappedStepInput
-from dagster._core.execution.plan.resume_retry import ReexecutionStrategy
-from dagster._core.execution.plan.step import UnresolvedMappedExecutionStep
-from dagster._core.execution.retries import RetryMode
-from dagster._core.execution.step_dependency_config import StepDependencyConfig
-from dagster._core.storage.tags import RETRY_STRATEGY_TAG
+
+from assets.dagster_internals import (
+    RETRY_STRATEGY_TAG,
+    EngineEventData,
+    ReexecutionStrategy,
+    RetryMode,
+    StepDependencyConfig,
+    UnresolvedMappedExecutionStep,
+    UnresolvedMappedStepInput,
+    UnresolvedStepHandle,
+)
 
 from topicmap import settings
 
 if TYPE_CHECKING:  # an Executor is handed these internal types
-    from dagster._core.execution.context.system import PlanOrchestrationContext
-    from dagster._core.execution.plan.plan import ExecutionPlan
-
-DEFAULT_BROKER = "amqp://guest:guest@127.0.0.1:5672//"
-DEFAULT_BACKEND = "rpc://"
-#: seconds a Celery run's unstarted steps may sit in a queue no worker consumes before the run fails
-DEFAULT_START_TIMEOUT = 120.0
-
-#: what every worker and the run's executor must agree on (worker-side: acks and redelivery)
-CELERY_SETTINGS = {
-    "task_acks_late": True,
-    "task_reject_on_worker_lost": True,
-    "worker_prefetch_multiplier": 1,  # a worker holds no task it has not started: a free worker takes it
-    "broker_connection_retry_on_startup": True,
-}
-
-
-def broker_url() -> str:
-    return settings.CELERY_BROKER.value() or DEFAULT_BROKER
-
-
-def backend_url() -> str:
-    return settings.CELERY_BACKEND.value() or DEFAULT_BACKEND
-
-
-def start_timeout() -> float:
-    """TOPICMAP_CELERY_START_TIMEOUT in seconds (default 120): how long a Celery run's unstarted steps may wait
-    in a queue no worker consumes before the run fails (orchestration/celery_app.py, ``_RunTasks``)."""
-    raw = settings.CELERY_START_TIMEOUT.value().strip()
-    if not raw:
-        return DEFAULT_START_TIMEOUT
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = 0.0
-    if not seconds > 0:  # also refuses nan
-        raise ValueError(
-            f"{settings.CELERY_START_TIMEOUT.name} must be a number of seconds above 0, got {raw!r}"
-        )
-    return seconds
-
+    from assets.dagster_internals import ExecutionPlan, PlanOrchestrationContext
 
 #: prctl(2) option: the signal a process gets when its parent dies
 PR_SET_PDEATHSIG = 1
@@ -162,8 +125,8 @@ def end_with_run_worker() -> None:
 STRATEGY_BY_TAG = "topicmap/retry_strategy_by"
 STRATEGY_BY_EXECUTOR = "executor"
 #: step events after which a step runs no more in this run; a failed step means the run's work is not done
-ENDED = {DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_SKIPPED}
-FAILED = {DagsterEventType.STEP_FAILURE, DagsterEventType.RESOURCE_INIT_FAILURE}
+ENDED = {dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_SKIPPED}
+FAILED = {dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RESOURCE_INIT_FAILURE}
 
 
 class _StepsLeft:
@@ -194,13 +157,13 @@ class _StepsLeft:
             else:
                 self.left.add(key)  # an unresolved key with several sources never ends: never done
 
-    def record(self, event: DagsterEvent) -> None:
+    def record(self, event: dg.DagsterEvent) -> None:
         key, kind = event.step_key, event.event_type
         if key is None:
             return
         if kind in FAILED:
             self.failed = True
-        elif kind == DagsterEventType.STEP_OUTPUT:
+        elif kind == dg.DagsterEventType.STEP_OUTPUT:
             output = event.step_output_data
             if output.mapping_key is not None:
                 for handle in self.mapped.get((key, output.output_name), []):
@@ -235,7 +198,7 @@ class MarkingWorkDone(dg.Executor):
     def get_step_event_or_retry_event(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401 - Dagster's
         return self._executor.get_step_event_or_retry_event(*args, **kwargs)
 
-    def log_failure_or_retry_event_after_error(self, *args: Any, **kwargs: Any) -> DagsterEvent:
+    def log_failure_or_retry_event_after_error(self, *args: Any, **kwargs: Any) -> dg.DagsterEvent:
         return self._executor.log_failure_or_retry_event_after_error(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:  # noqa: ANN401 - whatever the wrapped executor holds
@@ -247,7 +210,7 @@ class MarkingWorkDone(dg.Executor):
 
     def execute(
         self, plan_context: PlanOrchestrationContext, execution_plan: ExecutionPlan
-    ) -> Iterator[DagsterEvent]:
+    ) -> Iterator[dg.DagsterEvent]:
         run, instance = plan_context.dagster_run, plan_context.instance
         strategy = run.tags.get(RETRY_STRATEGY_TAG)
         if STRATEGY_BY_TAG not in run.tags and strategy is not None:  # named by whoever launched the run
@@ -256,7 +219,7 @@ class MarkingWorkDone(dg.Executor):
         # set by this executor, so inherited (a run is executed once): ALL_STEPS from a run whose work was done
         if strategy == ReexecutionStrategy.ALL_STEPS.name:
             instance.add_run_tags(run.run_id, {RETRY_STRATEGY_TAG: ReexecutionStrategy.FROM_FAILURE.name})
-            yield DagsterEvent.engine_event(
+            yield dg.DagsterEvent.engine_event(
                 plan_context,
                 f"Retry strategy set back to FROM_FAILURE: this run inherited {RETRY_STRATEGY_TAG}=ALL_STEPS from a "
                 "run whose steps had all succeeded; it is set again when every step of this run has.",
@@ -308,18 +271,6 @@ def _chosen_executor() -> dg.ExecutorDefinition:
     if choice != "celery":
         raise ValueError(f"TOPICMAP_EXECUTOR must be 'celery', 'in_process' or unset, got {choice!r}")
     # celery loads only where it is chosen; dagster-celery's executor without its silent waits
-    from orchestration.celery_app import topicmap_celery_executor
+    from orchestration.celery_app import celery_executor_from_env
 
-    # The broker URL may carry a password: it is passed as an env reference, never as a literal in run config.
-    return topicmap_celery_executor.configured(
-        {
-            "broker": {"env": settings.CELERY_BROKER.name}
-            if settings.CELERY_BROKER.is_set()
-            else DEFAULT_BROKER,
-            "backend": {"env": settings.CELERY_BACKEND.name}
-            if settings.CELERY_BACKEND.is_set()
-            else DEFAULT_BACKEND,
-            "config_source": CELERY_SETTINGS,
-            "start_timeout": start_timeout(),
-        }
-    )
+    return celery_executor_from_env()

@@ -36,17 +36,19 @@ import json
 import os
 import signal
 import socket
-from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
 
-from dagster import DagsterEventType, DagsterRun, DagsterRunStatus, DefaultRunLauncher
-from dagster._core.events import DagsterEvent
-from dagster._core.execution.plan.state import KnownExecutionState
-from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, WorkerStatus
-from dagster._core.storage.tags import GRPC_INFO_TAG, RETRY_NUMBER_TAG
-from dagster._serdes.config_class import ConfigurableClassData
+from dagster import DagsterEvent, DagsterEventType, DagsterRun, DagsterRunStatus, DefaultRunLauncher
+
+from assets.dagster_internals import (
+    GRPC_INFO_TAG,
+    RETRY_NUMBER_TAG,
+    CheckRunHealthResult,
+    KnownExecutionState,
+    LaunchRunContext,
+    WorkerStatus,
+)
 
 #: the engine event a run worker emits when it starts (dagster/_grpc/impl.py)
 STARTED_MESSAGE = "Started process for run (pid: "
@@ -92,12 +94,6 @@ def process_start_time(pid: int) -> float | None:
 
 class PidCheckingRunLauncher(DefaultRunLauncher):
     """DefaultRunLauncher whose run workers the MonitoringDaemon checks by pid (see the module docstring)."""
-
-    @classmethod
-    def from_config_value(
-        cls, inst_data: ConfigurableClassData, config_value: Mapping[str, Any]
-    ) -> PidCheckingRunLauncher:
-        return cls(inst_data=inst_data)
 
     @property
     def supports_check_run_worker_health(self) -> bool:

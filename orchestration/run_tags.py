@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 import dagster as dg
-from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph
-from dagster._core.snap import ExecutionPlanSnapshot
-from dagster._core.storage.tags import (
+
+from assets.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     PARTITION_NAME_TAG,
+    BaseAssetGraph,
+    ExecutionPlanSnapshot,
     get_multidimensional_partition_tag,
 )
-
 from assets.jobs import run_tags
 from assets.partitions import topics_partitions
 

@@ -21,16 +21,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-from dagster._core.definitions.reconstruct import ReconstructableJob
-from dagster._core.definitions.selector import JobSubsetSelector
-from dagster._core.events import DagsterEventType, EngineEventData
-from dagster._core.execution.api import execute_run
-from dagster._core.execution.execute_in_process import merge_run_tags
-from dagster._core.remote_origin import InProcessCodeLocationOrigin
-from dagster._core.remote_representation.code_location import InProcessCodeLocation
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-from dagster._core.workspace.load_target import WorkspaceFileTarget
 
+from assets.dagster_internals import (
+    EngineEventData,
+    InProcessCodeLocation,
+    InProcessCodeLocationOrigin,
+    JobSubsetSelector,
+    LoadableTargetOrigin,
+    ReconstructableJob,
+    WorkspaceFileTarget,
+    execute_run,
+    merge_run_tags,
+)
 from orchestration.launcher import IN_PROCESS_HOST_TAG, STARTED_MESSAGE
 from orchestration.run_tags import run_asset_keys, tags_for_run
 
@@ -70,7 +72,7 @@ class FinishedRun:
     def materializations(self, asset: str) -> list[dg.AssetMaterialization]:
         """The run's materializations of ``asset``, in the order they were logged."""
         records = self.instance.get_records_for_run(
-            self.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
+            self.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
         ).records
         found = [record.event_log_entry.asset_materialization for record in records]
         return [m for m in found if m is not None and m.asset_key == dg.AssetKey(asset)]
@@ -87,7 +89,7 @@ class FinishedRun:
     def check_evaluations(self, asset: str) -> list[dg.AssetCheckEvaluation]:
         """The run's evaluations of the checks on ``asset``."""
         records = self.instance.get_records_for_run(
-            self.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION
+            self.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
         ).records
         evaluations = [r.event_log_entry.dagster_event.asset_check_evaluation_data for r in records]
         return [e for e in evaluations if e.asset_key == dg.AssetKey(asset)]

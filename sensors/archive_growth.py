@@ -29,6 +29,8 @@ from topicmap.topics.declarations import TopicConfigError
 
 #: run tag saying why a seeds run was requested
 SEEDS_REASON_TAG = "topicmap/seeds_reason"
+#: the asset a seeds_job run materializes
+SEEDS_ASSET = dg.AssetKey("seeds")
 
 
 def read_cursor(cursor: str | None) -> int | None:
@@ -88,7 +90,7 @@ def archive_growth(
         if state == "error":
             notes.append(f"{name}: in error, not seeded again (see its message in the store)")
             continue
-        if topic_run_in_progress(context.instance, name, seeds_job.name):
+        if topic_run_in_progress(context.instance, name, seeds_job.name, asset=SEEDS_ASSET):
             notes.append(f"{name}: a seeds_job run is in progress (what it reads is seen after it)")
             continue
         last_day = topic.last_day()

@@ -104,8 +104,7 @@ def click_totals_catch_up(
 def click_backfill_request(repository_def: dg.RepositoryDefinition | None, days: list[date]) -> dg.RunRequest:
     """A run request the sensor daemon turns into an asset backfill over ``days`` of `click_totals` (stage auto)."""
     # AssetGraphSubset is how Dagster's own automation asks for a backfill; no public constructor exists in 1.13.
-    from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
-    from dagster._core.definitions.events import AssetKeyPartitionKey
+    from assets.dagster_internals import AssetGraphSubset, AssetKeyPartitionKey
 
     if repository_def is None:
         raise dg.DagsterInvariantViolationError("the catch-up needs the code location's asset graph")

@@ -237,7 +237,7 @@ class DagsterGraphQL:
         assert data["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess", data
 
     def runs(self, tags: dict[str, str] | None = None) -> list[dict]:
-        """Runs (newest first), filtered by tags: job names change, the topic tag does not."""
+        """Runs (newest first), filtered by tags."""
         data = self.query(
             "query($filter: RunsFilter) { runsOrError(filter: $filter, limit: 500) { __typename "
             "... on Runs { results { runId status creationTime startTime endTime "

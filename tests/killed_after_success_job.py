@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.storage.tags import RETRY_STRATEGY_TAG
 
+from assets.dagster_internals import RETRY_STRATEGY_TAG
 from orchestration.executor import executor_from_env
 
 

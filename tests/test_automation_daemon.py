@@ -14,8 +14,8 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.execution.backfill import BulkActionStatus  # not exported at the top level in 1.13
 
+from assets.dagster_internals import BulkActionStatus
 from tests.social_fixtures import add_topic_stories, click_table, dataset_for, week_of_stories
 from topicmap.demo.standins import run_standin_server
 from topicmap.store.topic_store import TopicStore

@@ -52,7 +52,7 @@ DRIVER = """
 import sys
 import dagster as dg
 from dagster import DagsterEventType
-from orchestration.celery_app import spider_iteration_job
+from orchestration.definitions import spider_iteration_job
 from topicmap.spider.plan import decide, read_spider_facts
 from topicmap.store.topic_store import TopicStore
 

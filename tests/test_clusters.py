@@ -14,12 +14,12 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 import pytest
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG as RANGE_END
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
 from PIL import Image
 from sklearn.metrics import adjusted_rand_score
 
 from assets.clusters import WEEKS_START, ClusterWeeksConfig, cluster_weeks, clusters
+from assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG as RANGE_END
+from assets.dagster_internals import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
 from assets.partitions import weeks_end_day, weeks_start_day
 from resources.store import TopicStoreResource
 from topicmap.clusters.model import (

@@ -421,8 +421,6 @@ def test_ccnews_partition_asset_and_yesterday_schedule(tmp_path: Path, web) -> N
     assert [r.partition_key for r in requests] == ["2026-03-01"]
     # the partition it asks for is the last one there is at that moment (end_offset=0: yesterday, a whole day),
     # and a tick evaluated twice asks for the same run (its run key)
-    from dagster._core.definitions.partitions.context import partition_loading_context  # 1.13: not exported
-
-    with partition_loading_context(effective_dt=datetime(2026, 3, 2, 6, 0, tzinfo=UTC)):
+    with dg.partition_loading_context(effective_dt=datetime(2026, 3, 2, 6, 0, tzinfo=UTC)):
         assert ccnews_days.get_last_partition_key() == "2026-03-01"
     assert requests[0].run_key == "ccnews:2026-03-01" and requests[0].job_name in (None, "ccnews_daily")

@@ -17,11 +17,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
-from dagster._core.events import DagsterEvent, EngineEventData
-from dagster._core.launcher import WorkerStatus
-from dagster._core.storage.tags import GRPC_INFO_TAG
-from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
+from assets.dagster_internals import GRPC_INFO_TAG, EngineEventData, WorkerStatus, monitor_started_run
 from orchestration.coordinator import TaggingRunCoordinator
 from orchestration.launcher import IN_PROCESS_HOST_TAG, PidCheckingRunLauncher, process_state
 from tests.dagster_deploy import DEPLOY, ROOT, dagster_pg_env, postgres_database, write_instance
@@ -238,7 +235,7 @@ def test_monitoring_sees_a_reused_pid(monitored_instance: dg.DagsterInstance) ->
 def _report_step_process(instance: dg.DagsterInstance, run: dg.DagsterRun, pid: int) -> None:
     """The event Dagster's multiprocess executor logs as a step process starts (its pid in the metadata)."""
     instance.report_dagster_event(
-        DagsterEvent(
+        dg.DagsterEvent(
             event_type_value=dg.DagsterEventType.STEP_WORKER_STARTED.value,
             job_name=run.job_name,
             step_key="spider_iteration",

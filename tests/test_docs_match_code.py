@@ -207,7 +207,7 @@ def test_every_sensor_runs_a_named_job(
     """A sensor targets named jobs, so its runs show on a job's page; never `__ASSET_JOB` nor the anonymous job
     Dagster makes for a sensor declared with an asset selection. The exception is a sensor that launches asset
     backfills (only a sensor with an asset selection and no job may, in Dagster 1.13): its selection must be held
-    by one named job, under which the run queue (orchestration/coordinator.py) files the backfill's runs. A run
+    by one named job, whose name the run queue (orchestration/coordinator.py) tags the backfill's runs with. A run
     status sensor that requests no job (sensors/run_failures.py) launches nothing and is left out."""
     problems = []
     for sensor in sorted(repository.sensor_defs, key=lambda s: s.name):

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import dagster as dg
 import pytest
-from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 
 from assets.spider import spider_iteration, spider_iteration_sharded
-from orchestration.definitions import defs
+from orchestration.definitions import build_resources, defs
 from orchestration.runs import REPOSITORY_NAME, code_location
 
 SPIDER_PATH = {
@@ -24,7 +23,7 @@ def _parents(graph, key: str) -> set[str]:  # noqa: ANN001 - an AssetGraph or th
 
 @pytest.mark.parametrize("spider", [spider_iteration, spider_iteration_sharded], ids=["one_step", "sharded"])
 def test_the_spider_assets_follow_one_another(spider: dg.AssetsDefinition) -> None:
-    graph = AssetGraph.from_assets([spider])
+    graph = dg.Definitions(assets=[spider], resources=build_resources()).resolve_asset_graph()
     assert {key: _parents(graph, key) for key in SPIDER_PATH} == SPIDER_PATH
     # one iteration writes all three: selecting one selects the others (a run never writes one table alone)
     assert not spider.can_subset

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -362,6 +363,17 @@ def test_the_archive_growth_sensor_reseeds_the_topics_whose_dates_hold_the_new_s
     assert by_topic["running"].tags["topicmap/seeds_reason"] == "archive-growth"
     # a replayed tick asks for the same runs (Dagster launches a run key once)
     assert [r.run_key for r in tick(quiet.cursor).run_requests] == [r.run_key for r in grown.run_requests]
+    # a topic with a seeds run in progress, even one launched from the asset graph (`__ASSET_JOB`), waits for it
+    busy = dg.DagsterRun(
+        job_name="__ASSET_JOB",
+        run_id=str(uuid.uuid4()),
+        status=dg.DagsterRunStatus.STARTED,
+        tags={"topicmap/topic": "running"},
+        asset_selection=frozenset({dg.AssetKey("seeds")}),
+    )
+    instance.add_run(busy)
+    assert [r.partition_key for r in tick(quiet.cursor).run_requests] == ["until-next-year"]
+    instance.delete_run(busy.run_id)
 
     # the runs it asked for read only the new story, after which nothing is left unread
     for name in by_topic:

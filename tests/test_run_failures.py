@@ -23,16 +23,18 @@ from typing import TypeVar
 
 import dagster as dg
 import pytest
-from dagster._core.storage.tags import RETRY_NUMBER_TAG, RETRY_STRATEGY_TAG, WILL_RETRY_TAG
-from dagster._core.test_utils import create_test_daemon_workspace_context
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import ModuleTarget
-from dagster._daemon.auto_run_reexecution.auto_run_reexecution import (
-    consume_new_runs_for_automatic_reexecution,
-)
-from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 from sqlalchemy import select
 
+from assets.dagster_internals import (
+    RETRY_NUMBER_TAG,
+    RETRY_STRATEGY_TAG,
+    WILL_RETRY_TAG,
+    ModuleTarget,
+    WorkspaceProcessContext,
+    consume_new_runs_for_automatic_reexecution,
+    create_test_daemon_workspace_context,
+    monitor_started_run,
+)
 from orchestration.executor import STRATEGY_BY_EXECUTOR, STRATEGY_BY_TAG
 from orchestration.launcher import process_state
 from resources.store import TopicStoreResource

@@ -3,9 +3,10 @@ driven through GraphQL as the UI drives it.
 
 * A run the project started itself (`topicmap topic run`, like `make demo`) is listed on its job's page and
   re-executes from the UI (the Re-execute button's mutation, by parent run id), and so does its re-execution.
-* A run launched from the asset graph (Materialize on `__ASSET_JOB`, a partition backfill) shows under the named job
-  that holds its assets and carries the project's tags and pools, so the run queue's limits hold: a second spider run
-  of a topic stays queued while the first is in progress, while a spider run of another topic starts.
+* A run launched from the asset graph (Materialize on `__ASSET_JOB`, a partition backfill) keeps Dagster's job name,
+  is tagged with the named job that holds its assets (`topicmap/named_job`) and carries the project's tags and pools,
+  so the run queue's limits hold: a second spider run of a topic stays queued while the first is in progress, while
+  a spider run of another topic starts.
 
 Waits on progress (runs, their states, the processes' logs), never on a wall-clock deadline.
 """
@@ -87,7 +88,7 @@ def test_a_run_the_project_started_is_on_its_job_page_and_re_executes_from_the_u
     assert dagster.wait_for_run(graphql.reexecute(again)) == "SUCCESS"
 
 
-def test_runs_launched_from_the_asset_graph_carry_the_projects_job_tags_and_limits(
+def test_runs_launched_from_the_asset_graph_carry_the_projects_tags_and_limits(
     deployment: tuple[LocalDagster, dg.DagsterInstance],
 ) -> None:
     dagster, instance = deployment
@@ -110,23 +111,27 @@ def test_runs_launched_from_the_asset_graph_carry_the_projects_job_tags_and_limi
 
     for run_id, topic in ((second, TOPIC), (other, OTHER_TOPIC)):
         run = stored(run_id)
-        assert run["jobName"] == "spider_iteration_job", run
+        assert run["jobName"] == "__ASSET_JOB", run
         assert {
-            k: run["tags"].get(k) for k in ("topicmap/topic", "topicmap/spider_topic", "topicmap/stage")
+            k: run["tags"].get(k)
+            for k in ("topicmap/named_job", "topicmap/topic", "topicmap/spider_topic", "topicmap/stage")
         } == {
+            "topicmap/named_job": "spider_iteration_job",
             "topicmap/topic": topic,
             "topicmap/spider_topic": topic,
             "topicmap/stage": "spider",
         }
         assert instance.get_run_by_id(run_id).run_op_concurrency.all_pools == {"spider"}
-        assert run_id in graphql.job_page_runs("spider_iteration_job")
+    # the Runs list filtered on the tag shows them, as the README says to read such a run
+    named = {r["runId"] for r in graphql.runs({"topicmap/named_job": "spider_iteration_job"})}
+    assert {second, other} <= named
     # the queue starts the other topic's spider run (queued after the second) and holds the second back
     dagster.wait_for(
         "the other topic's spider run to leave the queue", lambda: stored(other)["status"] != "QUEUED"
     )
     assert stored(second)["status"] == "QUEUED"
 
-    # a backfill from the asset graph: one run per topic, each a seeds_job run of its topic
+    # a backfill from the asset graph: one run per topic, each tagged as seeds_job's work on its topic
     def submitted(backfill_id: str, count: int) -> list[dict] | None:
         """The backfill's runs once the daemon has created and submitted (queued) all ``count`` of them."""
         runs = dagster.backfill_runs(backfill_id)
@@ -134,12 +139,15 @@ def test_runs_launched_from_the_asset_graph_carry_the_projects_job_tags_and_limi
 
     backfill = dagster.launch_backfill("seeds", [TOPIC, OTHER_TOPIC])
     runs = dagster.wait_for("the backfill's two runs", lambda: submitted(backfill, 2))
-    assert sorted((r["jobName"], r["tags"].get("topicmap/topic")) for r in runs) == [
+    assert sorted((r["tags"].get("topicmap/named_job"), r["tags"].get("topicmap/topic")) for r in runs) == [
         ("seeds_job", OTHER_TOPIC),
         ("seeds_job", TOPIC),
     ], runs
-    # and one over publication days: a click_totals_job run counted against the Bit.ly limit
+    # and one over publication days: click_totals_job's work, counted against the Bit.ly limit
     clicks = dagster.launch_backfill("click_totals", ["2026-01-10", "2026-01-11"])
     (click_run,) = dagster.wait_for("the click backfill's run", lambda: submitted(clicks, 1))
-    assert click_run["jobName"] == "click_totals_job" and click_run["tags"]["topicmap/api"] == "bitly"
+    assert (
+        click_run["tags"]["topicmap/named_job"] == "click_totals_job"
+        and click_run["tags"]["topicmap/api"] == "bitly"
+    )
     assert instance.get_run_by_id(click_run["runId"]).run_op_concurrency.all_pools == {"social_api"}

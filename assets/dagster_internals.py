@@ -1,0 +1,166 @@
+"""Every name of Dagster's internals (``dagster._...``) this project uses, imported here once; the rest of the code
+(orchestration, sensors, tests, benchmarks) imports them from this module. tests/test_private_apis.py fails on any
+other import of ``dagster._`` and lists the names held here.
+
+Each is something Dagster 1.13 has no public name for: the types an executor, a run launcher or a run coordinator is
+handed, the run tags Dagster itself writes and reads, creating a run of a code location and executing it in this
+process, and (for tests) the daemons' single iterations. Dagster is pinned exactly (pyproject.toml: the Dagster family
+as one unit), so these cannot change under us without an upgrade the tests then run against. A name that becomes
+public moves to ``dagster`` and leaves this list. Kept beside assets/beta.py (the beta APIs in use), in the lowest
+package that uses it, so that sensors and orchestration both import it downwards.
+"""
+
+import importlib
+
+from dagster._core.definitions.assets.graph.asset_graph_subset import (
+    AssetGraphSubset,  # the asset backfill a sensor requests (RunRequest.for_asset_graph_subset): no public constructor
+)
+from dagster._core.definitions.assets.graph.base_asset_graph import (
+    BaseAssetGraph,  # the type of a code location's asset graph, local or remote (workspace.asset_graph): not exported
+)
+from dagster._core.definitions.events import (
+    AssetKeyPartitionKey,  # one asset partition, what AssetGraphSubset is built from: not exported
+)
+from dagster._core.definitions.reconstruct import (
+    ReconstructableJob,  # what a code location hands back for a job to execute here: not exported
+)
+from dagster._core.definitions.selector import (
+    JobSubsetSelector,  # names a job (and asset subset) of a code location, to plan a run of it: not exported
+)
+from dagster._core.events import (
+    EngineEventData,  # an engine event's data (a run worker's pid) for instance.report_engine_event: not exported
+)
+from dagster._core.execution.api import (
+    execute_run,  # executes a run already created in the instance, in this process: execute_job creates its own
+)
+from dagster._core.execution.backfill import (
+    BulkActionStatus,  # a backfill's status, as the instance reports it (tests): not exported
+)
+from dagster._core.execution.context.system import (
+    PlanOrchestrationContext,  # the context Executor.execute is handed: not exported
+)
+from dagster._core.execution.execute_in_process import (
+    merge_run_tags,  # a run's tags from its job, partition and caller, as a launch computes them: not exported
+)
+from dagster._core.execution.plan.handle import (
+    UnresolvedStepHandle,  # a step mapped over a dynamic output, before its mapping keys are known: not exported
+)
+from dagster._core.execution.plan.inputs import (
+    UnresolvedMappedStepInput,  # the input that maps a step over an upstream dynamic output: not exported
+)
+from dagster._core.execution.plan.plan import (
+    ExecutionPlan,  # the plan Executor.execute is handed: not exported
+)
+from dagster._core.execution.plan.resume_retry import (
+    ReexecutionStrategy,  # the values of the dagster/retry_strategy run tag: not exported
+)
+from dagster._core.execution.plan.state import (
+    KnownExecutionState,  # a run's step outcomes, and what a retry from its failure would run: not exported
+)
+from dagster._core.execution.plan.step import (
+    ExecutionStep,  # one step of an ExecutionPlan, as dagster-celery submits it: not exported
+    UnresolvedMappedExecutionStep,  # a step mapped over a dynamic output, in an ExecutionPlan: not exported
+)
+from dagster._core.execution.retries import (
+    RetryMode,  # Executor.retries' type, which a wrapping executor returns and dagster-celery's takes: not exported
+)
+from dagster._core.execution.step_dependency_config import (
+    StepDependencyConfig,  # Executor.step_dependency_config's type, for a wrapping executor: not exported
+)
+from dagster._core.launcher import (
+    CheckRunHealthResult,  # what RunLauncher.check_run_worker_health returns: not exported
+    LaunchRunContext,  # what RunLauncher.launch_run is handed: not exported
+    WorkerStatus,  # a run worker's health in CheckRunHealthResult: not exported
+)
+from dagster._core.remote_origin import (
+    InProcessCodeLocationOrigin,  # a code location loaded in this process: not exported
+)
+from dagster._core.remote_representation.code_location import (
+    InProcessCodeLocation,  # the code location that origin loads (jobs, plans, asset graph): not exported
+)
+from dagster._core.snap import (
+    ExecutionPlanSnapshot,  # a stored run's plan (instance.get_execution_plan_snapshot): not exported
+)
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,  # run tag Dagster reads for a single-run range: not exported
+    ASSET_PARTITION_RANGE_START_TAG,  # run tag Dagster reads for a single-run range: not exported
+    GRPC_INFO_TAG,  # run tag naming the code server a run worker was launched from: not exported
+    PARTITION_NAME_TAG,  # run tag of a run's partition (dagster/partition): not exported
+    RETRY_NUMBER_TAG,  # run tag Dagster sets on an automatic retry: not exported
+    RETRY_STRATEGY_TAG,  # run tag choosing what a retry runs (dagster/retry_strategy): not exported
+    WILL_RETRY_TAG,  # run tag Dagster sets on a failed run it will retry (tests): not exported
+    get_multidimensional_partition_tag,  # run tag of one dimension of a multi-partition: not exported
+)
+from dagster._core.types.loadable_target_origin import (
+    LoadableTargetOrigin,  # where a code location is loaded from (module, working directory): not exported
+)
+from dagster._core.workspace.context import (
+    WorkspaceProcessContext,  # a workspace over code locations, as the webserver holds it (tests): not exported
+    WorkspaceRequestContext,  # one request's view of that workspace, for GraphQL in process (tests): not exported
+)
+from dagster._core.workspace.load_target import (
+    InProcessWorkspaceLoadTarget,  # a workspace of a code location loaded in this process (tests): not exported
+    ModuleTarget,  # a workspace of a code location given by module (tests): not exported
+    WorkspaceFileTarget,  # the code locations workspace.yaml declares: not exported
+)
+
+#: private names only tests use, imported when first asked for (``__getattr__``): their modules load SQLAlchemy,
+#: which loading the code location does not (tests/test_code_location_load.py)
+IMPORTED_ON_USE = {
+    # a workspace for one daemon iteration run in a test: not exported
+    "create_test_daemon_workspace_context": "dagster._core.test_utils",
+    # one pass of the run-retry daemon: not exported
+    "consume_new_runs_for_automatic_reexecution": "dagster._daemon.auto_run_reexecution.auto_run_reexecution",
+    # one run-monitoring check of a started run: not exported
+    "monitor_started_run": "dagster._daemon.monitoring.run_monitoring",
+}
+
+
+def __getattr__(name: str) -> object:
+    """One of ``IMPORTED_ON_USE``, imported now."""
+    if name not in IMPORTED_ON_USE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(IMPORTED_ON_USE[name]), name)
+
+
+__all__ = [
+    "ASSET_PARTITION_RANGE_END_TAG",
+    "ASSET_PARTITION_RANGE_START_TAG",
+    "AssetGraphSubset",
+    "AssetKeyPartitionKey",
+    "BaseAssetGraph",
+    "BulkActionStatus",
+    "CheckRunHealthResult",
+    "EngineEventData",
+    "ExecutionPlan",
+    "ExecutionPlanSnapshot",
+    "ExecutionStep",
+    "GRPC_INFO_TAG",
+    "InProcessCodeLocation",
+    "InProcessCodeLocationOrigin",
+    "InProcessWorkspaceLoadTarget",
+    "JobSubsetSelector",
+    "KnownExecutionState",
+    "LaunchRunContext",
+    "LoadableTargetOrigin",
+    "ModuleTarget",
+    "PARTITION_NAME_TAG",
+    "PlanOrchestrationContext",
+    "RETRY_NUMBER_TAG",
+    "RETRY_STRATEGY_TAG",
+    "ReconstructableJob",
+    "ReexecutionStrategy",
+    "RetryMode",
+    "StepDependencyConfig",
+    "UnresolvedMappedExecutionStep",
+    "UnresolvedMappedStepInput",
+    "UnresolvedStepHandle",
+    "WILL_RETRY_TAG",
+    "WorkerStatus",
+    "WorkspaceFileTarget",
+    "WorkspaceProcessContext",
+    "WorkspaceRequestContext",
+    "execute_run",
+    "get_multidimensional_partition_tag",
+    "merge_run_tags",
+]
