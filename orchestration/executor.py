@@ -52,7 +52,6 @@ from assets.dagster_internals import (
     UnresolvedMappedStepInput,
     UnresolvedStepHandle,
 )
-
 from topicmap import settings
 
 if TYPE_CHECKING:  # an Executor is handed these internal types

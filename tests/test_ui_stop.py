@@ -122,7 +122,7 @@ def test_the_ui_commands_stop_every_process_they_started(
             commands = " | ".join(tree.values())
             if (
                 _ui_answers(port)
-                and "dagster._daemon" in commands
+                and "_daemon run" in commands
                 and ("grpc" in commands or "code-server" in commands)
             ):
                 break
