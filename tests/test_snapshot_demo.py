@@ -43,8 +43,8 @@ def test_the_demo_topic_declares_a_query_focus_and_a_media_tag_focus() -> None:
     foci = {(focal_set.name, focus.name): focus for focal_set in topic.focal_sets for focus in focal_set.foci}
     kinds = {key: focus.selection.kind for key, focus in foci.items()}
     assert sorted(kinds.values()) == ["media_tags", "query"]
-    (papers,) = (focus for focus in foci.values() if focus.media_tags is not None)
-    assert dict(papers.media_tags) == {"media_type": ("newspaper",)}
+    (papers,) = (focus for focus in foci.values() if focus.selection.kind == "media_tags")
+    assert papers.selection.declaration() == {"media_type": ("newspaper",)}
 
 
 def test_make_demo_prints_each_focus_size_and_top_words(
@@ -115,7 +115,7 @@ def test_make_demo_prints_each_focus_size_and_top_words(
     shown = {match[1]: match for match in map(pattern.fullmatch, lines) if match}
     assert sorted(shown) == ["media-type/newspapers", "subtopics/clean-energy"], lines
     energy, paper = shown["subtopics/clean-energy"], shown["media-type/newspapers"]
-    assert (energy[2], energy[3]) == ("query", topic.focal_sets[0].foci[0].query)
+    assert (energy[2], energy[3]) == ("query", topic.focal_sets[0].foci[0].selection.declaration())
     assert (paper[2], paper[3]) == ("media_tags", "media_type: newspaper")
     assert int(energy[4]) == len(clean_energy) and int(paper[4]) == len(papers)
     english = stop_words(("en",))

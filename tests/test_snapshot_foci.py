@@ -90,14 +90,20 @@ def test_focal_sets_are_read_with_the_topic(tmp_path: Path) -> None:
         FocalSetDefinition(
             name="Subtopics",
             description="what the coverage is about",
-            foci=(FocusDefinition(name="Energy transition", query='"renewable energy" OR solar OR wind*'),),
+            foci=(
+                FocusDefinition(
+                    name="Energy transition", selection=QuerySelection('"renewable energy" OR solar OR wind*')
+                ),
+            ),
         ),
         FocalSetDefinition(
             name="Media type",
             foci=(
                 FocusDefinition(
                     name="Newspapers and wires",
-                    media_tags={"media_type": ("newspaper", "wire"), "partisanship": ("center",)},
+                    selection=MediaTagSelection(
+                        {"media_type": ("newspaper", "wire"), "partisanship": ("center",)}
+                    ),
                 ),
             ),
         ),

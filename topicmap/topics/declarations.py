@@ -133,20 +133,25 @@ MAX_FOCUS_DESCRIPTION_CHARS = 2000
 
 @dataclass(frozen=True)
 class FocusDefinition:
-    """A subtopic (Media Cloud's focus definition): its name and, in the field of its kind, what it selects
-    (``topicmap.topics.focus_kinds``): a query, or ``media_tags`` (tag set -> tags, the tags sorted). One field
-    per kind, as topics.yaml declares it: these fields are the focus in the topic's config JSON."""
+    """A subtopic (Media Cloud's focus definition): its name and what it selects, as its kind's class
+    (``topicmap.topics.focus_kinds``: a query, media tags, ...)."""
 
     name: str
-    query: str | None = None
-    media_tags: dict[str, tuple[str, ...]] | None = None
+    selection: FocusSelection
     description: str = ""
 
-    @property
-    def selection(self) -> FocusSelection:
-        """What the focus selects, as its kind's class (which says which stories it holds)."""
-        (kind,) = (kind for kind in FOCUS_KINDS if getattr(self, kind) is not None)
-        return FOCUS_KINDS[kind](getattr(self, kind))
+    def declaration(self) -> dict[str, Any]:
+        """The focus as the topic's config JSON records it (part of every snapshot key): its name, its
+        description and the declared value under its kind's field. The fields of the first kinds, ``query`` and
+        ``media_tags``, are written for every focus (null unless of that kind), as they were before kinds were
+        classes, so the keys of existing snapshots stay the same; another kind's field only in its own foci."""
+        fields: dict[str, Any] = dict.fromkeys(KEYED_FOCUS_KINDS)
+        fields[self.selection.kind] = self.selection.declaration()
+        return {"name": self.name, **fields, "description": self.description}
+
+
+#: the kinds whose field every focus of the config JSON carries (FocusDefinition.declaration)
+KEYED_FOCUS_KINDS = ("query", "media_tags")
 
 
 @dataclass(frozen=True)
@@ -208,6 +213,9 @@ class TopicConfig:
             not self.focal_sets
         ):  # a topic without foci keeps the JSON (and the config hash) it had before foci
             del declaration["focal_sets"]
+        else:  # each focus as its kind declares it (asdict would spell out the kind's class)
+            for declared, focal_set in zip(declaration["focal_sets"], self.focal_sets, strict=True):
+                declared["foci"] = [focus.declaration() for focus in focal_set.foci]
         return json.dumps(declaration, sort_keys=True, default=default)
 
     @property
@@ -448,7 +456,7 @@ def _parse_focus(topic: str, where: str, raw: Any, set_name: str) -> FocusDefini
         selection = FOCUS_KINDS[kind].declared(raw[kind])
     except FocusDeclarationError as exc:
         raise TopicConfigError(topic, f"{where}.{kind}{exc.where}", f"{label}: {exc}") from exc
-    return FocusDefinition(name=name, description=description, **{kind: selection.declaration()})
+    return FocusDefinition(name=name, selection=selection, description=description)
 
 
 def _parse_focal_sets(topic: str, raw: Any) -> tuple[FocalSetDefinition, ...]:
