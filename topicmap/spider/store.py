@@ -42,6 +42,8 @@ OPEN_STATES = (PENDING,)
 #: a sentence claim row of story_sentence_hashes; the first three are its key
 SENTENCE_CLAIM_COLUMNS = ("media_id", "week_start_date", "sentence_md5", "stories_id")
 _T = TypeVar("_T")
+#: rows in an asset's preview table
+PREVIEW_ROWS = 15
 
 _FETCH_URLS = s.topic_fetch_urls
 #: one URL's state, written for a whole batch with executemany
@@ -578,3 +580,60 @@ class SpiderStore:
             ).all()
             mined = conn.execute(select(func.count()).where(ts.c.topics_id == self.topics_id)).scalar_one()
         return int(processed), [tuple(row) for row in [*errors, *mine_errors]], int(mined)
+
+    # ------------------------------------------------------------------ what the assets show
+
+    def url_states(self) -> dict[str, int]:
+        """The topic's URLs by state."""
+        f = s.topic_fetch_urls
+        with self.store.engine.connect() as conn:
+            return dict(
+                conn.execute(
+                    select(f.c.state, func.count()).where(f.c.topics_id == self.topics_id).group_by(f.c.state)
+                ).all()
+            )
+
+    def stories_per_iteration(self) -> dict[int, int]:
+        """The topic's stories by the iteration that found them."""
+        ts = s.topic_stories
+        with self.store.engine.connect() as conn:
+            return dict(
+                conn.execute(
+                    select(ts.c.iteration, func.count())
+                    .where(ts.c.topics_id == self.topics_id)
+                    .group_by(ts.c.iteration)
+                ).all()
+            )
+
+    def link_counts(self) -> tuple[int, int]:
+        """(topic links, those pointed at a story)."""
+        tl = s.topic_links
+        with self.store.engine.connect() as conn:
+            links = conn.execute(select(func.count()).where(tl.c.topics_id == self.topics_id)).scalar_one()
+            resolved = conn.execute(
+                select(func.count()).where(tl.c.topics_id == self.topics_id, tl.c.ref_stories_id.is_not(None))
+            ).scalar_one()
+        return int(links), int(resolved)
+
+    def fetched_urls_preview(self, iteration: int) -> list[dict[str, Any]]:
+        """The URLs of ``iteration`` fetched last (url, iteration, state, code, message)."""
+        f = s.topic_fetch_urls
+        return self._preview(
+            select(f.c.url, f.c.iteration, f.c.state, f.c.code, f.c.message)
+            .where(f.c.topics_id == self.topics_id, f.c.iteration == iteration)
+            .order_by(f.c.fetch_date.desc())
+        )
+
+    def topic_stories_preview(self) -> list[dict[str, Any]]:
+        """The stories that joined the topic last (stories_id, iteration, url, title, publish_date)."""
+        ts, st = s.topic_stories, s.stories
+        return self._preview(
+            select(ts.c.stories_id, ts.c.iteration, st.c.url, st.c.title, st.c.publish_date)
+            .join(st, st.c.stories_id == ts.c.stories_id)
+            .where(ts.c.topics_id == self.topics_id)
+            .order_by(ts.c.topic_stories_id.desc())
+        )
+
+    def _preview(self, query: Select) -> list[dict[str, Any]]:
+        with self.store.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(query.limit(PREVIEW_ROWS)).mappings()]
