@@ -18,6 +18,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -59,6 +60,18 @@ _STATE_UPDATE = (
         fetch_date=bindparam("b_fetch_date"),
     )
 )
+
+
+@dataclass(frozen=True)
+class SpiderProgress:
+    """How far a topic's spidering is, as the spider sensor reads it (``topicmap.spider.plan``)."""
+
+    pending_iteration: int | None  # lowest iteration with pending URLs (within max_iterations)
+    processed_in_pending_iteration: int  # its URLs no longer pending
+    iterations_done: int  # iterations with recorded metrics
+    unmined_stories: int  # topic stories whose links are not mined yet
+    seeds: int  # the topic's seeds
+    unprocessed_seeds: int  # those not imported yet
 
 
 def error_text(exc: BaseException) -> str:
@@ -135,6 +148,40 @@ class SpiderStore:
 
     def topic_story_count(self) -> int:
         return self.store.table_count(s.topic_stories, topics_id=self.topics_id)
+
+    def progress(self, max_iterations: int) -> SpiderProgress:
+        """How far the topic's spidering is, read in one connection."""
+        f, ts, seeds = s.topic_fetch_urls, s.topic_stories, s.topic_seed_urls
+        with self.store.engine.connect() as conn:
+            pending_iteration = self._lowest_pending_iteration(conn, max_iterations)
+            processed = 0
+            if pending_iteration is not None:
+                processed = conn.execute(
+                    select(func.count()).where(
+                        f.c.topics_id == self.topics_id,
+                        f.c.iteration == pending_iteration,
+                        f.c.state.not_in(OPEN_STATES),
+                    )
+                ).scalar_one()
+            iterations_done = self._iterations_done(conn)
+            unmined = conn.execute(
+                select(func.count()).where(ts.c.topics_id == self.topics_id, ts.c.link_mined.is_(False))
+            ).scalar_one()
+            seed_counts = dict(
+                conn.execute(
+                    select(seeds.c.processed, func.count())
+                    .where(seeds.c.topics_id == self.topics_id)
+                    .group_by(seeds.c.processed)
+                ).all()
+            )
+        return SpiderProgress(
+            pending_iteration=pending_iteration,
+            processed_in_pending_iteration=int(processed),
+            iterations_done=iterations_done,
+            unmined_stories=int(unmined),
+            seeds=int(sum(seed_counts.values())),
+            unprocessed_seeds=int(seed_counts.get(False, 0)),
+        )
 
     def iteration_start(self, iteration: int) -> tuple[datetime, int]:
         """When ``iteration`` first started and the newest story id then (recorded by whichever worker came
