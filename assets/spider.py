@@ -33,12 +33,6 @@ SPIDER_RETRY_POLICY = dg.RetryPolicy(
 )
 
 
-def _preview(store, query, columns: list[str]) -> dg.TableMetadataValue:  # noqa: ANN001
-    with store.engine.connect() as conn:
-        rows = [dict(r) for r in conn.execute(query.limit(15)).mappings()]
-    return table(rows, columns)
-
-
 SPIDER_ASSET_DESCRIPTIONS = {
     "fetched_links": "Rows in topic_fetch_urls: every URL the spider met, with its state, HTTP code and message.",
     "relevant_stories": "Rows in topic_stories: the stories that match the topic, with the iteration that found them.",
@@ -105,32 +99,16 @@ def _failing_the_topic(topic_store, spider: "Spider", step):  # noqa: ANN001, AN
 
 def iteration_metadata(topic_store, topics_id: int, report: "IterationReport") -> dict[str, dict]:  # noqa: ANN001
     """The three spider assets' metadata after an iteration (the topic's state is recorded too)."""
-    from sqlalchemy import func, select  # SQLAlchemy loads with the run, not with the code location
-
-    from topicmap.store import schema as s
+    from topicmap.spider.store import SpiderStore  # SQLAlchemy loads with the run, not with the code location
 
     if report.done:
         topic_store.set_topic_state(topics_id, "spidering completed", f"{report.iteration} iterations")
     else:
         topic_store.set_topic_state(topics_id, "running", f"iteration {report.iteration} done")
-    f, ts, tl = s.topic_fetch_urls, s.topic_stories, s.topic_links
-    with topic_store.engine.connect() as conn:
-        states = dict(
-            conn.execute(
-                select(f.c.state, func.count()).where(f.c.topics_id == topics_id).group_by(f.c.state)
-            ).all()
-        )
-        per_iteration = dict(
-            conn.execute(
-                select(ts.c.iteration, func.count())
-                .where(ts.c.topics_id == topics_id)
-                .group_by(ts.c.iteration)
-            ).all()
-        )
-        link_count = conn.execute(select(func.count()).where(tl.c.topics_id == topics_id)).scalar_one()
-        resolved_links = conn.execute(
-            select(func.count()).where(tl.c.topics_id == topics_id, tl.c.ref_stories_id.is_not(None))
-        ).scalar_one()
+    spider_store = SpiderStore(topic_store, topics_id)
+    states = spider_store.url_states()
+    per_iteration = spider_store.stories_per_iteration()
+    link_count, resolved_links = spider_store.link_counts()
     common = {
         "iteration": report.iteration,
         "frontier_left": report.frontier_left,
@@ -147,11 +125,8 @@ def iteration_metadata(topic_store, topics_id: int, report: "IterationReport") -
             "seconds_waiting_on_throttles": round(report.throttle_wait, 2),
             "error_rate": round(report.error_rate, 4),
             "top_errors": dg.MetadataValue.json([{"message": m, "count": c} for m, c in report.top_errors]),
-            "preview": _preview(
-                topic_store,
-                select(f.c.url, f.c.iteration, f.c.state, f.c.code, f.c.message)
-                .where(f.c.topics_id == topics_id, f.c.iteration == report.iteration)
-                .order_by(f.c.fetch_date.desc()),
+            "preview": table(
+                spider_store.fetched_urls_preview(report.iteration),
                 ["url", "iteration", "state", "code", "message"],
             ),
         },
@@ -162,26 +137,16 @@ def iteration_metadata(topic_store, topics_id: int, report: "IterationReport") -
             "stories_per_iteration": counts_markdown(
                 {str(k): v for k, v in sorted(per_iteration.items())}, "iteration", "stories"
             ),
-            "preview": _preview(
-                topic_store,
-                select(
-                    ts.c.stories_id,
-                    ts.c.iteration,
-                    s.stories.c.url,
-                    s.stories.c.title,
-                    s.stories.c.publish_date,
-                )
-                .join(s.stories, s.stories.c.stories_id == ts.c.stories_id)
-                .where(ts.c.topics_id == topics_id)
-                .order_by(ts.c.topic_stories_id.desc()),
+            "preview": table(
+                spider_store.topic_stories_preview(),
                 ["stories_id", "iteration", "url", "title", "publish_date"],
             ),
         },
         "topic_links": {
             **common,
-            "dagster/row_count": int(link_count),
+            "dagster/row_count": link_count,
             "new_links": report.links_added,
-            "links_resolved_to_stories": int(resolved_links),
+            "links_resolved_to_stories": resolved_links,
             "states_json": dg.MetadataValue.json(json.loads(json.dumps(states))),
         },
     }

@@ -77,8 +77,9 @@ from sqlalchemy import func, select, text  # noqa: E402
 from tests.shared_data import NEWS_HTML, news_pages  # noqa: E402
 from topicmap.archive.drops import parse_drop  # noqa: E402
 from topicmap.demo.web import generate_demo_web  # noqa: E402
-from topicmap.spider.iteration import CONTENT_MATCH_FAILED, IterationReport, Spider  # noqa: E402
+from topicmap.spider.iteration import IterationReport, Spider  # noqa: E402
 from topicmap.spider.sources import FetcherSource  # noqa: E402
+from topicmap.spider.store import CONTENT_MATCH_FAILED  # noqa: E402
 from topicmap.store import schema as s  # noqa: E402
 from topicmap.store.throttle import SqlThrottle  # noqa: E402
 from topicmap.store.topic_store import TopicStore  # noqa: E402
@@ -364,9 +365,10 @@ def news_topic(query: str) -> TopicConfig:
 
 
 def raw_matches(corpus: Corpus, topic: TopicConfig) -> list[bool]:
-    """The spider's test before extraction (``Spider._judge_outcome``): ``may_match`` on the whole page as the
-    fetcher decodes it (this server declares no charset). Without the page's URLs, which the plan assigns
-    later: a URL can only add a match, so a page that passes here passes in the spider (``check_raw_matches``)."""
+    """The spider's test before extraction (``topicmap.spider.judging.Judge.judge_fetched``): ``may_match`` on
+    the whole page as the fetcher decodes it (this server declares no charset). Without the page's URLs, which
+    the plan assigns later: a URL can only add a match, so a page that passes here passes in the spider
+    (``check_raw_matches``)."""
     query = topic.parsed_query
     return [query.may_match(decode_html(body)) for body in corpus.bodies]
 

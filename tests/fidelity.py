@@ -47,7 +47,8 @@ from sqlalchemy import Connection, select
 
 from benchmarks.eval_extraction import Page, Prediction, Score, as_day, score, token_f1
 from tests.shared_data import NEWS_HTML
-from topicmap.spider.iteration import CONTENT_MATCH_FAILED, sentences, week_start
+from topicmap.spider.judging import sentences, week_start
+from topicmap.spider.store import CONTENT_MATCH_FAILED
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, utc, utc_offset_minutes
 from topicmap.topics.query import TopicQuery, parse

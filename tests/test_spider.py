@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -364,3 +366,24 @@ def test_urls_longer_than_the_store_holds_are_never_cut(store: TopicStore) -> No
         store.add_seed_urls(1, [{"url": long_link, "source": "test"}])
     with pytest.raises(ValueError, match="url is .* characters, longer than the store's 1024"):
         store.add_stories([NewStory(url=long_link, title="t", text="x", publish_date=None)], source="test")
+
+
+def test_the_spiders_sql_is_written_in_its_store_module() -> None:
+    # The loop, judging and mining read and write through SpiderStore (the claims build their own statements,
+    # one per claim); from SQLAlchemy they take only the types of what the store hands them.
+    spider = Path(__file__).resolve().parents[1] / "topicmap" / "spider"
+    allowed = {"Connection", "Row"}
+    found = {}
+    for path in sorted(spider.glob("*.py")):
+        if path.name in ("store.py", "claims.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlalchemy":
+                names = {alias.name for alias in node.names} - allowed
+                if names:
+                    found[path.name] = sorted(names)
+            elif isinstance(node, ast.Import) and any(
+                a.name.split(".")[0] == "sqlalchemy" for a in node.names
+            ):
+                found[path.name] = ["sqlalchemy"]
+    assert found == {}

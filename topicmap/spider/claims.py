@@ -294,6 +294,11 @@ class ClaimQueue:
     def _claimable(self, now, table=_F):  # noqa: ANN001, ANN202 - seconds, or a bound parameter
         return or_(table.c.claimed_by.is_(None), table.c.claim_expires_at < now)
 
+    def open_count(self) -> int:
+        """This iteration's open URLs in this claimer's shard, claimed or not."""
+        with self.store.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).where(self._mine())).scalar_one())
+
     def take_back(self) -> int:
         """Free the open URLs a previous run of this holder claimed (a Celery task redelivered after its worker
         died runs under the same holder): they are claimable again at once instead of after their lease."""

@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import func, select
-
-from topicmap.store import schema as s
+from topicmap.spider.store import SpiderStore
+from topicmap.store.names import StoreError
 from topicmap.store.topic_store import TopicStore
 
 Action = Literal["run_iteration", "post_spider", "fail", "wait", "nothing"]
@@ -118,49 +117,20 @@ def read_spider_facts(
     store: TopicStore, topic: str, max_iterations: int, runs_in_progress: int = 0, failed_attempts: int = 0
 ) -> SpiderFacts:
     """The store's half of the facts (the sensor adds the run counts from the Dagster instance)."""
-    t, f, m, ts = s.topics, s.topic_fetch_urls, s.topic_spider_metrics, s.topic_stories
-    with store.engine.connect() as conn:
-        row = conn.execute(select(t.c.topics_id, t.c.state).where(t.c.name == topic)).first()
-        if row is None:
-            return SpiderFacts(topic, False, "unknown", None, 0, 0, runs_in_progress, failed_attempts)
-        topics_id = row.topics_id
-        pending_iteration = conn.execute(
-            select(func.min(f.c.iteration)).where(
-                f.c.topics_id == topics_id,
-                f.c.state.in_(("pending",)),
-                f.c.iteration <= max_iterations,
-            )
-        ).scalar_one_or_none()
-        processed = 0
-        if pending_iteration is not None:
-            processed = conn.execute(
-                select(func.count()).where(
-                    f.c.topics_id == topics_id,
-                    f.c.iteration == pending_iteration,
-                    f.c.state.not_in(("pending",)),
-                )
-            ).scalar_one()
-        iterations_done = conn.execute(select(func.count()).where(m.c.topics_id == topics_id)).scalar_one()
-        unmined = conn.execute(
-            select(func.count()).where(ts.c.topics_id == topics_id, ts.c.link_mined.is_(False))
-        ).scalar_one()
-        seeds = dict(
-            conn.execute(
-                select(s.topic_seed_urls.c.processed, func.count())
-                .where(s.topic_seed_urls.c.topics_id == topics_id)
-                .group_by(s.topic_seed_urls.c.processed)
-            ).all()
-        )
-        unmined += seeds.get(False, 0)
+    try:
+        row = store.topic_row(topic)
+    except StoreError:
+        return SpiderFacts(topic, False, "unknown", None, 0, 0, runs_in_progress, failed_attempts)
+    progress = SpiderStore(store, int(row["topics_id"])).progress(max_iterations)
     return SpiderFacts(
         topic=topic,
         known=True,
-        state=row.state,
-        pending_iteration=pending_iteration,
-        iterations_done=int(iterations_done),
-        processed_in_pending_iteration=int(processed),
+        state=row["state"],
+        pending_iteration=progress.pending_iteration,
+        iterations_done=progress.iterations_done,
+        processed_in_pending_iteration=progress.processed_in_pending_iteration,
         runs_in_progress=runs_in_progress,
         failed_attempts=failed_attempts,
-        unmined_stories=int(unmined),
-        seeds=int(sum(seeds.values())),
+        unmined_stories=progress.unmined_stories + progress.unprocessed_seeds,
+        seeds=progress.seeds,
     )

@@ -1,7 +1,7 @@
 """The topic store: SQLAlchemy Core over SQLite (embedded default) or PostgreSQL (production).
 
 One class, ``TopicStore``, owns the engine, the schema upgrade and the writes every stage shares (media,
-stories, topics, seeds). Stage-specific reads and writes live next to their stage (``topicmap.spider.iteration``,
+stories, topics, seeds). Stage-specific reads and writes live next to their stage (``topicmap.spider.store``,
 ``topicmap.dedup.store`` ...) and use the helpers here (``insert_ignore``, ``upsert``), so there is one way
 to write idempotently.
 """
