@@ -1,5 +1,5 @@
 """Declarative automation conditions: rules Dagster's own automation sensor evaluates, where a hand-written sensor
-would only restate them (README: which automation stays a sensor, and why)."""
+would only restate them (docs/dagster.md: which automation stays a sensor, and why)."""
 
 from datetime import date
 

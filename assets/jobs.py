@@ -1,9 +1,10 @@
 """The named jobs a data engineer launches, re-executes and finds in the Runs list, and the run tags and pools they
-carry. Every run of the code location — sensors, schedules, `make demo`, `topicmap topic run` — is one of these jobs,
-so no run shows as an anonymous asset run.
+carry. Every run the project launches — sensors, schedules, `make demo`, `topicmap topic run` — is one of these jobs;
+an asset backfill or a run of assets picked in the UI keeps Dagster's `__ASSET_JOB` and is tagged with the job
+that holds its assets (`topicmap/named_job`, orchestration/coordinator.py).
 
 Jobs select assets by key (no asset module is imported here), so sensors can target them without pulling in a stage.
-Concurrency (see deploy/dagster.yaml and the README's Dagster section) is keyed on the tags and pools below:
+Concurrency (see deploy/dagster.yaml and docs/dagster.md) is keyed on the tags and pools below:
 
 * run tag ``topicmap/spider_topic=<topic>`` on every spider iteration run: at most one spider run per topic;
 * run tag ``topicmap/api=bitly`` / ``topicmap/api=facebook`` on runs that call those APIs: a cap per API;

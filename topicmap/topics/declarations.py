@@ -126,7 +126,6 @@ class SeedUrlList:
 #: subtopics of one topic, at most: every focus repeats every timespan of the topic's snapshots
 MAX_FOCI = 50
 FOCAL_SET_FIELDS = {"name", "description", "foci"}
-FOCUS_FIELDS = {"name", "description", *FOCUS_KINDS}
 MAX_FOCUS_NAME_CHARS = 100
 MAX_FOCUS_DESCRIPTION_CHARS = 2000
 
@@ -441,7 +440,9 @@ def _named_mapping(topic: str, where: str, raw: Any, known: set[str], what: str)
 
 
 def _parse_focus(topic: str, where: str, raw: Any, set_name: str) -> FocusDefinition:
-    raw, name = _named_mapping(topic, where, raw, FOCUS_FIELDS, f"and a {' or '.join(FOCUS_KINDS)}")
+    # the fields of a focus: read from the registry at each parse, so a kind registered later is known
+    focus_fields = {"name", "description", *FOCUS_KINDS}
+    raw, name = _named_mapping(topic, where, raw, focus_fields, f"and a {' or '.join(FOCUS_KINDS)}")
     label = f"focus {name!r} of focal set {set_name!r}"
     description = _focus_text(
         topic, f"{where}.description", raw.get("description"), MAX_FOCUS_DESCRIPTION_CHARS, required=False
