@@ -176,21 +176,12 @@ def test_days_with_a_click_run_in_progress_are_left_alone(world: dict) -> None:
     assert result.cursor == "2024-01-14"
 
 
-def test_a_survivor_is_fetched_again_after_a_story_is_merged_into_it(
-    world: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    later = at(date(2024, 3, 15), 9)
-    first = _tick(world, click_refetch_30d, later, None)
-    for request in first.run_requests:
-        _execute(world, request, later, monkeypatch)
-    assert not _tick(world, click_refetch_30d, later, first.cursor).run_requests
-    store: TopicStore = world["store"]
-    survivor_story, merged_story = world["stories"][:2]  # both published Jan 10
+def _merge(store: TopicStore, survivor_url: str, merged_url: str) -> tuple[int, int]:
+    """Merge one topic story into another as dedup records it; (survivor's stories_id, the merge's id)."""
     topics_id = store.topic_row(TOPIC.name)["topics_id"]
-    with store.engine.begin() as conn:  # what dedup records when it merges one story into another
+    with store.engine.begin() as conn:
         ids = dict(conn.execute(select(s.stories.c.url, s.stories.c.stories_id)).all())
-        survivor, merged = ids[survivor_story.url], ids[merged_story.url]
-        before = click_table(store)[survivor]
+        survivor, merged = ids[survivor_url], ids[merged_url]
         conn.execute(
             insert(s.topic_merged_stories_map).values(
                 topics_id=topics_id,
@@ -204,6 +195,22 @@ def test_a_survivor_is_fetched_again_after_a_story_is_merged_into_it(
         merge_id = conn.execute(
             select(func.max(s.topic_merged_stories_map.c.topic_merged_stories_map_id))
         ).scalar()
+    return survivor, merge_id
+
+
+def test_a_survivor_is_fetched_again_after_a_story_is_merged_into_it(
+    world: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    later = at(date(2024, 3, 15), 9)
+    first = _tick(world, click_refetch_30d, later, None)
+    for request in first.run_requests:
+        _execute(world, request, later, monkeypatch)
+    assert not _tick(world, click_refetch_30d, later, first.cursor).run_requests
+    store: TopicStore = world["store"]
+    survivor_story, merged_story = world["stories"][:2]  # both published Jan 10
+    before = {row_id: dict(row) for row_id, row in click_table(store).items()}
+    survivor, merge_id = _merge(store, survivor_story.url, merged_story.url)
+    before = before[survivor]
 
     again = _tick(world, click_refetch_30d, later, first.cursor)
     assert _keys(again) == [f"clicks:2024-01-10:30d:late-{survivor}-merge-{merge_id}"]
@@ -218,3 +225,27 @@ def test_a_survivor_is_fetched_again_after_a_story_is_merged_into_it(
     assert before["bitlinks_found"] < after["bitlinks_found"] == len(both)
     assert after["clicks_30d"] > before["clicks_30d"]
     assert not _tick(world, click_refetch_30d, later, again.cursor).run_requests
+
+
+def test_a_merge_that_adds_no_clicks_settles_after_one_refetch(
+    world: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refetch after a merge finds no more clicks than stored (Bit.ly knows none of the merged story's URLs):
+    the figure and its fetch time stay, and the day is not requested again, tick after tick."""
+    later = at(date(2024, 3, 15), 9)
+    first = _tick(world, click_refetch_30d, later, None)
+    for request in first.run_requests:
+        _execute(world, request, later, monkeypatch)
+    store: TopicStore = world["store"]
+    survivor_story, merged_story = world["stories"][:2]
+    del world["server"].dataset.stories[merged_story.url]  # no bitlink for the merged story's URLs
+    survivor, merge_id = _merge(store, survivor_story.url, merged_story.url)
+    before = dict(click_table(store)[survivor])
+
+    again = _tick(world, click_refetch_30d, later, first.cursor)
+    assert _keys(again) == [f"clicks:2024-01-10:30d:late-{survivor}-merge-{merge_id}"]
+    _execute(world, again.run_requests[0], later, monkeypatch)
+    after = click_table(store)[survivor]
+    assert (after["clicks_30d"], after["fetched_30d_at"]) == (before["clicks_30d"], before["fetched_30d_at"])
+    settled = _tick(world, click_refetch_30d, later, again.cursor)
+    assert not settled.run_requests and settled.skip_reason is not None

@@ -117,12 +117,17 @@ def days_lacking_stage(
     store: TopicStore, stage: str, first_day: date, last_day: date, now: datetime, limit: int
 ) -> list[DayCandidate]:
     """Publication days in ``[first_day, last_day]`` with topic stories still lacking ``stage``, oldest first:
-    stories without the stage's figure, and survivors whose figure was fetched before a story was merged into them
-    (it does not count that story's URLs yet)."""
+    stories without the stage's figure, and survivors whose stage was last fetched before a story was merged into
+    them (it does not count that story's URLs yet). A fetch after the merge settles the survivor even when it saw
+    no more clicks than stored (``checked_*_at``), so a day is not requested again and again."""
     st, b = s.stories, s.bitly_clicks_total
     fetched = b.c.fetched_3d_at if check_stage(stage) == STAGE_3D else b.c.fetched_30d_at
+    # the newest fetch of the stage, also one that saw no more clicks (a store older than the column: the figure's)
+    checked = func.coalesce(
+        b.c.checked_3d_at if check_stage(stage) == STAGE_3D else b.c.checked_30d_at, fetched
+    )
     merges = _latest_merges()
-    merged_since = and_(fetched.is_not(None), merges.c.merged_at.is_not(None), merges.c.merged_at > fetched)
+    merged_since = and_(fetched.is_not(None), merges.c.merged_at.is_not(None), merges.c.merged_at > checked)
     timestamp = story_timestamp_sql(now)
     day = _day_sql(store.dialect, timestamp).label("day")
     query = (
@@ -339,10 +344,13 @@ def click_total_row(stage: str, story: ClickStory, clicks: StoryClicks) -> dict[
         "fetched_3d_at": fetched_at,
         "clicks_30d": None,
         "fetched_30d_at": None,
+        "checked_3d_at": fetched_at,
+        "checked_30d_at": None,
     }
     if check_stage(stage) == STAGE_30D:
         row["clicks_30d"] = clicks_until(clicks.daily, story.story_ts + STAGE_DELAYS[STAGE_30D])
         row["fetched_30d_at"] = fetched_at
+        row["checked_30d_at"] = fetched_at
     return row
 
 
@@ -401,12 +409,18 @@ def upsert_click_totals(
             ),
         }
 
-    updates: dict[str, Any] = {"publish_day": new.publish_day, **take("3d")}
+    def newest_check(window: str) -> dict[str, Any]:
+        stored, fetched = table.c[f"checked_{window}_at"], new[f"checked_{window}_at"]
+        return {
+            f"checked_{window}_at": case((or_(stored.is_(None), fetched > stored), fetched), else_=stored)
+        }
+
+    updates: dict[str, Any] = {"publish_day": new.publish_day, **take("3d"), **newest_check("3d")}
     if check_stage(stage) == STAGE_3D:
         without_30d = and_(table.c.clicks_30d.is_(None), higher("3d"))
         updates["bitlinks_found"] = case((without_30d, new.bitlinks_found), else_=table.c.bitlinks_found)
     else:
-        updates |= take("30d")
+        updates |= take("30d") | newest_check("30d")
         updates["bitlinks_found"] = case((higher("30d"), new.bitlinks_found), else_=table.c.bitlinks_found)
     statement = insert.on_conflict_do_update(index_elements=["stories_id"], set_=updates)
     kept: list[dict[str, Any]] = []

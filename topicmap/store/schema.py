@@ -34,7 +34,7 @@ from sqlalchemy import (
 metadata = MetaData()
 
 #: The newest schema version; ``schema_version`` holds the version a store is at.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 #: Every URL column is an indexed VARCHAR of this length that lookups match exactly (as Media Cloud's are). A
 #: longer URL is rejected or skipped with a reason, never cut: a cut URL is another URL.
@@ -411,6 +411,10 @@ bitly_clicks_total = Table(
     Column("clicks_30d", BigInteger, nullable=True),
     Column("fetched_3d_at", DateTime(timezone=True), nullable=True),
     Column("fetched_30d_at", DateTime(timezone=True), nullable=True),
+    # the newest fetch of each stage, whatever it saw: a fetch that saw no more clicks than stored keeps the
+    # figure and its fetched_*_at, but it still counted every story merged in by then (topicmap.social.store)
+    Column("checked_3d_at", DateTime(timezone=True), nullable=True, info=_since(12)),
+    Column("checked_30d_at", DateTime(timezone=True), nullable=True, info=_since(12)),
     Index("bitly_clicks_total_publish_day", "publish_day"),
     info=_since(3),
 )
