@@ -156,6 +156,23 @@ def deep_query(levels: int) -> str:
             "fetch.domain_intervals",
             "not a plain value",
         ),
+        # two names for one snapshot timespan: accepted, then every snapshot of the topic failed
+        (
+            f"{{name: twice, query: a, {DATES}, timespans: [{{name: Summit, start_date: 2026-02-01, "
+            "end_date: 2026-02-14}, {name: summit, start_date: 2026-03-01, end_date: 2026-03-07}]}",
+            "twice",
+            "timespans[1].name",
+            "names the same timespan as 'Summit'",
+        ),
+        # 1,000 custom timespans took minutes a snapshot
+        (
+            f"{{name: many, query: a, {DATES}, timespans: ["
+            + ", ".join(f"{{name: t{i}, start_date: 2026-01-01, end_date: 2026-01-02}}" for i in range(101))
+            + "]}",
+            "many",
+            "timespans",
+            "more than 100",
+        ),
     ],
 )
 def test_a_hostile_topic_is_rejected_by_name_and_field_and_the_good_one_still_loads(
@@ -270,6 +287,18 @@ def test_the_queries_of_a_file_are_bounded_together(tmp_path: Path) -> None:
     loaded = load_topics(write(tmp_path, GOOD + entries))
     assert [t.name for t in loaded.topics] == ["good"] + [f"long-{i}" for i in range(count - 1)]
     assert [(e.topic, e.field) for e in loaded.errors] == [(f"long-{count - 1}", "query")]
+    assert f"more than {MAX_FILE_QUERY_CHARS:,} characters" in str(loaded.errors[0])
+
+
+def test_focus_queries_count_in_the_files_query_budget(tmp_path: Path) -> None:
+    """Query foci are parsed like topics' queries: they share the file's budget, and the focus past it is named."""
+    count = MAX_FILE_QUERY_CHARS // 90_000 + 1
+    unique = uuid4().hex
+    foci = ", ".join(f"{{name: f{i}, query: w{unique}{i}{'x' * 90_000}}}" for i in range(count))
+    entry = f"  - {{name: foci, query: a, {DATES}, focal_sets: [{{name: Many, foci: [{foci}]}}]}}\n"
+    loaded = load_topics(write(tmp_path, GOOD + entry))
+    assert [t.name for t in loaded.topics] == ["good"]
+    assert [(e.topic, e.field) for e in loaded.errors] == [("foci", f"focal_sets[0].foci[{count - 1}].query")]
     assert f"more than {MAX_FILE_QUERY_CHARS:,} characters" in str(loaded.errors[0])
 
 

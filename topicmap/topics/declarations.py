@@ -44,6 +44,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -125,6 +126,8 @@ class SeedUrlList:
 
 #: subtopics of one topic, at most: every focus repeats every timespan of the topic's snapshots
 MAX_FOCI = 50
+#: custom timespans of one topic, at most: each is computed for the topic and again for each focus
+MAX_CUSTOM_TIMESPANS = 100
 FOCAL_SET_FIELDS = {"name", "description", "foci"}
 MAX_FOCUS_NAME_CHARS = 100
 MAX_FOCUS_DESCRIPTION_CHARS = 2000
@@ -351,7 +354,15 @@ def _parse_timespans(topic: str, raw: Any, start: date, end: date | None) -> tup
         return ()
     if not isinstance(raw, list):
         raise TopicConfigError(topic, "timespans", "expected a list of {name, start_date, end_date}")
+    if len(raw) > MAX_CUSTOM_TIMESPANS:
+        raise TopicConfigError(
+            topic,
+            "timespans",
+            f"{len(raw)} custom timespans, more than {MAX_CUSTOM_TIMESPANS} (each is computed for the topic and "
+            "every focus of every snapshot)",
+        )
     spans = []
+    names: dict[str, str] = {}  # snapshot key -> the name that took it
     for i, item in enumerate(raw):
         where = f"timespans[{i}]"
         if not isinstance(item, dict) or not {"name", "start_date", "end_date"} <= set(item):
@@ -362,7 +373,18 @@ def _parse_timespans(topic: str, raw: Any, start: date, end: date | None) -> tup
             raise TopicConfigError(topic, f"{where}.end_date", "ends before it starts")
         if span_start < start or (end is not None and span_end > end):
             raise TopicConfigError(topic, where, f"lies outside the topic's dates {start}..{end or 'open'}")
-        spans.append(CustomTimespan(str(item["name"]), span_start, span_end))
+        name = str(item["name"])
+        # a snapshot names a custom timespan by its name's slug (by its dates when the name has no letter or digit)
+        key = _folder_name(name) or f"{span_start.isoformat()}_{span_end.isoformat()}"
+        if key in names:
+            raise TopicConfigError(
+                topic,
+                f"{where}.name",
+                f"{name!r} names the same timespan as {names[key]!r} in a snapshot ('custom_{key}'): "
+                "give each timespan a name of its own",
+            )
+        names[key] = name
+        spans.append(CustomTimespan(name, span_start, span_end))
     return tuple(spans)
 
 
@@ -587,6 +609,23 @@ def parse_topic(raw: Any, base_dir: Path, index: int = 0, today: date | None = N
     )
 
 
+def _declared_queries(raw: Any) -> Iterator[tuple[str, str]]:
+    """(place, query) of every query a topic's raw declaration holds: its own and its query foci's. A query longer
+    than MAX_QUERY_CHARS is refused unread, so it counts for nothing here."""
+    if not isinstance(raw, dict):
+        return
+    candidates = [("query", raw.get("query"))]
+    focal_sets = raw.get("focal_sets")
+    for i, focal_set in enumerate(focal_sets if isinstance(focal_sets, list) else []):
+        foci = focal_set.get("foci") if isinstance(focal_set, dict) else None
+        for j, focus in enumerate(foci if isinstance(foci, list) else []):
+            if isinstance(focus, dict):
+                candidates.append((f"focal_sets[{i}].foci[{j}].query", focus.get("query")))
+    for where, query in candidates:
+        if isinstance(query, str) and len(query) <= MAX_QUERY_CHARS:
+            yield where, query
+
+
 def load_topics(path: str | Path, today: date | None = None) -> TopicsFile:
     """Read a topics file. A file that cannot be read as a whole (missing, not UTF-8, not YAML, over
     MAX_TOPICS_FILE_BYTES or MAX_TOPICS_FILE_VALUES) raises TopicConfigError; any problem inside one topic,
@@ -608,15 +647,14 @@ def load_topics(path: str | Path, today: date | None = None) -> TopicsFile:
         label = _topic_label(node_name(node), i)
         try:
             raw = topic_value(node, label, shapes)
-            query = raw.get("query") if isinstance(raw, dict) else None
-            if isinstance(query, str) and len(query) <= MAX_QUERY_CHARS:  # a longer one is refused unread
+            for where, query in _declared_queries(raw):
                 query_chars += len(query)
                 if query_chars > MAX_FILE_QUERY_CHARS:
                     raise TopicConfigError(
                         label,
-                        "query",
-                        f"not parsed: the file's queries hold more than {MAX_FILE_QUERY_CHARS:,} characters "
-                        "together up to this one",
+                        where,
+                        f"not parsed: the file's queries (topics' and foci's) hold more than "
+                        f"{MAX_FILE_QUERY_CHARS:,} characters together up to this one",
                     )
             topic = parse_topic(raw, path.parent, i, today)
         except TopicConfigError as exc:
