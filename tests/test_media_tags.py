@@ -101,6 +101,37 @@ def test_bad_rows_are_reported_with_their_line_and_the_good_rows_kept(tmp_path: 
     assert "tag is empty" in found.problems[5]
 
 
+@pytest.mark.parametrize(
+    ("tail", "where", "fragment"),
+    [
+        # one 20 MB field: the reader stops at the line's first 8,192 characters (a 200 MiB field took 1.2 GB)
+        ("https://herald.test/,media_type," + "x" * 20_000_000 + "\n", ":3:", "more than 8,192 bytes"),
+        ("https://herald.test/,media_type,\xff\xfe\n", ":3:", "not UTF-8"),
+        ('https://herald.test/,"media_type"x,a\n', ":3:", "cannot be read"),
+    ],
+    ids=["huge-field", "not-utf8", "broken-quoting"],
+)
+def test_a_file_that_cannot_be_read_whole_is_refused_naming_its_line(
+    tmp_path: Path, tail: str, where: str, fragment: str
+) -> None:
+    path = tmp_path / "media_tags.csv"
+    path.write_bytes(
+        b"medium_url,tag_set,tag\nhttps://ledger.test/,media_type,newspaper\n" + tail.encode("latin-1")
+    )
+    with pytest.raises(StoreError, match=fragment) as refused:
+        read_media_tags_csv(path)
+    assert f"{path}{where}" in str(refused.value) and "nothing of the file is loaded" in str(refused.value)
+
+
+def test_a_file_over_the_size_limit_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("topicmap.store.media_tags.MAX_FILE_BYTES", 1000)
+    path = write(tmp_path, "medium_url,tag_set,tag\n" + "https://herald.test/,media_type,newspaper\n" * 40)
+    with pytest.raises(StoreError, match="more than the 1,000 a tags file may hold"):
+        read_media_tags_csv(path)
+
+
 def test_a_file_without_the_columns_has_no_rows(tmp_path: Path) -> None:
     found = read_media_tags_csv(write(tmp_path, "url,set,tag\nhttps://herald.test/,media_type,newspaper\n"))
     assert found.rows == [] and len(found.problems) == 1

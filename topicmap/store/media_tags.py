@@ -28,7 +28,7 @@ import csv
 import hashlib
 import io
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +51,8 @@ class MediaTagRow:
     medium_url: str
     tag_set: str
     tag: str
+    #: the medium URL lossy-normalized, as media are found by it (computed once, when the row is read)
+    normalized_url: str
 
 
 @dataclass
@@ -72,31 +74,79 @@ def media_tags_digest(path: str | Path | None) -> str | None:
         return None
 
 
-def _row_problem(medium_url: str, tag_set: str, tag: str) -> str | None:
+def _row_problem(medium_url: str, tag_set: str, tag: str, normalized_url: str | None) -> str | None:
     """Why a row cannot be used, or None."""
     missing = [
         name for name, value in zip(MEDIA_TAGS_COLUMNS, (medium_url, tag_set, tag), strict=True) if not value
     ]
     if missing:
         return f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} empty"
-    if normalize_url_lossy(medium_url) is None:
+    if normalized_url is None:
         return f"medium_url {medium_url!r} is not a web address"
     return tag_set_problem(tag_set) or tag_problem(tag)
 
 
+#: the largest tags file read (a row per tag of a medium: 2 million rows are about 70 MB)
+MAX_FILE_BYTES = 512 * 1024 * 1024
+#: the longest line of a tags file, in bytes: a medium URL is at most 1,024 characters (the store's URL limit),
+#: a tag 256
+MAX_LINE_BYTES = 8 * 1024
+
+
+def _bounded_lines(handle: io.BufferedIOBase, path: Path) -> Iterator[str]:
+    """The file's lines as text, each read only up to MAX_LINE_BYTES: a longer one is no row of a tags file and
+    stops the read (a field of hundreds of MiB is never held). Decoded line by line, so a byte that is not UTF-8
+    is named by its line."""
+    number = 0
+    while line := handle.readline(MAX_LINE_BYTES + 1):
+        number += 1
+        if len(line) > MAX_LINE_BYTES:
+            raise StoreError(
+                f"media tags file {path}:{number}: a line of more than {MAX_LINE_BYTES:,} bytes, which no row of "
+                "medium_url, tag_set and tag needs: nothing of the file is loaded"
+            )
+        try:
+            yield line.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise StoreError(
+                f"media tags file {path}:{number}: not UTF-8 text ({exc}): nothing of the file is loaded"
+            ) from exc
+
+
 def read_media_tags_csv(path: str | Path) -> MediaTagsFile:
-    """The rows of a tags file (columns ``medium_url``, ``tag_set``, ``tag``; others are ignored).
+    """The rows of a tags file (columns ``medium_url``, ``tag_set``, ``tag``; others are ignored), streamed.
 
     A row that cannot be used is reported as ``<file>:<line>: <why>`` and skipped. A missing column makes every
-    row unusable (one problem, line 1). Raises ``StoreError`` when the file cannot be read as UTF-8 text.
+    row unusable (one problem, line 1). Raises ``StoreError``, naming the file and the line, when the file cannot
+    be read whole as a tags file: not UTF-8 text, broken CSV quoting, a line over MAX_LINE_BYTES, a file over
+    MAX_FILE_BYTES. Nothing of such a file is loaded (the file is the source of truth, so half of it would remove
+    the tags of the other half).
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+        size = path.stat().st_size
+        handle = path.open("rb")
+    except OSError as exc:
         raise StoreError(f"media tags file {path}: cannot be read ({exc})") from exc
+    if size > MAX_FILE_BYTES:
+        handle.close()
+        raise StoreError(
+            f"media tags file {path}: {size:,} bytes, more than the {MAX_FILE_BYTES:,} a tags file may hold"
+        )
     found = MediaTagsFile(path)
-    reader = csv.DictReader(io.StringIO(text))
+    with handle:
+        # strict: a quote in the middle of a field is an error, not a guess at what the row meant
+        reader = csv.DictReader(_bounded_lines(handle, path), strict=True)
+        try:
+            _read_rows(reader, path, found)
+        except csv.Error as exc:
+            raise StoreError(
+                f"media tags file {path}:{reader.line_num + 1}: cannot be read ({exc}): nothing of the file is loaded"
+            ) from exc
+    return found
+
+
+def _read_rows(reader: csv.DictReader, path: Path, found: MediaTagsFile) -> None:
     header = [name.strip() for name in reader.fieldnames or []]
     absent = [column for column in MEDIA_TAGS_COLUMNS if column not in header]
     if absent:
@@ -104,16 +154,20 @@ def read_media_tags_csv(path: str | Path) -> MediaTagsFile:
             f"{path}:1: expected the columns {', '.join(MEDIA_TAGS_COLUMNS)}; missing {', '.join(absent)} "
             f"(header: {reader.fieldnames})"
         )
-        return found
+        return
     reader.fieldnames = header
     seen: dict[tuple[str, str, str], int] = {}
+    normalized: dict[str, str | None] = {}  # a medium's URL recurs on each of its tags: normalized once
     for raw in reader:
         line = reader.line_num  # the row's (last) line: a quoted tag may span lines
         values = [(raw.get(column) or "").strip() for column in MEDIA_TAGS_COLUMNS]
         if None in raw:  # more fields than the header names: a comma inside an unquoted tag
             found.problems.append(f"{path}:{line}: more fields than columns (quote a tag that holds a comma)")
             continue
-        problem = _row_problem(*values)
+        medium_url = values[0]
+        if medium_url not in normalized:
+            normalized[medium_url] = normalize_url_lossy(medium_url) if medium_url else None
+        problem = _row_problem(*values, normalized[medium_url])
         if problem is not None:
             found.problems.append(f"{path}:{line}: {problem}")
             continue
@@ -122,8 +176,7 @@ def read_media_tags_csv(path: str | Path) -> MediaTagsFile:
             found.problems.append(f"{path}:{line}: repeats line {seen[key]}")
             continue
         seen[key] = line
-        found.rows.append(MediaTagRow(line, *values))
-    return found
+        found.rows.append(MediaTagRow(line, *values, normalized_url=normalized[medium_url] or ""))
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -141,15 +194,16 @@ class MediaTagsLoad:
     tags_by_set: dict[str, int] = field(default_factory=dict)  # distinct tags per tag set
 
 
-def _media_by_url(conn: Connection, urls: Iterable[str]) -> dict[str, list[int]]:
+def _media_by_url(conn: Connection, rows: Iterable[MediaTagRow]) -> dict[str, list[int]]:
     """Each medium URL's media: the medium with exactly that URL, else all with its lossy-normalized URL."""
     md = s.media
-    wanted = sorted(set(urls))
+    normalized_of = {row.medium_url: row.normalized_url for row in rows}
+    wanted = sorted(normalized_of)
     exact: dict[str, list[int]] = {}
     for chunk in chunks(wanted):
         for media_id, url in conn.execute(select(md.c.media_id, md.c.url).where(md.c.url.in_(chunk))):
             exact.setdefault(url, []).append(int(media_id))
-    normalized = {url: normalize_url_lossy(url) for url in wanted if url not in exact}
+    normalized = {url: normalized_of[url] for url in wanted if url not in exact}
     by_normalized: dict[str, list[int]] = {}
     for chunk in chunks(sorted({n for n in normalized.values() if n})):
         for media_id, key in conn.execute(
@@ -198,7 +252,7 @@ def load_media_tags(store: TopicStore, rows: Sequence[MediaTagRow]) -> MediaTags
     report = MediaTagsLoad(rows=len(rows))
 
     def work(conn: Connection) -> None:
-        media_of = _media_by_url(conn, (row.medium_url for row in rows))
+        media_of = _media_by_url(conn, rows)
         report.unknown_media = sorted({row.medium_url for row in rows if row.medium_url not in media_of})
         usable = [row for row in rows if row.medium_url in media_of]
         tag_ids = _ensure_tags(store, conn, {(row.tag_set, row.tag) for row in usable})
