@@ -19,7 +19,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from tests.shared_data import WARC_DIR
+from tests.shared_data import WARC_DIR, require_shared
 from topicmap.archive.warc import (
     METADATA_CONTENT_TYPE,
     ArchiveStoryError,
@@ -38,10 +38,7 @@ NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def real_file(name: str) -> Path:
-    path = REAL_WARC_DIR / name
-    if not path.is_file():
-        pytest.skip(f"real WARC test file {path} not available")
-    return path
+    return require_shared(REAL_WARC_DIR / name)
 
 
 def three_stories() -> list[StoryRecord]:
