@@ -78,31 +78,19 @@ def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[TopicStore]:
     topic_store.dispose()
 
 
-#: modules of several minutes each besides those marked daemon or browser (deployments, Celery workers, real runs)
-LONG_MODULES = frozenset(
-    {
-        "test_celery_spider.py",
-        "test_celery_waits.py",
-        "test_deployment.py",
-        "test_fidelity_e2e.py",
-        "test_lineage.py",
-        "test_run_failures.py",
-        "test_run_tags.py",
-        "test_topic_run.py",
-    }
-)
+#: markers of the tests that start processes of their own (a webserver, a daemon, code servers, run workers, Celery
+#: workers, a browser) and take tens of seconds to minutes each; `make test-fast` leaves them out
+SLOW_MARKERS = ("daemon", "browser", "deployment")
+
+
+def is_slow(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(name) is not None for name in SLOW_MARKERS)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long modules first. `make test` hands whole modules to two workers in collection order (`--dist loadfile
+    """Slow modules first. `make test` hands whole modules to two workers in collection order (`--dist loadfile
     --no-loadscope-reorder`; xdist's default order, most tests first, puts the long modules of a few tests last);
-    a long module handed out last would run alone at the end while the other worker idles."""
-
-    def long(item: pytest.Item) -> bool:
-        return (
-            item.path.name in LONG_MODULES
-            or item.get_closest_marker("daemon") is not None
-            or item.get_closest_marker("browser") is not None
-        )
-
-    items.sort(key=lambda item: not long(item))  # stable: the order within each group is kept
+    a long module handed out last would run alone at the end while the other worker idles. A module counts as slow
+    when any of its tests is."""
+    slow_modules = {item.path for item in items if is_slow(item)}
+    items.sort(key=lambda item: item.path not in slow_modules)  # stable: the order within each group is kept

@@ -31,6 +31,8 @@ from tests.fidelity import (
 )
 from tests.shared_data import NEWS_HTML, require_shared
 
+pytestmark = pytest.mark.deployment
+
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> FidelityReport:
