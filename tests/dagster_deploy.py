@@ -296,8 +296,12 @@ class ProgressWaiter:
 
     processes: dict[str, tuple[subprocess.Popen, Path]]
     stall_seconds: float
+    #: the fingerprint (several queries) is taken this often, not on every poll: a stall is minutes, and the
+    #: webserver answering queries is CPU the deployment under test does not get
+    fingerprint_seconds: float = 10.0
     _last: object = None
     _since: float = 0.0
+    _fingerprinted: float = 0.0
 
     def _fingerprint(self) -> object:
         raise NotImplementedError
@@ -319,13 +323,14 @@ class ProgressWaiter:
                 assert process.poll() is None, (
                     f"{name} exited ({process.returncode}) waiting for {what}\n{self.log_tails()}"
                 )
-            fingerprint = self._fingerprint()
-            if fingerprint != self._last:
-                self._last, self._since = fingerprint, time.monotonic()
-            elif time.monotonic() - self._since > self.stall_seconds:
-                raise AssertionError(
-                    f"no progress for {self.stall_seconds:.0f} s waiting for {what}\n{self.log_tails()}"
-                )
+            if time.monotonic() - self._fingerprinted >= self.fingerprint_seconds:
+                fingerprint, self._fingerprinted = self._fingerprint(), time.monotonic()
+                if fingerprint != self._last:
+                    self._last, self._since = fingerprint, time.monotonic()
+                elif time.monotonic() - self._since > self.stall_seconds:
+                    raise AssertionError(
+                        f"no progress for {self.stall_seconds:.0f} s waiting for {what}\n{self.log_tails()}"
+                    )
             time.sleep(poll)
 
 

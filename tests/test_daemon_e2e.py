@@ -241,17 +241,19 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
         return [r for r in deployed.topic_runs() if "fetched_links" in r["assets"]]
 
     watched: dict[str, int] = {}  # spider run id -> processed URLs when first seen running
+    worker_pids: dict[str, int] = {}  # spider run id -> its run worker's pid, read once from its events
 
     def killable_run() -> tuple[dict, int] | None:
         for run in spider_runs():
             if run["status"] != "STARTED":
                 continue
-            pid = next(
-                (int(m.group(1)) for m in map(PID_EVENT.search, graphql.run_messages(run["runId"])) if m),
-                None,
-            )
-            if pid is None:
-                continue
+            if run["runId"] not in worker_pids:
+                messages = graphql.run_messages(run["runId"])
+                found = next((int(m.group(1)) for m in map(PID_EVENT.search, messages) if m), None)
+                if found is None:
+                    continue
+                worker_pids[run["runId"]] = found
+            pid = worker_pids[run["runId"]]
             processed = deployed.processed_urls()
             before = watched.setdefault(run["runId"], processed)
             if processed > before:  # the run has written a batch: kill it with rows on both sides
