@@ -169,10 +169,34 @@ def is_slow(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(name) is not None for name in SLOW_MARKERS)
 
 
+#: pytest's cache key for the seconds each test module took when it last ran (by module path)
+MODULE_SECONDS = "topicmap/module_seconds"
+_measured: dict[str, float] = {}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow modules first. `make test` hands whole modules to two workers in collection order (`--dist loadfile
-    --no-loadscope-reorder`; xdist's default order, most tests first, puts the long modules of a few tests last);
-    a long module handed out last would run alone at the end while the other worker idles. A module counts as slow
-    when any of its tests is."""
+    """Slow modules first, each group longest first as the last run measured it. `make test` hands whole modules
+    to two workers in collection order (`--dist loadfile --no-loadscope-reorder`; xdist's default order, most tests
+    first, puts the long modules of a few tests last); a long module handed out last would run alone at the end
+    while the other worker idles. A module counts as slow when any of its tests is. Without pytest's cache (a fresh
+    clone, `-p no:cacheprovider`) each group keeps the collection order."""
+    cache = getattr(config, "cache", None)
+    seconds: dict[str, float] = cache.get(MODULE_SECONDS, {}) if cache is not None else {}
     slow_modules = {item.path for item in items if is_slow(item)}
-    items.sort(key=lambda item: item.path not in slow_modules)  # stable: the order within each group is kept
+    # stable: the order within a module is kept
+    items.sort(
+        key=lambda item: (item.path not in slow_modules, -seconds.get(item.nodeid.split("::")[0], 0.0))
+    )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::")[0]
+    _measured[module] = _measured.get(module, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Keep each module's time for the next run's order (in the process that saw every module's reports)."""
+    cache = getattr(session.config, "cache", None)
+    if cache is None or hasattr(session.config, "workerinput") or not _measured:
+        return
+    cache.set(MODULE_SECONDS, {**cache.get(MODULE_SECONDS, {}), **_measured})
