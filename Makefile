@@ -22,7 +22,7 @@ endif
 PG_VARS := DAGSTER_PG_HOST DAGSTER_PG_PORT DAGSTER_PG_DB DAGSTER_PG_USERNAME DAGSTER_PG_PASSWORD
 MANAGED := \# topicmap-managed
 
-.PHONY: demo test ui demo-ui lint bench clean venv instance
+.PHONY: demo test test-fast ui demo-ui lint bench clean venv instance
 
 # The versions tested, not the newest pyproject allows: constraints.txt pins every package the install brings.
 $(STAMP): pyproject.toml constraints.txt
@@ -48,11 +48,19 @@ instance:
 demo: $(STAMP) instance
 	$(BIN)/python -m orchestration.demo
 
-test: $(STAMP)
+# Two workers, each given whole test modules (module fixtures are built once), the slow modules first (tests/conftest.py).
+PYTEST := $(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
+
+# every test
+test: lint
 	mkdir -p $(DAGSTER_HOME)
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
+	$(PYTEST)
+
+# the unit and component tests, between two changes: not those that start a daemon, a browser or processes of their
+# own (markers daemon, browser and deployment in pyproject.toml); PostgreSQL, RabbitMQ and Redis tests included
+test-fast: lint
+	mkdir -p $(DAGSTER_HOME)
+	$(PYTEST) -m "not daemon and not browser and not deployment"
 
 # The UI's port (`make ui DAGSTER_PORT=3300`)
 DAGSTER_PORT ?= 3000

@@ -1,10 +1,14 @@
-"""Shared fixtures: a fresh topic store on SQLite and on PostgreSQL (its own schema per test)."""
+"""Shared fixtures: a fresh topic store on SQLite (a copy of one upgraded per test process) and on PostgreSQL (one
+schema per test process, emptied after each test); the order in which `make test` runs the modules."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -64,45 +68,135 @@ def pg_schema() -> Iterator[tuple[str, str]]:
     engine.dispose()
 
 
+class WorkerSchema:
+    """One upgraded topic-store schema per test process, emptied after each test: emptying ~40 tables is a fraction
+    of what creating and upgrading a schema costs. A test that changed the schema itself (dropped tables, another
+    version) gets the worker a new schema instead, so every test starts from a fresh, newest store."""
+
+    def __init__(self) -> None:
+        self.url = postgres_url()
+        self.engine = create_engine(self.url)
+        self.abandoned: list[str] = []
+        self.schema, self.layout = self._create()
+
+    def _create(self) -> tuple[str, tuple]:
+        schema = f"tm_test_{os.getpid()}_{uuid.uuid4().hex[:10]}"
+        TopicStore.open(self.url, schema=schema).dispose()
+        return schema, self._layout(schema)
+
+    def _layout(self, schema: str) -> tuple:
+        """The schema's columns, indexes and version rows: what a test that only writes data leaves as it was."""
+        with self.engine.connect() as conn:
+            columns = conn.execute(
+                text(
+                    "SELECT table_name, column_name, data_type FROM information_schema.columns "
+                    "WHERE table_schema = :schema ORDER BY 1, 2"
+                ),
+                {"schema": schema},
+            ).all()
+            indexes = conn.execute(
+                text("SELECT indexname FROM pg_indexes WHERE schemaname = :schema ORDER BY 1"),
+                {"schema": schema},
+            ).all()
+            versions = (
+                conn.execute(text(f'SELECT count(*), max(version) FROM "{schema}".schema_version')).one()
+                if any(row.table_name == "schema_version" for row in columns)
+                else None
+            )
+        return tuple(columns), tuple(indexes), tuple(versions or ())
+
+    def reset(self) -> None:
+        """Every table but schema_version emptied, identities restarted (ids start at 1 again)."""
+        if self._layout(self.schema) != self.layout:
+            self.abandoned.append(self.schema)
+            self.schema, self.layout = self._create()
+            return
+        tables = sorted({row.table_name for row in self.layout[0]} - {"schema_version"})
+        with self.engine.begin() as conn:
+            # a connection the test left open would block this for ever: fail the test instead
+            conn.execute(text("SET LOCAL lock_timeout = '60s'"))
+            names = ", ".join(f'"{self.schema}"."{table}"' for table in tables)
+            conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+
+    def drop(self) -> None:
+        with self.engine.begin() as conn:
+            for schema in (*self.abandoned, self.schema):
+                conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        self.engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_worker_schema() -> Iterator[WorkerSchema]:
+    require_postgres()
+    worker = WorkerSchema()
+    yield worker
+    worker.drop()
+
+
+@pytest.fixture(scope="session")
+def sqlite_store_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A topic store on SQLite, upgraded once per test process; each test's store starts as a copy of it."""
+    path = tmp_path_factory.mktemp("store_template") / "store.sqlite3"
+    TopicStore.open(f"sqlite:///{path}").dispose()
+    return path
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[TopicStore]:
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TopicStore]:
     """A fresh, upgraded topic store; every store test runs on both SQLite and PostgreSQL."""
     if request.param == "sqlite":
-        topic_store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+        path = tmp_path / "store.sqlite3"
+        template = request.getfixturevalue("sqlite_store_template")
+        with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(path)) as copy:
+            source.backup(copy)  # the WAL included
+        topic_store = TopicStore.open(f"sqlite:///{path}")
         yield topic_store
         topic_store.dispose()
         return
-    url, schema = request.getfixturevalue("pg_schema")
-    topic_store = TopicStore.open(url, schema=schema)
+    worker: WorkerSchema = request.getfixturevalue("pg_worker_schema")
+    topic_store = TopicStore.open(worker.url, schema=worker.schema)
     yield topic_store
     topic_store.dispose()
+    worker.reset()
 
 
-#: modules of several minutes each besides those marked daemon or browser (deployments, Celery workers, real runs)
-LONG_MODULES = frozenset(
-    {
-        "test_celery_spider.py",
-        "test_celery_waits.py",
-        "test_deployment.py",
-        "test_fidelity_e2e.py",
-        "test_lineage.py",
-        "test_run_failures.py",
-        "test_run_tags.py",
-        "test_topic_run.py",
-    }
-)
+#: markers of the tests that start processes of their own (a webserver, a daemon, code servers, run workers, Celery
+#: workers, a browser) and take tens of seconds to minutes each; `make test-fast` leaves them out
+SLOW_MARKERS = ("daemon", "browser", "deployment")
+
+
+def is_slow(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(name) is not None for name in SLOW_MARKERS)
+
+
+#: pytest's cache key for the seconds each test module took when it last ran (by module path)
+MODULE_SECONDS = "topicmap/module_seconds"
+_measured: dict[str, float] = {}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long modules first. `make test` hands whole modules to two workers in collection order (`--dist loadfile
-    --no-loadscope-reorder`; xdist's default order, most tests first, puts the long modules of a few tests last);
-    a long module handed out last would run alone at the end while the other worker idles."""
+    """Slow modules first, each group longest first as the last run measured it. `make test` hands whole modules
+    to two workers in collection order (`--dist loadfile --no-loadscope-reorder`; xdist's default order, most tests
+    first, puts the long modules of a few tests last); a long module handed out last would run alone at the end
+    while the other worker idles. A module counts as slow when any of its tests is. Without pytest's cache (a fresh
+    clone, `-p no:cacheprovider`) each group keeps the collection order."""
+    cache = getattr(config, "cache", None)
+    seconds: dict[str, float] = cache.get(MODULE_SECONDS, {}) if cache is not None else {}
+    slow_modules = {item.path for item in items if is_slow(item)}
+    # stable: the order within a module is kept
+    items.sort(
+        key=lambda item: (item.path not in slow_modules, -seconds.get(item.nodeid.split("::")[0], 0.0))
+    )
 
-    def long(item: pytest.Item) -> bool:
-        return (
-            item.path.name in LONG_MODULES
-            or item.get_closest_marker("daemon") is not None
-            or item.get_closest_marker("browser") is not None
-        )
 
-    items.sort(key=lambda item: not long(item))  # stable: the order within each group is kept
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::")[0]
+    _measured[module] = _measured.get(module, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Keep each module's time for the next run's order (in the process that saw every module's reports)."""
+    cache = getattr(session.config, "cache", None)
+    if cache is None or hasattr(session.config, "workerinput") or not _measured:
+        return
+    cache.set(MODULE_SECONDS, {**cache.get(MODULE_SECONDS, {}), **_measured})

@@ -296,8 +296,12 @@ class ProgressWaiter:
 
     processes: dict[str, tuple[subprocess.Popen, Path]]
     stall_seconds: float
+    #: the fingerprint (several queries) is taken this often, not on every poll: a stall is minutes, and the
+    #: webserver answering queries is CPU the deployment under test does not get
+    fingerprint_seconds: float = 10.0
     _last: object = None
     _since: float = 0.0
+    _fingerprinted: float = 0.0
 
     def _fingerprint(self) -> object:
         raise NotImplementedError
@@ -319,21 +323,23 @@ class ProgressWaiter:
                 assert process.poll() is None, (
                     f"{name} exited ({process.returncode}) waiting for {what}\n{self.log_tails()}"
                 )
-            fingerprint = self._fingerprint()
-            if fingerprint != self._last:
-                self._last, self._since = fingerprint, time.monotonic()
-            elif time.monotonic() - self._since > self.stall_seconds:
-                raise AssertionError(
-                    f"no progress for {self.stall_seconds:.0f} s waiting for {what}\n{self.log_tails()}"
-                )
+            if time.monotonic() - self._fingerprinted >= self.fingerprint_seconds:
+                fingerprint, self._fingerprinted = self._fingerprint(), time.monotonic()
+                if fingerprint != self._last:
+                    self._last, self._since = fingerprint, time.monotonic()
+                elif time.monotonic() - self._since > self.stall_seconds:
+                    raise AssertionError(
+                        f"no progress for {self.stall_seconds:.0f} s waiting for {what}\n{self.log_tails()}"
+                    )
             time.sleep(poll)
 
 
 class LocalDagster(ProgressWaiter):
-    """``dagster-webserver`` and ``dagster-daemon run`` on workspace.yaml, apart as in production, with a
-    DAGSTER_HOME of their own from deploy/dagster.local.yaml (SQLite, the run queue and its limits). Every
-    sensor is stopped before the daemon starts, so only what the test launches runs. Waits on progress (runs,
-    their states, backfill states, the processes' logs), never on a total deadline."""
+    """``dagster-webserver`` and ``dagster-daemon run``, apart as in production, with a DAGSTER_HOME of their own
+    from deploy/dagster.local.yaml (SQLite, the run queue and its limits), on ONE code server of workspace.yaml's
+    location (``dagster api grpc``, where each would otherwise start its own; runs are its children as they are
+    the daemon's code server's). Every sensor is stopped before the daemon starts, so only what the test launches
+    runs. Waits on progress (runs, their states, backfill states, the processes' logs), never on a total deadline."""
 
     def __init__(self, tmp_path: Path, env: dict[str, str], stall_seconds: float = 600.0):
         self.dagster_home = tmp_path / "dagster_home"
@@ -341,6 +347,8 @@ class LocalDagster(ProgressWaiter):
         self.env = {**env, "DAGSTER_HOME": str(self.dagster_home)}
         self.logs = tmp_path / "logs"
         self.logs.mkdir(exist_ok=True)
+        self.code_server_port = free_port()
+        self.workspace = tmp_path / "workspace.yaml"
         self.port = free_port()
         self.graphql = DagsterGraphQL(self.port)
         self.processes: dict[str, tuple[subprocess.Popen, Path]] = {}
@@ -359,12 +367,40 @@ class LocalDagster(ProgressWaiter):
             )
         self.processes[name] = (process, log_path)
 
+    def _start_code_server(self) -> None:
+        """workspace.yaml's code location served on a loopback port, and a workspace file that names it."""
+        import yaml
+
+        (location,) = yaml.safe_load((ROOT / "workspace.yaml").read_text(encoding="utf-8"))["load_from"]
+        module = location["python_module"]
+        self._start(
+            "code_server",
+            [
+                *("dagster", "api", "grpc", "-h", "127.0.0.1", "-p", str(self.code_server_port)),
+                *("-m", module["module_name"], "-a", module["attribute"]),
+                *("--location-name", module["location_name"], "-d", str(ROOT / module["working_directory"])),
+            ],
+        )
+        server = {
+            "host": "127.0.0.1",
+            "port": self.code_server_port,
+            "location_name": module["location_name"],
+        }
+        self.workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": server}]}), encoding="utf-8")
+
+        def serving() -> bool:  # the server listens once the definitions are loaded
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", self.code_server_port)) == 0
+
+        self.wait_for("the code server", serving, poll=0.5)
+
     def start(self) -> None:
         import requests
 
+        self._start_code_server()
         self._start(
             "webserver",
-            ["dagster-webserver", "-h", "127.0.0.1", "-p", str(self.port), "-w", "workspace.yaml"],
+            ["dagster-webserver", "-h", "127.0.0.1", "-p", str(self.port), "-w", str(self.workspace)],
         )
 
         def loaded() -> bool:
@@ -379,10 +415,10 @@ class LocalDagster(ProgressWaiter):
         for sensor in self.graphql.sensors():
             if sensor["sensorState"]["status"] == "RUNNING":
                 self.graphql.set_sensor(sensor, running=False)
-        self._start("daemon", ["dagster-daemon", "run", "-w", "workspace.yaml"])
+        self._start("daemon", ["dagster-daemon", "run", "-w", str(self.workspace)])
 
     def stop(self) -> None:
-        for process, _ in self.processes.values():
+        for process, _ in reversed(self.processes.values()):  # the code server (and its runs) last
             stop_process_tree(process)
 
     def _fingerprint(self) -> object:

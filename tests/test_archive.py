@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.shared_data import WARC_DIR
+from tests.shared_data import WARC_DIR, require_shared
 from topicmap.archive.drop_rows import ArchiveFileError
 from topicmap.archive.drops import parse_drop
 from topicmap.store import schema as s
@@ -105,9 +105,8 @@ def test_warc_drops_load_story_indexer_archives_and_generic_crawls(store: TopicS
 
 
 def test_real_generic_warc_files_load_with_extracted_text_or_clear_errors(tmp_path: Path) -> None:
-    folder = WARC_DIR
-    if not (folder / "example.warc.gz").exists():
-        pytest.skip(f"real WARC files not found under {folder}")
+    folder = require_shared(WARC_DIR)
+    require_shared(folder / "example.warc.gz")
     drop = parse_drop(folder / "example.warc.gz")
     # the capture of example.com: a generic crawl, title extracted from the HTML
     assert [st.url for st in drop.stories] == ["http://example.com/"]

@@ -56,7 +56,6 @@ def test_the_catch_up_sensor_launches_one_backfill_the_daemon_completes(tmp_path
             "DAGSTER_HOME": str(dagster_home),
             "TOPICMAP_HOME": str(home),
             "TOPICMAP_TOPICS_FILE": str(tmp_path / "topics.yaml"),
-            "TOPICMAP_SENSOR_INTERVAL_SECONDS": "1",
             "TOPICMAP_CLICKS_START_DATE": "2024-01-01",
             "TOPICMAP_BITLY_TOKEN": server.dataset.bitly_token,
             "TOPICMAP_BITLY_BASE_URL": server.base_url_bitly,

@@ -47,6 +47,7 @@ INTERVAL = 0.2  # politeness per site, so the gaps can be checked
 LATE_SEND_TOLERANCE = 0.05  # how late a CPU-starved worker may send after its slot began (see the gap check)
 SHARDS = 4
 F = s.topic_fetch_urls
+pytestmark = pytest.mark.deployment
 
 DRIVER = """
 import sys

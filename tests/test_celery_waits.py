@@ -40,6 +40,7 @@ QUEUE = "dagster"  # dagster-celery's queue, the one every step of the code loca
 SHORT_TIMEOUT = 5  # seconds: TOPICMAP_CELERY_START_TIMEOUT in the tests that expect it to fire or not
 SAFETY = 600  # seconds: a generous bound on any one wait, only so that a broken run cannot hang the suite
 RELEASE_ENV = "TOPICMAP_TEST_RELEASE"  # a file path: the job's steps finish once it exists
+pytestmark = pytest.mark.deployment
 
 
 # --- the job the driver runs (workers rebuild it from this module: the repository is on their PYTHONPATH) ---

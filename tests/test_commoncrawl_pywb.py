@@ -31,7 +31,7 @@ from tests.ccservers import (
     write_pages_warc,
 )
 from tests.conftest import postgres_url, require_postgres
-from tests.shared_data import WARC_DIR
+from tests.shared_data import WARC_DIR, optional_shared
 from topicmap.archive import cc_queue
 from topicmap.archive.commoncrawl import CdxClient, CommonCrawlError, CommonCrawlSettings
 from topicmap.demo.web import generate_demo_web
@@ -76,8 +76,8 @@ class Collection:
             source / MISSING_FILE, [(self.missing_url, 200, "text/html", missing.body)], capture_time()
         )
         warcs = sorted(source.glob("*.warc.gz"))
-        self.shared = WARC_DIR / "example.warc.gz"
-        if self.shared.exists():
+        self.shared = optional_shared(WARC_DIR / "example.warc.gz")
+        if self.shared is not None:
             warcs.append(self.shared)
         self.outlet_html = outlet_urls
         self.pywb = PywbServer(tmp / "pywb", venv)
@@ -169,7 +169,7 @@ def test_every_capture_of_an_outlet_becomes_a_story(collection: Collection, tmp_
     assert media == [OUTLET]
     # The flaky file answered 503 twice and was then read: retries, not rejections.
     assert [r[2] for r in collection.data.requests if r[0] == FLAKY_FILE][:3] == [503, 503, 206]
-    if collection.shared.exists():
+    if collection.shared is not None:
         assert any(url.startswith("http://example.com/") for url in stories)
     row = next(r for r in cc_queue.queue_rows(store) if r["domain"] == OUTLET)
     assert (row["state"], row["captures_found"], row["stories_stored"], row["captures_rejected"]) == (

@@ -128,26 +128,29 @@ def _start(name: str, argv: list[str], env: dict[str, str], logs: Path) -> tuple
     return process, log_path
 
 
-def _in_process_reference(tmp_path: Path, web, server_port: int) -> dict[str, int]:  # noqa: ANN001
-    """The same topic run in process (no politeness, SQLite): the counts the deployment must reproduce."""
-    home = tmp_path / "reference"
-    env = demo_topic.prepare(home, web, server_port, interval=0.0)
-    env["DAGSTER_HOME"] = str(home / "dagster_home")
-    (home / "dagster_home").mkdir(parents=True)
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.demo_topic"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+class InProcessReference:
+    """The same topic run in process (no politeness, SQLite): the counts the deployment must reproduce. It runs in a
+    process of its own beside the deployment (which spends most of its time waiting on its politeness interval)."""
+
+    def __init__(self, tmp_path: Path, web, server_port: int):  # noqa: ANN001
+        home = tmp_path / "reference"
+        env = demo_topic.prepare(home, web, server_port, interval=0.0)
+        env["DAGSTER_HOME"] = str(home / "dagster_home")
+        (home / "dagster_home").mkdir(parents=True)
+        self.stdout, self.stderr = home / "stdout.txt", home / "stderr.txt"
+        with open(self.stdout, "wb") as out, open(self.stderr, "wb") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "tests.demo_topic"], cwd=ROOT, env=env, stdout=out, stderr=err
+            )
+
+    def counts(self) -> dict[str, int]:
+        """The reference's store counts, once its run has ended."""
+        assert self.process.wait() == 0, self.stderr.read_text(errors="replace")[-4000:]
+        return json.loads(self.stdout.read_text().strip().splitlines()[-1])
 
 
 @pytest.fixture
-def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, dict[str, int], Path, str]]:
+def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, InProcessReference, Path, str]]:
     from topicmap.demo.server import serve_demo_web
 
     web = demo_topic.demo_web()
@@ -156,7 +159,7 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, dict[str, int], Pat
         postgres_database("tm_e2e_dagster") as dagster_db,
         postgres_database("tm_e2e_store") as store_db,
     ):
-        reference = _in_process_reference(tmp_path, web, server.port)
+        reference = InProcessReference(tmp_path, web, server.port)
         home = tmp_path / "deployed"
         env = demo_topic.prepare(home, web, server.port, interval=SPIDER_INTERVAL, declare_topic=False)
         dagster_home = home / "dagster_home"
@@ -214,16 +217,16 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, dict[str, int], Pat
             )
             yield deployed, reference, home, demo_topic.topics_yaml(web)
         finally:
-            for process, _ in deployed.processes.values():
+            for process in (reference.process, *(process for process, _ in deployed.processes.values())):
                 stop_process_tree(process)
             store.dispose()
             deployed._dagster_engine.dispose()
 
 
 def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spider_run(
-    deployment: tuple[Deployment, dict[str, int], Path, str],
+    deployment: tuple[Deployment, InProcessReference, Path, str],
 ) -> None:
-    deployed, reference, home, topics_yaml = deployment
+    deployed, reference_run, home, topics_yaml = deployment
     graphql = deployed.graphql
 
     # 1. The operator loads the archive (a run through the queue), then declares the topic.
@@ -241,17 +244,19 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
         return [r for r in deployed.topic_runs() if "fetched_links" in r["assets"]]
 
     watched: dict[str, int] = {}  # spider run id -> processed URLs when first seen running
+    worker_pids: dict[str, int] = {}  # spider run id -> its run worker's pid, read once from its events
 
     def killable_run() -> tuple[dict, int] | None:
         for run in spider_runs():
             if run["status"] != "STARTED":
                 continue
-            pid = next(
-                (int(m.group(1)) for m in map(PID_EVENT.search, graphql.run_messages(run["runId"])) if m),
-                None,
-            )
-            if pid is None:
-                continue
+            if run["runId"] not in worker_pids:
+                messages = graphql.run_messages(run["runId"])
+                found = next((int(m.group(1)) for m in map(PID_EVENT.search, messages) if m), None)
+                if found is None:
+                    continue
+                worker_pids[run["runId"]] = found
+            pid = worker_pids[run["runId"]]
             processed = deployed.processed_urls()
             before = watched.setdefault(run["runId"], processed)
             if processed > before:  # the run has written a batch: kill it with rows on both sides
@@ -324,6 +329,7 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
 
     # 5. The store holds exactly what an in-process run holds: no URL lost, no row twice.
     counts = demo_topic.store_counts(deployed.store)
+    reference = reference_run.counts()
     assert counts["topic_fetch_urls"] > processed_at_kill > 0
     assert counts["duplicate_fetch_urls"] == 0 and counts["duplicate_stories"] == 0
     assert counts == reference, {

@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from tests.date_cases import DATE_GUESSER_CASES, DateCase
-from tests.shared_data import NEWS_HTML
+from tests.shared_data import NEWS_HTML, require_shared
 from topicmap.web.dates import DateGuess, UrlDate, guess_date, undateable_reason, url_date
 
 PROSE = "<p>The council met on Tuesday to debate the transit plan, officials said after the meeting.</p>" * 4
@@ -166,9 +166,7 @@ def test_without_a_url_the_page_alone_is_judged() -> None:
 
 
 def test_real_pages_with_human_annotated_days() -> None:
-    expected = NEWS_HTML / "expected.jsonl"
-    if not expected.exists():
-        pytest.skip(f"real pages not available at {NEWS_HTML}")
+    expected = require_shared(NEWS_HTML / "expected.jsonl")
     rows = [json.loads(line) for line in expected.read_text(encoding="utf-8").splitlines()]
     annotated = [row for row in rows if row.get("date_kind") == "day_human_annotated"][:8]
     hits = 0

@@ -292,6 +292,7 @@ def test_only_the_step_process_that_reported_a_pid_is_ended(monitored_instance: 
         bystander.wait()
 
 
+@pytest.mark.deployment
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
 def test_a_step_process_dies_with_its_run_worker(tmp_path: Path, start_method: str) -> None:
     """Dagster's multiprocess executor leaves a step process running when its run worker is killed; the code

@@ -28,7 +28,7 @@ from warcio.warcwriter import WARCWriter
 from assets.archive import archive_stories
 from resources.archive import ArchiveDropsResource
 from resources.store import TopicStoreResource
-from tests.shared_data import WARC_DIR
+from tests.shared_data import WARC_DIR, require_shared
 from topicmap.archive.drop_rows import ArchiveFileError
 from topicmap.archive.drops import iter_drop, load_drop, parse_drop
 from topicmap.archive.store import archive_file_record
@@ -431,8 +431,7 @@ def test_a_warc_gz_cut_anywhere_but_between_records_is_reported_with_its_offset(
 
 
 def test_real_files_read_clean_under_the_caps_and_report_when_cut(tmp_path: Path) -> None:
-    if not (WARC_DIR / "example.warc.gz").exists():
-        pytest.skip(f"real WARC files not found under {WARC_DIR}")
+    require_shared(WARC_DIR / "example.warc.gz")
     for name in ("example.warc.gz", "example.warc", "example.arc", "example.arc.gz", "post-test.warc.gz"):
         errors: list[WarcReadError] = []
         assert list(read_warc_pages(WARC_DIR / name, errors=errors)), name

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from tests.shared_data import NEWS_HTML
+from tests.shared_data import NEWS_HTML, require_shared
 from topicmap.web import article_text
 from topicmap.web.article_text import tidy_text
 from topicmap.web.extract import (
@@ -440,9 +440,7 @@ def test_parse_html() -> None:
 
 
 def _rows() -> list[dict]:
-    expected = NEWS_HTML / "expected.jsonl"
-    if not expected.exists():
-        pytest.skip(f"real pages not available at {NEWS_HTML}")
+    expected = require_shared(NEWS_HTML / "expected.jsonl")
     return [json.loads(line) for line in expected.read_text(encoding="utf-8").splitlines()]
 
 

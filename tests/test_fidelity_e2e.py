@@ -25,18 +25,18 @@ from tests.fidelity import (
     RELEVANT_SHARE_BOUNDS,
     FidelityReport,
     StoryComparison,
-    corpus_available,
     describe,
     markdown,
     run_and_evaluate,
 )
-from tests.shared_data import NEWS_HTML
+from tests.shared_data import NEWS_HTML, require_shared
+
+pytestmark = pytest.mark.deployment
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> FidelityReport:
-    if not corpus_available():
-        pytest.skip(f"real pages not available at {NEWS_HTML}")
+    require_shared(NEWS_HTML / "expected.jsonl")
     return run_and_evaluate(tmp_path_factory.mktemp("fidelity"))
 
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.shared_data import NEWS_HTML
+from tests.shared_data import NEWS_HTML, require_shared
 from topicmap.web.extract import decode_html, extract_story
 from topicmap.web.links import (
     IGNORE_LINK_PATTERN,
@@ -302,9 +302,7 @@ def test_self_links_within_huge_government_and_wiki_sites_are_skipped() -> None:
 
 
 def _real_page(file_prefix: str) -> tuple[bytes, str]:
-    expected = NEWS_HTML / "expected.jsonl"
-    if not expected.exists():
-        pytest.skip(f"real pages not available at {NEWS_HTML}")
+    expected = require_shared(NEWS_HTML / "expected.jsonl")
     for line in expected.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         if row["file"].startswith(file_prefix):
@@ -323,9 +321,7 @@ def test_the_spider_stores_the_benchmarked_story_on_every_real_page() -> None:
     # The spider stores extract_story_and_links' story of the page it decoded; the extraction benchmark
     # scores extract_story on the page's bytes. They disagreed on 11 of the 170 pages (text cut at inline
     # links, news.yam.md kept 1,408 of 10,110 characters).
-    expected = NEWS_HTML / "expected.jsonl"
-    if not expected.exists():
-        pytest.skip(f"real pages not available at {NEWS_HTML}")
+    expected = require_shared(NEWS_HTML / "expected.jsonl")
     rows = [json.loads(line) for line in expected.read_text(encoding="utf-8").splitlines()]
     differing = []
     pages_with_links = 0

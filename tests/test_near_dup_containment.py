@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime
 import numpy as np
 import pytest
 
-from tests.shared_data import NEWS_HTML
+from tests.shared_data import NEWS_HTML, require_shared
 from tests.test_near_dup_service import ARTICLE, OTHER, _Running
 from topicmap.cli import main as cli_main
 from topicmap.dedup.catalog import FingerprintCatalog
@@ -54,9 +54,7 @@ class RealStore:
 
 
 def real_articles() -> list[str]:
-    expected = NEWS_HTML / "expected.jsonl"
-    if not expected.is_file():
-        pytest.skip(f"the real news corpus is absent ({expected})")
+    expected = require_shared(NEWS_HTML / "expected.jsonl")
     rows = [json.loads(line) for line in expected.read_text(encoding="utf-8").splitlines() if line.strip()]
     return [
         row["text"] for row in rows if isinstance(row.get("text"), str) and len(row["text"].split()) >= 80

@@ -55,6 +55,7 @@ TOPIC = "dead-holders"
 STALLING_URLS = [f"http://site{site}.test/stall?n={n}" for site in range(3) for n in range(2)]
 #: URLs another run, alive, holds: never released by the dead run's tick
 LIVE_URLS = ["http://busy.test/stall?n=0", "http://busy.test/stall?n=1"]
+pytestmark = pytest.mark.deployment
 
 
 def wait_for(what: str, check: Callable[[], T | None], poll: float = 0.1) -> T:

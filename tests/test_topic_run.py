@@ -57,6 +57,7 @@ def test_an_undeclared_topic_is_named_with_the_declared_ones(
     assert "'no-such-topic' is not a valid topic" in out and "declared topics: run-climate" in out
 
 
+@pytest.mark.deployment
 def test_topic_run_drives_a_topic_to_its_snapshot_as_named_jobs(project: dict) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "orchestration.cli", "topic", "run", "run-climate", "--load-archive"],

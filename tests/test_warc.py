@@ -20,7 +20,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from tests.shared_data import WARC_DIR
+from tests.shared_data import WARC_DIR, require_shared
 from topicmap.archive.warc import METADATA_CONTENT_TYPE, WarcReadError, read_warc_pages
 from topicmap.archive.warc_replay import WarcReplay, replay_key
 from topicmap.archive.warc_stories import (
@@ -36,10 +36,7 @@ NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def real_file(name: str) -> Path:
-    path = REAL_WARC_DIR / name
-    if not path.is_file():
-        pytest.skip(f"real WARC test file {path} not available")
-    return path
+    return require_shared(REAL_WARC_DIR / name)
 
 
 def three_stories() -> list[StoryRecord]:
