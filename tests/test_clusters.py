@@ -581,8 +581,8 @@ def test_weeks_are_backfilled_in_one_run_per_topic() -> None:
 def test_weekly_partitions_end_with_the_last_declared_topic(tmp_path: Path) -> None:
     topics = tmp_path / "topics.yaml"
     topics.write_text(
-        "topics:\n  - {name: long, start_date: 2009-01-01, end_date: 2024-12-31}\n"
-        "  - {name: short, start_date: 2019-10-28, end_date: 2020-03-02}\n",
+        "topics:\n  - {name: long, query: a, start_date: 2009-01-01, end_date: 2024-12-31}\n"
+        "  - {name: short, query: a, start_date: 2019-10-28, end_date: 2020-03-02}\n",
         encoding="utf-8",
     )
     files = {"TOPICMAP_TOPICS_FILE": str(topics)}
@@ -615,7 +615,7 @@ def test_topic_weeks_are_the_mondays_the_topic_spans() -> None:
 def test_weeks_start_on_the_monday_of_the_setting_or_of_the_earliest_topic(tmp_path: Path) -> None:
     topics = tmp_path / "topics.yaml"
     topics.write_text(
-        "topics:\n  - {name: a, start_date: 2026-03-05}\n  - {name: b, start_date: 2026-02-12}\n",
+        "topics:\n  - {name: a, query: a, start_date: 2026-03-05}\n  - {name: b, query: b, start_date: 2026-02-12}\n",
         encoding="utf-8",
     )
     today = date(2026, 11, 26)
