@@ -112,6 +112,31 @@ def test_a_parquet_text_column_of_lists_fails_the_file_naming_the_column(tmp_pat
         parse_drop(path)
 
 
+def test_a_parquet_file_with_categorical_columns_loads_like_a_plain_one(tmp_path: Path) -> None:
+    """pandas writes a Categorical as an Arrow dictionary column: the file was refused whole ("is of type
+    dictionary<values=string...>"), its valid stories lost."""
+    frame = pd.DataFrame(
+        {
+            "url": [f"https://herald.test/2026/02/0{i}/story" for i in range(1, 6)],
+            "title": [f"Budget talks {i}" for i in range(1, 6)],
+            "text": ["The president spoke about the budget."] * 5,
+            "publish_date": ["2026-02-01"] * 5,
+            "medium": pd.Categorical(["Herald", "Herald", "Ledger", "Herald", "Ledger"]),
+        }
+    )
+    frame["title"] = frame["title"].astype("category")
+    path = tmp_path / "categorical.parquet"
+    frame.to_parquet(path)
+    assert pa.types.is_dictionary(pq.read_schema(path).field("medium").type)
+    plain = tmp_path / "plain.parquet"
+    frame.astype({"medium": str, "title": str}).to_parquet(plain)
+    loaded, expected = parse_drop(path), parse_drop(plain)
+    assert loaded.errors == [] and len(loaded.stories) == 5
+    assert [(s.url, s.title, s.medium_name) for s in loaded.stories] == [
+        (s.url, s.title, s.medium_name) for s in expected.stories
+    ]
+
+
 READ_CSV_IN_SUBPROCESS = textwrap.dedent(
     """
     import json, re, sys

@@ -420,6 +420,18 @@ def _rows_over(batch: pa.RecordBatch, cap: int) -> dict[int, str]:
     return over
 
 
+def _plain(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Dictionary-encoded columns (pandas writes a Categorical so) as their values, so each row is checked and
+    read like a plain column's; the batch was sized by the dictionary's longest value (``_plan_row_groups``)."""
+    if not any(pa.types.is_dictionary(field.type) for field in batch.schema):
+        return batch
+    arrays = [
+        column.dictionary_decode() if pa.types.is_dictionary(column.type) else column
+        for column in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
 def parquet_rows(path: Path, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Iterator[SourceRow | RowError]:
     """Rows of a Parquet file, row group by row group; a row group that would decode a page (the unit a
     reader decodes whole) over the page limit, or a single value over the row limit, is reported as one
@@ -437,6 +449,8 @@ def parquet_rows(path: Path, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Iterat
     wanted = [c for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in columns]
     for name in wanted:
         kind = parquet.schema_arrow.field(name).type
+        if pa.types.is_dictionary(kind):  # a pandas Categorical: its values are what is stored
+            kind = kind.value_type
         if not _PARQUET_TYPES[name](kind):
             raise ArchiveFileError(
                 f"{path}: column {name!r} is of type {kind}, expected {_PARQUET_TYPE_NAMES[name]}; "
@@ -456,7 +470,7 @@ def parquet_rows(path: Path, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Iterat
             batches = parquet.iter_batches(
                 batch_size=plan.batch_rows, row_groups=[plan.index], columns=wanted, use_threads=False
             )
-            for batch in batches:
+            for batch in map(_plain, batches):
                 over = _rows_over(batch, limits.max_row_bytes)
                 if not over:
                     for row in batch.to_pylist():
