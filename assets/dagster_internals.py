@@ -3,11 +3,11 @@
 other import of ``dagster._`` and lists the names held here.
 
 Each is something Dagster 1.13 has no public name for: the types an executor, a run launcher or a run coordinator is
-handed, the run tags Dagster itself writes and reads, creating a run of a code location and executing it in this
-process, and (for tests) the daemons' single iterations. Dagster is pinned exactly (pyproject.toml: the Dagster family
-as one unit), so these cannot change under us without an upgrade the tests then run against. A name that becomes
-public moves to ``dagster`` and leaves this list. Kept beside assets/beta.py (the beta APIs in use), in the lowest
-package that uses it, so that sensors and orchestration both import it downwards.
+handed, the defaults a custom instance class returns, the run tags Dagster itself writes and reads, creating a run of
+a code location and executing it in this process, and (for tests) the daemons' single iterations. Dagster is pinned
+exactly (pyproject.toml: the Dagster family as one unit), so these cannot change under us without an upgrade the tests
+then run against. A name that becomes public moves to ``dagster`` and leaves this list. Kept beside assets/beta.py (the
+beta APIs in use), in the lowest package that uses it, so that sensors and orchestration both import it downwards.
 """
 
 import importlib
@@ -66,6 +66,9 @@ from dagster._core.execution.retries import (
 )
 from dagster._core.execution.step_dependency_config import (
     StepDependencyConfig,  # Executor.step_dependency_config's type, for a wrapping executor: not exported
+)
+from dagster._core.instance.ref import (
+    InstanceRef,  # its config_defaults are what a dagster.yaml `instance_class` must return: not exported
 )
 from dagster._core.launcher import (
     CheckRunHealthResult,  # what RunLauncher.check_run_worker_health returns: not exported
@@ -139,6 +142,7 @@ __all__ = [
     "InProcessCodeLocation",
     "InProcessCodeLocationOrigin",
     "InProcessWorkspaceLoadTarget",
+    "InstanceRef",
     "JobSubsetSelector",
     "KnownExecutionState",
     "LaunchRunContext",

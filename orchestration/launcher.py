@@ -109,7 +109,7 @@ class PidCheckingRunLauncher(DefaultRunLauncher):
             return True  # a unix socket is always on this host
         return info.get("host") in LOOPBACK_HOSTS | {socket.gethostname(), socket.getfqdn()}
 
-    def _worker_pid(self, run: DagsterRun) -> tuple[int, float] | None:
+    def worker_pid(self, run: DagsterRun) -> tuple[int, float] | None:
         """(pid, timestamp of its start event); one small indexed read per STARTED run and poll."""
         records = self._instance.get_records_for_run(
             run.run_id, of_type=DagsterEventType.ENGINE_EVENT, limit=PID_EVENT_SEARCH_LIMIT
@@ -200,7 +200,7 @@ class PidCheckingRunLauncher(DefaultRunLauncher):
             return CheckRunHealthResult(
                 WorkerStatus.RUNNING, "the run's code server is not on this host; pid not checked"
             )
-        found = self._worker_pid(run)
+        found = self.worker_pid(run)
         if found is None:
             return CheckRunHealthResult(WorkerStatus.RUNNING, "run worker has not reported its pid yet")
         pid, reported_at = found

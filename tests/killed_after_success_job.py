@@ -13,6 +13,9 @@ the run's: a run whose work is done, marked failed.
 ``killed_midway_job``: its first step succeeds; its second writes the run worker's pid to ``done_file`` and waits
 until the test kills the worker (a run with work left), unless ``done_file`` exists: a retry counts and ends.
 
+``ends_job``: one step that does nothing; the run ends on its own (the tests kill its worker as it reports the run's
+success).
+
 ``dynamic_job`` (a function, built when called: on the executor TOPICMAP_EXECUTOR names then): a step mapped over a
 dynamic output and one collecting it; a success hook logs what retry strategy the run carries as each step succeeds.
 """
@@ -79,6 +82,16 @@ def killed_midway_job() -> None:
     stall_once(after=count_run.alias("first")())
 
 
+@dg.op
+def does_nothing() -> None:
+    pass
+
+
+@dg.job(executor_def=executor_from_env())
+def ends_job() -> None:
+    does_nothing()
+
+
 class MappedConfig(dg.Config):
     fail: str = ""  # the mapping key whose step raises
 
@@ -116,4 +129,4 @@ def dynamic_job() -> dg.JobDefinition:
     return job
 
 
-defs = dg.Definitions(jobs=[one_step_job, two_step_job, killed_midway_job])
+defs = dg.Definitions(jobs=[one_step_job, two_step_job, killed_midway_job, ends_job])

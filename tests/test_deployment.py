@@ -20,6 +20,7 @@ import yaml
 
 from assets.dagster_internals import GRPC_INFO_TAG, EngineEventData, WorkerStatus, monitor_started_run
 from orchestration.coordinator import TaggingRunCoordinator
+from orchestration.instance import FAILURE_NOT_RECORDED, SuccessKeepingInstance
 from orchestration.launcher import IN_PROCESS_HOST_TAG, PidCheckingRunLauncher, process_state
 from tests.dagster_deploy import DEPLOY, ROOT, dagster_pg_env, postgres_database, write_instance
 
@@ -40,7 +41,9 @@ def test_local_and_production_instances_differ_only_in_storage() -> None:
 
 
 def _check_instance(instance: dg.DagsterInstance) -> None:
-    """What both instances promise: queue limits, pools, monitoring, crash-only retries, the pid launcher."""
+    """What both instances promise: queue limits, pools, monitoring, crash-only retries, the pid launcher, no
+    failure recorded for a run whose success is stored."""
+    assert isinstance(instance, SuccessKeepingInstance)
     assert isinstance(instance.run_launcher, PidCheckingRunLauncher)
     assert instance.run_launcher.supports_check_run_worker_health
     assert isinstance(instance.run_coordinator, TaggingRunCoordinator)
@@ -198,6 +201,41 @@ def test_monitoring_fails_a_run_whose_creating_process_died(monitored_instance: 
         monitored_instance, creator.pid, tags={IN_PROCESS_HOST_TAG: "another-host.example"}
     )
     assert _monitor(monitored_instance, elsewhere).status == dg.DagsterRunStatus.STARTED
+
+
+def test_monitoring_keeps_a_run_whose_success_is_stored(monitored_instance: dg.DagsterInstance) -> None:
+    """A run worker that died after storing the run's RUN_SUCCESS, before updating the run's status: monitoring
+    finds it dead with the run STARTED and reports a failure, which is not recorded; the run ends a success."""
+    worker = subprocess.Popen([sys.executable, "-c", "pass"])
+    worker.wait()
+    run = _started_run(monitored_instance, worker.pid)
+    stored_at = time.time() - 5.0
+    success = dg.EventLogEntry(
+        error_info=None,
+        level=logging.DEBUG,
+        user_message="",
+        run_id=run.run_id,
+        timestamp=stored_at,
+        job_name=run.job_name,
+        dagster_event=dg.DagsterEvent(dg.DagsterEventType.RUN_SUCCESS.value, run.job_name),
+    )
+    monitored_instance.store_event(success)  # the event log's write; the run's status is left as it was
+    assert monitored_instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.STARTED
+    kept = _monitor(monitored_instance, run)
+    assert kept.status == dg.DagsterRunStatus.SUCCESS
+    record = monitored_instance.get_run_records(dg.RunsFilter(run_ids=[run.run_id]))[0]
+    assert record.end_time == pytest.approx(stored_at)  # the run ended when its success was stored
+    failures = monitored_instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+    assert not failures.records
+    messages = [e.message for e in monitored_instance.all_logs(run.run_id)]
+    reason = next(m for m in messages if m.startswith(FAILURE_NOT_RECORDED))
+    assert f"run worker process {worker.pid} is gone" in reason, reason  # what monitoring reported
+    # a second failure reported later (another watcher, a later poll) is not recorded either
+    monitored_instance.report_run_failed(kept)
+    assert monitored_instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.SUCCESS
+    assert not monitored_instance.get_records_for_run(
+        run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE
+    ).records
 
 
 def test_monitoring_leaves_runs_it_cannot_judge_alone(monitored_instance: dg.DagsterInstance) -> None:

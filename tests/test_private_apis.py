@@ -58,6 +58,8 @@ INTERNALS: dict[str, tuple[str, set[str]]] = {
             "WorkspaceFileTarget",
             "execute_run",
             "merge_run_tags",
+            # the instance class of both instance files (orchestration/instance.py)
+            "InstanceRef",
             # the asset backfill a sensor requests (sensors/automation.py)
             "AssetGraphSubset",
             "AssetKeyPartitionKey",

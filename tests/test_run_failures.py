@@ -1,7 +1,7 @@
 """Dead runs, on a real Dagster instance (deploy/dagster.local.yaml): the URL claims of a spider run that was killed
 (or canceled) are free as soon as the sensor reacts to it, not a lease later; a run killed after its work was done is
 retried into a success, not into "No steps needed to be retried"; a run killed with work left is retried from its
-failure, its succeeded steps not run again.
+failure, its succeeded steps not run again; a run whose worker is killed as it reports its success stays a success.
 
 The tests wait on rows and run states (with a generous safety limit), never on time."""
 
@@ -16,8 +16,9 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from datetime import date
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,7 +37,8 @@ from assets.dagster_internals import (
     monitor_started_run,
 )
 from orchestration.executor import STRATEGY_BY_EXECUTOR, STRATEGY_BY_TAG
-from orchestration.launcher import process_state
+from orchestration.instance import FAILURE_NOT_RECORDED
+from orchestration.launcher import PidCheckingRunLauncher, process_state
 from resources.store import TopicStoreResource
 from sensors.run_failures import release_claims_of_canceled_runs, release_claims_of_failed_runs
 from tests.dagster_deploy import ROOT, write_instance
@@ -48,6 +50,7 @@ from topicmap.store.topic_store import TopicStore
 from topicmap.topics.declarations import TopicConfig
 
 T = TypeVar("T")
+RUN_SUCCESS, RUN_FAILURE = dg.DagsterEventType.RUN_SUCCESS, dg.DagsterEventType.RUN_FAILURE
 F, H = s.topic_fetch_urls, s.topic_spider_holders
 #: nothing at all happened for this long: something is stuck (a busy machine only makes the tests slower)
 SAFETY_SECONDS = 300.0
@@ -426,6 +429,68 @@ def test_a_run_killed_with_work_left_is_retried_from_its_failure(
     assert _counted(count_file) == [f"first {run.run_id}", f"stall_once {retry.run_id}"]
     # the retry did all its work: it is marked in turn
     assert instance.get_run_by_id(retry.run_id).tags.get(RETRY_STRATEGY_TAG) == "ALL_STEPS"
+
+
+# ---------------------------------------------------------------- a run killed as it reports its success
+
+#: runs launched at most, each one's worker killed as soon as its success is stored, to land a kill in the moment
+#: between the stored RUN_SUCCESS and the run's status update (most kills land there)
+KILLED_AS_SUCCEEDING_RUNS = 20
+#: the code server's report on a run worker that died with its run unfinished (dagster/_grpc/server.py), of run {}
+WORKER_DIED_REPORT = "Run execution process for {} was terminated by signal 9"
+
+
+def _kill_as_success_is_stored(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+    """SIGKILL ``run``'s worker the moment its RUN_SUCCESS is in the event log; whether the worker still lived."""
+    launcher = instance.run_launcher
+    assert isinstance(launcher, PidCheckingRunLauncher)
+    pid, _ = wait_for("the run worker to report its pid", lambda: launcher.worker_pid(run))
+
+    def success_stored() -> bool:
+        return bool(instance.get_records_for_run(run.run_id, of_type=RUN_SUCCESS, limit=1).records)
+
+    wait_for("the run's success to be stored", success_stored, poll=0.0)
+    if process_state(pid) != "alive":
+        return False
+    with suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def test_a_run_whose_success_is_stored_stays_a_success_when_its_worker_is_killed(
+    code_location: WorkspaceProcessContext, tmp_path: Path
+) -> None:
+    """A run worker killed after it stored the run's RUN_SUCCESS, before it updated the run's status: its code
+    server finds it dead with the run unfinished and reports a failure, which is not recorded. The run ends as a
+    success (the event log's word), with no retry and no claims released. Runs are killed until one kill lands in
+    that moment (the code server's report on the dead worker says so), each run checked."""
+    instance = code_location.instance
+    store_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    TopicStore.open(store_url).dispose()
+    cursor = tick(release_claims_of_failed_runs, instance, None, store_url).cursor
+    runs: list[dg.DagsterRun] = []
+    landed: list[dg.DagsterRun] = []  # killed between the stored success and the status update
+    while not landed and len(runs) < KILLED_AS_SUCCEEDING_RUNS:
+        run = _launch(code_location, "ends_job", {})
+        runs.append(run)
+        killed = _kill_as_success_is_stored(instance, run)
+        status = wait_for("the run to end", partial(_ended, instance, run.run_id))
+        messages = run_messages(instance, run.run_id)
+        assert status == dg.DagsterRunStatus.SUCCESS, messages[-5:]
+        assert not instance.get_records_for_run(run.run_id, of_type=RUN_FAILURE).records
+        assert WILL_RETRY_TAG not in instance.get_run_by_id(run.run_id).tags
+        if any(WORKER_DIED_REPORT.format(run.run_id) in m for m in messages):
+            assert killed  # only a killed worker leaves its run unfinished
+            assert any(m.startswith(FAILURE_NOT_RECORDED) for m in messages), messages[-5:]
+            landed.append(run)
+    assert landed, f"none of {len(runs)} kills landed between a stored success and the run's status update"
+    # Dagster's run retries and the claim-release sensor react to failures: there is none to react to
+    records = instance.get_run_records(dg.RunsFilter(run_ids=[run.run_id for run in runs]))
+    list(consume_new_runs_for_automatic_reexecution(code_location, records, logging.getLogger("test")))
+    for run in runs:
+        assert not instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": run.run_id}))
+    result = tick(release_claims_of_failed_runs, instance, cursor, store_url, landed[0])
+    assert not result.dagster_run_reactions
 
 
 # ---------------------------------------------------------------- which runs the executor marks as done
