@@ -88,6 +88,8 @@ from dagster._core.storage.tags import (
     PARTITION_NAME_TAG,  # run tag of a run's partition (dagster/partition): not exported
     RETRY_NUMBER_TAG,  # run tag Dagster sets on an automatic retry: not exported
     RETRY_STRATEGY_TAG,  # run tag choosing what a retry runs (dagster/retry_strategy): not exported
+    RUN_KEY_TAG,  # run tag of the run key a sensor's run was requested under: not exported
+    SENSOR_NAME_TAG,  # run tag naming the sensor that launched a run (the UI's "Launched by"): not exported
     WILL_RETRY_TAG,  # run tag Dagster sets on a failed run it will retry (tests): not exported
     get_multidimensional_partition_tag,  # run tag of one dimension of a multi-partition: not exported
 )
@@ -148,6 +150,8 @@ __all__ = [
     "PlanOrchestrationContext",
     "RETRY_NUMBER_TAG",
     "RETRY_STRATEGY_TAG",
+    "RUN_KEY_TAG",
+    "SENSOR_NAME_TAG",
     "ReconstructableJob",
     "ReexecutionStrategy",
     "RetryMode",

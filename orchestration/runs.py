@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from assets.dagster_internals import (
+    RUN_KEY_TAG,
+    SENSOR_NAME_TAG,
     EngineEventData,
     InProcessCodeLocation,
     InProcessCodeLocationOrigin,
@@ -49,15 +51,13 @@ QUIET_LOGS: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "W
 #: every step in this process (the executor's config is recorded with the run: a re-execution runs the same way)
 IN_PROCESS: dict[str, Any] = {"execution": {"config": {"in_process": {}}}}
 
-# Dagster's own run tags: a run carrying a sensor's name and run key is, to the sensor daemon, a run that sensor
-# already launched (for runs launched outside the daemon it matches on the sensor name), so a sensor started
-# later does not repeat work done here.
-RUN_KEY_TAG = "dagster/run_key"
-SENSOR_NAME_TAG = "dagster/sensor_name"
-
 
 def as_sensor_run(sensor_name: str, run_key: str) -> dict[str, str]:
-    """Tags that make a run started here count as the run ``sensor_name`` requests under ``run_key``."""
+    """Tags that make a run started here count as the run ``sensor_name`` requests under ``run_key``.
+
+    Dagster's own run tags: a run carrying a sensor's name and run key is, to the sensor daemon and to the sensor
+    itself (sensors/launched.py), a run that sensor already launched, so a sensor started later does not repeat
+    work done here."""
     return {SENSOR_NAME_TAG: sensor_name, RUN_KEY_TAG: run_key}
 
 

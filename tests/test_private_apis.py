@@ -45,6 +45,8 @@ INTERNALS: dict[str, tuple[str, set[str]]] = {
             "PARTITION_NAME_TAG",
             "RETRY_NUMBER_TAG",
             "RETRY_STRATEGY_TAG",
+            "RUN_KEY_TAG",
+            "SENSOR_NAME_TAG",
             "ReexecutionStrategy",
             "WILL_RETRY_TAG",
             "get_multidimensional_partition_tag",
