@@ -36,7 +36,7 @@ from assets.dagster_internals import (
     merge_run_tags,
 )
 from orchestration.launcher import IN_PROCESS_HOST_TAG, STARTED_MESSAGE
-from orchestration.run_tags import run_asset_keys, tags_for_run
+from orchestration.run_tags import LAUNCHED_BY_TAG, MANUAL, run_asset_keys, tags_for_run
 
 if TYPE_CHECKING:
     from topicmap.topics.declarations import TopicConfig
@@ -158,6 +158,8 @@ def _create_run(
             **tags_for_run(asset_graph, run_asset_keys(asset_selection, plan), run_tags),
             **run_tags,
             IN_PROCESS_HOST_TAG: socket.gethostname(),
+            # started by hand (`make demo`, `topicmap topic run`), tagged as its sensor's run or not
+            LAUNCHED_BY_TAG: MANUAL,
         },
         root_run_id=None,
         parent_run_id=None,
