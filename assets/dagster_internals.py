@@ -87,11 +87,18 @@ from dagster._core.snap import (
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,  # run tag Dagster reads for a single-run range: not exported
     ASSET_PARTITION_RANGE_START_TAG,  # run tag Dagster reads for a single-run range: not exported
+    BACKFILL_ID_TAG,  # run tag naming the backfill a run belongs to (dagster/backfill): not exported
     GRPC_INFO_TAG,  # run tag naming the code server a run worker was launched from: not exported
+    MAX_RETRIES_TAG,  # run tag of the automatic retries a run group may hold (dagster/max_retries): not exported
     PARTITION_NAME_TAG,  # run tag of a run's partition (dagster/partition): not exported
     RETRY_NUMBER_TAG,  # run tag Dagster sets on an automatic retry: not exported
+    RETRY_ON_ASSET_OR_OP_FAILURE_TAG,  # run tag: whether a run failed by a step is retried: not exported
     RETRY_STRATEGY_TAG,  # run tag choosing what a retry runs (dagster/retry_strategy): not exported
-    WILL_RETRY_TAG,  # run tag Dagster sets on a failed run it will retry (tests): not exported
+    RUN_FAILURE_REASON_TAG,  # run tag of why a failed run failed (a step, a crash...): not exported
+    RUN_KEY_TAG,  # run tag of the run key a sensor's run was requested under: not exported
+    SCHEDULE_NAME_TAG,  # run tag naming the schedule that launched a run: not exported
+    SENSOR_NAME_TAG,  # run tag naming the sensor that launched a run (the UI's "Launched by"): not exported
+    WILL_RETRY_TAG,  # run tag Dagster sets on a failed run: whether it will retry it: not exported
     get_multidimensional_partition_tag,  # run tag of one dimension of a multi-partition: not exported
 )
 from dagster._core.types.loadable_target_origin import (
@@ -130,6 +137,7 @@ __all__ = [
     "ASSET_PARTITION_RANGE_END_TAG",
     "ASSET_PARTITION_RANGE_START_TAG",
     "AssetGraphSubset",
+    "BACKFILL_ID_TAG",
     "AssetKeyPartitionKey",
     "BaseAssetGraph",
     "BulkActionStatus",
@@ -139,6 +147,7 @@ __all__ = [
     "ExecutionPlanSnapshot",
     "ExecutionStep",
     "GRPC_INFO_TAG",
+    "MAX_RETRIES_TAG",
     "InProcessCodeLocation",
     "InProcessCodeLocationOrigin",
     "InProcessWorkspaceLoadTarget",
@@ -151,7 +160,12 @@ __all__ = [
     "PARTITION_NAME_TAG",
     "PlanOrchestrationContext",
     "RETRY_NUMBER_TAG",
+    "RETRY_ON_ASSET_OR_OP_FAILURE_TAG",
     "RETRY_STRATEGY_TAG",
+    "RUN_FAILURE_REASON_TAG",
+    "RUN_KEY_TAG",
+    "SCHEDULE_NAME_TAG",
+    "SENSOR_NAME_TAG",
     "ReconstructableJob",
     "ReexecutionStrategy",
     "RetryMode",

@@ -7,6 +7,11 @@ Dagster's implicit `__ASSET_JOB` with no such tag, so without this it would bypa
 run is queued, this coordinator adds to the run, through the instance's public ``add_run_tags``:
 
 * the project's tags (assets/jobs.py ``run_tags``, from the run's assets and partition) that the run lacks;
+* ``topicmap/launched_by`` (orchestration/run_tags.py): who launched the run. A re-execution copies its parent's
+  tags, ``dagster/sensor_name`` among them, and no public call removes a tag, so Dagster's UI says "Launched by
+  <sensor>" of a re-execution by hand; this tag says ``manual`` (``retry`` for Dagster's run retries);
+* on a re-execution by hand, ``dagster/max_retries``: the instance's retries afresh (sensors/retries.py), where
+  Dagster would count every earlier re-execution of the run against them;
 * on a fresh run of a job with no page of its own (Dagster's implicit `__ASSET_JOB`, a sensor's anonymous asset job)
   whose assets all belong to one of the code location's named jobs, ``topicmap/named_job``: the smallest such job.
   Dagster has no public call that changes a run's job, so the run keeps Dagster's job name; the tag says which named
@@ -22,7 +27,8 @@ from collections.abc import Collection
 import dagster as dg
 
 from assets.dagster_internals import BaseAssetGraph
-from orchestration.run_tags import run_asset_keys, tags_for_run
+from orchestration.run_tags import LAUNCHED_BY_TAG, MANUAL, launched_by, run_asset_keys, tags_for_run
+from sensors.retries import fresh_retry_budget
 
 #: Dagster's implicit asset job (`__ASSET_JOB`) and anonymous sensor jobs start with this: no page of their own
 HIDDEN_JOB_PREFIX = "__"
@@ -65,15 +71,21 @@ class TaggingRunCoordinator(dg.QueuedRunCoordinator):
         plan_id = run.execution_plan_snapshot_id
         plan = self._instance.get_execution_plan_snapshot(plan_id) if plan_id else None
         asset_keys = run_asset_keys(run.asset_selection, plan)
-        missing = {
+        added = {
             k: v for k, v in tags_for_run(asset_graph, asset_keys, run.tags).items() if k not in run.tags
         }
         # Re-executions and retries inherit their parent's tags, this one among them.
         if run.job_name.startswith(HIDDEN_JOB_PREFIX) and run.parent_run_id is None and asset_keys:
             job_name = named_job_for(asset_graph, asset_keys)
             if job_name is not None and NAMED_JOB_TAG not in run.tags:
-                missing[NAMED_JOB_TAG] = job_name
-        if missing:
-            self._instance.add_run_tags(run.run_id, missing)
+                added[NAMED_JOB_TAG] = job_name
+        # ...and this one too, which is replaced: a re-execution by hand is no longer its parent's sensor's run
+        who = launched_by(run)
+        if run.tags.get(LAUNCHED_BY_TAG) != who:
+            added[LAUNCHED_BY_TAG] = who
+        if who == MANUAL and run.parent_run_id is not None:
+            added.update(fresh_retry_budget(self._instance, run))
+        if added:
+            self._instance.add_run_tags(run.run_id, added)
             run = self._instance.get_run_by_id(run.run_id) or run
         return run

@@ -25,6 +25,7 @@ from resources.topics import TopicsFileResource
 from sensors.archive_growth import archive_growth
 from sensors.automation import AUTOMATION_SCHEDULES, AUTOMATION_SENSORS
 from sensors.media_tags import media_tags_changed
+from sensors.retries import retry_decisions
 from sensors.run_failures import release_claims_of_canceled_runs, release_claims_of_failed_runs
 from sensors.spider import SpiderSensorConfig, spider_iterations
 from sensors.topics import topic_registry
@@ -77,6 +78,7 @@ defs = dg.Definitions.merge(
             media_tags_changed,
             release_claims_of_failed_runs,
             release_claims_of_canceled_runs,
+            retry_decisions,
             *AUTOMATION_SENSORS,
         ],
         schedules=AUTOMATION_SCHEDULES,

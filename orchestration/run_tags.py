@@ -15,13 +15,25 @@ import dagster as dg
 from assets.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
+    BACKFILL_ID_TAG,
     PARTITION_NAME_TAG,
+    RETRY_NUMBER_TAG,
+    SCHEDULE_NAME_TAG,
+    SENSOR_NAME_TAG,
     BaseAssetGraph,
     ExecutionPlanSnapshot,
     get_multidimensional_partition_tag,
 )
 from assets.jobs import run_tags
 from assets.partitions import topics_partitions
+
+#: run tag saying who launched a run: ``manual`` (the UI, the command line, a re-execution by hand), ``retry``
+#: (Dagster's run retries), ``sensor:<name>``, ``schedule:<name>`` or ``backfill:<id>`` (a run of a backfill, which
+#: the UI or a sensor requested). Dagster's own ``dagster/sensor_name`` cannot
+#: say it: a re-execution copies its parent's tags, and no public call removes a tag, so a run re-executed by hand
+#: from a sensor's run keeps that sensor's name (and the UI's "Launched by <sensor>").
+LAUNCHED_BY_TAG = "topicmap/launched_by"
+MANUAL = "manual"
 
 
 def planned_asset_keys(plan: ExecutionPlanSnapshot) -> set[dg.AssetKey]:
@@ -99,3 +111,19 @@ def tags_for_run(
 ) -> dict[str, str]:
     """The project's tags for a run that materializes ``asset_keys`` with these (partition) tags."""
     return run_tags([key.to_user_string() for key in asset_keys], run_topic(asset_graph, asset_keys, tags))
+
+
+def launched_by(run: dg.DagsterRun) -> str:
+    """Who launched ``run`` (``LAUNCHED_BY_TAG``'s value), from what Dagster records as it creates the run: a
+    re-execution is Dagster's automatic retry when it carries a retry number, else one by hand (whatever sensor or
+    schedule it inherited); a first run is its sensor's, schedule's or backfill's when it names one, else one
+    launched by hand."""
+    if run.parent_run_id is not None:
+        return "retry" if RETRY_NUMBER_TAG in run.tags else MANUAL
+    if SENSOR_NAME_TAG in run.tags:
+        return f"sensor:{run.tags[SENSOR_NAME_TAG]}"
+    if SCHEDULE_NAME_TAG in run.tags:
+        return f"schedule:{run.tags[SCHEDULE_NAME_TAG]}"
+    if BACKFILL_ID_TAG in run.tags:
+        return f"backfill:{run.tags[BACKFILL_ID_TAG]}"
+    return MANUAL

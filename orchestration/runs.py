@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from assets.dagster_internals import (
+    RUN_KEY_TAG,
+    SENSOR_NAME_TAG,
     EngineEventData,
     InProcessCodeLocation,
     InProcessCodeLocationOrigin,
@@ -34,7 +36,7 @@ from assets.dagster_internals import (
     merge_run_tags,
 )
 from orchestration.launcher import IN_PROCESS_HOST_TAG, STARTED_MESSAGE
-from orchestration.run_tags import run_asset_keys, tags_for_run
+from orchestration.run_tags import LAUNCHED_BY_TAG, MANUAL, run_asset_keys, tags_for_run
 
 if TYPE_CHECKING:
     from topicmap.topics.declarations import TopicConfig
@@ -49,15 +51,13 @@ QUIET_LOGS: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "W
 #: every step in this process (the executor's config is recorded with the run: a re-execution runs the same way)
 IN_PROCESS: dict[str, Any] = {"execution": {"config": {"in_process": {}}}}
 
-# Dagster's own run tags: a run carrying a sensor's name and run key is, to the sensor daemon, a run that sensor
-# already launched (for runs launched outside the daemon it matches on the sensor name), so a sensor started
-# later does not repeat work done here.
-RUN_KEY_TAG = "dagster/run_key"
-SENSOR_NAME_TAG = "dagster/sensor_name"
-
 
 def as_sensor_run(sensor_name: str, run_key: str) -> dict[str, str]:
-    """Tags that make a run started here count as the run ``sensor_name`` requests under ``run_key``."""
+    """Tags that make a run started here count as the run ``sensor_name`` requests under ``run_key``.
+
+    Dagster's own run tags: a run carrying a sensor's name and run key is, to the sensor daemon and to the sensor
+    itself (sensors/launched.py), a run that sensor already launched, so a sensor started later does not repeat
+    work done here."""
     return {SENSOR_NAME_TAG: sensor_name, RUN_KEY_TAG: run_key}
 
 
@@ -158,6 +158,8 @@ def _create_run(
             **tags_for_run(asset_graph, run_asset_keys(asset_selection, plan), run_tags),
             **run_tags,
             IN_PROCESS_HOST_TAG: socket.gethostname(),
+            # started by hand (`make demo`, `topicmap topic run`), tagged as its sensor's run or not
+            LAUNCHED_BY_TAG: MANUAL,
         },
         root_run_id=None,
         parent_run_id=None,

@@ -22,6 +22,7 @@ from assets.partitions import topics_partitions
 from assets.seeds import last_seeding
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
+from sensors.launched import drop_launched
 from sensors.settings import SENSOR_INTERVAL_SECONDS
 from sensors.topic_runs import topic_run_in_progress, topic_run_request
 from topicmap.store.names import StoreError
@@ -38,8 +39,12 @@ def read_cursor(cursor: str | None) -> int | None:
     return int(json.loads(cursor)["newest_story"]) if cursor else None
 
 
+#: the sensor's name, under which it looks for the runs it launched
+SENSOR_NAME = "archive_growth"
+
+
 @dg.sensor(
-    name="archive_growth",
+    name=SENSOR_NAME,
     target=seeds_job,
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
@@ -111,7 +116,8 @@ def archive_growth(
             )
         )
         notes.append(f"{name}: {why}: seeds_job requested")
-    summary = f"{growth}; " + ("; ".join(notes) or "no topic partitions")
+    requests, launched = drop_launched(context.instance, SENSOR_NAME, requests)
+    summary = f"{growth}; " + ("; ".join(notes + launched) or "no topic partitions")
     context.log.info(summary)
     if not requests:
         return dg.SensorResult(skip_reason=dg.SkipReason(summary), cursor=cursor)

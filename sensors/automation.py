@@ -26,10 +26,12 @@ from assets.social import click_totals
 from resources.social import BitlyResource
 from resources.store import TopicStoreResource
 from sensors.clicks import bitly_not_configured, click_runs_in_progress, first_click_day, last_click_day
+from sensors.launched import drop_launched
 from sensors.topic_runs import topic_run_in_progress, topic_run_request
 from topicmap.social import refetch
 
 if TYPE_CHECKING:
+    from topicmap.snapshots.freshness import TopicFreshness
     from topicmap.store.topic_store import TopicStore
 
 #: the daily catch-up fires on the first tick at or after this hour (UTC) of each day
@@ -117,6 +119,17 @@ def click_backfill_request(repository_def: dg.RepositoryDefinition | None, days:
     )
 
 
+def snapshot_request(freshness: TopicFreshness, metrics_only: bool, reason: str) -> dg.RunRequest:
+    """The snapshot_job run of a stale topic, its run key the newest change it follows (``metrics_only``: of its
+    clicks and statistics), so one state of the data is requested once."""
+    marker = (freshness.metrics_at if metrics_only else freshness.data_at) or datetime.min.replace(tzinfo=UTC)
+    return topic_run_request(
+        freshness.topic,
+        f"snapshot:{freshness.topic}:{reason}:{marker.isoformat()}",
+        {"topicmap/snapshot_reason": reason},
+    )
+
+
 def _snapshot_requests(
     context: dg.SensorEvaluationContext | dg.ScheduleEvaluationContext,
     store: TopicStoreResource,
@@ -146,14 +159,7 @@ def _snapshot_requests(
         if topic_run_in_progress(context.instance, topic):
             notes.append(f"{topic}: a run of this topic is in progress")
             continue
-        marker = (freshness.metrics_at if metrics_only else freshness.data_at) or datetime.min.replace(
-            tzinfo=UTC
-        )
-        requests.append(
-            topic_run_request(
-                topic, f"snapshot:{topic}:{reason}:{marker.isoformat()}", {"topicmap/snapshot_reason": reason}
-            )
-        )
+        requests.append(snapshot_request(freshness, metrics_only, reason))
         notes.append(f"{topic}: snapshot requested ({reason})")
     return requests, notes
 
@@ -177,8 +183,12 @@ def weekly_snapshots(
     return requests or dg.SkipReason("; ".join(notes) or "no topics")
 
 
+#: the snapshot refresh sensor's name, under which it looks for the runs it launched
+SNAPSHOT_REFRESH = "snapshot_refresh"
+
+
 @dg.sensor(
-    name="snapshot_refresh",
+    name=SNAPSHOT_REFRESH,
     target=snapshot_job,
     minimum_interval_seconds=3600,
     default_status=dg.DefaultSensorStatus.STOPPED,
@@ -191,8 +201,9 @@ def weekly_snapshots(
 )
 def snapshot_refresh(context: dg.SensorEvaluationContext, store: TopicStoreResource) -> dg.SensorResult:
     requests, notes = _snapshot_requests(context, store, metrics_only=True, reason="late-metrics")
+    requests, launched = drop_launched(context.instance, SNAPSHOT_REFRESH, requests)
     if not requests:
-        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes) or "no topics"))
+        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes + launched) or "no topics"))
     return dg.SensorResult(run_requests=requests)
 
 

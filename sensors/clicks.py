@@ -12,6 +12,7 @@ from assets.jobs import click_totals_job
 from assets.social import ClickStageConfig, click_totals, publication_days
 from resources.social import BitlyResource
 from resources.store import TopicStoreResource
+from sensors.launched import drop_launched
 from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
 from topicmap import settings
 from topicmap.social import refetch
@@ -55,6 +56,11 @@ def bitly_not_configured(bitly: BitlyResource) -> dg.SkipReason | None:
     )
 
 
+def refetch_sensor_name(stage: str) -> str:
+    """The name of the ``stage`` refetch sensor, under which it looks for the runs it launched."""
+    return f"click_refetch_{stage}"
+
+
 def evaluate_click_refetch(
     context: dg.SensorEvaluationContext, store: TopicStoreResource, bitly: BitlyResource, stage: str
 ) -> dg.SensorResult:
@@ -77,11 +83,10 @@ def evaluate_click_refetch(
     last = last_click_day()
     candidates = [c for c in candidates if last is None or c.day <= last]
     plan = refetch.plan_refetch(stage, candidates, context.cursor, now, busy, MAX_DAYS_PER_TICK, earliest)
-    context.log.info(plan.describe(stage))
-    if not plan.requests:
-        return dg.SensorResult(skip_reason=dg.SkipReason(plan.describe(stage)), cursor=plan.cursor)
-    return dg.SensorResult(
-        run_requests=[
+    requests, launched = drop_launched(
+        context.instance,
+        refetch_sensor_name(stage),
+        [
             dg.RunRequest(
                 run_key=request.run_key,
                 partition_key=request.day.isoformat(),
@@ -91,8 +96,12 @@ def evaluate_click_refetch(
             )
             for request in plan.requests
         ],
-        cursor=plan.cursor,
     )
+    summary = "; ".join([plan.describe(stage), *launched])
+    context.log.info(summary)
+    if not requests:
+        return dg.SensorResult(skip_reason=dg.SkipReason(summary), cursor=plan.cursor)
+    return dg.SensorResult(run_requests=requests, cursor=plan.cursor)
 
 
 def _description(stage: str, delay: str) -> str:
@@ -108,7 +117,7 @@ def _description(stage: str, delay: str) -> str:
 
 
 @dg.sensor(
-    name="click_refetch_3d",
+    name=refetch_sensor_name(STAGE_3D),
     target=click_totals_job,
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
@@ -122,7 +131,7 @@ def click_refetch_3d(
 
 
 @dg.sensor(
-    name="click_refetch_30d",
+    name=refetch_sensor_name(STAGE_30D),
     target=click_totals_job,
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,

@@ -12,7 +12,9 @@ from resources.dedup import MediaDupsResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
 from sensors.watched_file import WatchedFile
 
-MEDIA_DUPS_FILE = WatchedFile("duplicate-media list", "media-dups", [deduped_media.key, deduped_stories.key])
+MEDIA_DUPS_FILE = WatchedFile(
+    "media_dups_changed", "duplicate-media list", "media-dups", [deduped_media.key, deduped_stories.key]
+)
 
 
 def _media_dups_digest(path: Path) -> str | None:
@@ -22,7 +24,7 @@ def _media_dups_digest(path: Path) -> str | None:
 
 
 @dg.sensor(
-    name="media_dups_changed",
+    name=MEDIA_DUPS_FILE.sensor_name,
     job=post_spider_job,  # runs of the two dedup assets, listed under the named job that holds them
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,

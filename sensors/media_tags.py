@@ -12,7 +12,9 @@ from resources.store import TopicStoreResource
 from sensors.settings import SENSOR_INTERVAL_SECONDS
 from sensors.watched_file import WatchedFile
 
-MEDIA_TAGS_FILE = WatchedFile("media tags file", "media-tags", [media_tags.key, snapshots.key])
+MEDIA_TAGS_FILE = WatchedFile(
+    "media_tags_changed", "media tags file", "media-tags", [media_tags.key, snapshots.key]
+)
 
 
 def _media_tags_digest(path: Path) -> str | None:
@@ -29,7 +31,7 @@ def _snapshotted_topics(store: TopicStoreResource) -> list[str]:
 
 
 @dg.sensor(
-    name="media_tags_changed",
+    name=MEDIA_TAGS_FILE.sensor_name,
     job=post_spider_job,  # runs of the two assets, listed under the named job that holds them
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,

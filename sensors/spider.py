@@ -10,6 +10,7 @@ from assets.jobs import STAGE_TAG, TOPIC_TAG, post_spider_job, spider_iteration_
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
+from sensors.launched import drop_launched
 from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
 
 
@@ -43,8 +44,12 @@ def retries_pending(instance: dg.DagsterInstance, topic: str) -> int:
     )
 
 
+#: the sensor's name: its runs carry it (dagster/sensor_name), and it looks for its own run keys under it
+SENSOR_NAME = "spider_iterations"
+
+
 @dg.sensor(
-    name="spider_iterations",
+    name=SENSOR_NAME,
     jobs=[spider_iteration_job, post_spider_job],
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
@@ -122,6 +127,8 @@ def spider_iterations(
             topics_id = topic_store.topic_row(topic_name)["topics_id"]
             topic_store.set_topic_state(topics_id, "error", decision.reason)
             context.log.error(f"topic {topic_name!r} failed: {decision.reason}")
+    run_requests, launched = drop_launched(context.instance, SENSOR_NAME, run_requests)
+    reasons += launched
     for line in reasons:
         context.log.info(line)
     if not run_requests:

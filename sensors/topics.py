@@ -15,6 +15,7 @@ import dagster as dg
 from assets.jobs import seeds_job
 from assets.partitions import topics_partitions
 from resources.topics import TopicsFileResource
+from sensors.launched import drop_launched
 from sensors.settings import SENSOR_INTERVAL_SECONDS
 from sensors.topic_runs import topic_run_request
 from topicmap.topics.declarations import TopicConfigError, plan_topic_sync
@@ -43,8 +44,12 @@ def read_cursor(cursor: str | None) -> dict[str, Any]:
     }
 
 
+#: the sensor's name, under which it looks for the runs it launched
+SENSOR_NAME = "topic_registry"
+
+
 @dg.sensor(
-    name="topic_registry",
+    name=SENSOR_NAME,
     target=seeds_job,
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
@@ -83,7 +88,11 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
                 "it fail until it is declared again"
             )
     state = {"declared": plan.state, "removed": kept, "errors": errors}
-    run_requests = [topic_run_request(name, f"seeds:{name}:{declared[name][:12]}") for name in plan.to_seed]
+    run_requests, launched = drop_launched(
+        context.instance,
+        SENSOR_NAME,
+        [topic_run_request(name, f"seeds:{name}:{declared[name][:12]}") for name in plan.to_seed],
+    )
     requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
     if plan.add:
         requests.append(topics_partitions.build_add_request(list(plan.add)))
@@ -92,8 +101,9 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
     news = set(kept) - set(last["removed"]) or set(errors) - set(last["errors"])
     if not run_requests and not requests and not news:
         kept_note = f"; kept with their data, not declared: {', '.join(kept)}" if kept else ""
+        launched_note = "".join(f"; {note}" for note in launched)
         return dg.SensorResult(
-            skip_reason=dg.SkipReason(f"topics file and partitions agree{kept_note}"),
+            skip_reason=dg.SkipReason(f"topics file and partitions agree{kept_note}{launched_note}"),
             cursor=json.dumps(state),
         )
     return dg.SensorResult(

@@ -11,12 +11,15 @@ from pathlib import Path
 
 import dagster as dg
 
+from sensors.launched import drop_launched
+
 
 @dataclass(frozen=True)
 class WatchedFile:
-    """What a watched-file sensor says and requests: ``what`` names the file in its messages ("media tags file"),
-    ``run_key_prefix`` starts its run keys, ``assets`` are re-run for each topic."""
+    """What a watched-file sensor says and requests: ``sensor_name`` is the sensor's, ``what`` names the file in its
+    messages ("media tags file"), ``run_key_prefix`` starts its run keys, ``assets`` are re-run for each topic."""
 
+    sensor_name: str
     what: str
     run_key_prefix: str
     assets: Sequence[dg.AssetKey]
@@ -40,11 +43,11 @@ class WatchedFile:
         if context.cursor == current:
             return dg.SensorResult(skip_reason=dg.SkipReason(f"{path} unchanged (sha256 {current[:12]})"))
         names = topics()
-        context.log.info(
-            f"{self.what} {path} changed ({context.cursor[:12]} -> {current[:12]}): {len(names)} topics"
-        )
-        return dg.SensorResult(
-            run_requests=[
+        changed = f"{self.what} {path} changed ({context.cursor[:12]} -> {current[:12]}): {len(names)} topics"
+        requests, launched = drop_launched(
+            context.instance,
+            self.sensor_name,
+            [
                 dg.RunRequest(
                     run_key=f"{self.run_key_prefix}:{current[:16]}:{topic}",
                     partition_key=topic,
@@ -52,5 +55,9 @@ class WatchedFile:
                 )
                 for topic in names
             ],
-            cursor=current,
         )
+        summary = "; ".join([changed, *launched])
+        context.log.info(summary)
+        if not requests:  # the file went back to a content whose runs were launched already
+            return dg.SensorResult(skip_reason=dg.SkipReason(summary), cursor=current)
+        return dg.SensorResult(run_requests=requests, cursor=current)

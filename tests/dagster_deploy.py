@@ -15,6 +15,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TypeVar
 
+import dagster as dg
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -81,6 +82,28 @@ def write_instance(dagster_home: Path, template: str, **overrides: object) -> Pa
     path = dagster_home / "dagster.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
+
+
+def run_status_tick(
+    sensor: dg.SensorDefinition,
+    instance: dg.DagsterInstance,
+    cursor: str | None,
+    run: dg.DagsterRun | None = None,
+    resources: dict[str, object] | None = None,
+):  # noqa: ANN201 - Dagster's SensorExecutionData
+    """One evaluation of a run status sensor as the sensor daemon makes it in the code location of ``run`` (such a
+    sensor reacts to the runs of its own code location only)."""
+    origin = run.remote_job_origin.repository_origin if run is not None and run.remote_job_origin else None
+    context = dg.SensorEvaluationContext(
+        instance_ref=None,
+        cursor=cursor,
+        repository_name=origin.repository_name if origin else None,
+        instance=instance,
+        resources=resources or {},
+        code_location_origin=origin.code_location_origin if origin else None,
+    )
+    with context:
+        return sensor.evaluate_tick(context)
 
 
 def free_port() -> int:

@@ -294,7 +294,10 @@ def test_the_sensor_reloads_tags_and_resnapshots_the_topics_with_a_snapshot(tmp_
     with dg.build_sensor_context(cursor=first.cursor, resources=resources) as context:
         assert not media_tags_changed(context).run_requests  # unchanged
     path.write_text("medium_url,tag_set,tag\nherald.test,media_type,blog\n", encoding="utf-8")
-    with dg.build_sensor_context(cursor=first.cursor, resources=resources) as context:
+    # a changed file's runs are looked up first among those the sensor launched: the tick has its instance
+    with dg.build_sensor_context(
+        instance=dg.DagsterInstance.ephemeral(), cursor=first.cursor, resources=resources
+    ) as context:
         changed = media_tags_changed(context)
     assert [r.partition_key for r in changed.run_requests] == [TOPIC]
     assert changed.cursor != first.cursor

@@ -41,7 +41,7 @@ from orchestration.instance import FAILURE_NOT_RECORDED
 from orchestration.launcher import PidCheckingRunLauncher, process_state
 from resources.store import TopicStoreResource
 from sensors.run_failures import release_claims_of_canceled_runs, release_claims_of_failed_runs
-from tests.dagster_deploy import ROOT, write_instance
+from tests.dagster_deploy import ROOT, run_status_tick, write_instance
 from tests.faultserver import FaultServer
 from tests.killed_after_success_job import dynamic_job
 from topicmap.spider.claims import ClaimQueue, claim_keys, run_holder
@@ -85,18 +85,10 @@ def tick(
     store_url: str,
     run: dg.DagsterRun | None = None,
 ):  # noqa: ANN201 - Dagster's SensorExecutionData
-    """One evaluation of a run status sensor as the sensor daemon makes it in the code location of ``run``."""
-    origin = run.remote_job_origin.repository_origin if run is not None and run.remote_job_origin else None
-    context = dg.SensorEvaluationContext(
-        instance_ref=None,
-        cursor=cursor,
-        repository_name=origin.repository_name if origin else None,
-        instance=instance,
-        resources={"store": TopicStoreResource(database_url=store_url)},
-        code_location_origin=origin.code_location_origin if origin else None,
+    """One evaluation of a run status sensor with the store, in the code location of ``run``."""
+    return run_status_tick(
+        sensor, instance, cursor, run, {"store": TopicStoreResource(database_url=store_url)}
     )
-    with context:
-        return sensor.evaluate_tick(context)
 
 
 def holders_of(store: TopicStore, run_id: str) -> tuple[list[str], list[str]]:

@@ -5,6 +5,7 @@ daemon version is tests/test_ui_runs.py)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,16 +14,21 @@ import pytest
 from dagster_graphql.test.utils import execute_dagster_graphql
 
 from assets.dagster_internals import (
+    RETRY_NUMBER_TAG,
+    RUN_FAILURE_REASON_TAG,
+    WILL_RETRY_TAG,
     InProcessCodeLocationOrigin,
     InProcessWorkspaceLoadTarget,
     WorkspaceProcessContext,
     WorkspaceRequestContext,
+    consume_new_runs_for_automatic_reexecution,
 )
 from assets.jobs import POST_SPIDER_ASSETS, SPIDER_ASSETS, run_tags, topic_run_tags
 from orchestration.coordinator import NAMED_JOB_TAG, TaggingRunCoordinator, named_job_for
-from orchestration.run_tags import run_topic
+from orchestration.run_tags import LAUNCHED_BY_TAG, run_topic
 from orchestration.runs import REPOSITORY_NAME, code_location
-from tests.dagster_deploy import write_instance
+from sensors.retries import retry_decisions
+from tests.dagster_deploy import run_status_tick, write_instance
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +164,111 @@ def test_every_asset_runs_in_a_pool() -> None:
     graph = defs.resolve_asset_graph()
     materializable = [key for key in graph.get_all_asset_keys() if graph.get(key).is_materializable]
     assert materializable and [k.to_user_string() for k in materializable if not graph.get(k).pools] == []
+
+
+REEXECUTE = """mutation($params: ReexecutionParams!) { launchPipelineReexecution(reexecutionParams: $params) {
+  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
+#: a sensor's run as the sensor daemon creates it: the sensor's name, its tick and run key
+SENSOR_RUN = {
+    "dagster/sensor_name": "spider_iterations",
+    "dagster/tick": "7",
+    "dagster/run_key": "spider:t:0",
+}
+
+
+def reexecute(ui: WorkspaceRequestContext, parent: dg.DagsterRun) -> dg.DagsterRun:
+    """Re-execute ``parent`` as the run page's Re-execute button does (by parent run id); the run as queued."""
+    result = execute_dagster_graphql(
+        ui, REEXECUTE, {"params": {"parentRunId": parent.run_id, "strategy": "ALL_STEPS"}}
+    )
+    answer = result.data["launchPipelineReexecution"]
+    assert answer["__typename"] == "LaunchRunSuccess", answer
+    return ui.instance.get_run_by_id(answer["run"]["runId"])
+
+
+def fail(ui: WorkspaceRequestContext, run: dg.DagsterRun, cursor: str) -> tuple[dg.DagsterRun, str, str]:
+    """``run`` failed as a run whose worker was killed fails (no step failed), then the retry_decisions sensor's
+    tick: (the failed run, what the sensor wrote into its log, the sensor's cursor)."""
+    instance = ui.instance
+    instance.report_run_failed(run)
+    cursor = run_status_tick(retry_decisions, instance, cursor, run).cursor
+    said = [
+        e.message for e in instance.all_logs(run.run_id) if e.message.startswith(("Will be", "Not retried"))
+    ]
+    assert len(said) == 1, said
+    return instance.get_run_by_id(run.run_id), said[0], cursor
+
+
+def retried(ui: WorkspaceRequestContext, failed: dg.DagsterRun) -> dg.DagsterRun | None:
+    """One pass of Dagster's run retries over the failed run: its automatic retry, as queued, if it made one."""
+    record = ui.instance.get_run_records(dg.RunsFilter(run_ids=[failed.run_id]))[0]
+    list(consume_new_runs_for_automatic_reexecution(ui.process_context, [record], logging.getLogger("test")))
+    children = ui.instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": failed.run_id}))
+    assert len(children) <= 1
+    return children[0] if children else None
+
+
+def retry_chain(
+    ui: WorkspaceRequestContext, run: dg.DagsterRun, cursor: str
+) -> tuple[list[dg.DagsterRun], list[str], str]:
+    """``run`` killed, then each of its automatic retries killed in turn, until Dagster retries no more: (the runs, what
+    the sensor wrote into each failed run's log, the sensor's cursor)."""
+    chain, said = [run], []
+    while True:
+        failed, why, cursor = fail(ui, chain[-1], cursor)
+        said.append(why)
+        retry = retried(ui, failed)
+        if retry is None:
+            assert failed.tags[WILL_RETRY_TAG] == "false"
+            return chain, said, cursor
+        assert failed.tags[WILL_RETRY_TAG] == "true" and retry.tags[RETRY_NUMBER_TAG]
+        chain.append(retry)
+
+
+def test_a_re_execution_by_hand_says_so_and_is_retried_like_any_run(ui: WorkspaceRequestContext) -> None:
+    """Who launched a run is in its tags, and a killed re-execution by hand is retried as often as a first run: Dagster
+    counts every re-execution of a run against its retry limit, and logs nothing when a run is not retried."""
+    instance = ui.instance
+    cursor = run_status_tick(retry_decisions, instance, None).cursor  # the sensor starts before any failure
+    parent = launch(ui, SPIDER_ASSETS, {"dagster/partition": "t", **SENSOR_RUN})
+    assert parent.tags[LAUNCHED_BY_TAG] == "sensor:spider_iterations"
+    # the sensor's run fails and is retried up to the instance's limit (2), each failure saying why
+    chain, said, cursor = retry_chain(ui, parent, cursor)
+    assert len(chain) == 3 and [r.tags[LAUNCHED_BY_TAG] for r in chain[1:]] == ["retry", "retry"]
+    assert said[0] == (
+        "Will be retried by Dagster's run retries: its run group holds 0 re-execution(s) of run "
+        f"{parent.run_id[:8]} (0 automatic retries, 0 by hand), the limit is 2"
+    )
+    assert said[-1] == (
+        "Not retried: the retry limit is reached: its run group holds 2 re-execution(s) of run "
+        f"{parent.run_id[:8]} (2 automatic retries, 0 by hand), the limit (dagster/max_retries) is 2. A "
+        "re-execution by hand gets 2 retries of its own"
+    )
+
+    # re-executed by hand from the UI: launched by hand, though Dagster copies the sensor's tags onto it
+    by_hand = reexecute(ui, chain[-1])
+    assert by_hand.tags[LAUNCHED_BY_TAG] == "manual"
+    assert (
+        by_hand.tags["dagster/sensor_name"] == "spider_iterations"
+    )  # Dagster's copy; no public call removes it
+    assert by_hand.tags["dagster/parent_run_id"] == chain[-1].run_id
+    # killed, it is retried twice, as a first run is, though its run group already held 3 re-executions
+    again, said, cursor = retry_chain(ui, by_hand, cursor)
+    assert len(again) == 3 and [r.tags[LAUNCHED_BY_TAG] for r in again[1:]] == ["retry", "retry"]
+    assert said[0] == (
+        "Will be retried by Dagster's run retries: its run group holds 3 re-execution(s) of run "
+        f"{parent.run_id[:8]} (2 automatic retries, 1 by hand), the limit is 5"
+    )
+    assert said[-1].startswith(
+        "Not retried: the retry limit is reached: its run group holds 5 re-execution(s)"
+    )
+
+    # a run whose step failed is not retried (run retries are for crashes), and says so
+    stepped = launch(ui, SPIDER_ASSETS, {"dagster/partition": "t"})
+    assert stepped.tags[LAUNCHED_BY_TAG] == "manual"
+    instance.add_run_tags(stepped.run_id, {RUN_FAILURE_REASON_TAG: "STEP_FAILURE"})  # as Dagster records it
+    failed, why, cursor = fail(ui, instance.get_run_by_id(stepped.run_id), cursor)
+    assert failed.tags[WILL_RETRY_TAG] == "false" and why.startswith(
+        "Not retried: a step failed, and run retries re-execute crashed runs only"
+    )
+    assert retried(ui, failed) is None

@@ -110,6 +110,37 @@ def test_when_no_pending_url_is_left_the_post_spider_stages_are_requested(setup)
     assert "topicmap/spider_topic" not in request.tags  # only spider iterations are limited per topic
 
 
+@pytest.mark.parametrize("status", [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE])
+def test_a_request_already_launched_is_not_returned_and_the_tick_says_why(setup, status) -> None:  # noqa: ANN001
+    """Dagster would skip it (its run key was launched) and list the tick as "0 runs requested" with no reason."""
+    store, topics_id, instance, resources = setup
+    add_fetch_rows(store, topics_id, 1, ["story added"])
+    run_key = "post-spider:sensed:seeds-0:iterations-1"
+
+    def launched(run_status: dg.DagsterRunStatus, key: str) -> dg.DagsterRun:
+        tags = {"dagster/sensor_name": "spider_iterations", "dagster/run_key": key}
+        return instance.add_run(dg.DagsterRun(job_name="post_spider_job", status=run_status, tags=tags))
+
+    # created and never submitted (the daemon died in between): the request stands, the daemon submits that run
+    launched(dg.DagsterRunStatus.NOT_STARTED, run_key)
+    # another sensor's run, and this sensor's run under another key, are no answer either
+    instance.add_run(
+        dg.DagsterRun(
+            job_name="post_spider_job", tags={"dagster/sensor_name": "other", "dagster/run_key": run_key}
+        )
+    )
+    launched(dg.DagsterRunStatus.SUCCESS, "post-spider:sensed:seeds-0:iterations-0")
+    assert [r.run_key for r in evaluate(instance, resources).run_requests] == [run_key]
+
+    run = launched(status, run_key)
+    settled = evaluate(instance, resources)
+    assert settled.run_requests == [] and settled.skip_reason is not None
+    assert settled.skip_reason.skip_message == (
+        "sensed: post_spider: no pending URL left: spidering is done; post_spider_job sensed: already launched "
+        f"under run key {run_key} (run {run.run_id[:8]}, {status.value})"
+    )
+
+
 def test_no_progress_for_too_long_fails_the_topic_and_records_why(setup) -> None:  # noqa: ANN001
     store, topics_id, instance, resources = setup
     add_fetch_rows(store, topics_id, 2, ["pending"])

@@ -83,6 +83,11 @@ def test_a_run_the_project_started_is_on_its_job_page_and_re_executes_from_the_u
     assert dagster.wait_for_run(again) == "SUCCESS", graphql.run_messages(again)[-10:]
     (rerun,) = [r for r in graphql.runs() if r["runId"] == again]
     assert rerun["jobName"] == "seeds_job" and rerun["tags"]["dagster/parent_run_id"] == seeds_run["runId"]
+    # launched by hand, though it carries the sensor's name that Dagster copied from its parent
+    assert (
+        rerun["tags"]["topicmap/launched_by"] == "manual"
+        and seeds_run["tags"]["topicmap/launched_by"] == "manual"
+    )
     assert again in graphql.job_page_runs("seeds_job")
     # the re-execution is itself a run of the code location: it re-executes too
     assert dagster.wait_for_run(graphql.reexecute(again)) == "SUCCESS"
