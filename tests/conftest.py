@@ -3,6 +3,7 @@ schema per test process, emptied after each test); the order in which `make test
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import uuid
@@ -171,17 +172,33 @@ def is_slow(item: pytest.Item) -> bool:
 
 #: pytest's cache key for the seconds each test module took when it last ran (by module path)
 MODULE_SECONDS = "topicmap/module_seconds"
+#: the same, committed: what a fresh clone (CI, no pytest cache) orders by; `--record-module-seconds` rewrites it
+MODULE_SECONDS_FILE = Path(__file__).with_name("module_seconds.json")
 _measured: dict[str, float] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-module-seconds",
+        action="store_true",
+        help=f"write each module's seconds in this run to {MODULE_SECONDS_FILE.name} (run the whole suite)",
+    )
+
+
+def module_seconds(config: pytest.Config) -> dict[str, float]:
+    """Each module's seconds in its last run: pytest's cache over the committed file."""
+    committed = json.loads(MODULE_SECONDS_FILE.read_text()) if MODULE_SECONDS_FILE.exists() else {}
+    cache = getattr(config, "cache", None)
+    return {**committed, **(cache.get(MODULE_SECONDS, {}) if cache is not None else {})}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Slow modules first, each group longest first as the last run measured it. `make test` hands whole modules
-    to two workers in collection order (`--dist loadfile --no-loadscope-reorder`; xdist's default order, most tests
+    to the workers in collection order (`--dist loadfile --no-loadscope-reorder`; xdist's default order, most tests
     first, puts the long modules of a few tests last); a long module handed out last would run alone at the end
-    while the other worker idles. A module counts as slow when any of its tests is. Without pytest's cache (a fresh
-    clone, `-p no:cacheprovider`) each group keeps the collection order."""
-    cache = getattr(config, "cache", None)
-    seconds: dict[str, float] = cache.get(MODULE_SECONDS, {}) if cache is not None else {}
+    while the other workers idle. A module counts as slow when any of its tests is. A module neither the cache nor
+    the committed file knows keeps its collection order within its group."""
+    seconds = module_seconds(config)
     slow_modules = {item.path for item in items if is_slow(item)}
     # stable: the order within a module is kept
     items.sort(
@@ -196,7 +213,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Keep each module's time for the next run's order (in the process that saw every module's reports)."""
-    cache = getattr(session.config, "cache", None)
-    if cache is None or hasattr(session.config, "workerinput") or not _measured:
+    config = session.config
+    if hasattr(config, "workerinput") or not _measured:
         return
-    cache.set(MODULE_SECONDS, {**cache.get(MODULE_SECONDS, {}), **_measured})
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        cache.set(MODULE_SECONDS, {**cache.get(MODULE_SECONDS, {}), **_measured})
+    if config.getoption("--record-module-seconds"):
+        rounded = {module: round(seconds, 1) for module, seconds in sorted(_measured.items())}
+        MODULE_SECONDS_FILE.write_text(json.dumps(rounded, indent=1) + "\n")
