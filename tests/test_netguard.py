@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 import requests
+from urllib3.connection import HTTPConnection
 
 from topicmap.web.netguard import AddressPolicy, AddressRefused, GuardedHTTPAdapter, check_address
 
@@ -203,3 +206,51 @@ def test_adapter_refuses_proxies() -> None:
     session.mount("http://", GuardedHTTPAdapter(AddressPolicy()))
     with pytest.raises(AddressRefused, match="proxies"):
         session.get("http://93.184.216.34/", proxies={"http": "http://10.0.0.1:3128"}, timeout=1)
+
+
+# urllib3's private API is used in one module only (topicmap.web.urllib3_internals), which lists what it uses.
+URLLIB3_INTERNALS = Path(__file__).resolve().parent.parent / "topicmap" / "web" / "urllib3_internals.py"
+
+
+def _private_attributes(path: Path) -> set[str]:
+    """The underscore names (not dunders) a module defines or reads as attributes."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "name", None)
+        if isinstance(name, str) and name.startswith("_") and not name.startswith("__"):
+            names.add(name)
+    return names
+
+
+def test_urllib3_private_api_is_used_only_in_urllib3_internals() -> None:
+    from topicmap.web import urllib3_internals
+
+    listed = {
+        entry.split(".")[1]
+        for entry in (*urllib3_internals.PRIVATE_METHODS, *urllib3_internals.UNDOCUMENTED_ATTRIBUTES)
+    }
+    root = URLLIB3_INTERNALS.parents[2]
+    offenders = [
+        f"{path.relative_to(root)} uses urllib3's {name}"
+        for package in ("topicmap", "assets", "resources", "sensors", "orchestration")
+        for path in sorted((root / package).rglob("*.py"))
+        if path != URLLIB3_INTERNALS
+        for name in sorted(_private_attributes(path) & listed)
+    ]
+    assert offenders == [], "urllib3's private API belongs in topicmap/web/urllib3_internals.py"
+    # what it overrides or reads is its own listing, and urllib3 still has it
+    used = _private_attributes(URLLIB3_INTERNALS) - {"_connector", "_ConnectorConnectionMixin"}
+    assert used == listed
+    connection = HTTPConnection("example.org", 80)
+    assert callable(getattr(HTTPConnection, "_new_conn", None)), (
+        "urllib3 no longer has HTTPConnection._new_conn"
+    )
+    assert connection._dns_host == "example.org", "urllib3 no longer has HTTPConnection._dns_host"
+
+
+def test_urllib3_is_pinned_to_the_minor_version_tested() -> None:
+    import urllib3
+
+    pyproject = (URLLIB3_INTERNALS.parents[2] / "pyproject.toml").read_text()
+    major, minor = urllib3.__version__.split(".")[:2]
+    assert f'"urllib3>={major}.{minor}' in pyproject and f'<{major}.{int(minor) + 1}"' in pyproject

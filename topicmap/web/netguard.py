@@ -24,14 +24,12 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import socket
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+
+from topicmap.web.urllib3_internals import guarded_pool_classes
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -335,44 +333,6 @@ class AddressPolicy:
         raise last_error
 
 
-class _GuardedConnectionMixin:
-    """urllib3 connection whose socket comes from AddressPolicy.connect (Host header and SNI unchanged)."""
-
-    _policy: AddressPolicy
-
-    def _new_conn(self) -> socket.socket:
-        # Same error mapping as urllib3's own _new_conn, so requests reports timeouts as timeouts.
-        try:
-            sock = self._policy.connect(
-                self._dns_host,  # type: ignore[attr-defined]
-                self.port,  # type: ignore[attr-defined]
-                self.timeout,  # type: ignore[attr-defined]
-                source_address=self.source_address,  # type: ignore[attr-defined]
-                socket_options=self.socket_options,  # type: ignore[attr-defined]
-            )
-        except socket.gaierror as error:
-            raise NameResolutionError(self.host, self, error) from error  # type: ignore[attr-defined,arg-type]
-        except TimeoutError as error:
-            raise ConnectTimeoutError(
-                self,
-                f"Connection to {self.host} timed out. (connect timeout={self.timeout})",  # type: ignore[attr-defined]
-            ) from error
-        except OSError as error:
-            raise NewConnectionError(self, f"Failed to establish a new connection: {error}") from error  # type: ignore[arg-type]
-        sys.audit("http.client.connect", self, self.host, self.port)  # type: ignore[attr-defined]
-        return sock
-
-
-def _pool_classes(policy: AddressPolicy) -> dict[str, type[HTTPConnectionPool]]:
-    http_conn = type("GuardedHTTPConnection", (_GuardedConnectionMixin, HTTPConnection), {"_policy": policy})
-    https_conn = type(
-        "GuardedHTTPSConnection", (_GuardedConnectionMixin, HTTPSConnection), {"_policy": policy}
-    )
-    http_pool = type("GuardedHTTPConnectionPool", (HTTPConnectionPool,), {"ConnectionCls": http_conn})
-    https_pool = type("GuardedHTTPSConnectionPool", (HTTPSConnectionPool,), {"ConnectionCls": https_conn})
-    return {"http": http_pool, "https": https_pool}
-
-
 class GuardedHTTPAdapter(HTTPAdapter):
     """A requests adapter whose every new connection goes through ``policy`` (thread-safe, shareable).
 
@@ -386,7 +346,7 @@ class GuardedHTTPAdapter(HTTPAdapter):
     def init_poolmanager(self, connections, maxsize, block=False, **pool_kwargs) -> None:
         super().init_poolmanager(connections, maxsize, block=block, **pool_kwargs)
         # Per-instance override of urllib3's scheme -> pool class map.
-        self.poolmanager.pool_classes_by_scheme = _pool_classes(self.policy)
+        self.poolmanager.pool_classes_by_scheme = guarded_pool_classes(self.policy)
 
     def proxy_manager_for(self, proxy, **proxy_kwargs):
         raise AddressRefused(f"proxies are not supported by the SSRF guard (proxy {proxy!r})")
