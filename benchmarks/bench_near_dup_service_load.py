@@ -1,8 +1,10 @@
-"""Near-duplicate lookup service under slow URL lookups: text lookups and refusals while 100 URL lookups of slow
-sites are pending, against the same lookups with no URL load in the same run.
+"""Near-duplicate lookup service under load: text lookups and refusals while 100 URL lookups of slow sites are
+pending, against the same lookups with no URL load in the same run; and the service's bounds on its clients (300
+slow uploaders, 800 simultaneous 1 MiB posts, deeply nested JSON).
 
-    .venv/bin/python benchmarks/bench_near_dup_service_load.py [--requests 300] [--pending 100] [--sites 10]
-        [--rounds 3] [--delay 60]
+    .venv/bin/python benchmarks/bench_near_dup_service_load.py [--cases urls,clients] [--requests 300]
+        [--pending 100] [--sites 10] [--rounds 3] [--delay 60] [--uploaders 300] [--upload-seconds 30]
+        [--posts 800]
 
 Setup: a SQLite store in a temporary folder holds the real articles of the news-page corpus (tests/shared_data.py,
 expected.jsonl ``text``; skipped cleanly when absent) and an edited copy of each (3% of words substituted, a footer
@@ -23,11 +25,26 @@ page transfer at the fetcher's time limit); and, at the end, with the load on, t
 process's exit and what the pending lookups were answered.
 
 Goal: text lookups and refusals under the load within 2x the anchor's p99; SIGTERM to exit < 5 s.
+
+The clients cases (``--cases clients``) start a fresh service for each, with its default limits on clients:
+1. ``--uploaders`` slow uploaders (each a connection of its own, a chunked text/plain body of 1 MiB, the most
+   the service takes, sent at 100 KB/s; answered, cut off or refused, it connects again a second later), kept up
+   for ``--upload-seconds``: the service's resident memory (sampled every 50 ms, and its VmHWM; before the load
+   and its peak under it) and CPU time, and the latency of a small lookup (an edited article, a new connection
+   each time) sent every 0.25 s meanwhile, against the same small lookup with no load (the anchor), and what the
+   uploaders were answered;
+2. ``--posts`` posts of a 1 MiB JSON body, all sent at once: the time to each answer's status line, the answers,
+   the service's peak memory and CPU time;
+3. a JSON body nested 300,000 deep: the answer.
+Goal: under the uploads, a small lookup answered within 1 s throughout and the service's peak memory under
+``CLIENT_LOAD_MEMORY_GOAL_MB``. To measure another checkout's service, point PYTHONPATH at it (the service runs
+with this process's environment).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -56,6 +73,11 @@ from tests.shared_data import NEWS_HTML  # noqa: E402
 from topicmap.store.topic_store import NewStory, TopicStore  # noqa: E402
 
 FOOTER = " This story was first published by a partner newspaper and is republished with permission."
+# The goal for the service's peak resident memory under the slow uploads (see docs/near-duplicates.md).
+CLIENT_LOAD_MEMORY_GOAL_MB = 400
+UPLOAD_BYTES = 1024 * 1024  # the most the service takes in one body
+UPLOAD_CHUNK = 10_000  # every 0.1 s: 100 KB/s
+POST_BYTES = 1024 * 1024
 SLOW_PAGE = (
     b"<html><head><title>A slow page</title></head><body><article><p>Late.</p></article></body></html>"
 )
@@ -244,7 +266,7 @@ def percentile(samples: list[float], share: float) -> float:
 
 
 def start_service(
-    database_url: str, site: SlowSite, pending_urls: int, log_path: Path
+    database_url: str, log_path: Path, site: SlowSite | None = None, pending_urls: int | None = None
 ) -> tuple[subprocess.Popen, int]:
     command = [
         str(Path(sys.executable).parent / "topicmap"),
@@ -255,10 +277,10 @@ def start_service(
         database_url,
         "--refresh-seconds",
         "0",
-        "--max-pending-urls",
-        str(pending_urls),
     ]
-    for address in site.addresses:
+    if pending_urls is not None:
+        command += ["--max-pending-urls", str(pending_urls)]
+    for address in site.addresses if site is not None else []:
         command += ["--allow-address", f"{address}:{site.port}"]
     with log_path.open("wb") as log:
         service = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
@@ -270,90 +292,54 @@ def start_service(
     return service, int(found.group(1))
 
 
-def main(argv: list[str] | None = None) -> int:
-    arguments = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    arguments.add_argument("--requests", type=int, default=300, help="text lookups (and refusals) per window")
-    arguments.add_argument("--pending", type=int, default=100, help="slow URL lookups kept pending")
-    arguments.add_argument("--sites", type=int, default=10, help="slow sites (loopback addresses)")
-    arguments.add_argument("--rounds", type=int, default=3)
-    arguments.add_argument("--delay", type=float, default=60.0, help="seconds the slow site holds a page")
-    options = arguments.parse_args(argv)
-    articles = load_articles()
-    if not articles:
-        print(f"skipped: no articles at {NEWS_HTML}")
-        return 0
-    rng = random.Random(21)
-    vocabulary = sorted({word for text in articles for word in text.split()})
-    queries = [edited(text, rng, vocabulary) for text in articles]
+def url_load_cases(options: argparse.Namespace, queries: list[str], database_url: str, folder: Path) -> None:
+    """Text lookups and refusals with and without slow URL lookups pending; SIGTERM with them pending."""
     site = SlowSite(options.sites, options.delay)
     rows: dict[str, list[float]] = {}
     pending_seen: list[int] = []
-    with tempfile.TemporaryDirectory() as folder:
-        database_url = f"sqlite:///{Path(folder) / 'store.sqlite3'}"
-        store = TopicStore.open(database_url)
-        store.add_stories(
-            [
-                NewStory(f"https://site{i % 7}.test/story/{i}", f"Story {i}", text, None)
-                for i, text in enumerate(articles)
-            ]
-            + [
-                NewStory(f"https://copies.test/story/{i}", f"Copy {i}", edited(text, rng, vocabulary), None)
-                for i, text in enumerate(articles)
-            ],
-            "archive:bench",
-        )
-        store.dispose()
-        service, port = start_service(database_url, site, options.pending, Path(folder) / "serve.log")
-        try:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
-                window(client, queries, 20, 0)  # warm-up: the extractor, the shingle cache, the connection
-                dropped_seconds, ended_seconds = [], []
-                beyond = None
-                for round_number in range(options.rounds):
-                    offset = round_number * options.requests
-                    texts, refusals = window(client, queries, options.requests, offset)
-                    rows.setdefault("text, no URL load (anchor)", []).extend(texts)
-                    rows.setdefault("refusal, no URL load (anchor)", []).extend(refusals)
-                    with UrlLoad(port, site, options.pending) as load:
-                        wait_for(lambda: pending(client) == options.pending, "the URL lookups to be pending")
-                        if beyond is None:
-                            beyond = client.get(
-                                "/near-duplicates",
-                                params={"url": f"http://{site.addresses[0]}:{site.port}/one-more.html"},
-                            )
-                        pending_seen.append(pending(client))
-                        texts, refusals = window(client, queries, options.requests, offset)
-                        pending_seen.append(pending(client))
-                        load.leave()
-                        left = time.perf_counter()
-                        wait_for(lambda: url_lookups(client)["queued"] == 0, "the abandoned lookups dropped")
-                        dropped_seconds.append(time.perf_counter() - left)
-                        wait_for(lambda: url_lookups(client)["running"] == 0, "the abandoned fetches to end")
-                        ended_seconds.append(time.perf_counter() - left)
-                    rows.setdefault(f"text, {options.pending} slow URL lookups pending", []).extend(texts)
-                    rows.setdefault(f"refusal, {options.pending} slow URL lookups pending", []).extend(
-                        refusals
-                    )
+    service, port = start_service(database_url, folder / "serve.log", site, options.pending)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
+            window(client, queries, 20, 0)  # warm-up: the extractor, the shingle cache, the connection
+            dropped_seconds, ended_seconds = [], []
+            beyond = None
+            for round_number in range(options.rounds):
+                offset = round_number * options.requests
+                texts, refusals = window(client, queries, options.requests, offset)
+                rows.setdefault("text, no URL load (anchor)", []).extend(texts)
+                rows.setdefault("refusal, no URL load (anchor)", []).extend(refusals)
                 with UrlLoad(port, site, options.pending) as load:
                     wait_for(lambda: pending(client) == options.pending, "the URL lookups to be pending")
-                    load.statuses.clear()
-                    signalled = time.perf_counter()
-                    service.send_signal(signal.SIGTERM)
-                    service.wait(timeout=120)
-                    sigterm_seconds = time.perf_counter() - signalled
-                    wait_for(lambda: load.statuses.total() == options.pending, "the pending lookups' answers")
-                    at_sigterm = dict(load.statuses)
-        finally:
-            if service.poll() is None:
-                service.kill()
-                service.wait()
-            site.close()
+                    if beyond is None:
+                        beyond = client.get(
+                            "/near-duplicates",
+                            params={"url": f"http://{site.addresses[0]}:{site.port}/one-more.html"},
+                        )
+                    pending_seen.append(pending(client))
+                    texts, refusals = window(client, queries, options.requests, offset)
+                    pending_seen.append(pending(client))
+                    load.leave()
+                    left = time.perf_counter()
+                    wait_for(lambda: url_lookups(client)["queued"] == 0, "the abandoned lookups dropped")
+                    dropped_seconds.append(time.perf_counter() - left)
+                    wait_for(lambda: url_lookups(client)["running"] == 0, "the abandoned fetches to end")
+                    ended_seconds.append(time.perf_counter() - left)
+                rows.setdefault(f"text, {options.pending} slow URL lookups pending", []).extend(texts)
+                rows.setdefault(f"refusal, {options.pending} slow URL lookups pending", []).extend(refusals)
+            with UrlLoad(port, site, options.pending) as load:
+                wait_for(lambda: pending(client) == options.pending, "the URL lookups to be pending")
+                load.statuses.clear()
+                signalled = time.perf_counter()
+                service.send_signal(signal.SIGTERM)
+                service.wait(timeout=120)
+                sigterm_seconds = time.perf_counter() - signalled
+                wait_for(lambda: load.statuses.total() == options.pending, "the pending lookups' answers")
+                at_sigterm = dict(load.statuses)
+    finally:
+        stop_service(service)
+        site.close()
 
-    load = os.getloadavg()
-    print(f"load average while measuring (2 cores, shared): {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
-    print(
-        f"{len(articles)} articles and their copies stored; {options.rounds} rounds of {options.requests} requests"
-    )
+    print(f"{options.rounds} rounds of {options.requests} requests")
     print(f"URL lookups pending during the loaded windows: {min(pending_seen)}..{max(pending_seen)}")
     assert beyond is not None
     print(
@@ -376,6 +362,327 @@ def main(argv: list[str] | None = None) -> int:
         anchor = percentile(rows[f"{kind}, no URL load (anchor)"], 0.99)
         loaded = percentile(rows[f"{kind}, {options.pending} slow URL lookups pending"], 0.99)
         print(f"{kind}: p99 under the load / anchor p99 = {loaded / anchor:.2f} (goal <= 2)")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The service's bounds on its clients
+
+
+def stop_service(service: subprocess.Popen) -> None:
+    if service.poll() is None:
+        service.kill()
+        service.wait()
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time the process has used so far (user and system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def resident_mb(pid: int, field: str = "VmRSS") -> float:
+    """The process's resident memory (``VmRSS``) or its peak so far (``VmHWM``), MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise SystemExit(f"no {field} for process {pid}")
+
+
+class MemorySampler:
+    """The peak of a process's resident memory, sampled every 50 ms from a thread (``peak_mb``)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            with contextlib.suppress(OSError, SystemExit):
+                self.peak_mb = max(self.peak_mb, resident_mb(self.pid))
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class SmallLookups:
+    """Small lookups (an edited article, ~4 KB), each on a new connection: ``one`` now, or after ``start`` one
+    every ``every`` seconds from a thread of its own, (seconds, HTTP status or the error's name) of each in
+    ``answers``."""
+
+    def __init__(self, port: int, text: str, every: float = 0.25) -> None:
+        self.port = port
+        self.body = json.dumps({"text": text}).encode()
+        self.every = every
+        self.answers: list[tuple[float, int | str]] = []
+        self.client = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", timeout=120, limits=httpx.Limits(max_keepalive_connections=0)
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def one(self) -> tuple[float, int | str]:
+        began = time.perf_counter()
+        try:
+            response = self.client.post(
+                "/near-duplicates", content=self.body, headers={"Content-Type": "application/json"}
+            )
+            status: int | str = response.status_code
+        except httpx.HTTPError as error:
+            status = type(error).__name__
+        return time.perf_counter() - began, status
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.answers.append(self.one())
+
+    def start(self) -> None:
+        """Lookups every ``every`` seconds until the ``with`` block ends."""
+        self._thread.start()
+
+    def __enter__(self) -> SmallLookups:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.client.close()
+
+
+async def _answer_status(reader: asyncio.StreamReader) -> int | str:
+    """The status of the answer on ``reader`` once its status line is in (the client then closes the
+    connection), "closed" when the service closed it without one, "reset" when it reset it."""
+    try:
+        head = await reader.readline()
+    except ConnectionError:
+        return "reset"
+    return int(head.split()[1]) if head.startswith(b"HTTP/") else "closed"
+
+
+async def slow_uploader(port: int, stop: asyncio.Event, answers: Counter) -> None:
+    """Uploads of UPLOAD_BYTES of text at 100 KB/s (chunked, no length declared), one after another until
+    ``stop``; an upload cut off or refused is followed by the next a second later."""
+    piece = (b"word " * (UPLOAD_CHUNK // 5 + 1))[:UPLOAD_CHUNK]
+    await asyncio.sleep(random.random() * 0.1)  # not all in step
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            answers["connect refused"] += 1
+            await asyncio.sleep(1)
+            continue
+        answered = asyncio.ensure_future(_answer_status(reader))
+        sent = 0
+        try:
+            writer.write(
+                b"POST /near-duplicates HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            )
+            while sent < UPLOAD_BYTES and not answered.done() and not stop.is_set():
+                size = min(UPLOAD_CHUNK, UPLOAD_BYTES - sent)
+                writer.write(f"{size:x}\r\n".encode() + piece[:size] + b"\r\n")
+                await writer.drain()
+                sent += size
+                await asyncio.sleep(0.1)
+            if sent >= UPLOAD_BYTES and not answered.done():
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except ConnectionError:
+            pass
+        if stop.is_set() and not answered.done():
+            answered.cancel()
+            writer.close()
+            return
+        answers[await answered] += 1
+        writer.close()
+        await asyncio.sleep(1)
+
+
+async def upload_load(port: int, uploaders: int, seconds: float, started: threading.Event) -> Counter:
+    stop = asyncio.Event()
+    answers: Counter = Counter()
+    tasks = [asyncio.ensure_future(slow_uploader(port, stop, answers)) for _ in range(uploaders)]
+    started.set()
+    await asyncio.sleep(seconds)
+    stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return answers
+
+
+async def big_post(port: int, body: bytes) -> tuple[float, int | str]:
+    """A JSON post of ``body``: (seconds to its answer, HTTP status, "closed" or "reset")."""
+    began = time.perf_counter()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return time.perf_counter() - began, "connect refused"
+    answered = asyncio.ensure_future(_answer_status(reader))
+    try:
+        writer.write(
+            b"POST /near-duplicates HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        )
+        view = memoryview(body)
+        for start in range(0, len(body), 65536):  # the transport buffers no more than a piece per connection
+            if answered.done():
+                break
+            writer.write(view[start : start + 65536])
+            await writer.drain()
+    except ConnectionError:
+        pass
+    status = await answered
+    writer.close()
+    return time.perf_counter() - began, status
+
+
+async def simultaneous_posts(port: int, body: bytes, count: int) -> list[tuple[float, int | str]]:
+    return await asyncio.gather(*(big_post(port, body) for _ in range(count)))
+
+
+def post_body(text: str, size: int) -> bytes:
+    """A JSON body of exactly ``size`` bytes: {"text": the text repeated}, padded with spaces."""
+    escaped = json.dumps(text + " ")[1:-1].encode()
+    body = b'{"text": "' + escaped * ((size - 12) // len(escaped)) + b'"}'
+    return body.ljust(size, b" ")
+
+
+def latency_row(name: str, answers: list[tuple[float, int | str]]) -> str:
+    seconds = [elapsed for elapsed, _ in answers]
+    statuses = dict(Counter(status for _, status in answers))
+    return (
+        f"| {name} | {percentile(seconds, 0.5):.1f} | {percentile(seconds, 0.99):.1f} | "
+        f"{max(seconds) * 1000:.1f} | {len(answers)} | {statuses} |"
+    )
+
+
+def client_cases(options: argparse.Namespace, queries: list[str], database_url: str, folder: Path) -> None:
+    """300 slow uploaders (memory, a small lookup's latency), 800 simultaneous 1 MiB posts, deep JSON."""
+    small = queries[0]
+    rows = []
+    service, port = start_service(database_url, folder / "serve-uploads.log")
+    try:
+        with SmallLookups(port, small) as probe:
+            for _ in range(10):  # warm-up
+                probe.one()
+            anchor = [probe.one() for _ in range(40)]
+        before_mb = resident_mb(service.pid)
+        cpu_before = cpu_seconds(service.pid)
+        started = threading.Event()
+        answers: Counter = Counter()
+        with MemorySampler(service.pid) as memory:
+            loader = threading.Thread(
+                target=lambda: answers.update(
+                    asyncio.run(upload_load(port, options.uploaders, options.upload_seconds, started))
+                ),
+                daemon=True,
+            )
+            loader.start()
+            started.wait()
+            time.sleep(2)  # the uploads under way
+            with SmallLookups(port, small) as during:
+                during.start()
+                loader.join()
+        upload_peak_mb = max(memory.peak_mb, resident_mb(service.pid, "VmHWM"))
+        upload_cpu = cpu_seconds(service.pid) - cpu_before
+    finally:
+        stop_service(service)
+    rows.append(latency_row("small lookup, no load (anchor)", anchor))
+    rows.append(latency_row(f"small lookup, {options.uploaders} slow uploaders", during.answers))
+
+    body = post_body(small, POST_BYTES)
+    service, port = start_service(database_url, folder / "serve-posts.log")
+    try:
+        before_posts_mb = resident_mb(service.pid)
+        cpu_before = cpu_seconds(service.pid)
+        with MemorySampler(service.pid) as memory:
+            posts = asyncio.run(simultaneous_posts(port, body, options.posts))
+        posts_peak_mb = max(memory.peak_mb, resident_mb(service.pid, "VmHWM"))
+        posts_cpu = cpu_seconds(service.pid) - cpu_before
+        with SmallLookups(port, small) as probe:
+            after_posts = probe.one()
+        deep = httpx.post(
+            f"http://127.0.0.1:{port}/near-duplicates",
+            content=b"[" * 300_000,
+            headers={"Content-Type": "application/json"},
+            timeout=120,
+        )
+    finally:
+        stop_service(service)
+    rows.append(latency_row(f"{options.posts} simultaneous posts of 1 MiB", posts))
+
+    print(
+        f"{options.uploaders} slow uploaders (1 MiB each, chunked, 100 KB/s) for {options.upload_seconds:.0f} s: "
+        f"their answers {dict(answers)}"
+    )
+    print(
+        f"service memory: {before_mb:.0f} MB before the uploads, peak {upload_peak_mb:.0f} MB under them "
+        f"(goal < {CLIENT_LOAD_MEMORY_GOAL_MB} MB); service CPU {upload_cpu:.1f} s"
+    )
+    print(
+        f"{options.posts} simultaneous posts of 1 MiB: memory {before_posts_mb:.0f} MB before, peak "
+        f"{posts_peak_mb:.0f} MB; service CPU {posts_cpu:.1f} s; a small lookup right after: {after_posts[1]} in "
+        f"{after_posts[0] * 1000:.0f} ms"
+    )
+    print(f"JSON nested 300,000 deep: {deep.status_code} {deep.text[:160]}")
+    print("| requests | p50 ms | p99 ms | max ms | answered | answers |")
+    print("|---|---:|---:|---:|---:|---|")
+    for row in rows:
+        print(row)
+    worst = max(elapsed for elapsed, _ in during.answers)
+    print(f"small lookup under the uploads: the slowest {worst:.2f} s (goal < 1 s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    arguments.add_argument("--cases", default="urls,clients", help="urls, clients, or both (comma-separated)")
+    arguments.add_argument("--requests", type=int, default=300, help="text lookups (and refusals) per window")
+    arguments.add_argument("--pending", type=int, default=100, help="slow URL lookups kept pending")
+    arguments.add_argument("--sites", type=int, default=10, help="slow sites (loopback addresses)")
+    arguments.add_argument("--rounds", type=int, default=3)
+    arguments.add_argument("--delay", type=float, default=60.0, help="seconds the slow site holds a page")
+    arguments.add_argument("--uploaders", type=int, default=300, help="slow uploaders kept connected")
+    arguments.add_argument("--upload-seconds", type=float, default=30.0, help="how long the uploads go on")
+    arguments.add_argument("--posts", type=int, default=800, help="simultaneous posts of 1 MiB")
+    options = arguments.parse_args(argv)
+    cases = set(options.cases.split(","))
+    if not cases <= {"urls", "clients"}:
+        raise SystemExit(f"--cases takes urls and clients, got {options.cases!r}")
+    articles = load_articles()
+    if not articles:
+        print(f"skipped: no articles at {NEWS_HTML}")
+        return 0
+    rng = random.Random(21)
+    vocabulary = sorted({word for text in articles for word in text.split()})
+    queries = [edited(text, rng, vocabulary) for text in articles]
+    with tempfile.TemporaryDirectory() as folder:
+        database_url = f"sqlite:///{Path(folder) / 'store.sqlite3'}"
+        store = TopicStore.open(database_url)
+        store.add_stories(
+            [
+                NewStory(f"https://site{i % 7}.test/story/{i}", f"Story {i}", text, None)
+                for i, text in enumerate(articles)
+            ]
+            + [
+                NewStory(f"https://copies.test/story/{i}", f"Copy {i}", edited(text, rng, vocabulary), None)
+                for i, text in enumerate(articles)
+            ],
+            "archive:bench",
+        )
+        store.dispose()
+        print(f"{len(articles)} articles and their copies stored")
+        if "urls" in cases:
+            url_load_cases(options, queries, database_url, Path(folder))
+        if "clients" in cases:
+            client_cases(options, queries, database_url, Path(folder))
+    load = os.getloadavg()
+    print(f"load average at the end (2 cores, shared): {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     with contextlib.suppress(Exception):
         print(
             f"commit {subprocess.check_output(['git', 'rev-parse', '--short', 'HEAD'], cwd=REPO).decode().strip()}"

@@ -2,7 +2,9 @@
 the bearer token off loopback, size caps, fingerprints refreshed as stories land, cached shingles that
 never change an answer, and a service that degrades under slow URL lookups, never wedges: abandoned lookups
 dropped or their downloads cut, a bounded URL queue (503 with Retry-After), texts and refusals answered while
-URL lookups wait, and SIGTERM obeyed within 5 s."""
+URL lookups wait, and SIGTERM obeyed within 5 s. Its bounds on clients, each met for real on loopback: slow
+requests cut off (408), deeply nested JSON refused (400), a body budget and a connection limit (503 with
+Retry-After), and small lookups answered while slow uploaders hold the budget."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from topicmap.dedup.service import (
     create_app,
     service_token,
 )
+from topicmap.dedup.service_limits import MAX_JSON_DEPTH, MIB, ClientLimits
 from topicmap.dedup.shingles import jaccard, shingle_set
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore
@@ -241,7 +244,7 @@ def test_unreachable_or_refused_urls_answer_502_with_the_fetch_state(stored: Top
         ({"method": "POST", "url": "/near-duplicates", "json": {"body": "x"}}, 400, "text"),
         ({"method": "POST", "url": "/near-duplicates", "json": {"text": "   "}}, 400, "empty"),
         ({"method": "POST", "url": "/near-duplicates", "json": {"text": "The council approved a plan."}}, 422, "the text has 5 word(s); a lookup needs at least 15"),
-        ({"method": "POST", "url": "/near-duplicates", "json": {"text": "word " * 20_001}}, 422, "the text has 20,001 words; a lookup compares at most 20,000"),
+        ({"method": "POST", "url": "/near-duplicates", "json": {"text": "word " * 20_001}}, 422, "the text has more than 20,000 words; a lookup compares at most 20,000"),
         ({"method": "POST", "url": "/near-duplicates?min_containment=1.5", "json": {"text": "x"}}, 400, "min_containment must be between"),
         ({"method": "POST", "url": "/near-duplicates", "content": b"x", "headers": {"Content-Type": "image/png"}}, 415, "text/plain"),
         ({"method": "POST", "url": "/near-duplicates", "content": b"\xff\xfe\xfa", "headers": {"Content-Type": "text/plain"}}, 400, "UTF-8"),
@@ -720,3 +723,220 @@ def test_sigterm_stops_the_service_within_5_s_with_url_lookups_pending(
     answers = [lookup.answer() for lookup in pending]
     assert {status for status, _ in answers} == {503}
     assert all("shutting down" in body for _, body in answers)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bounds on clients: connections, the read timeout, the body budget, JSON depth
+
+
+class RawClient:
+    """A connection of its own to the service, sending what the test says when it says it: a request cut short
+    stays open until the service answers or closes it."""
+
+    def __init__(self, port: int, head: str = "", body: bytes = b"") -> None:
+        self.socket = socket.create_connection(("127.0.0.1", port))
+        self.socket.settimeout(60)  # a safety net for a hung service, not a bound
+        if head or body:
+            self.send(head.encode() + body)
+
+    def send(self, data: bytes) -> None:
+        self.socket.sendall(data)
+
+    def answer(self) -> tuple[int, dict[str, str], str]:
+        """(status, headers, body) of the service's answer, read until it closes the connection."""
+        received = b""
+        with self.socket:
+            while chunk := self.socket.recv(65536):
+                received += chunk
+        head, _, body = received.partition(b"\r\n\r\n")
+        status_line, *header_lines = head.decode().split("\r\n")
+        headers = {
+            name.strip().lower(): value.strip()
+            for name, _, value in (line.partition(":") for line in header_lines)
+        }
+        return int(status_line.split()[1]), headers, body.decode()
+
+    def leave(self) -> None:
+        self.socket.close()
+
+
+def post_head(length: int | None = None, content_type: str = "text/plain") -> str:
+    """The head of a POST /near-duplicates, of a declared length or chunked; its connection closes once answered."""
+    framing = f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
+    return (
+        "POST /near-duplicates HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        f"Content-Type: {content_type}\r\n{framing}\r\n\r\n"
+    )
+
+
+def chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def clients(client: httpx.Client) -> dict:
+    return client.get("/health").json()["clients"]
+
+
+def bounded(store: TopicStore, **limits: float) -> _Running:
+    return _Running(create_app(FingerprintCatalog(store), refresh_seconds=0, limits=ClientLimits(**limits)))
+
+
+@pytest.mark.parametrize(
+    ("what", "sent"),
+    [
+        ("headers", "POST /near-duplicates HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/pl"),
+        ("body", post_head(length=5000) + "The regional council approved"),
+        ("chunked body", post_head() + "1d\r\nThe regional council approved\r\n"),
+    ],
+)
+def test_a_request_slower_than_the_read_timeout_is_cut_off_with_408(
+    stored: TopicStore, what: str, sent: str
+) -> None:
+    with bounded(stored, read_timeout=1.0) as client:
+        slow = RawClient(client.base_url.port, sent)  # ... and nothing more: a slow loris, a stalled upload
+        status, headers, body = slow.answer()  # answered, then the connection closed
+        assert status == 408, body
+        assert headers["connection"] == "close"
+        assert "within 1 s" in body and settings.SERVICE_READ_TIMEOUT.name in body
+        counts = clients(client)
+        assert counts["refused"]["read_timeout"] == 1
+        # the stalled body's share of the budget is back, and its connection gone
+        wait_until(lambda: clients(client)["body_bytes_held"] == 0, "the stalled body's bytes given back")
+        wait_until(lambda: clients(client)["connections"] == 1, "only the test's own connection left")
+        # a request that arrives whole in time is answered as ever
+        assert client.post("/near-duplicates", json={"text": ARTICLE}).status_code == 200
+
+
+def test_an_idle_connection_is_closed_at_the_read_timeout_without_an_answer(stored: TopicStore) -> None:
+    with bounded(stored, read_timeout=1.0) as client:
+        idle = RawClient(client.base_url.port)
+        assert idle.socket.recv(1) == b""  # closed, nothing said: no request was begun
+        assert clients(client)["refused"]["read_timeout"] == 0
+
+
+def nested(depth: int) -> object:
+    value: object = "leaf"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_json_nested_too_deep_is_refused_400_naming_the_limit(stored: TopicStore) -> None:
+    with client_for(stored) as client:
+        deepest = client.post(
+            "/near-duplicates", content=b"[" * 300_000, headers={"Content-Type": "application/json"}
+        )
+        assert deepest.status_code == 400
+        assert f"nested more than {MAX_JSON_DEPTH} levels deep" in deepest.json()["error"]
+        assert "MAX_JSON_DEPTH" in deepest.json()["error"]
+        # the limit exactly: the object itself is one level, its "extra" field the rest
+        at_limit = client.post(
+            "/near-duplicates", json={"text": ARTICLE, "extra": nested(MAX_JSON_DEPTH - 1)}
+        )
+        assert at_limit.status_code == 200, at_limit.text
+        over = client.post("/near-duplicates", json={"text": ARTICLE, "extra": nested(MAX_JSON_DEPTH)})
+        assert over.status_code == 400 and "MAX_JSON_DEPTH" in over.json()["error"]
+
+
+def test_a_body_over_the_budget_is_refused_503_with_retry_after(stored: TopicStore) -> None:
+    # 2 MiB of bodies at once; large ones (over 64 KiB, or chunked) 1.5 MiB of it.
+    with bounded(stored, body_budget_bytes=2 * MIB) as client:
+        port = client.base_url.port
+        long_text = ((ARTICLE + " ") * 2000).encode()[:MIB]
+        first = RawClient(port, post_head(length=MIB), long_text[:1000])
+        wait_until(lambda: clients(client)["body_bytes_held"] == MIB, "the first body's declared length held")
+
+        # Does not fit: refused as its headers arrive. Its client sends the whole body all the same, and reads
+        # the answer, not a reset connection: the service reads and drops the rest before it closes.
+        second = RawClient(port, post_head(length=MIB), long_text)
+        status, headers, body = second.answer()
+        assert status == 503 and int(headers["retry-after"]) > 0
+        assert "at most 2 MiB" in body and settings.SERVICE_BODY_BUDGET_MB.name in body
+
+        chunked = RawClient(port, post_head(), chunk(long_text[:300_000]) + chunk(long_text[300_000:600_000]))
+        status, headers, body = chunked.answer()  # refused once its share would pass the large bodies' room
+        assert status == 503 and int(headers["retry-after"]) > 0
+        assert clients(client)["refused"]["body_budget"] == 2
+
+        # a lookup of an article still fits: a quarter of the budget is kept for small bodies
+        small = client.post("/near-duplicates", json={"text": ARTICLE})
+        assert small.status_code == 200 and len(small.json()["matches"]) == 2
+
+        first.send(long_text[1000:])
+        status, _, body = first.answer()
+        assert status == 422 and "more than 20,000 words" in body  # read whole, then looked at
+        wait_until(lambda: clients(client)["body_bytes_held"] == 0, "the first body's bytes given back")
+        again = RawClient(port, post_head(length=MIB), long_text)
+        assert again.answer()[0] == 422  # room again: read and answered
+
+
+def test_a_connection_beyond_the_limit_is_refused_503_with_retry_after(stored: TopicStore) -> None:
+    with bounded(stored, max_connections=3) as client:  # the test's own connection is one of the 3
+        port = client.base_url.port
+        held = [RawClient(port, "GET /health HTTP/1.1\r\n") for _ in range(2)]
+        wait_until(lambda: clients(client)["connections"] == 3, "3 connections open")
+        status, headers, body = RawClient(port).answer()
+        assert status == 503 and int(headers["retry-after"]) > 0
+        assert "3 connections open" in body and settings.SERVICE_MAX_CONNECTIONS.name in body
+        assert clients(client)["refused"]["connections"] == 1
+        held[0].leave()
+        wait_until(lambda: clients(client)["connections"] == 2, "a connection closed")
+        status, _, body = RawClient(
+            port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        ).answer()
+        assert status == 200, body
+
+
+def test_a_small_lookup_is_answered_while_slow_uploaders_hold_the_budget(stored: TopicStore) -> None:
+    """30 uploaders each send 64 KiB of a chunked body, then stall: 24 fill the large bodies' 1.5 MiB, 6 are
+    refused; lookups are answered meanwhile, and the stalled bodies' bytes come back when they leave."""
+    piece = (b"word " * 13_108)[: 64 * 1024]
+    with bounded(stored, body_budget_bytes=2 * MIB, max_connections=100) as client:
+        port = client.base_url.port
+        uploaders = []
+        for _ in range(30):  # one at a time, each taken in whole or refused before the next
+            before = clients(client)
+            uploaders.append(RawClient(port, post_head(), chunk(piece)))
+            wait_until(
+                lambda before=before: (
+                    (now := clients(client))["body_bytes_held"] == before["body_bytes_held"] + len(piece)
+                    or now["refused"]["body_budget"] == before["refused"]["body_budget"] + 1
+                ),
+                "the upload held or refused",
+            )
+        counts = clients(client)
+        assert counts["refused"]["body_budget"] == 6 and counts["body_bytes_held"] == 24 * len(piece)
+        wait_until(
+            lambda: clients(client)["connections"] == 1 + 24, "the refused uploaders' connections closed"
+        )
+        text = client.post("/near-duplicates", json={"text": ARTICLE})
+        assert text.status_code == 200 and len(text.json()["matches"]) == 2
+        stored_url = client.get(
+            "/near-duplicates", params={"url": "https://herald.test/2026/02/03/carbon-plan"}
+        )
+        assert stored_url.status_code == 200 and stored_url.json()["query"]["source"] == "store"
+        for uploader in uploaders:
+            uploader.leave()
+        wait_until(lambda: clients(client)["body_bytes_held"] == 0, "the stalled bodies' bytes given back")
+        wait_until(lambda: clients(client)["connections"] == 1, "the uploaders' connections gone")
+
+
+def test_client_limits_come_from_the_settings_and_wrong_ones_are_named() -> None:
+    assert ClientLimits.from_settings({}) == ClientLimits()
+    limits = ClientLimits.from_settings(
+        {
+            settings.SERVICE_MAX_CONNECTIONS.name: "50",
+            settings.SERVICE_BODY_BUDGET_MB.name: "8",
+            settings.SERVICE_READ_TIMEOUT.name: "2.5",
+        }
+    )
+    assert limits == ClientLimits(max_connections=50, body_budget_bytes=8 * MIB, read_timeout=2.5)
+    for setting, value in (
+        (settings.SERVICE_MAX_CONNECTIONS, "0"),
+        (settings.SERVICE_MAX_CONNECTIONS, "many"),
+        (settings.SERVICE_BODY_BUDGET_MB, "1"),
+        (settings.SERVICE_READ_TIMEOUT, "-1"),
+        (settings.SERVICE_READ_TIMEOUT, "soon"),
+    ):
+        with pytest.raises(ValueError, match=setting.name):
+            ClientLimits.from_settings({setting.name: value})

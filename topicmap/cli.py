@@ -5,7 +5,7 @@ topicmap near-dups --text TEXT                     stories containing a text (a 
 topicmap snapshot TOPIC [--snapshot-id N]          where a snapshot's files and link maps are
 topicmap snapshot TOPIC --list                     every snapshot of a topic, with its dates and folder
 topicmap serve [--host 127.0.0.1] [--port 8765]    the near-duplicate lookup service (HTTP JSON)
-      [--url-workers 8] [--max-pending-urls 100]
+      [--url-workers 8] [--max-pending-urls 100]       (its limits on clients: TOPICMAP_SERVICE_*)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from topicmap.dedup.containment import DEFAULT_MIN_CONTAINMENT
-from topicmap.dedup.service_limits import DEFAULT_MAX_PENDING_URLS, DEFAULT_URL_WORKERS
+from topicmap.dedup.service_limits import DEFAULT_MAX_PENDING_URLS, DEFAULT_URL_WORKERS, ClientLimits
 from topicmap.dedup.simhash import DEFAULT_CANDIDATE_DISTANCE, DEFAULT_MIN_JACCARD
 from topicmap.store.topic_store import TopicStore
 
@@ -205,6 +205,10 @@ def serve_command(args: argparse.Namespace) -> int:
     from topicmap.web.netguard import AddressPolicy
 
     token = service_token(args.host, dict(os.environ))
+    try:
+        limits = ClientLimits.from_settings()
+    except ValueError as wrong:
+        raise SystemExit(f"topicmap serve: {wrong}") from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     store = TopicStore.open(args.database_url)
     fetcher = WebFetcher(max_body_bytes=MAX_FETCH_BYTES, policy=AddressPolicy(allow=args.allow_address))
@@ -221,6 +225,7 @@ def serve_command(args: argparse.Namespace) -> int:
         refresh_seconds=args.refresh_seconds,
         url_workers=args.url_workers,
         max_pending_urls=args.max_pending_urls,
+        limits=limits,
     )
     LookupServer(app, args.host, args.port).run()
     return 0

@@ -196,6 +196,23 @@ SERVICE_TOKEN = _declare(
     unset="none: loopback only",
     secret=True,
 )
+SERVICE_MAX_CONNECTIONS = _declare(
+    "TOPICMAP_SERVICE_MAX_CONNECTIONS",
+    "connections `topicmap serve` holds open at once; one more is answered 503 with `Retry-After` and closed",
+    default="500",
+)
+SERVICE_BODY_BUDGET_MB = _declare(
+    "TOPICMAP_SERVICE_BODY_BUDGET_MB",
+    "MiB of request bodies `topicmap serve` holds at once, all requests together; a body that does not fit "
+    "is answered 503 with `Retry-After` (at least 2)",
+    default="32",
+)
+SERVICE_READ_TIMEOUT = _declare(
+    "TOPICMAP_SERVICE_READ_TIMEOUT",
+    "seconds a request to `topicmap serve` may take to arrive, headers and body; a slower one is answered "
+    "408 and its connection closed",
+    default="10",
+)
 
 # The Dagster instance
 DAGSTER_HOME = _declare(

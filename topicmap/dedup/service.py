@@ -47,10 +47,13 @@ text it was computed from.
 
 Modules: this one is the HTTP side (``LookupHandlers``, its endpoints; ``LookupService``, the token check;
 ``LookupServer``, the shutdown); ``catalog`` is what a lookup searches and the lookup itself; ``url_lookups``
-the queue of lookups that fetch.
+the queue of lookups that fetch; ``service_guard`` the bounds on clients.
 
 Safety: the service binds to 127.0.0.1 unless told otherwise, and any other address requires a bearer token
-(from the environment, never logged); request bodies and fetched pages are size-capped.
+(from the environment, never logged); request bodies and fetched pages are size-capped. Its clients are bounded
+(:class:`~topicmap.dedup.service_guard.ClientGuard`, limits from ``TOPICMAP_SERVICE_*``): connections open at
+once and request body bytes held at once, all requests together (beyond either: 503 with ``Retry-After``), the
+time a request may take to arrive (408), and the nesting of a JSON body (400).
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hmac
-import json
+import itertools
 import logging
 import socket
 import threading
@@ -75,10 +78,25 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from topicmap import settings
-from topicmap.dedup.catalog import DEFAULT_LIMIT, MAX_LIMIT, BadRequest, FingerprintCatalog, Match
+from topicmap.dedup.catalog import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    MAX_QUERY_WORDS,
+    BadRequest,
+    FingerprintCatalog,
+    Match,
+)
 from topicmap.dedup.containment import DEFAULT_MIN_CONTAINMENT
-from topicmap.dedup.service_limits import DEFAULT_MAX_PENDING_URLS, DEFAULT_URL_WORKERS
+from topicmap.dedup.service_guard import ClientGone, ClientGuard, ClientsBusy, parse_json_body
+from topicmap.dedup.service_limits import (
+    BUSY_RETRY_AFTER_SECONDS,
+    DEFAULT_MAX_PENDING_URLS,
+    DEFAULT_URL_WORKERS,
+    MAX_BODY_BYTES,
+    ClientLimits,
+)
 from topicmap.dedup.simhash import DEFAULT_MIN_JACCARD
+from topicmap.dedup.tokens import TOKEN_RE
 from topicmap.dedup.url_lookups import RETRY_AFTER_SECONDS, ServiceBusy, UrlLookupQueue
 from topicmap.web.extract import extract_story
 from topicmap.web.fetch import WebFetcher
@@ -87,7 +105,6 @@ from topicmap.web.urls import is_http_url
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 1024 * 1024  # a POSTed text: far above any article, far below what would hurt the service
 MAX_FETCH_BYTES = 5 * 1024 * 1024  # a fetched page (the spider's default is 10 MiB; one lookup needs less)
 MAX_URL_CHARS = 2048
 # How long a shutdown waits for open requests once the pending URL lookups are answered, before cancelling them.
@@ -128,19 +145,39 @@ def _number_param(request: Request, name: str, default: float, low: float, high:
     return value
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.strip().isdigit():
-            raise BadRequest("content-length is not a number")
-        if int(declared) > limit:
-            raise BadRequest(f"request body is {declared} bytes; at most {limit} are accepted", 413)
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise BadRequest(f"request body exceeds {limit} bytes", 413)
-    return bytes(body)
+def posted_content_type(request: Request) -> str:
+    """The POST's content type, "application/json" or "text/plain" ("" counts as text); 415 for another."""
+    content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    if content_type not in ("application/json", "text/plain", ""):
+        raise BadRequest(f"post application/json or text/plain, not {content_type!r}", 415)
+    return content_type
+
+
+def text_of_body(body: bytes, content_type: str) -> str:
+    """The text a POST's body carries: ``{"text": "..."}`` (JSON) or the body itself (text/plain)."""
+    try:
+        decoded = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("the request body is not UTF-8") from None
+    if content_type == "application/json":
+        payload = parse_json_body(decoded)
+        if not isinstance(payload, dict) or not isinstance(payload.get("text"), str):
+            raise BadRequest('post {"text": "..."}: a JSON object with a "text" string')
+        decoded = payload["text"]
+    if not decoded.strip():
+        raise BadRequest("the text is empty")
+    # A text of more words than a lookup compares is refused at its first word past the limit, before the
+    # lookup tokenizes it whole (~90 ms and ~10 MB for a 1 MiB text). A text of at most 2 * MAX_QUERY_WORDS
+    # characters cannot have that many words (a word and a separator each), so it is not counted twice.
+    if len(decoded) > 2 * MAX_QUERY_WORDS:
+        words = TOKEN_RE.finditer(decoded.casefold())
+        if next(itertools.islice(words, MAX_QUERY_WORDS, None), None) is not None:
+            raise BadRequest(
+                f"the text has more than {MAX_QUERY_WORDS:,} words; a lookup compares at most "
+                f"{MAX_QUERY_WORDS:,} (send a part of it)",
+                422,
+            )
+    return decoded
 
 
 def _fetch_state(outcome: Any) -> dict[str, Any]:
@@ -166,8 +203,10 @@ class LookupHandlers:
         load_on_start: bool = True,
         url_workers: int = DEFAULT_URL_WORKERS,
         max_pending_urls: int = DEFAULT_MAX_PENDING_URLS,
+        guard: ClientGuard | None = None,
     ) -> None:
         self.catalog = catalog
+        self.guard = guard if guard is not None else ClientGuard()
         self.page_fetcher = fetcher if fetcher is not None else WebFetcher(max_body_bytes=MAX_FETCH_BYTES)
         self.url_lookups = UrlLookupQueue(url_workers, max_pending_urls)
         self.refresh_seconds = refresh_seconds
@@ -188,6 +227,8 @@ class LookupHandlers:
                 BadRequest: self.bad_request,
                 FetchFailed: self.fetch_failed,
                 ServiceBusy: self.busy,
+                ClientsBusy: self.clients_busy,
+                ClientGone: self.client_gone,
             },
             lifespan=self.lifespan,
         )
@@ -273,30 +314,18 @@ class LookupHandlers:
             return Response(status_code=499)
         return lookup.future.result()
 
+    def text_lookup(self, body: bytes, content_type: str, lookup_options: dict[str, Any]) -> JSONResponse:
+        """In a thread: the posted text read from its body (decoded, parsed, its length checked), looked up."""
+        text = text_of_body(body, content_type)
+        value, matches = self.catalog.lookup(text, **lookup_options)
+        return self.answer({"source": "text", "text_chars": len(text)}, value, matches)
+
     async def near_duplicates_post(self, request: Request) -> JSONResponse:
         lookup_options = self.options(request)
-        body = await _read_body(request, MAX_BODY_BYTES)
-        content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
-        try:
-            decoded = body.decode("utf-8")
-        except UnicodeDecodeError:
-            raise BadRequest("the request body is not UTF-8") from None
-        if content_type == "application/json":
-            try:
-                payload = json.loads(decoded)
-            except ValueError as error:
-                raise BadRequest(f"the request body is not valid JSON: {error}") from None
-            if not isinstance(payload, dict) or not isinstance(payload.get("text"), str):
-                raise BadRequest('post {"text": "..."}: a JSON object with a "text" string')
-            text = payload["text"]
-        elif content_type in ("text/plain", ""):
-            text = decoded
-        else:
-            raise BadRequest(f"post application/json or text/plain, not {content_type!r}", 415)
-        if not text.strip():
-            raise BadRequest("the text is empty")
-        value, matches = await run_in_threadpool(self.catalog.lookup, text, **lookup_options)
-        return self.answer({"source": "text", "text_chars": len(text)}, value, matches)
+        content_type = posted_content_type(request)
+        # the body counts against the budget until the lookup is answered: its decoded copies live that long
+        async with self.guard.body_of(request) as body:
+            return await run_in_threadpool(self.text_lookup, body, content_type, lookup_options)
 
     async def health(self, _request: Request) -> JSONResponse:
         return JSONResponse(
@@ -310,6 +339,7 @@ class LookupHandlers:
                     "bytes": self.catalog.containment.nbytes,
                 },
                 "url_lookups": self.url_lookups.counts(),
+                "clients": self.guard.counts(),
             }
         )
 
@@ -330,6 +360,17 @@ class LookupHandlers:
         return JSONResponse(
             {"error": str(error)}, status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
         )
+
+    @staticmethod
+    async def clients_busy(_request: Request, error: Exception) -> JSONResponse:
+        return JSONResponse(
+            {"error": str(error)}, status_code=503, headers={"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)}
+        )
+
+    @staticmethod
+    async def client_gone(_request: Request, _error: Exception) -> Response:
+        # Never sent: the connection is gone or cut (408 written by the protocol), as the access log shows.
+        return Response(status_code=499)
 
     # -- lifespan -----------------------------------------------------------------------------------
 
@@ -373,21 +414,30 @@ def create_app(
     load_on_start: bool = True,
     url_workers: int = DEFAULT_URL_WORKERS,
     max_pending_urls: int = DEFAULT_MAX_PENDING_URLS,
+    limits: ClientLimits | None = None,
 ) -> LookupService:
     """The service's ASGI app. ``token``: every request must carry ``Authorization: Bearer <token>``.
-    ``url_workers`` and ``max_pending_urls``: see :class:`UrlLookupQueue`."""
-    handlers = LookupHandlers(catalog, fetcher, refresh_seconds, load_on_start, url_workers, max_pending_urls)
-    return LookupService(handlers.starlette_app(), handlers.url_lookups, token)
+    ``url_workers`` and ``max_pending_urls``: see :class:`UrlLookupQueue`; ``limits``: what clients may hold
+    (:class:`ClientLimits`, its defaults when None)."""
+    guard = ClientGuard(limits)
+    handlers = LookupHandlers(
+        catalog, fetcher, refresh_seconds, load_on_start, url_workers, max_pending_urls, guard
+    )
+    return LookupService(handlers.starlette_app(), handlers.url_lookups, guard, token)
 
 
 class LookupService:
     """The service's ASGI app: the Starlette app with its URL lookup queue (``url_lookups``, which
-    :class:`LookupServer` closes at shutdown). With a ``token``, every HTTP request must carry
+    :class:`LookupServer` closes at shutdown) and its bounds on clients (``guard``, whose protocol
+    :class:`LookupServer` serves it with). With a ``token``, every HTTP request must carry
     ``Authorization: Bearer <token>`` (compared in constant time); lifespan events pass through."""
 
-    def __init__(self, app: Starlette, url_lookups: UrlLookupQueue, token: str | None = None) -> None:
+    def __init__(
+        self, app: Starlette, url_lookups: UrlLookupQueue, guard: ClientGuard, token: str | None = None
+    ) -> None:
         self.app = app
         self.url_lookups = url_lookups
+        self.guard = guard
         self._expected = f"Bearer {token}".encode() if token else None
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
@@ -410,7 +460,10 @@ class LookupServer(uvicorn.Server):
     At shutdown (SIGTERM, SIGINT) uvicorn stops accepting connections and waits for the open requests to be
     answered before it stops the app; URL lookups can wait minutes for their sites' politeness slots, so they
     are answered first (503, the service is shutting down), and a request still open
-    ``SHUTDOWN_GRACE_SECONDS`` later is cancelled."""
+    ``SHUTDOWN_GRACE_SECONDS`` later is cancelled.
+
+    Its HTTP protocol is uvicorn's h11 one bounded by the service's ``guard`` (connections, read timeout:
+    :class:`~topicmap.dedup.service_guard.GuardedH11Protocol`)."""
 
     def __init__(self, service: LookupService, host: str, port: int, log_level: str = "info") -> None:
         config = uvicorn.Config(
@@ -419,6 +472,7 @@ class LookupServer(uvicorn.Server):
             port=port,
             log_level=log_level,
             timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+            http=service.guard.protocol_class(),
         )
         super().__init__(config)
         self.service = service
