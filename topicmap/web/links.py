@@ -142,7 +142,8 @@ def _absolute(href: str | None, base: str | None) -> str | None:
     return fix_common_url_mistakes(href)
 
 
-def _text_urls(text: str) -> list[str]:
+def text_urls(text: str) -> list[str]:
+    """The clear-text URLs in ``text``, in order, trailing punctuation stripped (page text, post content)."""
     urls = []
     for match in _TEXT_URL_RE.finditer(text):
         url = _TRAILING_NON_WORD_RE.sub("", match.group(0))
@@ -224,7 +225,7 @@ def _extract_links(html: str | bytes | None, base_url: str | None) -> list[str]:
     self_key = normalize_url_lossy(base_url) if base_url else None
     if "<" not in text[:PLAIN_TEXT_PROBE_CHARS]:
         # Not HTML (Media Cloud's rule): the only links are the URLs written in it.
-        return _clean(_text_urls(text[:MAX_PLAIN_TEXT_CHARS]), self_key)
+        return _clean(text_urls(text[:MAX_PLAIN_TEXT_CHARS]), self_key)
     tree = parse_html(text)
     if tree is None:
         return []
@@ -232,7 +233,7 @@ def _extract_links(html: str | bytes | None, base_url: str | None) -> list[str]:
     embeds = _youtube_embeds(tree, base)
     hrefs, visible_text = _all_hrefs_and_text(tree)
     candidates = [_absolute(href, base) for href in hrefs]
-    candidates += _text_urls(visible_text)
+    candidates += text_urls(visible_text)
     candidates += embeds
     return _clean(candidates, self_key)
 
@@ -251,10 +252,10 @@ def extract_story_and_links(html: str | bytes | None, url: str) -> tuple[Extract
     try:
         self_key = normalize_url_lossy(url) if url else None
         if document.before_pruning is None:  # not HTML: the only links are the URLs written in the text
-            return story, _clean(_text_urls(story.text[:MAX_PLAIN_TEXT_CHARS]), self_key)
+            return story, _clean(text_urls(story.text[:MAX_PLAIN_TEXT_CHARS]), self_key)
         base, embeds = document.before_pruning
         candidates = [_absolute(href, base) for href in document.link_targets]
-        candidates += _text_urls(story.text) + embeds
+        candidates += text_urls(story.text) + embeds
         return story, _clean(candidates, self_key)
     except Exception:  # noqa: BLE001 - total function by contract: the story stands without its links
         log.warning("link extraction failed for %s", url, exc_info=True)
