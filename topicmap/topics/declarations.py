@@ -52,7 +52,7 @@ from typing import Any
 
 from topicmap.topics.focus_kinds import FOCUS_KINDS, FocusDeclarationError, FocusSelection
 from topicmap.topics.query import MAX_QUERY_CHARS, PARSE_CACHE_CHARS, QuerySyntaxError, TopicQuery, parse
-from topicmap.topics.topic_errors import TopicConfigError
+from topicmap.topics.topic_errors import TopicConfigError, checked_flag, reject_unknown
 from topicmap.topics.topic_errors import shown as _shown  # the name every field check quotes values with
 from topicmap.topics.topics_yaml import Shape, node_name, read_yaml, topic_nodes, topic_value
 
@@ -316,11 +316,7 @@ def _parse_fetch(topic: str, raw: Any) -> FetchSettings:
         return FetchSettings()
     if not isinstance(raw, dict):
         raise TopicConfigError(topic, "fetch", f"expected a mapping, got {type(raw).__name__}")
-    unknown = set(raw) - FETCH_FIELDS
-    if unknown:
-        raise TopicConfigError(
-            topic, f"fetch.{sorted(map(str, unknown))[0]}", f"unknown setting (known: {sorted(FETCH_FIELDS)})"
-        )
+    reject_unknown(topic, "fetch", raw, FETCH_FIELDS)
     intervals = raw.get("domain_intervals") or {}
     if not isinstance(intervals, dict):
         raise TopicConfigError(topic, "fetch.domain_intervals", "expected a mapping of domain to seconds")
@@ -399,18 +395,10 @@ def _parse_seed_urls(topic: str, raw: Any, base_dir: Path) -> tuple[SeedUrlList,
         where = f"seed_urls[{i}]"
         assume_match = DEFAULT_SEED_ASSUME_MATCH
         if isinstance(entry, dict):
-            unknown = set(entry) - SEED_LIST_FIELDS
-            if unknown:
-                raise TopicConfigError(
-                    topic,
-                    f"{where}.{sorted(map(str, unknown))[0]}",
-                    f"unknown setting (known: {sorted(SEED_LIST_FIELDS)})",
-                )
-            assume_match = entry.get("assume_match", DEFAULT_SEED_ASSUME_MATCH)
-            if not isinstance(assume_match, bool):
-                raise TopicConfigError(
-                    topic, f"{where}.assume_match", f"expected true or false, got {_shown.repr(assume_match)}"
-                )
+            reject_unknown(topic, where, entry, SEED_LIST_FIELDS)
+            assume_match = checked_flag(
+                topic, f"{where}.assume_match", entry.get("assume_match", DEFAULT_SEED_ASSUME_MATCH)
+            )
             entry = entry.get("path")
             where = f"{where}.path"
         if not isinstance(entry, str) or not entry.strip():
@@ -448,11 +436,7 @@ def _named_mapping(topic: str, where: str, raw: Any, known: set[str], what: str)
         raise TopicConfigError(
             topic, where, f"expected a mapping with a name ({what}), got {type(raw).__name__}"
         )
-    unknown = set(raw) - known
-    if unknown:
-        raise TopicConfigError(
-            topic, f"{where}.{sorted(map(str, unknown))[0]}", f"unknown field (known: {sorted(known)})"
-        )
+    reject_unknown(topic, where, raw, known, "field")
     name = _focus_text(topic, f"{where}.name", raw.get("name"), MAX_FOCUS_NAME_CHARS, required=True)
     if not _folder_name(name):
         raise TopicConfigError(
@@ -561,11 +545,7 @@ def parse_topic(raw: Any, base_dir: Path, index: int = 0, today: date | None = N
             "name",
             "expected a lowercase name of letters, digits, '-' or '_' (it is a Dagster partition key)",
         )
-    unknown = set(raw) - KNOWN_FIELDS
-    if unknown:
-        raise TopicConfigError(
-            name, sorted(map(str, unknown))[0], f"unknown field (known: {sorted(KNOWN_FIELDS)})"
-        )
+    reject_unknown(name, "", raw, KNOWN_FIELDS, "field")
     for required in ("query", "start_date"):
         if raw.get(required) in (None, ""):
             raise TopicConfigError(name, required, "is required")
