@@ -34,7 +34,7 @@ from sqlalchemy import (
 metadata = MetaData()
 
 #: The newest schema version; ``schema_version`` holds the version a store is at.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 #: Every URL column is an indexed VARCHAR of this length that lookups match exactly (as Media Cloud's are). A
 #: longer URL is rejected or skipped with a reason, never cut: a cut URL is another URL.
@@ -197,6 +197,10 @@ topic_seed_urls = Table(
     Column("assume_match", Boolean, nullable=False, server_default=false()),
     Column("publish_date", DateTime(timezone=True), nullable=True),
     Column("title", Text, nullable=True),
+    # version 13: a seed URL shared in posts names the post source and the first post URL row that brought it
+    # (Media Cloud's columns; the posts sharing it are in topic_post_urls)
+    Column("topic_seed_queries_id", Integer, nullable=True, info=_since(13)),
+    Column("topic_post_urls_id", Integer, nullable=True, info=_since(13)),
     UniqueConstraint("topics_id", "url", name="topic_seed_urls_topic_url_key"),
     info=_since(1),
 )
@@ -581,4 +585,65 @@ focus_timespans = Table(
     Column("medium_link_count", Integer, nullable=False),
     UniqueConstraint("foci_id", "period", "start_date", "end_date", name="focus_timespans_key"),
     info=_since(11),
+)
+
+
+# ---------------------------------------------------------------- version 13: posts as seeds
+
+# A topic's post sources (Media Cloud's topic_seed_queries): one row per platform and file or folder declared in
+# ``posts:`` (``query`` holds the path). ``source`` is where posts of the platform come from: csv (generic
+# posts), pushshift (Reddit), twitter_api_v2 (tweets).
+topic_seed_queries = Table(
+    "topic_seed_queries",
+    metadata,
+    Column("topic_seed_queries_id", Integer, primary_key=True, autoincrement=True),
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), nullable=False),
+    Column("source", String(64), nullable=False),
+    Column("platform", String(64), nullable=False),
+    Column("query", Text, nullable=False),
+    Column("imported_date", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("topics_id", "platform", "query", name="topic_seed_queries_topic_platform_query_key"),
+    info=_since(13),
+)
+
+# The posts read (Media Cloud's topic_posts), what URL-sharing counts need: author, channel (subreddit; the
+# author for tweets and generic posts without one) and publish date, with the record as read in ``data`` (JSON).
+# Media Cloud grouped them by fetch day (topic_post_days), which a file does not need: each post names its
+# topic and source here. A post is kept once per source (its platform id, or one derived from its fields).
+topic_posts = Table(
+    "topic_posts",
+    metadata,
+    Column("topic_posts_id", Integer, primary_key=True, autoincrement=True),
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), nullable=False),
+    Column(
+        "topic_seed_queries_id",
+        Integer,
+        ForeignKey("topic_seed_queries.topic_seed_queries_id"),
+        nullable=False,
+    ),
+    Column("post_id", String(1024), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("publish_date", DateTime(timezone=True), nullable=False),
+    Column("author", String(1024), nullable=False),
+    Column("channel", String(1024), nullable=False),
+    # the post's own address (a tweet's or a Reddit thread's), when the dump gives or implies it
+    Column("url", Text, nullable=True),
+    Column("data", Text, nullable=False),
+    UniqueConstraint("topic_seed_queries_id", "post_id", name="topic_posts_query_post_key"),
+    Index("topic_posts_topic_author", "topics_id", "author"),
+    Index("topic_posts_topic_channel", "topics_id", "channel"),
+    Index("topic_posts_topic_date", "topics_id", "publish_date"),
+    info=_since(13),
+)
+
+# URLs shared in posts (Media Cloud's topic_post_urls): each became a seed URL of the post's topic.
+topic_post_urls = Table(
+    "topic_post_urls",
+    metadata,
+    Column("topic_post_urls_id", Integer, primary_key=True, autoincrement=True),
+    Column("topic_posts_id", Integer, ForeignKey("topic_posts.topic_posts_id"), nullable=False),
+    _url(since=13),
+    UniqueConstraint("topic_posts_id", "url", name="topic_post_urls_post_url_key"),
+    Index("topic_post_urls_url", "url"),
+    info=_since(13),
 )

@@ -678,8 +678,8 @@ class TopicStore:
     # ------------------------------------------------------------------ seeds
 
     def add_seed_urls(self, topics_id: int, rows: Sequence[dict]) -> int:
-        """Insert seed URLs (keys: url, source, optional stories_id/publish_date/title/assume_match); returns
-        the number of new rows.
+        """Insert seed URLs (keys: url, source, optional stories_id/publish_date/title/assume_match, and for a URL
+        shared in posts topic_seed_queries_id/topic_post_urls_id); returns the number of new rows.
 
         ``assume_match`` (default false): the URL's story joins the topic without being judged by the query
         (a seed list's flag in topics.yaml). A URL already stored keeps its row (source, story, whether the
@@ -695,6 +695,8 @@ class TopicStore:
                 "publish_date": utc(r.get("publish_date")),
                 "title": r.get("title"),
                 "assume_match": bool(r.get("assume_match", False)),
+                "topic_seed_queries_id": r.get("topic_seed_queries_id"),
+                "topic_post_urls_id": r.get("topic_post_urls_id"),
             }
             for r in rows
         ]
