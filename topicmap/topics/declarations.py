@@ -31,6 +31,8 @@ Example file::
           domain_intervals: {example.com: 2.0}
         timespans:                # optional custom timespans
           - {name: cop31, start_date: 2026-02-01, end_date: 2026-02-15}
+        posts:                    # optional post dumps whose URLs are seeds (topicmap.topics.post_sources)
+          - {platform: reddit, path: dumps/reddit.jsonl}
 
 Topics that keep running: a topic whose ``end_date`` is ``open`` (or left out) is open-ended, its dates run up to
 the current day (``TopicConfig.last_day``); one whose end date is in the future runs up to that day. Either way,
@@ -51,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from topicmap.topics.focus_kinds import FOCUS_KINDS, FocusDeclarationError, FocusSelection
+from topicmap.topics.post_sources import PostSource, parse_post_sources
 from topicmap.topics.query import MAX_QUERY_CHARS, PARSE_CACHE_CHARS, QuerySyntaxError, TopicQuery, parse
 from topicmap.topics.topic_errors import TopicConfigError, checked_flag, reject_unknown
 from topicmap.topics.topic_errors import shown as _shown  # the name every field check quotes values with
@@ -91,6 +94,7 @@ KNOWN_FIELDS = {
     "timespans",
     "snapshot_periods",
     "focal_sets",
+    "posts",
 }
 SNAPSHOT_PERIODS = ("overall", "monthly", "weekly", "custom")
 #: ``end_date: open`` (or no end_date): the topic keeps running, its dates reach the current day
@@ -184,6 +188,8 @@ class TopicConfig:
     timespans: tuple[CustomTimespan, ...] = ()
     snapshot_periods: tuple[str, ...] = SNAPSHOT_PERIODS
     focal_sets: tuple[FocalSetDefinition, ...] = ()
+    #: post dumps whose shared URLs are seeds (``topicmap.topics.post_sources``)
+    posts: tuple[PostSource, ...] = ()
 
     @property
     def parsed_query(self) -> TopicQuery:
@@ -211,6 +217,8 @@ class TopicConfig:
             raise TypeError(f"not serializable: {value!r}")
 
         declaration = asdict(self)
+        if not self.posts:  # a topic without posts keeps the JSON (and the config hash) it had before posts
+            del declaration["posts"]
         if (
             not self.focal_sets
         ):  # a topic without foci keeps the JSON (and the config hash) it had before foci
@@ -586,6 +594,7 @@ def parse_topic(raw: Any, base_dir: Path, index: int = 0, today: date | None = N
         timespans=_parse_timespans(name, raw.get("timespans"), start, end),
         snapshot_periods=tuple(periods),
         focal_sets=_parse_focal_sets(name, raw.get("focal_sets")),
+        posts=parse_post_sources(name, raw.get("posts"), base_dir),
     )
 
 

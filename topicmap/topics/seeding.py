@@ -1,4 +1,5 @@
-"""Seeds: the topic query run over the archive month by month, plus the topic's seed URL lists.
+"""Seeds: the topic query run over the archive month by month, plus the topic's seed URL lists and the URLs
+shared in its posts (``topicmap.topics.posts``).
 
 An archive story is a seed because the query matches it: it joins the topic at iteration 0. A seed list's URLs
 are fetched by the spider at iteration 0; each row carries its list's ``assume_match``: true (the default)
@@ -30,6 +31,7 @@ from topicmap.archive.drop_rows import ArchiveFileError, RowError, url_problem
 from topicmap.store import schema as s
 from topicmap.store.topic_store import SPIDER_SOURCE, TopicStore
 from topicmap.topics.declarations import DEFAULT_SEED_ASSUME_MATCH, TopicConfig
+from topicmap.topics.posts import PostSourceReport, import_posts
 
 ARCHIVE_SOURCE = "archive query"
 
@@ -99,6 +101,8 @@ class SeedSelection:
     )  # archive matches by publication month; seeds per list
     scanned: int = 0
     csv_errors: list[RowError] = field(default_factory=list)
+    #: what reading each post source did (its bad rows are in its report)
+    posts: list[PostSourceReport] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -321,23 +325,33 @@ def read_seed_url_csv(
 
 def select_seeds(store: TopicStore, request: SeedingRequest) -> SeedSelection:
     """The archive's matches (only what the request's ``previous`` did not read: ``plan_archive_scan``), then the
-    rows of each seed URL list. A URL is a seed once (the store keeps one row per topic and URL): an archive match
+    rows of each seed URL list, then the URLs shared in the topic's posts (read into the store on the way). A URL is a seed once (the store keeps one row per topic and URL): an archive match
     stays one, and a URL in several lists is taken as relevant if one of them says so. The request's
     ``known_urls``: the topic's stored seeds, counted with the new ones against max_stories."""
     topic, known_urls = request.topic, request.known_urls
     selection = select_archive_seeds(store, request)
     by_url = {row["url"]: row for row in selection.rows}
-    for seed_list in topic.seed_urls:
-        rows, errors = read_seed_url_csv(seed_list.path, seed_list.assume_match)
+
+    def add_rows(rows: list[dict]) -> None:
         for row in rows:
             earlier = by_url.get(row["url"])
             if earlier is None:
                 by_url[row["url"]] = row
                 selection.rows.append(row)
-            elif earlier.get("stories_id") is None and row["assume_match"]:
+            elif earlier.get("stories_id") is None and row.get("assume_match"):
                 earlier["assume_match"] = True
+
+    for seed_list in topic.seed_urls:
+        rows, errors = read_seed_url_csv(seed_list.path, seed_list.assume_match)
+        add_rows(rows)
         selection.csv_errors.extend(errors)
         selection.per_month[f"csv:{seed_list.path.name}"] += len(rows)
+    if topic.posts:
+        if request.topics_id is None:
+            raise ValueError(f"topic {topic.name!r}: its posts are stored under its topics_id: give it")
+        posts = import_posts(store, request.topics_id, topic, request.today, progress=request.progress)
+        add_rows(posts.rows)
+        selection.posts = posts.reports
     seeds = len(set(known_urls) | set(by_url))
     if seeds > topic.max_stories:
         raise TooManySeedsError(f"topic {topic.name!r}: {seeds} seeds exceed max_stories={topic.max_stories}")
