@@ -1,4 +1,5 @@
-"""A topic's seeds: its query over the archive, month by month, plus its seed URL lists.
+"""A topic's seeds: its query over the archive, month by month, plus its seed URL lists and the URLs shared in its
+posts (``posts:`` in topics.yaml; ``topicmap.topics.posts``).
 
 Each materialization records what it read of the archive (metadata ``archive_scan``: the topic's dates then, the
 newest archive story read, how many stories), so the next one, requested when the archive grows
@@ -22,6 +23,20 @@ if TYPE_CHECKING:
 
 #: the metadata entry of a seeds materialization that records what it read of the archive
 ARCHIVE_SCAN_METADATA = "archive_scan"
+#: the columns of the ``posts`` metadata table: one row per post source
+POST_COLUMNS = (
+    "source",
+    "files",
+    "posts_read",
+    "posts_kept",
+    "posts_new",
+    "out_of_dates",
+    "not_matching_query",
+    "bad_rows",
+    "file_errors",
+    "urls_found",
+    "urls_refused",
+)
 
 
 def last_seeding(instance: dg.DagsterInstance, topic: str) -> "tuple[bool, ArchiveScan | None]":
@@ -57,7 +72,8 @@ def last_seeding(instance: dg.DagsterInstance, topic: str) -> "tuple[bool, Archi
     ],
     description=(
         "Rows in `topic_seed_urls`: archive stories in the topic's date range that match its boolean query "
-        "(run month by month), plus URLs from the topic's seed CSV files. Fails if more than max_stories match. "
+        "(run month by month), plus URLs from the topic's seed CSV files and URLs shared in its post dumps "
+        "(`topic_posts`, `topic_post_urls`). Fails if more than max_stories match. "
         "Seeded again, it reads only the archive stories added since and the dates the topic gained (an "
         "open-ended topic gains each day); `archive_scan` records what it read."
     ),
@@ -85,6 +101,9 @@ def seeds(
         raise dg.Failure(str(exc), allow_retries=False) from exc
     for error in selection.csv_errors:
         context.log.warning(f"skipped bad seed URL row: {error}")
+    for report in selection.posts:
+        for error in report.errors:
+            context.log.warning(f"posts of {report.source}: skipped: {error}")
     inserted = topic_store.add_seed_urls(topics_id, selection.rows)
     all_rows = topic_store.seed_rows(topics_id)
     scan = selection.plan.scan
@@ -104,6 +123,16 @@ def seeds(
             + (" (open-ended)" if topic.open_ended else ""),
             "seeds_per_month": counts_markdown(dict(selection.per_month), "month / file", "seeds"),
             "bad_seed_rows": len(selection.csv_errors),
+            **(
+                {
+                    "posts": table([report.counts() for report in selection.posts], POST_COLUMNS),
+                    "posts_read": sum(report.posts_read for report in selection.posts),
+                    "post_urls_found": sum(report.urls_found for report in selection.posts),
+                    "bad_post_rows": sum(report.bad_rows for report in selection.posts),
+                }
+                if selection.posts
+                else {}
+            ),
             "preview": table(all_rows, ["url", "source", "stories_id", "publish_date", "title"]),
             "query": dg.MetadataValue.text(topic.query),
         }

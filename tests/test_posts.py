@@ -7,8 +7,12 @@ import json
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+import dagster as dg
 from sqlalchemy import select
 
+from assets.seeds import seeds
+from resources.store import TopicStoreResource
+from resources.topics import TopicsFileResource
 from topicmap.archive.warc import ReadLimits
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
@@ -447,3 +451,42 @@ def test_posts_are_read_on_the_topics_dates_as_of_today_for_an_open_ended_topic(
     assert (report.posts_kept, report.out_of_dates) == (1, 1)
     [report] = import_posts(store, topics_id, topic, today=date(2026, 1, 20)).reports
     assert (report.posts_kept, report.posts_new, report.out_of_dates) == (2, 1, 0)
+
+
+# ---------------------------------------------------------------------------------------------- the seeds asset
+
+
+def test_the_seeds_asset_reads_the_posts_and_reports_each_source(tmp_path: Path) -> None:
+    (tmp_path / "posts.csv").write_text(GENERIC_CSV, encoding="utf-8")
+    _ndjson(tmp_path / "reddit.jsonl", REDDIT_LINES)
+    _topic(tmp_path, "[{platform: generic_post, path: posts.csv}, {platform: reddit, path: reddit.jsonl}]")
+    db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    resources = {
+        "store": TopicStoreResource(database_url=db),
+        "topics_file": TopicsFileResource(path=str(tmp_path / "topics.yaml")),
+    }
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("topics", ["climate"])
+    for run in range(2):
+        result = dg.materialize([seeds], partition_key="climate", instance=instance, resources=resources)
+        meta = result.asset_materializations_for_node("seeds")[0].metadata
+        assert meta["dagster/row_count"].value == 6
+        assert meta["seeds_new"].value == (6 if run == 0 else 0)
+        assert (meta["posts_read"].value, meta["post_urls_found"].value, meta["bad_post_rows"].value) == (
+            9,
+            6,
+            4,
+        )
+        rows = {record.data["source"]: record.data for record in meta["posts"].value.records}
+        assert rows["generic_post:posts.csv"]["out_of_dates"] == "1"
+        assert rows["generic_post:posts.csv"]["bad_rows"] == "2"
+        assert rows["reddit:reddit.jsonl"]["posts_kept"] == "3"
+        assert rows["reddit:reddit.jsonl"]["posts_new"] == ("3" if run == 0 else "0")
+    store = TopicStore.open(db)
+    assert store.table_count(s.topic_posts) == 6
+    warnings = [
+        event.user_message
+        for event in instance.all_logs(result.run_id)
+        if event.level == 30 and "posts of" in (event.user_message or "")
+    ]
+    assert any("posts.csv:6: publish_date 'last tuesday'" in message for message in warnings)
