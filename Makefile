@@ -48,8 +48,11 @@ instance:
 demo: $(STAMP) instance
 	$(BIN)/python -m orchestration.demo
 
-# Two workers, each given whole test modules (module fixtures are built once), the slow modules first (tests/conftest.py).
-PYTEST := $(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
+# Test workers, each given whole test modules (module fixtures are built once), the slow modules first
+# (tests/conftest.py). Three on two cores: the end-to-end modules spend much of their time waiting on daemons, run
+# queues and politeness intervals, and a third worker fills that time (`make test TEST_WORKERS=2` for two).
+TEST_WORKERS ?= 3
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -q
 
 # every test
 test: lint
