@@ -1,4 +1,5 @@
-"""Scheduled catch-up work, all listed under Automation and stopped until a data engineer starts it:
+"""Scheduled catch-up work, all listed under Automation and running by default: none needs a credential to decide,
+and each skips with its reason in the tick when there is nothing to do or a credential it needs is missing:
 
 * ``click_totals_catch_up`` — once a day (after 04:00 UTC): one asset backfill (Backfills tab) over every
   publication day whose 3-day or 30-day click stage is due and still lacking, i.e. days missed by the refetch
@@ -66,14 +67,14 @@ def catch_up_days(store: TopicStore, now: datetime, earliest: date, busy: set[da
     # backfill (its runs are the backfill daemon's, tagged with the backfill and, here, with topicmap/api=bitly)
     asset_selection=dg.AssetSelection.assets(click_totals),
     minimum_interval_seconds=3600,
-    default_status=dg.DefaultSensorStatus.STOPPED,
+    default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
         f"Daily click catch-up (first tick after {CATCH_UP_HOUR_UTC:02d}:00 UTC): launches ONE asset backfill of "
         "`click_totals` over every publication day whose 3-day or 30-day stage is due and still lacking for some "
         f"topic story (at most {CATCH_UP_MAX_DAYS} days; 31 days per run), visible in the Backfills tab. Days with "
-        "a click run in progress are left out; nothing is launched while Bit.ly has no token. Stopped by default: "
-        "the refetch sensors do the regular work; start this one to repair what they missed. Cursor: the last "
-        "day (UTC) it ran."
+        "a click run in progress are left out; while Bit.ly has no token, each tick says so and launches nothing. "
+        "The refetch sensors do the regular work; this one repairs what they missed. Cursor: the last day (UTC) "
+        "it ran."
     ),
 )
 def click_totals_catch_up(
@@ -169,11 +170,11 @@ def _snapshot_requests(
     cron_schedule="0 5 * * 1",
     execution_timezone="UTC",
     target=snapshot_job,
-    default_status=dg.DefaultScheduleStatus.STOPPED,
+    default_status=dg.DefaultScheduleStatus.RUNNING,
     description=(
         "Mondays 05:00 UTC: a `snapshot_job` run for each declared topic whose spidering is complete and whose snapshot is "
         "missing or older than its stories, merges, clicks or Facebook statistics. Up-to-date topics get nothing; "
-        "a snapshot whose inputs did not change in content keeps its files. Stopped by default."
+        "a snapshot whose inputs did not change in content keeps its files."
     ),
 )
 def weekly_snapshots(
@@ -191,12 +192,11 @@ SNAPSHOT_REFRESH = "snapshot_refresh"
     name=SNAPSHOT_REFRESH,
     target=snapshot_job,
     minimum_interval_seconds=3600,
-    default_status=dg.DefaultSensorStatus.STOPPED,
+    default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
         "Hourly: a `snapshot_job` run for each spidered topic as soon as Bit.ly clicks (3-day or 30-day) or "
         "Facebook statistics of its stories arrived after its newest snapshot, so late figures reach the snapshot "
-        "without waiting for the week. Run key: topic + the newest figure's time (one run per arrival). Stopped "
-        "by default."
+        "without waiting for the week. Run key: topic + the newest figure's time (one run per arrival)."
     ),
 )
 def snapshot_refresh(context: dg.SensorEvaluationContext, store: TopicStoreResource) -> dg.SensorResult:
