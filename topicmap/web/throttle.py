@@ -25,9 +25,10 @@ since the epoch) the next request may be sent (the last request's send time plus
 names the lease of the request being sent, taken at ``held_since`` and lapsing at ``held_until``; ``waiting``
 names the process next in line, until ``waiting_until``.
 
-Send times: the transport reports when the last byte of the request was written, counted back from the end
-of the transfer (``topicmap.web.transport``), so the reported time is never earlier than the real one: the
-gap the server sees between two requests is at least the interval, with no guard band to guess.
+Send times: the transport reports when the last byte of the request was written, counted back from a clock
+reading taken after the response began (``topicmap.web.transport``), so the reported time is never earlier than
+the real one: the gap the server sees between two requests is at least the interval, with no guard band to
+guess.
 
 Clock: turns are compared with the *caller's* ``time.time()``, not the database server's clock, as the send
 times they are counted from are the caller's. Hosts spidering against one store must therefore run NTP: clock
