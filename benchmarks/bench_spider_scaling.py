@@ -69,7 +69,7 @@ sys.path.insert(0, {root!r})
 from topicmap.spider.claims import Shard
 from topicmap.spider.iteration import Spider
 from topicmap.spider.sources import FetcherSource
-from topicmap.store.throttle import SqlThrottle
+from topicmap.store.throttle import shared_politeness
 from topicmap.store.topic_store import TopicStore
 from topicmap.topics.declarations import TopicConfig
 from topicmap.web.fetch import WebFetcher
@@ -83,7 +83,7 @@ topic = TopicConfig(name=raw["name"], query=raw["query"], start_date=date.fromis
                     end_date=date.fromisoformat(raw["end"]), max_iterations=raw["max_iterations"])
 store = TopicStore.open(db, schema=schema or None)
 fetcher = WebFetcher(policy=AddressPolicy(allow=[f"127.0.0.1:{{port}}"]), host_overrides={{"*.test": f"127.0.0.1:{{port}}"}},
-                     throttle=SqlThrottle(store.engine, create_table=False), interval_overrides={{"*": interval}})
+                     interval_overrides={{"*": interval}}, **shared_politeness(store.engine))
 spider = Spider(store, topic, FetcherSource(fetcher, 8, {{"*": interval}}), log=lambda _: None)
 print("READY", flush=True)
 # the parent hands out the work: "pool" (the whole iteration), a shard index, or "stop"

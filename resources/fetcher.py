@@ -84,7 +84,7 @@ class PageSourceResource(dg.ConfigurableResource):
         # the fetcher, its HTML extractors and the WARC reader load with the run that spiders, not with the code
         # location
         from topicmap.spider.sources import FetcherSource, WarcReplaySource
-        from topicmap.store.throttle import SqlThrottle
+        from topicmap.store.throttle import shared_politeness
 
         if self.mode == "warc":
             if not self.warc_paths:
@@ -101,9 +101,8 @@ class PageSourceResource(dg.ConfigurableResource):
         if default is not None:
             intervals.setdefault("*", default)
         obey_robots = topic.fetch.obey_robots if topic.fetch.obey_robots is not None else self.obey_robots
-        fetcher = self.web_fetcher(
-            obey_robots=obey_robots, throttle=SqlThrottle(store.engine, create_table=False)
-        )
+        # every process spidering against the store shares each site's turns and robots.txt read
+        fetcher = self.web_fetcher(obey_robots=obey_robots, **shared_politeness(store.engine))
         source = FetcherSource(fetcher, max_workers=self.max_workers, interval_overrides=intervals)
         try:
             yield source

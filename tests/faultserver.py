@@ -332,6 +332,11 @@ class _FaultHTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int]) -> None:
         super().__init__(address, _Handler)
+        if _SO_TIMESTAMPNS is not None:
+            # The kernel stamps arriving packets only while some socket asks for stamps; a request that
+            # arrives on a new connection before its handler has asked would be stamped when it is read, late.
+            # The listening socket asks for the server's whole life.
+            self.socket.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
         self.lock = threading.Lock()
         self.seen: set[str] = set()
         self.hits: list[Hit] = []

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from topicmap.spider.iteration import Spider  # noqa: E402
 from topicmap.spider.sources import FetcherSource  # noqa: E402
-from topicmap.store.throttle import SqlThrottle  # noqa: E402
+from topicmap.store.throttle import shared_politeness  # noqa: E402
 from topicmap.store.topic_store import TopicStore  # noqa: E402
 from topicmap.topics.declarations import TopicConfig  # noqa: E402
 from topicmap.web.fetch import WebFetcher  # noqa: E402
@@ -39,7 +39,7 @@ def main() -> None:
     fetcher = WebFetcher(
         policy=AddressPolicy(allow=settings["allow_networks"]),
         host_overrides=settings["host_overrides"],
-        throttle=SqlThrottle(store.engine, create_table=False),
+        **shared_politeness(store.engine),
         interval_overrides={"*": interval},
     )
     spider = Spider(

@@ -1,10 +1,21 @@
-"""robots.txt rules per RFC 9309: longest match wins, Allow wins ties, wildcards, agent groups."""
+"""robots.txt rules per RFC 9309: longest match wins, Allow wins ties, wildcards, agent groups; the answers kept in
+the topic store for every process."""
 
 from __future__ import annotations
 
 import pytest
 
-from topicmap.web.robots import RobotsRules, product_token
+from topicmap.store.robots_txt import SqlRobots
+from topicmap.store.topic_store import TopicStore
+from topicmap.web.robots import ROBOTS_READ_HOLD, RobotsRules, StoredRobots, product_token
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_longest_match_wins_regardless_of_order() -> None:
@@ -60,3 +71,44 @@ def test_product_token_from_user_agent() -> None:
     assert product_token("topicmap/0.1 (+https://github.com/topicmap; research crawler)") == "topicmap"
     with pytest.raises(ValueError, match="product token"):
         product_token("  /0.1")
+
+
+def test_stored_answers_read_back_as_the_same_rules() -> None:
+    parsed = RobotsRules.parse("User-agent: *\nDisallow: /private/\n")
+    for rules, body in (
+        (parsed, "User-agent: *\nDisallow: /private/\n"),
+        (RobotsRules.allowing_all("answered HTTP 404: no rules"), None),
+        (RobotsRules.disallowing_all("answered HTTP 503: unreachable"), None),
+    ):
+        again = StoredRobots.of(rules, body, expires_at=1.0).rules()
+        assert [again.allows(path, "topicmap") for path in ("/a", "/private/b")] == [
+            rules.allows(path, "topicmap") for path in ("/a", "/private/b")
+        ]
+        assert again.note == rules.note
+    with pytest.raises(
+        ValueError, match="verdict must be 'rules', 'allow-all' or 'disallow-all', got 'maybe'"
+    ):
+        StoredRobots("maybe", None, None, 1.0).rules()
+
+
+def test_the_store_lets_one_reader_at_a_time_read_an_origin_once_per_period(store: TopicStore) -> None:
+    clock = FakeClock()
+    robots = SqlRobots(store.engine, clock=clock)
+    origin = "http://example.test"
+    assert robots.lookup(origin) is None
+    assert robots.claim(origin, "first", hold=ROBOTS_READ_HOLD)
+    assert not robots.claim(origin, "second", hold=ROBOTS_READ_HOLD)  # the first is reading it
+    robots.put(origin, StoredRobots("rules", "User-agent: *\nDisallow: /x\n", None, clock.now + 100.0))
+    assert not robots.lookup(origin).rules().allows("/x", "topicmap")
+    assert not robots.claim(origin, "second", hold=ROBOTS_READ_HOLD)  # kept: nothing to read for 100 s
+    clock.now += 100.0
+    assert robots.lookup(origin) is None  # the period is over: read it again, once
+    assert robots.claim(origin, "second", hold=ROBOTS_READ_HOLD)
+    clock.now += ROBOTS_READ_HOLD - 1
+    assert not robots.claim(origin, "third", hold=ROBOTS_READ_HOLD)
+    clock.now += 1  # the second reader died reading: its claim lapses
+    assert robots.claim(origin, "third", hold=ROBOTS_READ_HOLD)
+    robots.release(origin, "second")  # a lapsed reader's release frees nothing
+    assert not robots.claim(origin, "first", hold=ROBOTS_READ_HOLD)
+    robots.release(origin, "third")  # the reader gave up: another may read it
+    assert robots.claim(origin, "first", hold=ROBOTS_READ_HOLD)

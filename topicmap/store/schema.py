@@ -34,7 +34,7 @@ from sqlalchemy import (
 metadata = MetaData()
 
 #: The newest schema version; ``schema_version`` holds the version a store is at.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 #: Every URL column is an indexed VARCHAR of this length that lookups match exactly (as Media Cloud's are). A
 #: longer URL is rejected or skipped with a reason, never cut: a cut URL is another URL.
@@ -347,13 +347,21 @@ story_sentence_hashes = Table(
     info=_since(2),
 )
 
-# Per distinctive domain, the earliest wall-clock time the next request may start. Shared by every process
-# and run that spiders against this store, so two topics spidering at once share each domain's budget.
+# Per distinctive domain, the earliest wall-clock time the next request may be sent, the lease of the request
+# being sent, and the process next in line (topicmap.web.throttle, topicmap.store.throttle). Shared by every
+# process and run that spiders against this store, so two topics, or several spiders of one topic, share each
+# domain's budget.
 domain_web_requests = Table(
     "domain_web_requests",
     metadata,
     Column("domain", String(256), primary_key=True),
     Column("next_request_at", Float, nullable=False),
+    Column("held_by", String(64), nullable=True, info=_since(14)),
+    Column("held_since", Float, nullable=True, info=_since(14)),
+    Column("held_until", Float, nullable=True, info=_since(14)),
+    # the process whose claim was refused first and is next in line, until when it is (see SqlThrottle)
+    Column("waiting", String(64), nullable=True, info=_since(14)),
+    Column("waiting_until", Float, nullable=True, info=_since(14)),
     info=_since(2),
 )
 
@@ -646,4 +654,24 @@ topic_post_urls = Table(
     UniqueConstraint("topic_posts_id", "url", name="topic_post_urls_post_url_key"),
     Index("topic_post_urls_url", "url"),
     info=_since(13),
+)
+
+# ---------------------------------------------------------------- version 14: politeness shared by processes
+
+# Per origin (scheme, host, port), what its robots.txt said and until when it may be used, and which fetch is
+# reading it now (topicmap.store.robots_txt): every process using the store reads a site's robots.txt once per
+# cache period.
+robots_txt = Table(
+    "robots_txt",
+    metadata,
+    Column("origin", String(MAX_URL_LENGTH), primary_key=True),
+    # "rules" (``body`` is the robots.txt), "allow-all" or "disallow-all" (``note`` says why); None until read
+    Column("verdict", String(16), nullable=True),
+    Column("body", Text, nullable=True),
+    Column("note", Text, nullable=True),
+    Column("fetched_at", Float, nullable=True),
+    Column("expires_at", Float, nullable=True),
+    Column("reader", String(64), nullable=True),
+    Column("read_until", Float, nullable=True),
+    info=_since(14),
 )

@@ -1,53 +1,56 @@
 """The politeness throttle shared by every process using one topic store (PostgreSQL or SQLite).
 
-The spacing rules and the in-process ``MemoryThrottle`` are in :mod:`topicmap.web.throttle`; this is the same
+The turn rules and the in-process ``MemoryThrottle`` are in :mod:`topicmap.web.throttle`; this is the same
 contract kept in the ``domain_web_requests`` table, so politeness holds across processes and machines.
 """
 
 from __future__ import annotations
 
-import threading
+import itertools
 import time
-from collections import deque
+import uuid
 from collections.abc import Callable
 
-from sqlalchemy import Table, and_, func, inspect, literal, update
+from sqlalchemy import Table, and_, case, func, inspect, literal, null, or_, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
+from topicmap.store.robots_txt import SqlRobots
 from topicmap.store.schema import domain_web_requests
-from topicmap.web.throttle import DEFAULT_GUARD_BAND, SAME_SLOT_EPSILON, SlotSpacing
+from topicmap.web.throttle import Lease, ask_again_at, check_turn
+
+#: How long after its turn could come a process in line keeps it for itself: past it, a process that stalled or
+#: died in line keeps no one else waiting.
+LINE_GRACE = 1.0
 
 
-class SqlThrottle(SlotSpacing):
+class SqlThrottle:
     """Throttle shared by every process using one topic store (PostgreSQL or SQLite).
 
-    Each reservation is ONE upsert statement (``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``), which both
-    databases execute atomically: PostgreSQL locks the conflicting row for the update, and SQLite takes its
-    write lock when the statement starts, before it reads the existing row. So no explicit
-    ``SELECT ... FOR UPDATE`` or SQLite ``BEGIN IMMEDIATE`` is needed: those are for read-then-write
-    sequences, and there is no separate read here. A late start is one conditional UPDATE (compare-and-set
-    on the value this caller wrote).
-    """
+    A claim is ONE conditional upsert (``INSERT ... ON CONFLICT DO UPDATE ... WHERE <the turn is free>
+    RETURNING``), which both databases execute atomically: PostgreSQL locks the conflicting row and checks the
+    condition on its newest version, and SQLite runs the whole statement under its write lock. A release is one
+    UPDATE that moves the domain's next turn to the send time plus the interval (never back) and frees the
+    lease if it is still this one's.
 
-    MIN_LEAD = 0.005
-    MAX_LEAD = 0.25
+    Turns go round between processes: a refused claim puts its process in line (``waiting``) unless another
+    one is, and while one is, the domain's free turn is that process's (for LINE_GRACE after it could have
+    taken it). Without the line, the process that just sent, which knows when the domain's next turn comes and
+    asks right then, would win every turn while it has URLs of the domain, and a topic sharing a big site with
+    another would wait for the other's whole queue of it. Within one process the fetcher's schedule takes
+    turns in order.
+    """
 
     def __init__(
         self,
         engine: Engine,
         clock: Callable[[], float] = time.time,
-        late_tolerance: float = 0.002,
         create_table: bool = True,
-        guard_band: float = DEFAULT_GUARD_BAND,
     ) -> None:
         if engine.dialect.name not in ("postgresql", "sqlite"):
             raise ValueError(f"SqlThrottle supports PostgreSQL and SQLite, not {engine.dialect.name!r}")
         self.engine = engine
         self._clock = clock
-        # A start this close to its slot needs no database round trip.
-        self.late_tolerance = late_tolerance
-        self.guard_band = guard_band
         self.table: Table = domain_web_requests
         if engine.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
@@ -55,8 +58,9 @@ class SqlThrottle(SlotSpacing):
             from sqlalchemy.dialects.sqlite import insert
         self._insert = insert
         self._greatest = func.greatest if engine.dialect.name == "postgresql" else func.max
-        self._latencies: deque[float] = deque(maxlen=16)
-        self._latency_lock = threading.Lock()
+        # Lease tokens: this process's own prefix, then a count (unique across processes and machines).
+        self._token_prefix = uuid.uuid4().hex[:16]
+        self._tokens = itertools.count(1)
         if create_table:
             self._create_table()
 
@@ -68,66 +72,78 @@ class SqlThrottle(SlotSpacing):
             if not inspect(self.engine).has_table(self.table.name):
                 raise
 
-    def lead(self) -> float:
-        """How far ahead of "now" promised times are set: twice the slowest recent commit, bounded."""
-        with self._latency_lock:
-            slowest = max(self._latencies, default=0.0)
-        return min(self.MAX_LEAD, max(self.MIN_LEAD, 2 * slowest))
+    def _token(self) -> str:
+        return f"{self._token_prefix}-{next(self._tokens)}"
 
-    def _execute(self, statement):
-        began = time.perf_counter()
-        with self.engine.begin() as conn:
-            result = conn.execute(statement)
-            value = result.scalar_one() if statement.is_insert else result.rowcount
-        with self._latency_lock:
-            self._latencies.append(time.perf_counter() - began)
-        return value
-
-    def reserve(self, domain: str, interval: float, earliest: float = 0.0) -> float:
-        spacing = self._spacing(domain, interval)
-        if spacing == 0:
-            # A zero interval is no throttling: there is nothing to share, so no commit and no lead to wait
-            # out. (Such requests neither wait for nor delay the slots other callers hold for the domain.)
-            return max(self._clock(), earliest)
-        start = max(self._clock() + self.lead(), earliest)
+    def claim(self, domain: str, interval: float, hold: float) -> Lease | float:
+        check_turn(domain, interval, hold)
         table = self.table
+        now = self._clock()
+        lease = Lease(domain, self._token(), interval)
+        in_line = table.c.waiting == self._token_prefix
+        line_is_mine_or_free = or_(table.c.waiting.is_(None), in_line, table.c.waiting_until <= now)
+        held = {"held_by": lease.token, "held_since": now, "held_until": now + hold}
         statement = (
             self._insert(table)
-            .values(domain=domain, next_request_at=start + spacing)
+            .values(domain=domain, next_request_at=now, **held)
             .on_conflict_do_update(
                 index_elements=[table.c.domain],
-                set_={"next_request_at": self._greatest(literal(start), table.c.next_request_at) + spacing},
+                set_={
+                    **held,
+                    "waiting": case((in_line, null()), else_=table.c.waiting),
+                    "waiting_until": case((in_line, null()), else_=table.c.waiting_until),
+                },
+                where=and_(
+                    table.c.next_request_at <= now,
+                    or_(table.c.held_by.is_(None), table.c.held_until <= now),
+                    line_is_mine_or_free,
+                ),
             )
-            .returning(table.c.next_request_at)
+            .returning(table.c.domain)
         )
-        return float(self._execute(statement)) - spacing
-
-    def confirm(self, domain: str, slot: float, interval: float) -> float | None:
-        spacing = self._spacing(domain, interval)
-        now = self._clock()
-        if spacing == 0 or now - slot <= self.late_tolerance:
-            return max(now, slot)
-        expected = slot + spacing
-        while True:
-            promised = self._clock() + self.lead()
-            if not self._compare_and_set(domain, expected, promised + spacing):
-                return None
-            if self._clock() <= promised:
-                return promised
-            expected = promised + spacing  # the commit outlasted the lead: promise again
-
-    def _compare_and_set(self, domain: str, expected: float, new_value: float) -> bool:
-        table = self.table
-        statement = (
+        # Refused: get in line (unless another process is), until a little after the turn could come.
+        could_come = self._greatest(
+            table.c.next_request_at, func.coalesce(table.c.held_since, 0.0) + interval, literal(now)
+        )
+        queue_up = (
             update(table)
-            .where(
-                and_(
-                    table.c.domain == domain,
-                    table.c.next_request_at.between(
-                        expected - 4 * SAME_SLOT_EPSILON, expected + 4 * SAME_SLOT_EPSILON
-                    ),
-                )
+            .where(table.c.domain == domain)
+            .values(
+                waiting=case((line_is_mine_or_free, literal(self._token_prefix)), else_=table.c.waiting),
+                waiting_until=case(
+                    (line_is_mine_or_free, could_come + LINE_GRACE), else_=table.c.waiting_until
+                ),
             )
-            .values(next_request_at=new_value)
+            .returning(table.c.next_request_at, table.c.held_since, table.c.held_until, table.c.waiting)
         )
-        return self._execute(statement) == 1
+        with self.engine.begin() as conn:
+            if conn.execute(statement).first() is not None:
+                return lease
+            row = conn.execute(queue_up).one()
+        other_in_line = row.waiting != self._token_prefix
+        again = ask_again_at(
+            now, interval, row.next_request_at, row.held_since, row.held_until, other_in_line
+        )
+        # The row changed between the two statements (the lease was just released): ask again at once.
+        return now if again is None else again
+
+    def release(self, lease: Lease, sent_at: float | None) -> None:
+        table = self.table
+        mine = table.c.held_by == lease.token
+        values = {
+            "held_by": case((mine, null()), else_=table.c.held_by),
+            "held_since": case((mine, null()), else_=table.c.held_since),
+            "held_until": case((mine, null()), else_=table.c.held_until),
+        }
+        if sent_at is not None:
+            values["next_request_at"] = self._greatest(
+                table.c.next_request_at, literal(sent_at + lease.interval)
+            )
+        with self.engine.begin() as conn:
+            conn.execute(update(table).where(table.c.domain == lease.domain).values(**values))
+
+
+def shared_politeness(engine: Engine) -> dict[str, SqlThrottle | SqlRobots]:
+    """``WebFetcher`` keyword arguments that share politeness with every process using the store at ``engine``:
+    each domain's turns (``throttle``) and each origin's robots.txt reads (``shared_robots``)."""
+    return {"throttle": SqlThrottle(engine, create_table=False), "shared_robots": SqlRobots(engine)}

@@ -22,7 +22,8 @@ What every fetch guarantees:
 - HTTP redirects and HTML ``<meta http-equiv="refresh">`` redirects, both counted against ``max_redirects``;
 - retries with exponential backoff on 429, 5xx and connection failures, honouring ``Retry-After``;
 - robots.txt (RFC 9309) fetched once per origin, cached (up to a day, for the MAX_CACHED_ROBOTS origins used
-  last), and obeyed unless ``obey_robots=False``;
+  last; with ``shared_robots``, once per origin for every process using the store), and obeyed unless
+  ``obey_robots=False``;
 - ``fetch(url, cancel=event)``: once the event is set the fetch ends, whether it waits for a slot or a request
   is under way (that request is cut within a fraction of a second and its connection closed), with an error
   that starts with "cancelled:" (not retried, and nothing about the site).
@@ -30,13 +31,14 @@ What every fetch guarantees:
 ``fetch_many`` takes a list of URLs, or a :class:`UrlFeed` it asks for more URLs as it has room: the spider's
 feed claims pending URLs from the topic store a few dozen at a time, so many processes share one frontier.
 
-Throttling rules (see :mod:`topicmap.web.throttle`): every request takes a slot of the distinctive domain it is
+Throttling rules (see :mod:`topicmap.web.throttle`): every request takes a turn of the distinctive domain it is
 sent to, as Heritrix and Scrapy schedule them: the first request of a fetch, each redirect hop (to the same
 domain or another), each retry, and robots.txt, which takes the slot of the page that needs it (the page then
-waits for the domain's next slot) and, when it redirects, a slot of the domain of each hop. So no two requests
-to one domain are closer than its interval. Media Cloud throttled only a fetch's first request (one page load,
-one slot): a topic full of bit.ly links hit their targets at the shortener's 1 s pace whatever the target's
-own interval, and a site's bare-to-www redirect doubled its request rate.
+waits for the domain's next slot) and, when it redirects, a slot of the domain of each hop. The turn is claimed
+right before the request is sent and released with the moment it went out, so no two requests to one domain
+leave closer than its interval, whichever thread or process sends them. Media Cloud throttled only a fetch's
+first request (one page load, one slot): a topic full of bit.ly links hit their targets at the shortener's 1 s
+pace whatever the target's own interval, and a site's bare-to-www redirect doubled its request rate.
 
 The parts: the schedule of ``fetch_many`` and the send times that space a domain's slots
 (:mod:`topicmap.web.fetch_scheduler`), robots.txt read and kept (:mod:`topicmap.web.fetch_robots`,
@@ -72,18 +74,20 @@ from topicmap.web.fetch_limits import (
     DEFAULT_MAX_REDIRECTS,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TOTAL_TIMEOUT,
+    check_retry_budget,
 )
 from topicmap.web.fetch_robots import RobotsReader
-from topicmap.web.fetch_scheduler import DomainScheduler, NeedSlot, SendTimes
+from topicmap.web.fetch_scheduler import DomainScheduler, DomainWaits, NeedSlot
 from topicmap.web.fetch_state import (
     CANCELLED,
-    CANCELLED_IN_FLIGHT,
     BodyError,
     Cancelled,
     FetchState,
     Redirect,
     Refused,
     Retryable,
+    TurnTaken,
+    request_failure,
 )
 from topicmap.web.http_head import (
     DRAIN_LIMIT,
@@ -97,12 +101,14 @@ from topicmap.web.http_head import (
 from topicmap.web.netguard import AddressPolicy, AddressRefused
 from topicmap.web.robots import (
     RobotsCache,
+    SharedRobots,
     product_token,
     robots_refusal,
     url_origin,
 )
 from topicmap.web.throttle import (
     DomainThrottle,
+    Lease,
     MemoryThrottle,
     domain_interval,
     throttle_domain,
@@ -115,6 +121,8 @@ log = logging.getLogger(__name__)
 DEFAULT_USER_AGENT = "topicmap/0.1 (+https://github.com/topicmap; research crawler)"
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
+# A turn lapses this long after the request's own time limit (a process that stalled or died holding it).
+TURN_HOLD_MARGIN = 10.0
 RESOLVE_TTL = 60.0  # seconds a name's checked addresses are used before it is resolved (and checked) again
 # Host names whose checked addresses one fetcher keeps at most (as robots.txt rules: MAX_CACHED_ROBOTS).
 MAX_CACHED_ADDRESSES = 10_000
@@ -172,27 +180,14 @@ def _wire_url(url: str) -> str:
     return prepared.url or url
 
 
-def check_retry_budget(max_retries: int, backoff_base: float, total_timeout: float) -> None:
-    """Retries are bounded by the total timeout: their back-off waits alone must leave time for requests.
-
-    Raises ValueError naming the settings when ``max_retries`` back-offs (``backoff_base`` * 1, 2, 4, ...
-    seconds) would use up ``total_timeout`` before the last retry could be sent."""
-    backoff = backoff_base * (2**max_retries - 1)
-    if max_retries and backoff >= total_timeout:
-        raise ValueError(
-            f"max_retries={max_retries} waits {backoff:g} s in back-off (backoff_base={backoff_base:g} s, "
-            f"doubling), which does not fit in total_timeout={total_timeout:g} s: lower max_retries or "
-            "raise total_timeout"
-        )
-
-
 class WebFetcher:
     """Polite, SSRF-guarded page fetcher. Thread-safe: one instance can serve a whole thread pool.
 
     ``policy`` None refuses every non-public address; the demo passes ``AddressPolicy(allow=["127.0.0.0/8"])``
     and ``host_overrides={"*.test": "127.0.0.1:PORT"}``. ``throttle`` None means a private
-    :class:`MemoryThrottle` (polite by default); pass a :class:`~topicmap.web.throttle.SqlThrottle` to share
-    domain budgets with other processes and runs, and ``interval_overrides`` (e.g. {"*": 0.0}) to change
+    :class:`MemoryThrottle` (polite by default); pass a :class:`~topicmap.store.throttle.SqlThrottle` to share
+    domain budgets with other processes and runs (and a :class:`~topicmap.store.robots_txt.SqlRobots` as
+    ``shared_robots`` to share their robots.txt reads), and ``interval_overrides`` (e.g. {"*": 0.0}) to change
     the intervals (see ``domain_interval``). ``sleep``, ``clock`` (monotonic, for elapsed times and
     timeouts) and ``wall_clock`` (for throttle slots) can be replaced in tests. ``ca_bundle`` replaces the
     trusted CA certificates (TLS is always verified).
@@ -214,6 +209,7 @@ class WebFetcher:
         host_overrides: Mapping[str, str] | None = None,
         throttle: DomainThrottle | None = None,
         interval_overrides: Mapping[str, float] | None = None,
+        shared_robots: SharedRobots | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
@@ -254,10 +250,14 @@ class WebFetcher:
         self._resolved: ExpiringCache[tuple[str, int], list[tuple[str, int]]] = ExpiringCache(
             MAX_CACHED_ADDRESSES, clock
         )
-        # per throttle domain, when this fetcher's last request to it went out (see _reserve)
-        self._send_times = SendTimes()
+        # per throttle domain, when this fetcher asks for its turn next (see _reserve)
+        self._waits = DomainWaits(wall_clock)
         self._robots = RobotsReader(
-            RobotsCache(clock), send=self._send, precheck=self._precheck, wall_clock=wall_clock
+            RobotsCache(clock),
+            send=self._send,
+            precheck=self._precheck,
+            wall_clock=wall_clock,
+            shared=shared_robots,
         )
 
     def close(self) -> None:
@@ -307,7 +307,7 @@ class WebFetcher:
                 elif cancel.wait(wait):  # woken by the cancel, not the slot
                     return self._outcome(state, error=CANCELLED)
             state.throttle_wait += max(0.0, slot - max(need.earliest, state.queued_at))
-            result = self._run_slot(state, need.domain, slot, interval)
+            result = self._run_slot(state, need.domain, interval)
             if isinstance(result, FetchOutcome):
                 return result
             need = result
@@ -332,7 +332,7 @@ class WebFetcher:
         Scheduling (see :mod:`topicmap.web.fetch_scheduler`): every domain with queued URLs holds at most one reserved
         slot; a heap orders those slots and each idle worker takes the URL whose slot comes first, or waits
         on a condition variable until the earliest slot is due (no polling). The next slot of a domain is
-        reserved once its previous request has been sent, never earlier than ``interval`` after it.
+        set once its previous request has been sent, never earlier than ``interval`` after it.
 
         Backpressure: at most ``max_ready`` fetched pages (default 4 per worker) wait for the caller; once
         that many are waiting, no new fetch starts until the caller has taken half of them. Without it, a
@@ -416,24 +416,40 @@ class WebFetcher:
             scheduler.stop()
             for worker in workers:
                 worker.join()
+            for (
+                state
+            ) in scheduler.unfinished():  # a caller that stopped early: let others read their robots.txt
+                self._robots.stop(state)
 
     # ------------------------------------------------------------------ one fetch, hop by hop
 
     def _reserve(self, domain: str, interval: float, earliest: float = 0.0) -> float:
-        """A throttle slot, never earlier than ``interval`` after this fetcher's last request to ``domain``
-        actually went out (a request delayed after its slot must not crowd the next one)."""
+        """When to ask for ``domain``'s turn: not before ``earliest``, nor before this fetcher knows it cannot
+        have it (its last request there plus the interval, or when the throttle said to ask again)."""
         if interval > 0:
-            spacing = interval + getattr(self.throttle, "guard_band", 0.0)
-            earliest = self._send_times.earliest(domain, spacing, earliest)
-        return self.throttle.reserve(domain, interval, earliest)
+            earliest = self._waits.earliest(domain, earliest)
+        return max(self._wall(), earliest)
 
-    def _note_sent(self, state: FetchState, sent_at: float | None, domain: str) -> None:
-        """A request to ``domain`` went out at ``sent_at`` (None: nothing was sent): record when, and, if it
-        used the slot the fetch holds (``domain`` is the slot's), let the domain's next slot be reserved."""
+    def _claim_turn(self, state: FetchState) -> Lease | None:
+        """The turn of the domain the fetch holds a slot of (None for a zero interval: no turn is taken), or
+        TurnTaken with when to ask again."""
+        if state.interval == 0:
+            return None
+        hold = self._remaining(state) + TURN_HOLD_MARGIN  # the request ends within its remaining time
+        turn = self.throttle.claim(state.domain, state.interval, hold)
+        if not isinstance(turn, Lease):
+            self._waits.note(state.domain, turn)
+            raise TurnTaken(turn)
+        return turn
+
+    def _note_sent(self, state: FetchState, sent_at: float | None) -> None:
+        """The slot's request went out at ``sent_at`` (None: nothing was sent): its domain's next turn is an
+        interval later, and the domain's next slot may be set."""
         if sent_at is None:
             return  # refused, or could not connect
-        self._send_times.note(domain, sent_at)
-        if domain == state.domain and state.on_sent is not None:
+        if state.interval > 0:
+            self._waits.note(state.domain, sent_at + state.interval)
+        if state.on_sent is not None:
             callback, state.on_sent = state.on_sent, None
             callback()
 
@@ -507,31 +523,24 @@ class WebFetcher:
         self,
         state: FetchState,
         domain: str,
-        slot: float,
         interval: float,
         on_start: Callable[[], None] | None = None,
     ) -> FetchOutcome | NeedSlot:
-        """Use one throttle slot of ``domain``: one request, then the outcome or the slot the next one needs.
+        """Use one slot of ``domain``: one request, then the outcome or the slot the next one needs.
 
-        ``on_start`` (fetch_many's cue to reserve the domain's next slot) fires once the slot's first request
-        has been *sent* (its send time then bounds the next slot), or at once for a zero interval.
+        ``on_start`` (fetch_many's cue to set the domain's next slot) fires once the slot's request has been
+        *sent* (its send time then bounds the next slot), or at once for a zero interval.
         """
-        start_at = self.throttle.confirm(domain, slot, interval)
-        if start_at is not None:
-            wait = start_at - self._wall()
-            if wait > 0:
-                self._sleep(wait)  # a late start was given a fresh start time, a few ms ahead
-        if start_at is None or interval == 0:
+        state.interval = interval
+        if interval == 0:
             if on_start is not None:
                 on_start()
-            if start_at is None:
-                return NeedSlot(domain)  # started too late, someone reserved after us: queue again
         else:
             state.on_sent = on_start
         try:
             return self._use_slot(state, domain)
         finally:
-            if state.on_sent is not None:  # nothing was sent (refused, failed to connect...)
+            if state.on_sent is not None:  # nothing was sent (refused, failed to connect, turn taken...)
                 callback, state.on_sent = state.on_sent, None
                 callback()
 
@@ -543,6 +552,8 @@ class WebFetcher:
                 return self._outcome(state, refused_reason=str(refusal))
             except (BodyError, Cancelled) as failure:
                 return self._outcome(state, error=str(failure))
+            except TurnTaken:  # a request to the domain is under way, or left less than an interval ago
+                return NeedSlot(domain)
             except Retryable as failure:
                 if state.retries >= self.max_retries:
                     attempts = f"after {state.retries + 1} attempts" if state.retries else "not retried"
@@ -603,11 +614,13 @@ class WebFetcher:
         state: FetchState,
         url: str,
         plan: Callable[[int, CaseInsensitiveDict], BodyPlan],
-        domain: str | None = None,
+        page: bool = False,
     ) -> Response:
-        """One guarded GET (no redirect following) to ``url``, a URL of throttle ``domain`` (default: the domain
-        of the slot the fetch holds), its body read as ``plan`` decides from the status and headers. Network
-        time is charged to ``state``; the request ends when the fetch's total time runs out."""
+        """One guarded GET (no redirect following) to ``url``, in the turn of the domain the fetch holds a slot
+        of (claimed here, right before it is sent; TurnTaken when it cannot be had), its body read as ``plan``
+        decides from the status and headers. ``page``: a page request, counted in the fetch's attempts (not
+        robots.txt). Network time is charged to ``state``; the request ends when the fetch's total time runs
+        out."""
         remaining = self._remaining(state)
         parts = urlsplit(url)
         host = parts.hostname or ""
@@ -625,6 +638,10 @@ class WebFetcher:
         cookie = self._cookie_header(state, url) if state.cookies else None
         if state.cancel is not None and state.cancel.is_set():
             raise Cancelled(CANCELLED)
+        lease = self._claim_turn(state)
+        if page:
+            state.attempts += 1
+        sent_at: float | None = None
         began = self._clock()
         try:
             for index, target in enumerate(targets):
@@ -639,18 +656,21 @@ class WebFetcher:
                         cookie=cookie,
                         cancel=state.cancel,
                     )
+                    sent_at = response.sent_at
                     break
                 except TransferError as failure:
-                    self._note_sent(state, failure.sent_at, domain or state.domain)
+                    sent_at = failure.sent_at
                     could_not_connect = (
                         failure.kind in ("connection", "connect-timeout") and failure.sent_at is None
                     )
                     if could_not_connect and index + 1 < len(targets):
                         continue  # the name's next address, as a browser does
-                    raise self._send_error(state, failure, url, remaining) from None
+                    raise request_failure(state, failure, url, remaining, self) from None
         finally:
             state.network_seconds += self._clock() - began
-        self._note_sent(state, response.sent_at, domain or state.domain)
+            if lease is not None:
+                self.throttle.release(lease, sent_at)
+            self._note_sent(state, sent_at)
         if response.set_cookies:
             self._keep_cookies(state, url, response.set_cookies)
         return response
@@ -675,47 +695,6 @@ class WebFetcher:
         state.cookies.extract_cookies(
             MockResponse(headers), MockRequest(requests.Request("GET", url).prepare())
         )
-
-    def _send_error(self, state: FetchState, failure: TransferError, url: str, remaining: float) -> Exception:
-        """A failed request as the fetch sees it: Retryable (nothing usable came), BodyError, Cancelled."""
-        if failure.headers_done:
-            state.last_status = failure.status
-        if failure.kind == "cancelled":
-            return Cancelled(CANCELLED_IN_FLIGHT)
-        limit = f"{self.total_timeout:g}"
-        if failure.kind == "connect-timeout":
-            waited = min(self.connect_timeout, remaining)
-            return Retryable(f"timeout: could not connect within {waited:.3g} s ({url_origin(url)})")
-        if failure.kind == "timeout" and failure.total:
-            if failure.headers_done:
-                return BodyError(
-                    f"timeout: total time limit of {limit} s exceeded while reading the body "
-                    f"({failure.body_bytes} bytes so far)"
-                )
-            return BodyError(
-                f"timeout: total time limit of {limit} s reached while waiting for the response headers of {url}"
-            )
-        if failure.kind == "timeout":
-            if failure.headers_done:
-                return BodyError(
-                    f"timeout: body stalled for {self.read_timeout:g} s after {failure.body_bytes} bytes"
-                )
-            return Retryable(f"timeout: no response within {self.read_timeout:.3g} s ({url_origin(url)})")
-        if failure.kind == "tls":
-            return BodyError(f"tls error: {failure}")
-        if failure.kind == "encoding":
-            return BodyError(f"bad {failure.encodings or 'encoded'} body: {failure}")
-        if failure.kind == "too-large":
-            if failure.encodings:
-                return BodyError(
-                    f"decompression bomb: {failure.encodings} body inflates to more than {self.max_body_bytes} bytes"
-                )
-            return BodyError(f"body too large: more than {self.max_body_bytes} bytes")
-        if failure.kind == "invalid-url":
-            return BodyError(f"invalid URL: {failure}")
-        if failure.headers_done:
-            return BodyError(f"connection error while reading the body: {failure}")
-        return Retryable(f"connection error: {failure}")
 
     def _page_plan(self, status: int, headers: CaseInsensitiveDict) -> BodyPlan:
         """A page's body: a small drain for redirects and errors (keeps the connection), none for what
@@ -756,8 +735,7 @@ class WebFetcher:
             if not rules.allows(url, self.robots_token):
                 raise Refused(robots_refusal(url, rules))
             state.robots_allowed_url = url
-        state.attempts += 1
-        response = self._send(state, url, self._page_plan)
+        response = self._send(state, url, self._page_plan, page=True)
         return self._handle_response(state, url, response)
 
     def _handle_response(self, state: FetchState, url: str, response: Response) -> str | FetchOutcome:

@@ -1,9 +1,11 @@
 """The fetcher's robots.txt (RFC 9309): read for an origin as requests of their own, each in a throttle slot of
-the domain it goes to, and kept in a ``topicmap.web.robots.RobotsCache``; the rules are parsed and matched by
-``topicmap.web.robots``."""
+the domain it goes to, and kept in a ``topicmap.web.robots.RobotsCache`` (and, when given, in a ``SharedRobots``
+that every process using the store reads first: one read per origin and cache period for all of them); the rules
+are parsed and matched by ``topicmap.web.robots``."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from urllib.parse import urljoin, urlsplit
 
@@ -15,12 +17,14 @@ from topicmap.web.http_head import DRAIN_LIMIT, REDIRECT_STATUSES
 from topicmap.web.robots import (
     MAX_ROBOTS_BYTES,
     ROBOTS_MAX_REDIRECTS,
+    ROBOTS_READ_HOLD,
     ROBOTS_TTL,
     ROBOTS_UNREACHABLE_TTL,
     ROBOTS_WAIT_POLL,
     RobotsCache,
     RobotsRules,
-    url_origin,
+    SharedRobots,
+    StoredRobots,
 )
 from topicmap.web.throttle import throttle_domain
 from topicmap.web.transport import BodyPlan, Response
@@ -28,7 +32,8 @@ from topicmap.web.transport import BodyPlan, Response
 
 class RobotsReader:
     """Reads and keeps the robots.txt rules of the origins a fetcher meets. ``send`` is the fetcher's guarded
-    request (``send(state, url, plan)``), ``precheck`` its refusals that need no network (a reason, or None)."""
+    request (``send(state, url, plan)``), ``precheck`` its refusals that need no network (a reason, or None);
+    ``shared`` the answers every process using the store shares (None: this fetcher's own only)."""
 
     def __init__(
         self,
@@ -37,37 +42,58 @@ class RobotsReader:
         send: Callable[[FetchState, str, Callable[[int, CaseInsensitiveDict], BodyPlan]], Response],
         precheck: Callable[[str], tuple[str, str] | None],
         wall_clock: Callable[[], float],
+        shared: SharedRobots | None = None,
     ) -> None:
         self._cache = cache
         self._send = send
         self._precheck = precheck
         self._wall = wall_clock
+        self._shared = shared
+        self._reader_prefix = uuid.uuid4().hex[:16]  # names this process's readers in the shared store
 
     def cached(self, origin: str) -> RobotsRules | None:
-        """The rules kept for ``origin``, or None when they have to be read."""
+        """The rules kept for ``origin`` in this fetcher, or None when they have to be read (or looked up)."""
         return self._cache.get(origin)
 
     def stop(self, state: FetchState) -> None:
-        """``state`` no longer reads its origin's robots.txt (it ended, or read it): another fetch may."""
-        if state.robots_url is None:
+        """``state`` no longer reads (or waits to read) its origin's robots.txt: another fetch may."""
+        origin, state.robots_claim, state.robots_url = state.robots_claim, None, None
+        if origin is None:
             return
-        state.robots_url = None
-        self._cache.release(url_origin(state.current_url), id(state))
+        self._cache.release(origin, id(state))
+        if state.robots_shared:
+            state.robots_shared = False
+            self._shared.release(origin, self._reader(state))  # type: ignore[union-attr]
+
+    def _reader(self, state: FetchState) -> str:
+        return f"{self._reader_prefix}-{id(state)}"
 
     def read(self, state: FetchState, origin: str) -> RobotsRules | NeedSlot:
         """Read ``origin``'s robots.txt, one request per slot of the domain each request goes to.
 
         RFC 9309: 2xx parse; 4xx allow all; 5xx disallow all for a while; up to 5 redirects. Network failures
         propagate (retried like a page request). Returns the rules (cached), or the slot this fetch needs next:
-        a redirect to another domain continues in a slot of that domain, and while another fetch reads the
-        same robots.txt, this one looks again a moment later."""
+        a redirect to another domain continues in a slot of that domain, and while another fetch (of this
+        process, or of another one sharing the store) reads the same robots.txt, this one looks again a moment
+        later. Of this process's fetches waiting for an origin, one alone asks the shared store."""
         if not self._cache.claim(origin, id(state)):
             return NeedSlot(state.domain, earliest=self._wall() + ROBOTS_WAIT_POLL)
+        state.robots_claim = origin
         if state.robots_url is None:
             cached = self._cache.get(origin)
             if cached is not None:  # another fetch finished reading it meanwhile
                 self.stop(state)
                 return cached
+            if self._shared is not None and not state.robots_shared:
+                stored = self._shared.lookup(origin)
+                if stored is not None:  # another process read it
+                    rules = stored.rules()
+                    self._cache.put(origin, rules, stored.expires_at - self._wall())
+                    self.stop(state)
+                    return rules
+                if not self._shared.claim(origin, self._reader(state), ROBOTS_READ_HOLD):
+                    return NeedSlot(state.domain, earliest=self._wall() + ROBOTS_WAIT_POLL)
+                state.robots_shared = True
             state.robots_url, state.robots_hops = origin + "/robots.txt", 0
         while True:
             url = state.robots_url
@@ -101,7 +127,8 @@ class RobotsReader:
                 state.domain = throttle_domain(target)
                 return NeedSlot(state.domain)  # the next hop is a request of its own: a slot of its domain
             if 200 <= status < 300:
-                return self._found(state, origin, RobotsRules.parse(response.body.decode("utf-8", "replace")))
+                text = response.body.decode("utf-8", "replace")
+                return self._found(state, origin, RobotsRules.parse(text), body=text)
             if 400 <= status < 500:
                 return self._found(
                     state, origin, RobotsRules.allowing_all(f"answered HTTP {status}: no rules")
@@ -110,9 +137,17 @@ class RobotsReader:
             return self._found(state, origin, RobotsRules.disallowing_all(note), ttl=ROBOTS_UNREACHABLE_TTL)
 
     def _found(
-        self, state: FetchState, origin: str, rules: RobotsRules, ttl: float = ROBOTS_TTL
+        self,
+        state: FetchState,
+        origin: str,
+        rules: RobotsRules,
+        ttl: float = ROBOTS_TTL,
+        body: str | None = None,
     ) -> RobotsRules:
         self._cache.put(origin, rules, ttl)
+        if state.robots_shared:
+            state.robots_shared = False  # ``put`` ends the claim
+            self._shared.put(origin, StoredRobots.of(rules, body, self._wall() + ttl))  # type: ignore[union-attr]
         self.stop(state)
         return rules
 

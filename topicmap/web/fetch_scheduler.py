@@ -1,9 +1,10 @@
 """The fetcher's schedule: per-site slots and send times for ``WebFetcher.fetch_many``.
 
-Every domain with queued URLs holds at most one reserved throttle slot; a heap orders those slots and each
-idle worker takes the URL whose slot comes first, or waits on a condition variable until the earliest slot
-is due (no polling). The next slot of a domain is reserved once its previous request has been sent, never
-earlier than its interval after it (`SendTimes`). How one slot is used (one request, a redirect hop, a retry)
+Every domain with queued URLs holds at most one slot: the time its next request may ask for the domain's turn
+(``topicmap.web.throttle``). A heap orders those slots and each idle worker takes the URL whose slot comes
+first, or waits on a condition variable until the earliest slot is due (no polling). The next slot of a domain
+is set once its previous request has been sent, never earlier than its interval after it, nor earlier than
+the throttle said to ask again (`DomainWaits`). How one slot is used (one request, a redirect hop, a retry)
 is the fetcher's (``topicmap.web.fetch``); the schedule only hands slots out and collects the outcomes.
 """
 
@@ -22,9 +23,9 @@ from typing import Generic, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
 
-# Send times kept before the old ones are dropped: a send time only matters until its domain's interval has
-# passed, so past this many the fetcher forgets those (the ones still inside an interval are kept).
-MAX_KEPT_SEND_TIMES = 10_000
+# Domains whose next turn one fetcher remembers before the past ones are dropped: a time only matters until it
+# has passed, so past this many the fetcher forgets those (the ones still ahead are kept).
+MAX_KEPT_WAITS = 10_000
 
 
 @dataclass
@@ -35,38 +36,36 @@ class NeedSlot:
     earliest: float = 0.0
 
 
-class SendTimes:
-    """When the fetcher's last request to each throttle domain went out, so that a slot is never earlier than
-    the domain's interval after it (a request delayed after its slot must not crowd the next one). Keeps the
-    longest spacing (interval + guard band) asked for: a send time older than that constrains nothing."""
+class DomainWaits:
+    """Per throttle domain, the wall-clock time before which this fetcher does not ask for its turn: its last
+    request there plus the interval, or when the throttle said to ask again. A slot earlier than that would
+    only be refused (a claim, a commit for a shared throttle, for nothing)."""
 
-    def __init__(self) -> None:
-        self.last_sent: dict[str, float] = {}
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.not_before: dict[str, float] = {}
+        self._clock = clock
         self._lock = threading.Lock()
-        self._longest_spacing = 0.0
-        self._bound = MAX_KEPT_SEND_TIMES
+        self._bound = MAX_KEPT_WAITS
 
-    def earliest(self, domain: str, spacing: float, earliest: float) -> float:
-        """``earliest``, moved to ``spacing`` after the last request to ``domain`` when that is later."""
+    def earliest(self, domain: str, earliest: float) -> float:
+        """``earliest``, moved to the domain's wait when that is later."""
         with self._lock:
-            last_sent = self.last_sent.get(domain)
-            self._longest_spacing = max(self._longest_spacing, spacing)
-        return earliest if last_sent is None else max(earliest, last_sent + spacing)
+            return max(earliest, self.not_before.get(domain, 0.0))
 
-    def note(self, domain: str, sent_at: float) -> None:
+    def note(self, domain: str, not_before: float) -> None:
         with self._lock:
-            if sent_at > self.last_sent.get(domain, 0.0):
-                self.last_sent[domain] = sent_at
-            if len(self.last_sent) > self._bound:
-                self._forget_old()
+            if not_before > self.not_before.get(domain, 0.0):
+                self.not_before[domain] = not_before
+            if len(self.not_before) > self._bound:
+                self._forget_past()
 
-    def _forget_old(self) -> None:
-        """Drop the send times no slot can be bound by any more (called holding the lock). A crawl of many
-        sites sends to most of them once; the ones still inside an interval are kept, and the bound grows with
-        them, so a crawl of many sites at once does not scan on every request."""
-        horizon = time.time() - self._longest_spacing  # the clock of the transport's send times
-        self.last_sent = {domain: sent for domain, sent in self.last_sent.items() if sent > horizon}
-        self._bound = max(MAX_KEPT_SEND_TIMES, 2 * len(self.last_sent))
+    def _forget_past(self) -> None:
+        """Drop the waits that have passed (called holding the lock). A crawl of many sites sends to most of them
+        once; the waits still ahead are kept, and the bound grows with them, so a crawl of many sites at once
+        does not scan on every request."""
+        now = self._clock()
+        self.not_before = {domain: at for domain, at in self.not_before.items() if at > now}
+        self._bound = max(MAX_KEPT_WAITS, 2 * len(self.not_before))
 
 
 class ScheduledFetch(Protocol):
@@ -96,7 +95,7 @@ class DomainScheduler(Generic[_Fetch, _Outcome]):
         interval_for: Callable[[str], float],
         wall_clock: Callable[[], float],
         reserve: Callable[[str, float], float],
-        run_slot: Callable[[_Fetch, str, float, float, Callable[[], None]], _Outcome | NeedSlot],
+        run_slot: Callable[[_Fetch, str, float, Callable[[], None]], _Outcome | NeedSlot],
         failed: Callable[[_Fetch, str], _Outcome],
         max_ready: int,
         max_workers: int,
@@ -172,6 +171,13 @@ class DomainScheduler(Generic[_Fetch, _Outcome]):
             self.stopped = True
             self.condition.notify_all()
 
+    def unfinished(self) -> list[_Fetch]:
+        """The fetches added and not finished (queued, or waiting for a retry), once the workers have ended."""
+        with self.condition:
+            return [state for bucket in self.queues.values() for state in bucket] + [
+                entry[2] for entry in self.delayed
+            ]
+
     def starved(self) -> None:
         """The caller found no outcome waiting: allow one more fetch at once (up to max_workers)."""
         if self.active_limit >= self.max_workers:
@@ -190,7 +196,7 @@ class DomainScheduler(Generic[_Fetch, _Outcome]):
                 self.condition.notify_all()
 
     def _next_job(self) -> tuple[str, object] | None:
-        """("reserve", domain) or ("fetch", (state, domain, slot, interval)); None when finished. Waits."""
+        """("reserve", domain) or ("fetch", (state, domain, interval)); None when finished. Waits."""
         while not self.stopped and (self.pending or not self.input_closed):
             now = self._wall()
             while self.delayed and self.delayed[0][0] <= now:
@@ -200,9 +206,9 @@ class DomainScheduler(Generic[_Fetch, _Outcome]):
                 self.held_back = True
                 self.active_limit = max(1, self.active_limit // 2)
             # No polite slot is reserved while the caller is behind: a slot that came due while its fetch was
-            # held back would be used late, and a late start loses the slot whenever another process has
-            # reserved the domain's next one since (SqlThrottle.confirm): the domain's budget is wasted for every
-            # worker. (A zero-interval slot cannot be lost: those are reserved as before.)
+            # held back would be used late, and the domain's turn would go unused meanwhile (or to another
+            # process sharing the throttle, while this one's URLs of the domain wait). Zero-interval slots take
+            # no turn: those are reserved as before.
             deferred: list[str] = []
             job: tuple[str, object] | None = None
             while self.needs_slot:
@@ -234,7 +240,7 @@ class DomainScheduler(Generic[_Fetch, _Outcome]):
                 if (self.slots and self.slots[0][0] <= now) or self.needs_slot:
                     self.condition.notify()  # more is due: wake another worker
                 self.active += 1
-                return "fetch", (state, domain, slot, interval)
+                return "fetch", (state, domain, interval)
             waits = [self.slots[0][0] - now] if self.slots else []
             if self.delayed:
                 waits.append(self.delayed[0][0] - now)
@@ -256,21 +262,13 @@ class DomainScheduler(Generic[_Fetch, _Outcome]):
     def _reserve(self, domain: str) -> None:
         interval = self.interval_of(domain)
         reserved_at = self._wall()
-        try:
-            slot = self._reserve_slot(domain, interval)
-        except Exception as error:  # noqa: BLE001 - a broken throttle fails the URLs, not the run
-            log.exception("throttle reservation for %s failed", domain)
-            with self.condition:
-                self.holding.discard(domain)
-                for state in self.queues.pop(domain, deque()):
-                    self._finish(self._failed(state, f"internal error: throttle: {error}"))
-            return
+        slot = self._reserve_slot(domain, interval)
         with self.condition:
             heapq.heappush(self.slots, (slot, next(self.sequence), domain, interval, reserved_at))
             if self.slots[0][2] == domain:
                 self.condition.notify()  # the earliest slot changed: a waiting worker must recompute
 
-    def _fetch(self, state: _Fetch, domain: str, slot: float, interval: float) -> None:
+    def _fetch(self, state: _Fetch, domain: str, interval: float) -> None:
         def slot_used() -> None:
             # Reserve the domain's next slot right here (no hand-off to another thread): while workers
             # keep finding due slots in the heap, none of them ever has to be woken up.
@@ -285,7 +283,7 @@ class DomainScheduler(Generic[_Fetch, _Outcome]):
             self._reserve(domain)
 
         try:
-            result: _Outcome | NeedSlot = self._run_slot(state, domain, slot, interval, slot_used)
+            result: _Outcome | NeedSlot = self._run_slot(state, domain, interval, slot_used)
         except Exception as error:  # noqa: BLE001 - a bug must not hang the other fetches
             log.exception("fetch of %s crashed", state.url)
             result = self._failed(state, f"internal error: {type(error).__name__}: {error}")

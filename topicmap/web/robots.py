@@ -6,7 +6,9 @@ With the stdlib parser, "Disallow: /" followed by "Allow: /news/" would block /n
 crawler treats as allowed.
 
 The fetcher (``topicmap.web.fetch``) reads an origin's robots.txt as requests of their own and keeps the rules
-in a `RobotsCache`.
+in a `RobotsCache`; with a `SharedRobots` (the topic store's ``robots_txt`` table,
+``topicmap.store.robots_txt``), every process using the store reads an origin's robots.txt once per cache
+period, and the others take what it read.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from topicmap.web.expiring_cache import ExpiringCache
@@ -26,6 +29,9 @@ ROBOTS_TTL = 24 * 3600.0  # RFC 9309 §2.4: do not use a cached robots.txt for m
 ROBOTS_UNREACHABLE_TTL = 600.0  # a 5xx robots.txt means "disallow all" for a while, then ask again
 # A fetch whose origin's robots.txt another fetch is reading looks again after this long.
 ROBOTS_WAIT_POLL = 0.05
+# The longest one fetch may take to read an origin's robots.txt for every process sharing a store (a request,
+# redirect hops each waiting for its domain's turn, retries): past it another process may read it again.
+ROBOTS_READ_HOLD = 120.0
 # Origins whose robots.txt rules one fetcher keeps at most: an iteration of a large topic meets tens of
 # thousands of sites, most of them once (StormCrawler's robots cache holds 10,000 too). Past the bound the
 # least recently used goes first; it is read again if its site returns.
@@ -192,3 +198,58 @@ class RobotsCache:
         with self._guard:
             if self._readers.get(origin) == reader:
                 del self._readers[origin]
+
+
+#: How a stored robots.txt answer reads: its rules, or everything allowed / disallowed (RFC 9309's unavailable
+#: and unreachable cases).
+RULES, ALLOW_ALL, DISALLOW_ALL = "rules", "allow-all", "disallow-all"
+
+
+@dataclass(frozen=True)
+class StoredRobots:
+    """An origin's robots.txt answer as a store shared by processes keeps it: ``verdict`` is RULES (``body`` is
+    the robots.txt), ALLOW_ALL or DISALLOW_ALL (``note`` says why); usable until wall-clock ``expires_at``."""
+
+    verdict: str
+    body: str | None
+    note: str | None
+    expires_at: float
+
+    @classmethod
+    def of(cls, rules: RobotsRules, body: str | None, expires_at: float) -> StoredRobots:
+        verdict = ALLOW_ALL if rules.allow_all else DISALLOW_ALL if rules.disallow_all else RULES
+        return cls(verdict, body if verdict == RULES else None, rules.note, expires_at)
+
+    def rules(self) -> RobotsRules:
+        if self.verdict == RULES:
+            return RobotsRules.parse(self.body or "")
+        if self.verdict == ALLOW_ALL:
+            return RobotsRules.allowing_all(self.note)
+        if self.verdict == DISALLOW_ALL:
+            return RobotsRules.disallowing_all(self.note)
+        raise ValueError(
+            f"stored robots.txt verdict must be {RULES!r}, {ALLOW_ALL!r} or {DISALLOW_ALL!r}, "
+            f"got {self.verdict!r}"
+        )
+
+
+@runtime_checkable
+class SharedRobots(Protocol):
+    """robots.txt answers shared by every process of a store, and which fetch is reading an origin's now."""
+
+    def lookup(self, origin: str) -> StoredRobots | None:
+        """The answer kept for ``origin`` if it is still usable, else None."""
+        ...
+
+    def claim(self, origin: str, reader: str, hold: float) -> bool:
+        """Whether ``reader`` is now the one to read ``origin``'s robots.txt (no usable answer is kept and no
+        other reader holds it); the claim lapses after ``hold`` seconds."""
+        ...
+
+    def put(self, origin: str, answer: StoredRobots) -> None:
+        """Keep ``answer`` for ``origin``; the claim of whoever was reading it ends."""
+        ...
+
+    def release(self, origin: str, reader: str) -> None:
+        """``reader`` gave up reading ``origin``'s robots.txt: another may."""
+        ...

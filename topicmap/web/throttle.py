@@ -2,52 +2,50 @@
 
 Media Cloud kept one lock per *distinctive domain* (``nytimes.com`` for ``www.nytimes.com`` and
 ``cooking.nytimes.com``) in PostgreSQL and gave up with "requeued" when the lock was busy, so a busy domain
-was retried by the job queue until its turn came. topicmap instead *reserves a slot*: ``reserve`` atomically
-returns the wall-clock time at which the caller may start and pushes the domain's next free time forward by
-the interval. The caller sleeps (or schedules other domains) until then; nothing polls.
+was retried by the job queue until its turn came. topicmap keeps the same kind of row per domain and hands out
+*turns*: right before it sends a request, a fetcher ``claim``s the domain's turn, sends, and ``release``s the
+turn with the moment the request actually went out; the domain's next request may go ``interval`` after that
+moment. The interval is therefore counted between requests *leaving* the crawler, which is what the server
+sees, and not between times that were planned for them: a request that leaves late (its thread waited for the
+GIL behind an extracting thread, a loaded machine, a slow database commit) pushes the next one back instead of
+crowding it.
 
-Semantics of the shared row ``domain_web_requests(domain, next_request_at)``: ``next_request_at`` is the
-earliest wall-clock time (seconds since the epoch) at which the next request to that domain may start.
-A reservation takes ``slot = max(now, earliest, next_request_at)`` and stores ``slot + interval``, so the
-interval of the caller that made a request is the gap that protects the domain after that request.
+A claim succeeds only when the interval since the domain's last request has passed *and* no other request to
+it is being sent: the turn is a lease. A second fetcher (another thread, process or machine) asking meanwhile is
+told when to ask again: the end of the interval, or, while a request is under way, the earliest moment its
+interval could end (then a short poll, ``HELD_POLL``). So at most one request per domain is on its way at a
+time, and its successor waits for its real send time. A lease lapses after ``hold`` seconds (the longest the
+request may take), so a process that died holding one blocks the domain for that long at most. Between
+processes, turns go round: the first process refused a turn is next in line (``SqlThrottle``), so the process
+that just sent, which knows to the microsecond when the next turn comes, does not take every turn while it has
+URLs of the domain.
 
-Clock: slots are compared with the *caller's* ``time.time()``, not the database server's clock, because the
-caller sleeps on its own clock; reading ``now()`` from the server would mix two clocks in every
-comparison. Hosts spidering against one store must therefore run NTP: clock skew between two hosts shrinks
-(or widens) the gap between their requests by the skew.
+Semantics of the shared row ``domain_web_requests``: ``next_request_at`` is the earliest wall-clock time (seconds
+since the epoch) the next request may be sent (the last request's send time plus its interval); ``held_by``
+names the lease of the request being sent, taken at ``held_since`` and lapsing at ``held_until``; ``waiting``
+names the process next in line, until ``waiting_until``.
 
-Late starts: a caller may wake up after its slot (a busy thread pool, a loaded machine, a slow database
-commit). Right before its request it calls ``confirm``, which answers *when* to start: the slot itself when
-the caller is on time (within ``late_tolerance``); otherwise, if the caller still holds the newest
-reservation, a fresh start time ``T`` that is written as the domain's new ``T + interval`` (the caller
-sleeps until ``T`` and starts exactly then); and None when someone reserved after it, because starting late
-would crowd that reservation: the caller must reserve again. So the gap between two real request starts,
-not merely between two reserved slots, stays at or above the interval.
+Send times: the transport reports when the last byte of the request was written, counted back from a clock
+reading taken after the response began (``topicmap.web.transport``), so the reported time is never earlier than
+the real one: the gap the server sees between two requests is at least the interval, with no guard band to
+guess.
 
-Send times and the guard band: a recorded start is not the moment the request leaves; thread wake-ups,
-the GIL and a loaded machine add milliseconds to tens of milliseconds that differ from one request to the
-next. Within one process, ``WebFetcher`` therefore also keeps each domain's next slot at least an interval
-after the moment its previous request was actually written to the socket. What one process cannot see is
-another process's late send, so every non-zero interval is also widened by ``guard_band`` (20 ms by
-default: 0.2% of the 10 s default, 4% of the 0.5 s accelerated interval); the largest start-to-send skew
-measured on a loaded 2-core machine was ~14 ms. A zero interval stays zero (no throttling: ``SqlThrottle``
-does not even touch the store for it). On the live web
-a new connection also costs DNS, TCP and TLS round trips before the request leaves: intervals are kept
-between requests *leaving* the crawler, which is what a crawler can control.
+Clock: turns are compared with the *caller's* ``time.time()``, not the database server's clock, as the send
+times they are counted from are the caller's. Hosts spidering against one store must therefore run NTP: clock
+skew between two hosts shrinks (or widens) the gap between their requests by the skew.
 
-Database latency: a reservation or confirmation is a committed write (milliseconds; tens of milliseconds
-with fsync on a loaded machine). ``SqlThrottle`` therefore hands out slots and start times at least one
-"lead" in the future (twice the slowest recent commit, between 5 and 250 ms), so the commit has finished
-before the promised time comes.
+A zero interval is no throttling: such requests take no turn (``SqlThrottle`` does not even touch the store).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -82,10 +80,10 @@ ACCELERATED_DOMAINS = frozenset(
 SPECIAL_INTERVALS: Mapping[str, float] = {"youtube.com": 2.0, "trib.al": 0.1}
 #: URL shorteners answer with a redirect only, so they are cheap to hit.
 SHORTENER_INTERVAL = 1.0
-#: Two floats written by the same computation compare within this (seconds since the epoch have ~0.2 us ulp).
-SAME_SLOT_EPSILON = 1e-6
-DEFAULT_GUARD_BAND = 0.02
 MAX_DOMAIN_LENGTH = 256
+#: While another request to a domain is under way past the earliest end of its interval (a slow response), a
+#: fetcher waiting for the domain asks again this often.
+HELD_POLL = 0.05
 
 
 def _check_interval(interval: float, what: str) -> float:
@@ -148,75 +146,86 @@ def _host_domain(host: str) -> str:
     return distinctive_domain(host) or host.lower()
 
 
+@dataclass(frozen=True)
+class Lease:
+    """A domain's turn, held by one request: ``release`` it with the moment the request went out."""
+
+    domain: str
+    token: str
+    interval: float
+
+
 @runtime_checkable
 class DomainThrottle(Protocol):
-    """Reserves start times so two requests to one domain are at least the domain's interval apart."""
+    """Hands out each domain's turns so two requests to it are at least the domain's interval apart."""
 
-    def reserve(self, domain: str, interval: float, earliest: float = 0.0) -> float:
-        """Atomically reserve the next slot for ``domain``; return its absolute wall-clock start time.
-
-        ``earliest`` (wall clock) keeps the slot from being earlier than a retry's backoff.
-        """
+    def claim(self, domain: str, interval: float, hold: float) -> Lease | float:
+        """The domain's turn, now: a :class:`Lease` to send one request under, or the wall-clock time at which
+        to ask again (the interval since its last request has not passed, or another request is under way).
+        ``hold``: the longest the request may take; the lease lapses after it."""
         ...
 
-    def confirm(self, domain: str, slot: float, interval: float) -> float | None:
-        """Call right before the request holding ``slot``: the wall-clock time to start at (sleep until
-        then if it is in the future), or None when the slot is lost and the caller must reserve again."""
+    def release(self, lease: Lease, sent_at: float | None) -> None:
+        """The request under ``lease`` went out at wall-clock ``sent_at`` (None: nothing was sent); the domain's
+        next request may go ``lease.interval`` after it."""
         ...
 
 
-def _validate_domain(domain: str) -> str:
+def check_turn(domain: str, interval: float, hold: float) -> None:
+    """ValueError naming what is wrong with a claim's domain, interval or hold."""
     if not domain or len(domain) > MAX_DOMAIN_LENGTH:
         raise ValueError(f"throttle domain must be 1..{MAX_DOMAIN_LENGTH} characters, got {domain!r}")
-    return domain
+    _check_interval(interval, f"domain {domain!r}")
+    if not hold > 0:
+        raise ValueError(f"domain {domain!r}: a turn's hold must be > 0 seconds, got {hold!r}")
 
 
-def same_slot(stored: float | None, expected: float) -> bool:
-    return stored is not None and abs(stored - expected) <= SAME_SLOT_EPSILON
+def ask_again_at(
+    now: float,
+    interval: float,
+    next_request_at: float,
+    held_since: float | None,
+    held_until: float | None,
+    other_in_line: bool = False,
+) -> float | None:
+    """When a claim made at ``now`` on a domain in this state may succeed: None when it succeeds now.
+
+    Free (no lease, or a lapsed one): at ``next_request_at``, and while another claimant is in line for that
+    turn (``other_in_line``), after a short poll. Held: not before the holder's claim plus the interval (its
+    request cannot have left earlier), and while that has passed, after a short poll."""
+    if held_since is not None and held_until is not None and held_until > now:
+        return max(held_since + interval, now + HELD_POLL)
+    if next_request_at > now:
+        return next_request_at
+    return now + HELD_POLL if other_in_line else None
 
 
-class SlotSpacing:
-    """The spacing rule every throttle shares (in memory here, in the store in ``topicmap.store.throttle``)."""
-
-    guard_band: float
-
-    def _spacing(self, domain: str, interval: float) -> float:
-        """The stored distance between two starts: the interval plus the guard band (zero stays zero)."""
-        _validate_domain(domain)
-        interval = _check_interval(interval, f"domain {domain!r}")
-        return interval + self.guard_band if interval > 0 else 0.0
-
-
-class MemoryThrottle(SlotSpacing):
+class MemoryThrottle:
     """In-process throttle for threads sharing one fetcher (not shared across processes)."""
 
-    def __init__(
-        self,
-        clock: Callable[[], float] = time.time,
-        late_tolerance: float = 0.0,
-        guard_band: float = DEFAULT_GUARD_BAND,
-    ) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self.late_tolerance = late_tolerance
-        self.guard_band = guard_band
-        self._next_request_at: dict[str, float] = {}
+        # domain -> [next_request_at, held_by, held_since, held_until]
+        self._rows: dict[str, list] = {}
+        self._tokens = itertools.count()
         self._lock = threading.Lock()
 
-    def reserve(self, domain: str, interval: float, earliest: float = 0.0) -> float:
-        spacing = self._spacing(domain, interval)
+    def claim(self, domain: str, interval: float, hold: float) -> Lease | float:
+        check_turn(domain, interval, hold)
         with self._lock:
-            slot = max(self._clock(), earliest, self._next_request_at.get(domain, 0.0))
-            self._next_request_at[domain] = slot + spacing
-            return slot
+            now = self._clock()
+            row = self._rows.setdefault(domain, [0.0, None, None, None])
+            again = ask_again_at(now, interval, row[0], row[2], row[3])
+            if again is not None:
+                return again
+            lease = Lease(domain, str(next(self._tokens)), interval)
+            row[1:] = [lease.token, now, now + hold]
+            return lease
 
-    def confirm(self, domain: str, slot: float, interval: float) -> float | None:
-        spacing = self._spacing(domain, interval)
-        now = self._clock()
-        if now - slot <= self.late_tolerance:
-            return max(now, slot)
+    def release(self, lease: Lease, sent_at: float | None) -> None:
         with self._lock:
-            if same_slot(self._next_request_at.get(domain), slot + spacing):
-                now = self._clock()
-                self._next_request_at[domain] = now + spacing
-                return now
-            return None
+            row = self._rows[lease.domain]
+            if sent_at is not None:
+                row[0] = max(row[0], sent_at + lease.interval)
+            if row[1] == lease.token:
+                row[1:] = [None, None, None]

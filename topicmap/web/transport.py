@@ -142,6 +142,7 @@ class _Exchange:
         "size",
         "body_plan",
         "over",
+        "heard_at",
     )
 
     def __init__(self, plan: Callable[[int, CaseInsensitiveDict], BodyPlan]) -> None:
@@ -155,8 +156,11 @@ class _Exchange:
         self.size = 0
         self.body_plan = SKIP_BODY
         self.over = False  # the body passed the plan's limit
+        self.heard_at: float | None = None  # wall-clock time the first header line was seen here
 
     def header(self, line: bytes) -> int | None:
+        if self.heard_at is None:
+            self.heard_at = time.time()
         if line.startswith(b"HTTP/"):
             parts = line.split(None, 2)
             self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
@@ -369,7 +373,6 @@ class CurlTransport:
         handle = self._take_handle()
         ip, port = connect_to
         exchange = _Exchange(plan)
-        began = time.time()
         try:
             handle.setopt(pycurl.URL, url)
             handle.setopt(pycurl.CONNECT_TO, [f"::[{ip}]:{port}" if ":" in ip else f"::{ip}:{port}"])
@@ -386,10 +389,10 @@ class CurlTransport:
                 handle.perform()
             else:
                 self._driver(handle).perform(handle, cancel)
-            sent_at = _sent_at(handle, began)
+            sent_at = _sent_at(handle, exchange.heard_at)
         except pycurl.error as error:
             code, message = error.args
-            sent_at = _sent_at(handle, began)
+            sent_at = _sent_at(handle, exchange.heard_at)
             if code == pycurl.E_WRITE_ERROR and exchange.headers is not None and not exchange.over:
                 pass  # the header callback ended a request whose body is not wanted
             elif code == pycurl.E_WRITE_ERROR and exchange.over and not exchange.body_plan.fail:
@@ -423,18 +426,27 @@ def _reason(status: int) -> str:
         return ""
 
 
-def _sent_at(handle: pycurl.Curl, began: float) -> float | None:
-    """When the request went out, if a request was written at all: the moment its last byte was sent
-    (libcurl >= 8.10), else libcurl's "pre-transfer" moment. The pre-transfer moment comes before the
-    request is written: on a busy machine the write can follow it by tens of milliseconds, and the next
-    request to the site, spaced from it, would reach the server less than an interval later."""
+def _sent_at(handle: pycurl.Curl, heard_at: float | None) -> float | None:
+    """When the request went out, if a request was written at all: never earlier than the real moment, and
+    as close to it as libcurl's timers allow.
+
+    libcurl times a transfer from its own start, and that start is not the time Python last read the clock: a
+    thread that read the clock and then waited for the GIL before ``perform`` would place the send too early,
+    and the next request to the site, spaced from it, would reach the server less than an interval later. So
+    the send is counted back from a wall-clock time taken *after* a moment libcurl timed: ``heard_at``, when
+    the first header line reached Python, comes after libcurl's first response byte, so ``heard_at`` minus
+    (first byte - last request byte sent, libcurl >= 8.10) is at or after the send. Without that timer, the
+    first response byte itself bounds it; without a response, the end of the transfer does."""
+    ended = time.time()
     if handle.getinfo(pycurl.REQUEST_SIZE) <= 0:
         return None
-    if _POSTTRANSFER_TIME_T is not None:
-        sent_us = handle.getinfo(_POSTTRANSFER_TIME_T)
-        if sent_us > 0:
-            return began + sent_us / 1e6
-    return began + handle.getinfo(pycurl.PRETRANSFER_TIME)
+    if heard_at is None:
+        return ended
+    first_byte_us = handle.getinfo(pycurl.STARTTRANSFER_TIME_T)
+    sent_us = handle.getinfo(_POSTTRANSFER_TIME_T) if _POSTTRANSFER_TIME_T is not None else 0
+    if 0 < sent_us <= first_byte_us:
+        return heard_at - (first_byte_us - sent_us) / 1e6
+    return heard_at
 
 
 #: libcurl's "last byte of the request sent" time in microseconds (libcurl 8.10, pycurl 7.45.4 and later)
