@@ -56,6 +56,7 @@ def archive_stories(
                     "max_file_bytes": limits.max_file_bytes,
                     "max_row_bytes": limits.max_row_bytes,
                     "max_page_bytes": limits.max_page_bytes,
+                    "max_expansion": limits.max_expansion,
                 }
             ),
             "drops_folder": dg.MetadataValue.path(str(drops.folder())),

@@ -9,25 +9,19 @@ a subprocess whose peak memory is measured, a file over its cap, a .warc.gz cut 
 from __future__ import annotations
 
 import io
-import json
 import struct
-import subprocess
-import sys
 import textwrap
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 
-import dagster as dg
 import pandas as pd
 import pytest
 from sqlalchemy import select
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from assets.archive import archive_stories
-from resources.archive import ArchiveDropsResource
-from resources.store import TopicStoreResource
+from tests.archive_runs import archive_runs, script_report
 from tests.shared_data import WARC_DIR, require_shared
 from topicmap.archive.drop_rows import ArchiveFileError
 from topicmap.archive.drops import iter_drop, load_drop, parse_drop
@@ -38,7 +32,6 @@ from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore
 from topicmap.topics.seeding import read_seed_url_csv
 
-ROOT = Path(__file__).resolve().parents[1]
 HEADER = "url,title,text,publish_date,medium,html\n"
 
 
@@ -196,15 +189,7 @@ def test_broken_files_fail_alone_and_are_retried_only_when_they_change(tmp_path:
     (drops / "c_misnamed.parquet").write_text(HEADER + csv_row(3), encoding="utf-8")
     parquet_drop(drops / "d_good.parquet", 3, start=10)
     db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
-    resources = {
-        "store": TopicStoreResource(database_url=db),
-        "drops": ArchiveDropsResource(drops_dir=str(drops)),
-    }
-    instance = dg.DagsterInstance.ephemeral()
-
-    def run() -> dict:
-        result = dg.materialize([archive_stories], instance=instance, resources=resources)
-        return result.asset_materializations_for_node("archive_stories")[0].metadata
+    run = archive_runs(drops, db)
 
     meta = run()
     assert (meta["files_loaded"].value, meta["files_failed"].value) == (2, 2)
@@ -343,14 +328,7 @@ def test_decompression_bombs_are_skipped_and_named_in_bounded_memory(
     bombs: dict[str, tuple[Path, int]], kind: str
 ) -> None:
     path, bomb_offset = bombs[kind]
-    done = subprocess.run(
-        [sys.executable, "-c", READ_IN_SUBPROCESS, str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    report = json.loads(done.stdout)
+    report = script_report(READ_IN_SUBPROCESS, str(path))
     assert report["pages"] == ["https://good.test/1", "https://good.test/2"]  # the records beside it survive
     ((offset, reason),) = report["errors"]
     assert offset == bomb_offset  # the offending record's own offset

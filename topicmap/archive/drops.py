@@ -8,6 +8,11 @@ by ``drop_rows``; this module walks them into stories and the store, and records
 
 * A file whose name is not valid UTF-8, or a link leading out of the drops folder, is refused unread and
   recorded once with its reason (keyed by its name, so a renamed copy loads).
+* No file decodes past its bound (``drop_rows.file_decoded_bound``: ``max_expansion`` times its size on disk,
+  ``max_file_bytes`` at most), and no row past the row limits of its format. A reader that can tell what a file
+  decodes to refuses it before reading a row (Parquet, CSV); the rows of any file are counted again as they are
+  read (`iter_drop`), and the row that takes a file past its bound stops it there, before it is stored (a WARC
+  page's Content-Encoding, a Parquet page of shared prefixes).
 
 A file that cannot be read fails alone (`load_drop`): it is recorded in ``archive_files`` with state
 ``failed`` and its reason, the good files beside it load, and it is retried only when its content (sha256)
@@ -27,7 +32,13 @@ from typing import Any, Protocol
 from sqlalchemy.exc import SQLAlchemyError
 
 from topicmap.archive.drop_formats import drop_format, known_endings
-from topicmap.archive.drop_rows import ArchiveFileError, RowError, story_from_row
+from topicmap.archive.drop_rows import (
+    ArchiveFileError,
+    RowError,
+    file_decoded_bound,
+    row_bytes,
+    story_from_row,
+)
 from topicmap.archive.store import STATE_FAILED, STATE_LOADED, archive_file_record, record_archive_file
 from topicmap.archive.warc import DEFAULT_READ_LIMITS, MIB, ReadLimits
 from topicmap.store.topic_store import NewStory, TopicStore
@@ -69,11 +80,19 @@ def iter_drop(
         raise ArchiveFileError(
             f"{path}: unknown archive format {path.suffix.lower()!r} (expected one of {known_endings()})"
         )
-    rows = found.read(path, limits)
-    for row in rows:
+    bound = file_decoded_bound(path.stat().st_size, limits)
+    decoded = 0  # what the rows read so far decode to: a reader that cannot tell it up front is stopped here
+    for row in found.read(path, limits):
         if isinstance(row, RowError):
             yield row
             continue
+        decoded += row_bytes(row.values)
+        if decoded > bound.bytes:
+            where = RowError(str(path), row.line, "", row.end_line, row.unit).where
+            raise ArchiveFileError(
+                f"{path}: {where}: the rows up to this one decode to {decoded:,} bytes, more than the "
+                f"{bound.limit}; reading stopped here (the rows before it were read)"
+            )
         try:
             yield story_from_row(row.values, now)
         except ValueError as exc:
