@@ -370,7 +370,7 @@ def _chunk_sizes(pages: list[_Page], handle: BinaryIO, column: Any) -> _ChunkSiz
     if (
         column.physical_type == "BYTE_ARRAY"
         and longest
-        and leading
+        and indexed_rows
         and all(page.encoding not in _DICTIONARY_ENCODINGS for page in data[leading:])
         # a plain page after them is not read: the rows before it are counted in one batch
         and (leading == len(data) or indexed_rows <= _COUNT_BATCH_ROWS)
