@@ -17,8 +17,9 @@ from resources.store import TopicStoreResource
     pool=POOL_ARCHIVE,
     description=(
         "Stories (url, title, text, publish_date, medium) loaded from the archive drops folder: CSV, "
-        "Parquet and WARC files (story-indexer archives or generic crawls). Each file is loaded once (recognised by content hash); a bad row is reported with "
-        "its line and skipped."
+        "Parquet and WARC files (story-indexer archives or generic crawls). Each file is loaded once (recognised "
+        "by content hash; a file holding the same bytes as another is reported under its own name, not read "
+        "again); a bad row is reported with its line and skipped."
     ),
 )
 def archive_stories(
@@ -46,6 +47,8 @@ def archive_stories(
             "files_failed": len(report.failed),
             "failed_files": table(report.failed, ["file", "reason"]),
             "files_failed_before_unchanged": table(report.failed_before, ["file", "reason"]),
+            # each file has its row: one holding the bytes of a file recorded before names it, and is not read
+            "files_same_bytes": table(report.same_bytes, ["file", "same_as", "outcome"]),
             "stories_added": report.created,
             "stories_already_known": report.existing,
             "rows_rejected": report.rows_rejected,
@@ -56,6 +59,7 @@ def archive_stories(
                     "max_file_bytes": limits.max_file_bytes,
                     "max_row_bytes": limits.max_row_bytes,
                     "max_page_bytes": limits.max_page_bytes,
+                    "max_expansion": limits.max_expansion,
                 }
             ),
             "drops_folder": dg.MetadataValue.path(str(drops.folder())),

@@ -23,7 +23,20 @@ class ArchiveDropsResource(dg.ConfigurableResource):
         description="WARC/ARC: largest record payload once decompressed; larger records are skipped",
     )
     max_file_mib: int = Field(
-        default=16 * 1024, description="WARC/ARC: a file inflating to more than this stops there and fails"
+        default=16 * 1024,
+        description=(
+            "what one file may decode to, in MiB: a WARC/ARC inflating to more, or any drop whose rows decode "
+            "to more, stops there and fails (a CSV larger than this, or a Parquet file whose rows would decode "
+            "to more, is refused unread)"
+        ),
+    )
+    max_expansion: int = Field(
+        default=1000,
+        description=(
+            "what the rows of one file may decode to per byte of the file on disk (never less than max_row_mib): "
+            "a Parquet file over it (a dictionary value repeated in many rows) is refused unread, naming the "
+            "row group and column; any other file stops and fails at the row that passes it"
+        ),
     )
     max_row_mib: int = Field(
         default=32,
@@ -57,6 +70,7 @@ class ArchiveDropsResource(dg.ConfigurableResource):
             max_file_bytes=self.max_file_mib * MIB,
             max_row_bytes=self.max_row_mib * MIB,
             max_page_bytes=self.max_page_mib * MIB,
+            max_expansion=self.max_expansion,
         )
 
     def files(self) -> list[Path]:

@@ -9,25 +9,20 @@ a subprocess whose peak memory is measured, a file over its cap, a .warc.gz cut 
 from __future__ import annotations
 
 import io
-import json
 import struct
-import subprocess
-import sys
 import textwrap
+import zipfile
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 
-import dagster as dg
 import pandas as pd
 import pytest
 from sqlalchemy import select
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from assets.archive import archive_stories
-from resources.archive import ArchiveDropsResource
-from resources.store import TopicStoreResource
+from tests.archive_runs import archive_runs, script_report
 from tests.shared_data import WARC_DIR, require_shared
 from topicmap.archive.drop_rows import ArchiveFileError
 from topicmap.archive.drops import iter_drop, load_drop, parse_drop
@@ -38,7 +33,6 @@ from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore
 from topicmap.topics.seeding import read_seed_url_csv
 
-ROOT = Path(__file__).resolve().parents[1]
 HEADER = "url,title,text,publish_date,medium,html\n"
 
 
@@ -196,15 +190,7 @@ def test_broken_files_fail_alone_and_are_retried_only_when_they_change(tmp_path:
     (drops / "c_misnamed.parquet").write_text(HEADER + csv_row(3), encoding="utf-8")
     parquet_drop(drops / "d_good.parquet", 3, start=10)
     db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
-    resources = {
-        "store": TopicStoreResource(database_url=db),
-        "drops": ArchiveDropsResource(drops_dir=str(drops)),
-    }
-    instance = dg.DagsterInstance.ephemeral()
-
-    def run() -> dict:
-        result = dg.materialize([archive_stories], instance=instance, resources=resources)
-        return result.asset_materializations_for_node("archive_stories")[0].metadata
+    run = archive_runs(drops, db)
 
     meta = run()
     assert (meta["files_loaded"].value, meta["files_failed"].value) == (2, 2)
@@ -238,6 +224,69 @@ def test_broken_files_fail_alone_and_are_retried_only_when_they_change(tmp_path:
         10,
     )
     assert len(meta["files_failed_before_unchanged"].value.records) == 1
+    store.dispose()
+
+
+def test_files_holding_the_same_bytes_each_have_their_own_row_and_load_once(tmp_path: Path) -> None:
+    """Files are known by their content: a copy of a failed file was reported under the first file's reason, and
+    a copy had no record of its own. Each file is recorded and reported under its own name, a copy naming the
+    file it copies and that file's outcome, and is not read again; a second run adds and records nothing. A file
+    of no drop format (a zip archive) is refused unread under its own name, a copy of it too."""
+    drops = tmp_path / "drops"
+    drops.mkdir()
+    good = HEADER + csv_row(1) + csv_row(2)
+    (drops / "a_good.csv").write_text(good, encoding="utf-8")
+    (drops / "b_copy.csv").write_text(good, encoding="utf-8")
+    full = parquet_drop(tmp_path / "full.parquet", 5).read_bytes()
+    (drops / "c_truncated.parquet").write_bytes(full[: len(full) // 2])
+    (drops / "d_truncated_too.parquet").write_bytes(full[: len(full) // 2])
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w") as archive:
+        archive.writestr("stories.csv", good)
+    (drops / "e_stories.zip").write_bytes(zipped.getvalue())
+    (drops / "f_stories_copy.zip").write_bytes(zipped.getvalue())
+    db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    run = archive_runs(drops, db)
+
+    meta = run()
+    assert (meta["files_loaded"].value, meta["files_failed"].value, meta["stories_added"].value) == (1, 3, 2)
+    failed, *refused = meta["failed_files"].value.records
+    assert failed.data["file"] == "c_truncated.parquet"
+    assert [r.data["file"] for r in refused] == ["e_stories.zip", "f_stories_copy.zip"]
+    assert all("not a drop format (expected one of .csv," in r.data["reason"] for r in refused)
+    copies = {r.data["file"]: r.data for r in meta["files_same_bytes"].value.records}
+    assert set(copies) == {"b_copy.csv", "d_truncated_too.parquet"}
+    assert (copies["b_copy.csv"]["same_as"], copies["b_copy.csv"]["outcome"]) == ("a_good.csv", "loaded")
+    assert copies["d_truncated_too.parquet"]["same_as"] == "c_truncated.parquet"
+    assert copies["d_truncated_too.parquet"]["outcome"] == f"failed: {failed.data['reason']}"
+    store = TopicStore.open(db)
+
+    def recorded() -> dict[str, tuple[str, str | None]]:
+        af = s.archive_files
+        with store.engine.connect() as conn:
+            rows = conn.execute(select(af.c.path, af.c.state, af.c.reason)).all()
+        return {Path(path).name: (state, reason) for path, state, reason in rows}
+
+    first = recorded()
+    assert {name: state for name, (state, _) in first.items()} == {
+        "a_good.csv": "loaded",
+        "b_copy.csv": "same bytes",
+        "c_truncated.parquet": "failed",
+        "d_truncated_too.parquet": "same bytes",
+        "e_stories.zip": "failed",
+        "f_stories_copy.zip": "failed",
+    }
+    assert first["b_copy.csv"][1] == f"same bytes as {drops / 'a_good.csv'}"
+
+    meta = run()  # nothing read again, nothing recorded twice
+    assert (meta["files_already_loaded"].value, meta["files_failed"].value, meta["stories_added"].value) == (
+        1,
+        0,
+        0,
+    )
+    assert len(meta["files_same_bytes"].value.records) == 2
+    assert len(meta["files_failed_before_unchanged"].value.records) == 3
+    assert recorded() == first and store.story_count() == 2
     store.dispose()
 
 
@@ -343,14 +392,7 @@ def test_decompression_bombs_are_skipped_and_named_in_bounded_memory(
     bombs: dict[str, tuple[Path, int]], kind: str
 ) -> None:
     path, bomb_offset = bombs[kind]
-    done = subprocess.run(
-        [sys.executable, "-c", READ_IN_SUBPROCESS, str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    report = json.loads(done.stdout)
+    report = script_report(READ_IN_SUBPROCESS, str(path))
     assert report["pages"] == ["https://good.test/1", "https://good.test/2"]  # the records beside it survive
     ((offset, reason),) = report["errors"]
     assert offset == bomb_offset  # the offending record's own offset

@@ -5,14 +5,16 @@ A WARC record whose Content-Length is too small, a NUL in a CSV title, a Parquet
 UTF-8 and a link out of the drops folder. Parquet: a row over the row limit, a page holding one value over it
 (a 600 MiB text of a few kilobytes compressed, loaded in a subprocess whose peak memory is measured), a page
 over the page limit, a pandas drop whose html pages are over the row limit and its rows far under it, a
-dictionary value repeated in 600 rows, a dictionary of one long value and many short ones, a footer over
-the limit; story batches handed to the store by size.
+dictionary value repeated in 600 rows, a dictionary of one long value and many short ones, a page of shared
+prefixes, a footer over the limit; story batches handed to the store by size. What a file decodes to: a
+few-kilobyte Parquet file of 200 rows of one 30 MiB dictionary value (6 GB) refused unread in bounded memory and
+beside good files, a CSV over the file limit, a WARC whose gzip-encoded pages pass the file's bound.
 """
 
 from __future__ import annotations
 
+import gzip
 import io
-import json
 import os
 import re
 import subprocess
@@ -20,7 +22,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import dagster as dg
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,12 +30,10 @@ from sqlalchemy import select
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from assets.archive import archive_stories
-from resources.archive import ArchiveDropsResource
-from resources.store import TopicStoreResource
+from tests.archive_runs import archive_runs, script_report
 from topicmap.archive.drop_rows import ArchiveFileError
-from topicmap.archive.drops import load_drop, parse_drop
-from topicmap.archive.warc import ReadLimits
+from topicmap.archive.drops import iter_drop, load_drop, parse_drop
+from topicmap.archive.warc import MIB, ReadLimits
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 
@@ -137,15 +136,16 @@ def test_a_parquet_file_with_categorical_columns_loads_like_a_plain_one(tmp_path
     ]
 
 
-READ_CSV_IN_SUBPROCESS = textwrap.dedent(
+#: reads a drop's first row (or its refusal) and prints it with the process's peak memory
+READ_IN_SUBPROCESS = textwrap.dedent(
     """
     import json, re, sys
     from pathlib import Path
     from topicmap.archive.drop_rows import ArchiveFileError
-    from topicmap.archive.drops import parse_drop
+    from topicmap.archive.drops import iter_drop
     try:
-        parse_drop(sys.argv[1])
-        outcome = "read"
+        first = next(iter_drop(sys.argv[1]), None)
+        outcome = f"read a {type(first).__name__}"
     except ArchiveFileError as exc:
         outcome = str(exc)
     status = Path("/proc/self/status").read_text()
@@ -153,6 +153,10 @@ READ_CSV_IN_SUBPROCESS = textwrap.dedent(
     print(json.dumps({"outcome": outcome, "peak_mib": peak_mib}))
     """
 )
+
+
+def _first_row_in_subprocess(path: Path) -> dict:
+    return script_report(READ_IN_SUBPROCESS, str(path))
 
 
 @pytest.mark.parametrize("with_header", [False, True], ids=["no-newline-at-all", "header-then-nul-row"])
@@ -164,14 +168,7 @@ def test_a_gigabyte_csv_line_is_refused_at_its_line_in_bounded_memory(
         if with_header:
             handle.write(HEADER.encode())
         handle.truncate(handle.tell() + (1 << 30))  # sparse: a GiB of NUL bytes without a line break
-    done = subprocess.run(
-        [sys.executable, "-c", READ_CSV_IN_SUBPROCESS, str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    report = json.loads(done.stdout)
+    report = _first_row_in_subprocess(path)
     line = 2 if with_header else 1
     assert report["outcome"].startswith(f"{path}:{line}: the row starting on this line is longer than")
     assert "max_row_bytes" in report["outcome"]
@@ -189,15 +186,7 @@ def test_unreadable_names_and_links_out_of_the_drops_folder_are_recorded_once(tm
     latin1_name = os.fsdecode(b"caf\xe9.csv")  # a name written by a latin-1 system
     (drops / latin1_name).write_text(HEADER + good_row.replace("/a,", "/b,"), encoding="utf-8")
     db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
-    resources = {
-        "store": TopicStoreResource(database_url=db),
-        "drops": ArchiveDropsResource(drops_dir=str(drops)),
-    }
-    instance = dg.DagsterInstance.ephemeral()
-
-    def run() -> dict:
-        result = dg.materialize([archive_stories], instance=instance, resources=resources)
-        return result.asset_materializations_for_node("archive_stories")[0].metadata
+    run = archive_runs(drops, db)
 
     meta = run()
     failed = {r.data["file"]: r.data["reason"] for r in meta["failed_files"].value.records}
@@ -380,13 +369,50 @@ def test_a_parquet_batch_is_sized_by_the_longest_dictionary_value_not_the_averag
     iter_batches = pq.ParquetFile.iter_batches
 
     def recording(self, batch_size=65536, **kwargs):  # type: ignore[no-untyped-def]
-        sizes.append(batch_size)
+        if (
+            len(kwargs["columns"]) > 1
+        ):  # not the count of what the file decodes to (indices, column by column)
+            sizes.append(batch_size)
         return iter_batches(self, batch_size=batch_size, **kwargs)
 
     monkeypatch.setattr(pq.ParquetFile, "iter_batches", recording)
     drop = parse_drop(path)
     assert (len(drop.stories), drop.errors) == (1040, [])
     assert sizes and max(sizes) <= 32, sizes
+
+
+def test_a_parquet_page_of_shared_prefixes_is_read_in_batches_sized_by_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DELTA_BYTE_ARRAY pages hold each value as a prefix of the one before and a suffix: 40 rows of one 1 MiB
+    text are 1 MiB in their page and 40 MiB decoded. Any value may be as long as its page, so a batch holds 32
+    MiB of them at most (it held all 40: a page of 1,000 such rows was a gigabyte at once). Under the default
+    max_expansion the file stops at the row that takes it past 32 MiB, the rows before it read."""
+    path = tmp_path / "prefixes.parquet"
+    pq.write_table(
+        _shared_text(40, 1),
+        path,
+        use_dictionary=False,
+        column_encoding={"text": "DELTA_BYTE_ARRAY"},
+        store_schema=False,
+        compression="zstd",
+    )
+    assert path.stat().st_size < 8192
+    sizes: list[int] = []
+    iter_batches = pq.ParquetFile.iter_batches
+
+    def recording(self, batch_size=65536, **kwargs):  # type: ignore[no-untyped-def]
+        sizes.append(batch_size)
+        return iter_batches(self, batch_size=batch_size, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", recording)
+    drop = parse_drop(path, limits=ReadLimits(max_expansion=1_000_000))
+    assert (len(drop.stories), drop.errors) == (40, [])
+    assert sizes and max(sizes) <= 32, sizes
+    with pytest.raises(
+        ArchiveFileError, match=r": line \d+: the rows up to this one decode to .*max_expansion"
+    ):
+        parse_drop(path)
 
 
 def test_a_parquet_column_over_the_limit_whose_page_headers_are_unreadable_is_refused(tmp_path: Path) -> None:
@@ -484,9 +510,11 @@ LOAD_IN_SUBPROCESS = textwrap.dedent(
     import json, re, sys
     from pathlib import Path
     from topicmap.archive.drops import load_drop
+    from topicmap.archive.warc import ReadLimits
     from topicmap.store.topic_store import TopicStore
     store = TopicStore.open(sys.argv[2])
-    result = load_drop(store, sys.argv[1])
+    limits = ReadLimits(max_expansion=int(sys.argv[3])) if len(sys.argv) > 3 else ReadLimits()
+    result = load_drop(store, sys.argv[1], limits=limits)
     status = Path("/proc/self/status").read_text()
     peak_mib = int(re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1)) / 1024
     print(json.dumps({
@@ -497,15 +525,8 @@ LOAD_IN_SUBPROCESS = textwrap.dedent(
 )
 
 
-def _load_in_subprocess(path: Path, database: str) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", LOAD_IN_SUBPROCESS, str(path), database],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(done.stdout)
+def _load_in_subprocess(path: Path, database: str, *limits: str) -> dict:
+    return script_report(LOAD_IN_SUBPROCESS, str(path), database, *limits)
 
 
 def test_a_600_mib_parquet_cell_in_a_small_file_is_refused_in_bounded_memory(tmp_path: Path) -> None:
@@ -532,15 +553,133 @@ def test_a_600_mib_parquet_cell_in_a_small_file_is_refused_in_bounded_memory(tmp
     assert titles == {"Parquet 1", "Parquet 2", "Parquet 4", "Parquet 5"}
 
 
-def test_a_parquet_dictionary_value_repeated_in_many_rows_loads_in_bounded_memory(tmp_path: Path) -> None:
+def test_a_parquet_dictionary_value_repeated_in_many_rows_loads_in_bounded_memory_when_allowed(
+    tmp_path: Path,
+) -> None:
     """600 rows share one 1 MiB text through the column's dictionary: 600 MiB once decoded, from a file of
-    kilobytes. Each row is within the limit and loads; batches sized by the dictionary page keep the
-    reading process (and the stories waiting for the store) under 500 MiB."""
+    kilobytes, far over the default max_expansion. Allowed by the user, each row is within the row limit and
+    loads; batches sized by the dictionary page keep the reading process (and the stories waiting for the
+    store) under 500 MiB."""
     path = tmp_path / "shared.parquet"
     subprocess.run(
         [sys.executable, "-c", WRITE_PARQUET_BOMB, str(path), "dictionary", "600"], cwd=ROOT, check=True
     )
     assert path.stat().st_size < 1024 * 1024
-    report = _load_in_subprocess(path, f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    with pytest.raises(ArchiveFileError, match=r"row group 0 \(lines 2-601: 600 rows\).*max_expansion"):
+        next(iter_drop(path))
+    report = _load_in_subprocess(path, f"sqlite:///{tmp_path / 'store.sqlite3'}", str(1_000_000))
     assert (report["state"], report["created"], report["rejected"]) == ("loaded", 600, 0), report
     assert report["peak_mib"] < 500, report
+
+
+# ---------------------------------------------------------------------------------------------- what a file decodes to
+
+
+def _shared_text(rows: int, value_mib: int) -> pa.Table:
+    """``rows`` rows whose text is one value of ``value_mib`` MiB, held once (a dictionary array)."""
+    value = pa.array(["The budget. " * (value_mib * (1 << 20) // 12)])
+    texts = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), value)
+    return _parquet_group(1, [""] * rows).set_column(2, "text", texts)
+
+
+def _dictionary_bomb(path: Path, rows: int, value_mib: int) -> Path:
+    """The shared text through the column's dictionary, written without the Arrow schema (the column reads back
+    as plain text): a few kilobytes on disk."""
+    pq.write_table(
+        _shared_text(rows, value_mib), path, store_schema=False, use_dictionary=True, compression="zstd"
+    )
+    return path
+
+
+def test_a_kilobyte_parquet_of_200_rows_of_one_30_mib_dictionary_value_is_refused_unread(
+    tmp_path: Path,
+) -> None:
+    """200 rows of one 30 MiB text, each under the row limit: 6 GB of stories from 5 KB. The file is refused
+    before a row is read, naming the row group, its lines, the column and the limit, and the reading process
+    stays far from the 6 GB (the dictionary is read once; the rows' sizes are counted from its indices)."""
+    path = _dictionary_bomb(tmp_path / "bomb.parquet", 200, 30)
+    assert path.stat().st_size < 8192
+    report = _first_row_in_subprocess(path)
+    assert report["outcome"].startswith(
+        f"{path}: row group 0 (lines 2-201: 200 rows) would bring what the file's rows decode to up to "
+    ), report
+    assert f"its 'text' column decodes to {200 * 30 * (1 << 20) // 12 * 12:,} bytes" in report["outcome"]
+    assert (
+        f"more than the max_expansion read limit (1,000 times the file's {path.stat().st_size:,} bytes"
+        in (report["outcome"])
+    )
+    assert report["outcome"].endswith("nothing of the file is read")
+    assert report["peak_mib"] < 400, report
+
+
+def test_a_parquet_expanding_past_its_bound_fails_alone_and_the_files_beside_it_load(tmp_path: Path) -> None:
+    drops = tmp_path / "drops"
+    drops.mkdir()
+    (drops / "a_good.csv").write_text(HEADER + "https://herald.test/a,Budget talks,Text.,2026-02-01,Herald\n")
+    _dictionary_bomb(drops / "b_bomb.parquet", 200, 1)  # 200 MiB of stories from a few kilobytes
+    pq.write_table(_parquet_group(1, ["Text one.", "Text two."]), drops / "c_good.parquet")
+    db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    run = archive_runs(drops, db)
+
+    meta = run()
+    assert (meta["files_loaded"].value, meta["files_failed"].value, meta["stories_added"].value) == (2, 1, 3)
+    ((file, reason),) = [(r.data["file"], r.data["reason"]) for r in meta["failed_files"].value.records]
+    assert file == "b_bomb.parquet"
+    assert "row group 0 (lines 2-201: 200 rows)" in reason and "its 'text' column decodes to" in reason
+    assert "max_expansion read limit" in reason
+    assert meta["read_limits"].value["max_expansion"] == 1000
+    meta = run()  # recorded: not read again, nothing added twice
+    assert (meta["files_already_loaded"].value, meta["stories_added"].value) == (2, 0)
+    assert len(meta["files_failed_before_unchanged"].value.records) == 1
+    store = TopicStore.open(db)
+    assert store.story_count() == 3
+    store.dispose()
+
+
+def test_a_csv_larger_than_the_file_limit_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "large.csv"
+    path.write_text(HEADER + "https://herald.test/a,Budget talks,Text.,2026-02-01,Herald\n" * 40)
+    with pytest.raises(
+        ArchiveFileError, match=r"more than the max_file_bytes read limit of 1,024 bytes; nothing"
+    ):
+        next(iter_drop(path, limits=ReadLimits(max_file_bytes=1024)))
+
+
+def test_a_warc_whose_encoded_pages_expand_past_its_bound_stops_at_the_record_that_passes_it(
+    store: TopicStore, tmp_path: Path
+) -> None:
+    """Pages sent with Content-Encoding: gzip, each within the payload limit: what the rows decode to is counted
+    as they are read, and the record that takes the file past its bound stops it, the pages before it kept."""
+    page = (
+        b"<html><head><title>Budget</title></head><body><p>"
+        + b"The budget. " * (MIB // 12)
+        + b"</p></body></html>"
+    )
+    members = []
+    for n in range(6):
+        out = io.BytesIO()
+        writer = WARCWriter(out, gzip=True, warc_version="WARC/1.0")
+        body = gzip.compress(page)
+        headers = [
+            ("Content-Type", "text/html"),
+            ("Content-Encoding", "gzip"),
+            ("Content-Length", str(len(body))),
+        ]
+        http = StatusAndHeaders("200 OK", headers, protocol="HTTP/1.1")
+        writer.write_record(
+            writer.create_warc_record(
+                f"https://herald.test/{n}", "response", payload=io.BytesIO(body), http_headers=http
+            )
+        )
+        members.append(out.getvalue())
+    path = tmp_path / "encoded.warc.gz"
+    path.write_bytes(b"".join(members))
+    limits = ReadLimits(max_row_bytes=3 * MIB, max_expansion=100)
+    assert path.stat().st_size * 100 < 3 * MIB  # the bound is max_row_bytes: a page and its text, not two
+    result = load_drop(store, path, limits=limits)
+    assert (result.state, result.created) == ("failed", 1)
+    assert (result.reason or "").startswith(
+        f"{path}: offset {len(members[0])}: the rows up to this one decode to"
+    )
+    assert "max_expansion read limit" in (result.reason or "")
+    assert len(parse_drop(path).stories) == 6  # within the default limits

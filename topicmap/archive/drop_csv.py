@@ -7,6 +7,8 @@
   parsed strictly: a syntax error (an unclosed quote, text after a closing quote) stops the file there and
   fails it, naming the line, because reading on after a quoting error would turn lines inside a field into
   invented rows.
+* A CSV decodes to at most as many characters as it has bytes: a file larger than ``max_file_bytes`` is refused
+  unread (``csv_drop_rows``).
 * Invalid UTF-8 rejects the row, naming its lines and how many bytes are invalid. Replacing the bytes would
   store an altered title, text or URL that no later run can repair; the usual cause is a file saved in
   another encoding, which the user fixes by saving it as UTF-8 and dropping it again (the rows that
@@ -30,7 +32,7 @@ from topicmap.archive.drop_rows import (
     SourceRow,
     check_columns,
 )
-from topicmap.archive.warc import DEFAULT_READ_LIMITS
+from topicmap.archive.warc import DEFAULT_READ_LIMITS, ReadLimits
 
 # surrogateescape decodes each invalid byte to one lone surrogate U+DC80..U+DCFF, at its exact place
 _INVALID_UTF8 = re.compile("[\udc80-\udcff]")
@@ -138,3 +140,15 @@ def read_csv_rows(
                 )
                 continue
             yield SourceRow(start, end, dict(zip(header, fields, strict=True)))
+
+
+def csv_drop_rows(path: Path, limits: ReadLimits) -> Iterator[SourceRow | RowError]:
+    """The rows of a CSV drop, each within ``max_row_bytes``. A CSV decodes to at most as many characters as it
+    has bytes, so the whole file is within ``max_file_bytes`` when its size is: a larger one is refused unread."""
+    size = path.stat().st_size
+    if size > limits.max_file_bytes:
+        raise ArchiveFileError(
+            f"{path}: {size:,} bytes, more than the max_file_bytes read limit of {limits.max_file_bytes:,} "
+            "bytes; nothing of the file is read (split it, or raise the limit)"
+        )
+    return read_csv_rows(path, max_row_chars=limits.max_row_bytes)

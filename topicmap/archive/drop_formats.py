@@ -40,9 +40,9 @@ class DropFormat:
 
 
 def _csv_rows(path: Path, limits: ReadLimits) -> Rows:
-    from topicmap.archive.drop_csv import read_csv_rows
+    from topicmap.archive.drop_csv import csv_drop_rows
 
-    return read_csv_rows(path, max_row_chars=limits.max_row_bytes)
+    return csv_drop_rows(path, limits)
 
 
 def _parquet_rows(path: Path, limits: ReadLimits) -> Rows:

@@ -16,7 +16,16 @@
   ``PARQUET_BATCH_BYTES`` at, for each column, the largest average value of its pages (the chunk's last
   page aside) and the longest value of its dictionary (a dictionary value is expanded in each row holding
   it, so it is read from the dictionary page rather than averaged): an ordinary file reads in batches of
-  1,000, and a page of skewed values costs at most its own size, which the page limit bounds.
+  1,000, and a page of skewed values costs at most its own size, which the page limit bounds. A page whose values
+  share prefixes (DELTA_BYTE_ARRAY) holds each value as the prefix of the one before and a suffix, so any of its
+  values may be as long as the whole page: its rows are counted at the page's size each.
+* What the whole file decodes to is bounded too (``file_decoded_bound``: ``max_expansion`` times its size on
+  disk, ``max_file_bytes`` at most), before any row is read: a dictionary value is decoded once but stored in
+  every row holding it (a 5 KB file of 200 rows of one 30 MiB dictionary value is 6 GB of stories). The page
+  headers tell what each column chunk decodes to at most (a page of dictionary indices as its rows times the
+  dictionary's longest value); when that is over the bound, the dictionary columns are counted exactly from
+  their indices, read as a dictionary so that no value is expanded, and a file still over it is refused unread,
+  naming the row group that takes it past the bound, its lines, its largest column and the limit.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -36,9 +45,11 @@ from topicmap.archive.drop_rows import (
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
     ArchiveFileError,
+    FileBound,
     RowError,
     SourceRow,
     check_columns,
+    file_decoded_bound,
 )
 from topicmap.archive.warc import DEFAULT_READ_LIMITS, MIB, ReadLimits
 
@@ -61,15 +72,23 @@ _PARQUET_TYPE_NAMES = {
     "publish_date": "string, date or timestamp",
 }
 
-#: what one batch of a Parquet row group may decode to, by the average values of its pages (``_value_bytes``)
+#: what one batch of a Parquet row group may decode to, by the average values of its pages (``_chunk_sizes``)
 PARQUET_BATCH_BYTES = 32 * MIB
 #: rows a Parquet batch holds at most
 PARQUET_BATCH_ROWS = 1000
 #: read buffer of a Parquet column chunk (without it, pyarrow reads a whole compressed chunk at once)
 _PARQUET_BUFFER = MIB
 
+#: rows of dictionary indices counted at once when what a file decodes to is counted (``_count_dictionary_values``):
+#: pyarrow writes at most this many rows to a row group by default
+_COUNT_BATCH_ROWS = 1 << 20
+
 # Parquet page types (parquet.thrift PageType)
 _DATA_PAGE, _INDEX_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 1, 2, 3
+# Parquet encodings (parquet.thrift Encoding) of data pages whose values are indices into the dictionary, and the
+# one whose values share prefixes: a value may be as long as all the bytes of its page
+_DICTIONARY_ENCODINGS = frozenset({2, 8})  # PLAIN_DICTIONARY, RLE_DICTIONARY
+_DELTA_BYTE_ARRAY = 7
 
 
 class _PageHeaderError(ValueError):
@@ -173,6 +192,7 @@ class _Page:
     dictionary: bool = False
     offset: int = 0
     compressed: int = 0
+    encoding: int | None = None  # a data page's (parquet.thrift Encoding)
 
 
 def _column_pages(handle: BinaryIO, column: Any, num_rows: int, file_size: int) -> list[_Page]:
@@ -200,7 +220,9 @@ def _column_pages(handle: BinaryIO, column: Any, num_rows: int, file_size: int) 
             rows = detail.get(1 if kind == _DATA_PAGE else 3) if isinstance(detail, dict) else None
             if not isinstance(rows, int) or rows < 0:
                 raise _PageHeaderError(f"the data page at byte {position:,} does not say how many rows")
-            pages.append(_Page(row, rows, size, False, handle.tell(), compressed))
+            encoding = detail.get(2 if kind == _DATA_PAGE else 4)
+            encoding = encoding if isinstance(encoding, int) else None
+            pages.append(_Page(row, rows, size, False, handle.tell(), compressed, encoding))
             row += rows
         elif kind != _INDEX_PAGE:
             raise _PageHeaderError(f"unknown page type {kind} at byte {position:,}")
@@ -254,13 +276,17 @@ def _longest_dictionary_value(handle: BinaryIO, column: Any, page: _Page) -> int
 
 @dataclass(frozen=True)
 class _RowGroupPlan:
-    """How one row group is read: refused (with why) or in batches of ``batch_rows`` rows."""
+    """How one row group is read: refused (with why) or in batches of ``batch_rows`` rows. ``decoded``: what
+    each column read decodes to at most, as its page headers tell (``_ChunkSizes``); ``countable``: the columns
+    whose data pages start with pages of dictionary indices, which can be counted exactly (``_ChunkSizes.count``)."""
 
     index: int
     first_row: int  # 0-based within the file
     num_rows: int
     refused: str | None = None
     batch_rows: int = PARQUET_BATCH_ROWS
+    decoded: dict[str, int] = field(default_factory=dict)
+    countable: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def _page_where(page: _Page, first_line: int) -> str:
@@ -300,19 +326,57 @@ def _page_refused(page: _Page, name: str, first_line: int, limits: ReadLimits) -
     return problem
 
 
-def _value_bytes(pages: list[_Page], handle: BinaryIO, column: Any) -> int:
-    """What one row of a column chunk is taken to decode to, in bytes, for sizing batches: the largest
-    average value of its data pages (the chunk's last page aside when there are others: it may hold a
-    single long value, and it is one page, whose cost the page limit bounds) and the longest value of its
-    dictionary (each row holding it expands it again)."""
-    data = [page for page in pages if not page.dictionary and page.rows]
-    if len(data) > 1:
-        data = data[:-1]
-    per_value = max((page.size // page.rows for page in data), default=0)
-    for page in pages:
-        if page.dictionary:
-            per_value = max(per_value, _longest_dictionary_value(handle, column, page))
-    return per_value
+@dataclass(frozen=True)
+class _ChunkSizes:
+    """What a column chunk decodes to, from its page headers (and its dictionary page's values)."""
+
+    #: what one row is taken to decode to, for sizing batches
+    per_value: int
+    #: what all its rows decode to at most: a data page of dictionary indices as its rows times the
+    #: dictionary's longest value, any other page as its own size (a prefix-sharing page may decode to more:
+    #: what a file decodes to is counted again as its rows are read, ``topicmap.archive.drops.iter_drop``)
+    decoded: int
+    #: when its data pages start with pages of dictionary indices (a writer falls back to plain pages when the
+    #: dictionary grows too large, never back): the rows of those pages, whose exact size is counted from their
+    #: indices without expanding a value (``_count_dictionary_values``), and the size of the pages after them
+    count: tuple[int, int] | None
+
+
+def _chunk_sizes(pages: list[_Page], handle: BinaryIO, column: Any) -> _ChunkSizes:
+    """A column chunk's sizes. A row is taken to decode to the largest average value of its data pages (the
+    chunk's last page aside when there are others: it may hold a single long value, and it is one page, whose
+    cost the page limit bounds), the longest value of its dictionary (each row holding it expands it again),
+    and the whole size of a prefix-sharing page (each value may be as long as all the page's bytes)."""
+    longest = max(
+        (_longest_dictionary_value(handle, column, page) for page in pages if page.dictionary), default=0
+    )
+    data = [page for page in pages if not page.dictionary]
+    averaged = [page for page in data if page.rows]
+    if len(averaged) > 1:
+        averaged = averaged[:-1]
+    per_value = max(
+        [longest]
+        + [page.size // page.rows for page in averaged]
+        + [page.size for page in data if page.encoding == _DELTA_BYTE_ARRAY]
+    )
+    decoded = sum(
+        page.rows * longest if page.encoding in _DICTIONARY_ENCODINGS else page.size for page in data
+    )
+    leading = next(
+        (i for i, page in enumerate(data) if page.encoding not in _DICTIONARY_ENCODINGS), len(data)
+    )
+    indexed_rows = sum(page.rows for page in data[:leading])
+    count = None
+    if (
+        column.physical_type == "BYTE_ARRAY"
+        and longest
+        and indexed_rows
+        and all(page.encoding not in _DICTIONARY_ENCODINGS for page in data[leading:])
+        # a plain page after them is not read: the rows before it are counted in one batch
+        and (leading == len(data) or indexed_rows <= _COUNT_BATCH_ROWS)
+    ):
+        count = (indexed_rows, sum(page.size for page in data[leading:]))
+    return _ChunkSizes(per_value, decoded, count)
 
 
 def _plan_row_groups(
@@ -321,7 +385,7 @@ def _plan_row_groups(
     """Each row group's plan, from the footer and the page headers of the wanted columns: a row group with a
     page ``_page_refused`` refuses (or, when its page headers cannot be read, a column chunk over the same
     limits) is refused; the others are read in batches of rows that decode to about
-    ``PARQUET_BATCH_BYTES``, by ``_value_bytes``."""
+    ``PARQUET_BATCH_BYTES``, by ``_chunk_sizes``."""
     metadata = parquet.metadata
     schema = metadata.schema
     index_of = {schema.column(j).path: j for j in range(metadata.num_columns)}
@@ -332,6 +396,8 @@ def _plan_row_groups(
             group = metadata.row_group(index)
             num_rows, first_line = group.num_rows, first_row + 2  # row 1 is line 2, as in a CSV
             refused, row_bytes = None, 0
+            decoded: dict[str, int] = {}
+            countable: dict[str, tuple[int, int]] = {}
             for name in wanted:
                 column = group.column(index_of[name])
                 chunk_size = column.total_uncompressed_size
@@ -345,6 +411,7 @@ def _plan_row_groups(
                         limit = f"max_page_bytes read limit of {limits.max_page_bytes:,}"
                     else:
                         row_bytes += chunk_size  # a value is never longer than its column chunk
+                        decoded[name] = chunk_size
                         continue
                     refused = (
                         f"its {name!r} column decodes to {chunk_size:,} bytes, more than the {limit}, and "
@@ -361,7 +428,11 @@ def _plan_row_groups(
                 )
                 if refused is not None:
                     break
-                row_bytes += _value_bytes(pages, handle, column)
+                sizes = _chunk_sizes(pages, handle, column)
+                row_bytes += sizes.per_value
+                decoded[name] = sizes.decoded
+                if sizes.count is not None:
+                    countable[name] = sizes.count
             if refused is not None:
                 last_line = first_line + num_rows - 1
                 rows = f"{num_rows:,} row{'s' if num_rows != 1 else ''}"
@@ -370,7 +441,7 @@ def _plan_row_groups(
                     "The other row groups are read."
                 )
             batch_rows = max(1, min(PARQUET_BATCH_ROWS, PARQUET_BATCH_BYTES // max(row_bytes, 1)))
-            plans.append(_RowGroupPlan(index, first_row, num_rows, refused, batch_rows))
+            plans.append(_RowGroupPlan(index, first_row, num_rows, refused, batch_rows, decoded, countable))
             first_row += num_rows
     return plans
 
@@ -391,18 +462,33 @@ def _check_parquet_footer(path: Path, cap: int) -> None:
         )
 
 
-def _rows_over(batch: pa.RecordBatch, cap: int) -> dict[int, str]:
-    """The rows of a batch whose fields decode to more than ``cap`` bytes together, with why (none when
-    the whole batch is within it, the usual case, which is told without looking at a row)."""
-    if batch.nbytes <= cap:
-        return {}
-    lengths = {
-        name: pc.binary_length(column).cast(pa.int64()).fill_null(0)
-        for name, column in zip(batch.schema.names, batch.columns, strict=True)
-        if pa.types.is_string(column.type)
+def _decoded_lengths(column: pa.Array) -> pa.Array | None:
+    """Each row's value length in bytes as decoded (int64, 0 for a null), or None for a column that is not
+    text or binary. A dictionary column's lengths come from its indices and its dictionary's value lengths:
+    nothing is expanded to tell them."""
+    if pa.types.is_dictionary(column.type):
+        values = _decoded_lengths(column.dictionary)
+        return None if values is None else pc.take(values, column.indices).fill_null(0)
+    if not (
+        pa.types.is_string(column.type)
         or pa.types.is_large_string(column.type)
         or pa.types.is_binary(column.type)
         or pa.types.is_large_binary(column.type)
+    ):
+        return None
+    return pc.binary_length(column).cast(pa.int64()).fill_null(0)
+
+
+def _rows_over(batch: pa.RecordBatch, cap: int) -> dict[int, str]:
+    """The rows of a batch whose fields decode to more than ``cap`` bytes together, with why (none when
+    the whole batch is within it, the usual case, which is told without looking at a row). Told before a
+    dictionary column is decoded."""
+    if batch.nbytes <= cap:  # a dictionary column's values are in nbytes once, and a row holds one of them
+        return {}
+    lengths = {
+        name: found
+        for name, column in zip(batch.schema.names, batch.columns, strict=True)
+        if (found := _decoded_lengths(column)) is not None
     }
     if not lengths:
         return {}
@@ -421,8 +507,8 @@ def _rows_over(batch: pa.RecordBatch, cap: int) -> dict[int, str]:
 
 
 def _plain(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """Dictionary-encoded columns (pandas writes a Categorical so) as their values, so each row is checked and
-    read like a plain column's; the batch was sized by the dictionary's longest value (``_plan_row_groups``)."""
+    """Dictionary-encoded columns (pandas writes a Categorical so) as their values, so each row is read like a
+    plain column's; the batch was sized by the dictionary's longest value (``_plan_row_groups``)."""
     if not any(pa.types.is_dictionary(field.type) for field in batch.schema):
         return batch
     arrays = [
@@ -432,9 +518,68 @@ def _plain(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
+def _count_dictionary_values(path: Path, plan: _RowGroupPlan) -> dict[str, int]:
+    """What the ``countable`` columns of a row group decode to, exactly: for the rows of their pages of
+    dictionary indices, each row's dictionary value length, from the indices (read as a dictionary, nothing
+    is expanded; the dictionary is one page, within the page limit), and the pages after them as their size.
+    Reading stops at the last of those rows: a plain page after them would grow the dictionary read."""
+    counting = pq.ParquetFile(
+        path, read_dictionary=list(plan.countable), buffer_size=_PARQUET_BUFFER, pre_buffer=False
+    )
+    sizes: dict[str, int] = {}
+    for name, (rows, rest) in plan.countable.items():
+        counted, size = 0, rest
+        batches = counting.iter_batches(
+            batch_size=min(rows, _COUNT_BATCH_ROWS),
+            row_groups=[plan.index],
+            columns=[name],
+            use_threads=False,
+        )
+        for batch in batches:
+            column = batch.column(0).slice(0, rows - counted)
+            lengths = _decoded_lengths(column)
+            size += (pc.sum(lengths).as_py() or 0) if lengths is not None else column.nbytes
+            counted += len(column)
+            if counted >= rows:
+                break
+        sizes[name] = size
+    return sizes
+
+
+def _refuse_past_file_bound(path: Path, plans: Sequence[_RowGroupPlan], bound: FileBound) -> None:
+    """Refuse the file before any row is read when what its rows decode to is over ``bound``: a dictionary
+    value counts once per row holding it. The page headers tell it for most files (a page of dictionary
+    indices as its rows times the dictionary's longest value); when that is over the bound, the dictionary
+    columns of the row groups up to it are counted exactly, row by row, from their indices. Names the row
+    group that takes the file past the bound, its lines, and its largest column."""
+    read = [plan for plan in plans if plan.refused is None]
+    if sum(sum(plan.decoded.values()) for plan in read) <= bound.bytes:
+        return
+    total = 0
+    for plan in read:
+        sizes = dict(plan.decoded)
+        if plan.countable and total + sum(sizes.values()) > bound.bytes:
+            sizes.update(_count_dictionary_values(path, plan))
+        group = sum(sizes.values())
+        if total + group <= bound.bytes:
+            total += group
+            continue
+        largest = max(sizes, key=sizes.__getitem__)
+        first_line = plan.first_row + 2
+        rows = f"{plan.num_rows:,} row{'s' if plan.num_rows != 1 else ''}"
+        repeated = " (values of its dictionary repeated in its rows)" if largest in plan.countable else ""
+        raise ArchiveFileError(
+            f"{path}: row group {plan.index} (lines {first_line:,}-{first_line + plan.num_rows - 1:,}: {rows}) "
+            f"would bring what the file's rows decode to up to {total + group:,} bytes, more than the "
+            f"{bound.limit}; its {largest!r} column decodes to {sizes[largest]:,} bytes{repeated}; nothing of the "
+            "file is read"
+        )
+
+
 def parquet_rows(path: Path, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Iterator[SourceRow | RowError]:
-    """Rows of a Parquet file, row group by row group; a row group that would decode a page (the unit a
-    reader decodes whole) over the page limit, or a single value over the row limit, is reported as one
+    """Rows of a Parquet file, row group by row group; a file whose rows would decode to more than
+    ``file_decoded_bound`` is refused before any row is read; a row group that would decode a page (the unit
+    a reader decodes whole) over the page limit, or a single value over the row limit, is reported as one
     RowError and not read (module doc), the others are read in batches sized by their pages, and a row over
     ``max_row_bytes`` is rejected before it becomes Python strings."""
     _check_parquet_footer(path, limits.max_page_bytes)
@@ -458,6 +603,7 @@ def parquet_rows(path: Path, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Iterat
             )
     try:
         plans = _plan_row_groups(path, parquet, wanted, limits)
+        _refuse_past_file_bound(path, plans, file_decoded_bound(path.stat().st_size, limits))
     except (pa.ArrowException, OSError) as exc:
         raise ArchiveFileError(f"{path}: its row groups cannot be read: {exc}") from exc
     line = 2  # the same numbering as a CSV with a header line
@@ -470,17 +616,12 @@ def parquet_rows(path: Path, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Iterat
             batches = parquet.iter_batches(
                 batch_size=plan.batch_rows, row_groups=[plan.index], columns=wanted, use_threads=False
             )
-            for batch in map(_plain, batches):
+            for batch in batches:
                 over = _rows_over(batch, limits.max_row_bytes)
-                if not over:
-                    for row in batch.to_pylist():
-                        yield SourceRow(line, line, row)
-                        line += 1
-                    continue
-                kept = iter(
-                    batch.filter(pa.array([i not in over for i in range(batch.num_rows)])).to_pylist()
-                )
-                for position in range(batch.num_rows):
+                if over:  # the rows over the limit are not decoded
+                    batch = batch.filter(pa.array([i not in over for i in range(batch.num_rows)]))
+                kept = iter(_plain(batch).to_pylist())
+                for position in range(batch.num_rows + len(over)):
                     if position in over:
                         yield RowError(str(path), line, over[position])
                     else:

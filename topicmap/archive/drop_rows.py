@@ -14,11 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory
 from topicmap.web.urls import is_http_url
+
+if TYPE_CHECKING:
+    from topicmap.archive.warc import ReadLimits
 
 REQUIRED_COLUMNS = ("url", "title", "text", "publish_date")
 OPTIONAL_COLUMNS = ("medium", "html")
@@ -65,6 +68,35 @@ class SourceRow:
     end_line: int
     values: dict[str, Any]
     unit: str = "line"
+
+
+@dataclass(frozen=True)
+class FileBound:
+    """What the rows of one drop file may decode to together, in bytes, and the limit that says so (for a
+    message: its name and how it comes to this many bytes)."""
+
+    bytes: int
+    limit: str
+
+
+def file_decoded_bound(size_on_disk: int, limits: ReadLimits) -> FileBound:
+    """The bound on what one file's rows decode to: ``max_expansion`` times its size on disk, at least
+    ``max_row_bytes``, at most ``max_file_bytes`` (``ReadLimits``)."""
+    by_expansion = max(limits.max_expansion * size_on_disk, limits.max_row_bytes)
+    if by_expansion >= limits.max_file_bytes:
+        return FileBound(
+            limits.max_file_bytes, f"max_file_bytes read limit of {limits.max_file_bytes:,} bytes"
+        )
+    return FileBound(
+        by_expansion,
+        f"max_expansion read limit ({limits.max_expansion:,} times the file's {size_on_disk:,} bytes on disk, "
+        f"and never less than max_row_bytes: {by_expansion:,} bytes)",
+    )
+
+
+def row_bytes(values: dict[str, Any]) -> int:
+    """What a row's text and binary fields hold, as decoded (characters for text: cheap to tell)."""
+    return sum(len(value) for value in values.values() if isinstance(value, str | bytes))
 
 
 def url_problem(url: object) -> str | None:

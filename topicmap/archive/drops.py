@@ -8,10 +8,20 @@ by ``drop_rows``; this module walks them into stories and the store, and records
 
 * A file whose name is not valid UTF-8, or a link leading out of the drops folder, is refused unread and
   recorded once with its reason (keyed by its name, so a renamed copy loads).
+* No file decodes past its bound (``drop_rows.file_decoded_bound``: ``max_expansion`` times its size on disk,
+  ``max_file_bytes`` at most), and no row past the row limits of its format. A reader that can tell what a file
+  decodes to refuses it before reading a row (Parquet, CSV); the rows of any file are counted again as they are
+  read (`iter_drop`), and the row that takes a file past its bound stops it there, before it is stored (a WARC
+  page's Content-Encoding, a Parquet page of shared prefixes).
 
 A file that cannot be read fails alone (`load_drop`): it is recorded in ``archive_files`` with state
 ``failed`` and its reason, the good files beside it load, and it is retried only when its content (sha256)
 changes. Rows read before the point of failure are kept (they are valid; loading is idempotent).
+
+Every file of the folder has its own record and its own row in the report, also when it holds the same bytes
+as another: the content is recorded (and read) once, under the first file that had it, and each other file
+holding it is recorded by its name with state ``same bytes`` and the first file named (`same_bytes_key`), so
+a failure is never reported under another file's name, and no story is read twice.
 """
 
 from __future__ import annotations
@@ -27,8 +37,21 @@ from typing import Any, Protocol
 from sqlalchemy.exc import SQLAlchemyError
 
 from topicmap.archive.drop_formats import drop_format, known_endings
-from topicmap.archive.drop_rows import ArchiveFileError, RowError, story_from_row
-from topicmap.archive.store import STATE_FAILED, STATE_LOADED, archive_file_record, record_archive_file
+from topicmap.archive.drop_rows import (
+    ArchiveFileError,
+    RowError,
+    file_decoded_bound,
+    row_bytes,
+    story_from_row,
+)
+from topicmap.archive.store import (
+    STATE_FAILED,
+    STATE_LOADED,
+    STATE_SAME_BYTES,
+    ArchiveFileRecord,
+    archive_file_record,
+    record_archive_file,
+)
 from topicmap.archive.warc import DEFAULT_READ_LIMITS, MIB, ReadLimits
 from topicmap.store.topic_store import NewStory, TopicStore
 
@@ -69,11 +92,19 @@ def iter_drop(
         raise ArchiveFileError(
             f"{path}: unknown archive format {path.suffix.lower()!r} (expected one of {known_endings()})"
         )
-    rows = found.read(path, limits)
-    for row in rows:
+    bound = file_decoded_bound(path.stat().st_size, limits)
+    decoded = 0  # what the rows read so far decode to: a reader that cannot tell it up front is stopped here
+    for row in found.read(path, limits):
         if isinstance(row, RowError):
             yield row
             continue
+        decoded += row_bytes(row.values)
+        if decoded > bound.bytes:
+            where = RowError(str(path), row.line, "", row.end_line, row.unit).where
+            raise ArchiveFileError(
+                f"{path}: {where}: the rows up to this one decode to {decoded:,} bytes, more than the "
+                f"{bound.limit}; reading stopped here (the rows before it were read)"
+            )
         try:
             yield story_from_row(row.values, now)
         except ValueError as exc:
@@ -102,7 +133,8 @@ def _story_bytes(story: NewStory) -> int:
 
 @dataclass
 class DropLoad:
-    """What loading one file did. ``state``: loaded | failed (now) | already loaded | failed before."""
+    """What loading one file did. ``state``: loaded | failed (now) | already loaded | failed before | same bytes
+    (as ``same_as``, the record of the file its content was recorded under: not read)."""
 
     path: Path
     sha256: str
@@ -113,6 +145,7 @@ class DropLoad:
     rows_rejected: int = 0
     errors: list[RowError] = field(default_factory=list)  # the first MAX_REPORTED_ERRORS
     reason: str | None = None
+    same_as: ArchiveFileRecord | None = None
 
 
 def printable_name(path: Path) -> str:
@@ -138,6 +171,25 @@ def refused_file_reason(path: Path, folder: Path | None) -> str | None:
 def refused_file_key(path: Path) -> str:
     """The ``archive_files`` key of a refused file: its name's, not its content's (which is not read)."""
     return hashlib.sha256(b"refused:" + os.fsencode(path)).hexdigest()
+
+
+def same_bytes_key(path: Path, sha256: str) -> str:
+    """The ``archive_files`` key of a file holding the same bytes as a file recorded before: its name's and its
+    content's (the content's own key, its sha256, belongs to the first file)."""
+    return hashlib.sha256(b"same bytes:" + sha256.encode() + b":" + os.fsencode(path)).hexdigest()
+
+
+def _names(recorded: str, path: Path) -> bool:
+    """Whether a record's path names this file."""
+    return os.path.abspath(recorded) == os.path.abspath(printable_name(path))
+
+
+def _record_same_bytes(store: TopicStore, path: Path, sha: str, first: ArchiveFileRecord) -> DropLoad:
+    """Record once, by its name, a file holding the bytes recorded under ``first`` (which is not read again)."""
+    key = same_bytes_key(path, sha)
+    if archive_file_record(store, key) is None:
+        record_archive_file(store, path, key, STATE_SAME_BYTES, 0, 0, f"same bytes as {first.path}")
+    return DropLoad(path, sha, STATE_SAME_BYTES, reason=first.reason, same_as=first)
 
 
 def _record_refused(store: TopicStore, path: Path, reason: str) -> DropLoad:
@@ -167,9 +219,10 @@ def load_drop(
     it is recorded once as failed, keyed by its name, and skipped on later runs.
 
     A file whose content was loaded before is skipped; one that failed before is skipped too (with its
-    recorded reason) unless `retry_failed`. ArchiveFileError fails this file alone; the stories read before
-    the failure are kept. Errors of the store itself (the database is down) propagate: they are not the
-    file's fault and must not mark it failed.
+    recorded reason) unless `retry_failed`. A file holding the content recorded under another file is recorded
+    by its name as ``same bytes`` and not read (unless `retry_failed` retries a failed content whose file is
+    gone). ArchiveFileError fails this file alone; the stories read before the failure are kept. Errors of the
+    store itself (the database is down) propagate: they are not the file's fault and must not mark it failed.
     """
     path = Path(path)
     refused = refused_file_reason(path, folder)
@@ -177,6 +230,10 @@ def load_drop(
         return _record_refused(store, path, refused)
     sha = file_sha256(path)
     known = archive_file_record(store, sha)
+    if known is not None and not _names(known.path, path):
+        retry = retry_failed and known.state == STATE_FAILED and not Path(known.path).exists()
+        if not retry:
+            return _record_same_bytes(store, path, sha, known)
     if known is not None and (known.state == STATE_LOADED or not retry_failed):
         return DropLoad(
             path,
@@ -244,9 +301,20 @@ class DropsReport:
     failed: list[dict[str, str | None]] = field(default_factory=list)  # file, reason
     failed_before: list[dict[str, str | None]] = field(default_factory=list)  # file, reason
     row_errors: list[dict[str, str]] = field(default_factory=list)  # file, where, problem
+    same_bytes: list[dict[str, str | None]] = field(
+        default_factory=list
+    )  # file, same_as, outcome (of same_as)
     created: int = 0
     existing: int = 0
     rows_rejected: int = 0
+
+
+def _name_in(recorded: str, folder: Path) -> str:
+    """A recorded path as the report names files: relative to the drops folder when it is in it."""
+    try:
+        return str(Path(recorded).relative_to(folder))
+    except ValueError:
+        return recorded
 
 
 def load_drops(
@@ -279,6 +347,12 @@ def load_drops(
             continue
         if result.state == "already loaded":
             report.already_loaded.append(name)
+            continue
+        if result.same_as is not None:
+            first = _name_in(result.same_as.path, folder)
+            outcome = result.same_as.state + (f": {result.reason}" if result.reason else "")
+            report.same_bytes.append({"file": name, "same_as": first, "outcome": outcome})
+            log.info(f"{name}: the same bytes as {first} ({result.same_as.state}), not read again")
             continue
         if result.state == "failed before":
             report.failed_before.append({"file": name, "reason": result.reason})

@@ -1,7 +1,8 @@
 """The archive's part of the topic store: ``archive_files``, the outcome of each drop file by its content.
 
-A file is recognised by its sha256, so a renamed copy is not read twice and a changed file is read again; a
-file refused unread is keyed by its name (``topicmap.archive.drops.refused_file_key``).
+A file is recognised by its sha256, so a copy is not read twice and a changed file is read again; a file refused
+unread is keyed by its name (``topicmap.archive.drops.refused_file_key``), and so is a file holding the same bytes
+as one recorded before (state ``same bytes``, the first file named in its reason; ``same_bytes_key``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from topicmap.store.topic_store import TopicStore, now_utc
 
 STATE_LOADED = "loaded"
 STATE_FAILED = "failed"
+#: a file holding the same bytes as a file recorded before: not read (its stories are the first file's)
+STATE_SAME_BYTES = "same bytes"
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,11 @@ class ReadLimits:
       any news page, which rarely exceed 5 MiB; a larger record is reported and skipped);
     * ``max_header_bytes``: one record's WARC or HTTP header block, and so any single header line;
     * ``max_file_bytes``: the whole file decompressed (16 GiB: a Common Crawl WARC of about 1 GiB gzipped
-      inflates to about 5 GiB);
+      inflates to about 5 GiB), and what the rows of any drop file decode to together;
+    * ``max_expansion``: what the rows of one drop file may decode to, per byte the file holds on disk (1,000),
+      but never less than ``max_row_bytes`` (so a small file of one long row loads). Text compresses about 3 to
+      10 times; a file of kilobytes whose rows repeat one long value from a Parquet dictionary (or share it as a
+      prefix) does not become gigabytes of stories. ``topicmap.archive.drop_rows.file_decoded_bound``;
     * ``max_row_bytes``: one row: a CSV row (all its physical lines), in characters, or a Parquet row (its
       fields together), in bytes as decoded (32 Mi: a row with a whole page in its ``html`` field is rarely
       over 5 MiB). A longer CSV row is refused at its position without being read whole, so a file without
@@ -121,8 +125,11 @@ class ReadLimits:
     max_file_bytes: int = 16 * 1024 * MIB
     max_row_bytes: int = 32 * MIB
     max_page_bytes: int = 128 * MIB
+    max_expansion: int = 1000
 
     def __post_init__(self) -> None:
+        if self.max_expansion < 1:
+            raise ValueError(f"ReadLimits.max_expansion = {self.max_expansion} is below 1")
         for name in (
             "max_payload_bytes",
             "max_header_bytes",

@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, delete, select, tuple_
 
@@ -43,7 +44,7 @@ from topicmap.web.urls import normalize_url_lossy
 MEDIA_TAGS_COLUMNS: tuple[str, ...] = ("medium_url", "tag_set", "tag")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MediaTagRow:
     """One usable row of the tags file (``line``: its line number, the header being line 1)."""
 
@@ -136,47 +137,72 @@ def read_media_tags_csv(path: str | Path) -> MediaTagsFile:
     found = MediaTagsFile(path)
     with handle:
         # strict: a quote in the middle of a field is an error, not a guess at what the row meant
-        reader = csv.DictReader(_bounded_lines(handle, path), strict=True)
+        reader = csv.reader(_bounded_lines(handle, path), strict=True)
+        done = 0  # the line the last row read ends on: a row that cannot be read starts on the next one
         try:
-            _read_rows(reader, path, found)
+            for line in _read_rows(reader, path, found):
+                done = line
         except csv.Error as exc:
             raise StoreError(
-                f"media tags file {path}:{reader.line_num + 1}: cannot be read ({exc}): nothing of the file is loaded"
+                f"media tags file {path}:{done + 1}: cannot be read ({exc}): nothing of the file is loaded"
             ) from exc
     return found
 
 
-def _read_rows(reader: csv.DictReader, path: Path, found: MediaTagsFile) -> None:
-    header = [name.strip() for name in reader.fieldnames or []]
+def _read_rows(reader: Any, path: Path, found: MediaTagsFile) -> Iterator[int]:
+    """The rows of ``reader`` (a ``csv.reader``), the header first, into ``found``; yields the line each row (the
+    header, a blank line) ends on as it is read.
+
+    A file holds a few hundred tags and tag sets and ten or so tags per medium in up to millions of rows, so each
+    distinct value is kept once (the rows share it), and checked and normalized once."""
+    fieldnames = next(reader, None)
+    yield reader.line_num
+    header = [name.strip() for name in fieldnames or []]
     absent = [column for column in MEDIA_TAGS_COLUMNS if column not in header]
     if absent:
         found.problems.append(
             f"{path}:1: expected the columns {', '.join(MEDIA_TAGS_COLUMNS)}; missing {', '.join(absent)} "
-            f"(header: {reader.fieldnames})"
+            f"(header: {fieldnames})"
         )
         return
-    reader.fieldnames = header
+    index = {name: position for position, name in enumerate(header)}  # a repeated name: its last column
+    positions = [index[column] for column in MEDIA_TAGS_COLUMNS]
     seen: dict[tuple[str, str, str], int] = {}
     normalized: dict[str, str | None] = {}  # a medium's URL recurs on each of its tags: normalized once
-    for raw in reader:
+    shared: dict[str, str] = {}
+    tag_problems: dict[tuple[str, str], str | None] = {}
+    for fields in reader:
         line = reader.line_num  # the row's (last) line: a quoted tag may span lines
-        values = [(raw.get(column) or "").strip() for column in MEDIA_TAGS_COLUMNS]
-        if None in raw:  # more fields than the header names: a comma inside an unquoted tag
+        yield line
+        if not fields:  # a blank line
+            continue
+        if len(fields) > len(header):  # more fields than the header names: a comma inside an unquoted tag
             found.problems.append(f"{path}:{line}: more fields than columns (quote a tag that holds a comma)")
             continue
-        medium_url = values[0]
+        medium_url, tag_set, tag = (
+            shared.setdefault(value, value)
+            for value in (fields[i].strip() if i < len(fields) else "" for i in positions)
+        )
         if medium_url not in normalized:
             normalized[medium_url] = normalize_url_lossy(medium_url) if medium_url else None
-        problem = _row_problem(*values, normalized[medium_url])
+        if medium_url and tag_set and tag and normalized[medium_url] is not None:
+            pair = (tag_set, tag)
+            if pair not in tag_problems:
+                tag_problems[pair] = _row_problem(medium_url, tag_set, tag, normalized[medium_url])
+            problem = tag_problems[pair]
+        else:
+            problem = _row_problem(medium_url, tag_set, tag, normalized[medium_url])
         if problem is not None:
             found.problems.append(f"{path}:{line}: {problem}")
             continue
-        key = (values[0], values[1], values[2])
+        key = (medium_url, tag_set, tag)
         if key in seen:  # harmless, but a sign of a copy-paste slip: said once
             found.problems.append(f"{path}:{line}: repeats line {seen[key]}")
             continue
         seen[key] = line
-        found.rows.append(MediaTagRow(line, *values, normalized_url=normalized[medium_url] or ""))
+        found.rows.append(
+            MediaTagRow(line, medium_url, tag_set, tag, normalized_url=normalized[medium_url] or "")
+        )
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -267,12 +293,12 @@ def load_media_tags(store: TopicStore, rows: Sequence[MediaTagRow]) -> MediaTags
         for chunk in chunks(stale):
             conn.execute(delete(mt).where(tuple_(mt.c.media_id, mt.c.tags_id).in_(chunk)))
         report.removed = len(stale)
-        report.added = store.insert_ignore(
-            conn,
-            mt,
-            [{"media_id": m, "tags_id": t} for m, t in sorted(wanted - present)],
-            ["media_id", "tags_id"],
-        )
+        added = 0  # counted here: a transaction run again (in_transaction) starts from 0
+        for chunk in chunks(sorted(wanted - present)):  # a row's parameters made as its chunk is written
+            added += store.insert_ignore(
+                conn, mt, [{"media_id": m, "tags_id": t} for m, t in chunk], ["media_id", "tags_id"]
+            )
+        report.added = added
         report.media_tagged = len({media_id for media_id, _ in wanted})
         report.tags_by_set = dict(sorted(Counter(tag_set for tag_set, _ in tag_ids).items()))
 
