@@ -86,7 +86,7 @@ DATABASE_URL = _declare(
 )
 TOPICS_FILE = _declare("TOPICMAP_TOPICS_FILE", "topic declarations", default="topics.yaml")
 DROPS_DIR = _declare(
-    "TOPICMAP_DROPS_DIR", "folder of archive drops (CSV, Parquet)", unset="`TOPICMAP_HOME/drops`"
+    "TOPICMAP_DROPS_DIR", "folder of archive drops (CSV, Parquet, WARC)", unset="`TOPICMAP_HOME/drops`"
 )
 PAGE_SOURCE_JSON = _declare(
     "TOPICMAP_PAGE_SOURCE_JSON",
