@@ -744,6 +744,10 @@ class TopicStore:
         self.engine.dispose()
 
 
+#: the most page cache one SQLite connection of the store keeps (KiB)
+SQLITE_CACHE_KIB = 32 * 1024
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # WAL lets readers run beside the one writer; the busy timeout makes concurrent processes wait, not fail.
     cursor = dbapi_connection.cursor()
@@ -753,4 +757,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=NORMAL")
     # checkpoints run in WalCheckpointer's thread; SQLite's own, on commit, only if that one falls behind
     cursor.execute(f"PRAGMA wal_autocheckpoint={FALLBACK_AUTOCHECKPOINT_PAGES}")
+    # SQLite's default page cache (2 MiB) thrashes once a table's indexes outgrow it: a million-row load then
+    # costs more per row than a small one. The cache grows only as pages are read, up to this many KiB.
+    cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
     cursor.close()
