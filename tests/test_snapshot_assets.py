@@ -53,7 +53,13 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, insert, select, text
 
-from assets.metadata import EMBED_MAX_BYTES, png_markdown
+from assets.metadata import (
+    EMBED_MAX_BYTES,
+    MARKDOWN_INLINE_LIMIT,
+    PAGE_PICTURE_WIDTH,
+    page_picture,
+    png_markdown,
+)
 from assets.snapshots import snapshot_files_intact, snapshots
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
@@ -716,6 +722,46 @@ def test_a_large_picture_is_embedded_smaller(tmp_path: Path) -> None:
     assert base64.b64decode(png_markdown(small, "x").md_str[len("![x](data:image/png;base64,") : -1]) == (
         small.read_bytes()
     )  # small pictures go in as they are
+
+
+def test_a_picture_on_the_asset_page_is_served_by_the_webserver_at_a_width_that_fits(tmp_path: Path) -> None:
+    """The markdown names the pictures by the URL of the webserver's compute-log download, short enough for the UI
+    to show it inline; the files it names are the picture made to fit the page, linked to the picture itself."""
+    from PIL import Image
+
+    wide = tmp_path / "map.png"
+    Image.radial_gradient("L").resize((1200, 1260)).convert("RGB").save(wide)
+    (tmp_path / "dagster").mkdir()
+    with dg.DagsterInstance.local_temp(str(tmp_path / "dagster")) as instance:
+        logs = instance.compute_log_manager  # what the webserver's /logs/<key...>/<extension> route reads
+
+        def served(url: str) -> Path:
+            *key, extension = url.removeprefix("/logs/").split("/")
+            return Path(logs.get_captured_local_path(key, extension))
+
+        served_as = ["snapshots", "climate", "0123abcd", "overall", "link_map.png"]
+        markdown = page_picture(instance, wide, served_as, "media link map of climate").md_str
+        assert len(markdown) < MARKDOWN_INLINE_LIMIT
+        shown_url, full_url = (
+            markdown.removeprefix("[![media link map of climate](").removesuffix(")").split(")](")
+        )
+        assert full_url == "/logs/topicmap/snapshots/climate/0123abcd/overall/link_map/png"
+        assert served(full_url).read_bytes() == wide.read_bytes()
+        with Image.open(served(shown_url)) as shown:
+            assert shown.size == (PAGE_PICTURE_WIDTH, round(1260 * PAGE_PICTURE_WIDTH / 1200))
+        # the same picture again: the same markdown, its files left as they are
+        written = {url: served(url).stat().st_mtime_ns for url in (shown_url, full_url)}
+        assert page_picture(instance, wide, served_as, "media link map of climate").md_str == markdown
+        assert {url: served(url).stat().st_mtime_ns for url in written} == written
+
+        narrow = tmp_path / "chart.png"
+        Image.new("RGB", (300, 100), "white").save(narrow)
+        markdown = page_picture(instance, narrow, ["charts", "chart.png"], "chart").md_str
+        assert markdown == "![chart](/logs/topicmap/charts/chart/png)"  # shown as it is
+        assert served("/logs/topicmap/charts/chart/png").read_bytes() == narrow.read_bytes()
+    # an instance without a local compute-log folder (here: none at all) gets the picture inlined
+    inlined = page_picture(dg.DagsterInstance.ephemeral(), narrow, ["charts", "chart.png"], "chart")
+    assert inlined is not None and inlined.md_str.startswith("![chart](data:image/png;base64,")
 
 
 def test_cli_reports_unknown_topics_and_topics_without_snapshots(tmp_path: Path, capsys, monkeypatch) -> None:
