@@ -55,16 +55,26 @@ CODE_VERSIONS: dict[str, str] = {
     "cluster_weeks": "1",
     "media_tags": "1",
     # 2: foci, top words, stories per day, top media and stories, attention charts, maps coloured by tags
-    "snapshots": "2",
+    # 3: its pictures served by the webserver, the asset page showing them and the top lists without a click
+    "snapshots": "3",
     "story_warc_archive": "1",
 }
 
 
 def table(
-    records: Sequence[Mapping[str, Any]], columns: Sequence[str], limit: int = 20
+    records: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    limit: int = 20,
+    descriptions: Mapping[str, str] | None = None,
 ) -> dg.TableMetadataValue:
-    """A preview table with a stable column order; values become strings where Dagster needs them."""
-    schema = dg.TableSchema(columns=[dg.TableColumn(name=c, type="string") for c in columns])
+    """A preview table with a stable column order; values become strings where Dagster needs them.
+    ``descriptions`` says what a column holds (the UI shows them under "Show schema"), so its header can be short:
+    the UI never wraps a header, and a table wider than the page is cut off on the right."""
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn(name=c, type="string", description=(descriptions or {}).get(c)) for c in columns
+        ]
+    )
     rows = [
         dg.TableRecord({c: "" if r.get(c) is None else str(r.get(c)) for c in columns})
         for r in list(records)[:limit]

@@ -374,11 +374,11 @@ def test_materialized_snapshot_matches_the_hand_counts(project: dict) -> None:
     ]
     # the empty week is recorded (store, manifest) but listed in the metadata only as a number
     assert counts == [c for c in EXPECTED_COUNTS if c[1]]
-    assert (meta["timespans_recorded"], meta["timespans_empty"]) == (9, 1)
-    assert meta["timespans_empty_by_period"] == {"weekly": 1}
+    assert meta["timespan_totals"] == {"recorded": 9, "empty": 1, "empty_by_period": {"weekly": 1}}
     assert meta["dagster/row_count"] == 7 and meta["iteration"] == 2
-    top = [(r.data["name"], r.data["media_inlink_count"]) for r in meta["top_media"].records]
-    assert top == [("Beta", "2"), ("Alpha", "2"), ("Gamma", "1")]  # ties: more inlinks first (B 3, A 2)
+    top = [(r.data["medium"], r.data["media inlinks"]) for r in meta["top_media"].records]
+    # each medium with its id; ties: more inlinks first (B 3, A 2)
+    assert top == [("Beta (2)", "2"), ("Alpha (1)", "2"), ("Gamma (3)", "1")]
     assert meta["link_map"] == str(folder / "overall" / "link_map.png")
     assert meta["link_map_preview"].startswith("![media link map of snaptest](data:image/png;base64,iVBOR")
 
@@ -762,6 +762,32 @@ def test_a_picture_on_the_asset_page_is_served_by_the_webserver_at_a_width_that_
     # an instance without a local compute-log folder (here: none at all) gets the picture inlined
     inlined = page_picture(dg.DagsterInstance.ephemeral(), narrow, ["charts", "chart.png"], "chart")
     assert inlined is not None and inlined.md_str.startswith("![chart](data:image/png;base64,")
+
+
+def test_a_summary_keeps_as_many_top_words_as_the_ui_shows_inline() -> None:
+    from types import SimpleNamespace
+
+    from assets.snapshots import SHOWN_WORDS, summary_markdown
+
+    words = pd.DataFrame(
+        {"word": [f"{i:02d}" + "w" * 30 for i in range(40)], "share": np.linspace(0.9, 0.1, 40)}
+    )
+    snap = SimpleNamespace(
+        counts=SimpleNamespace(story_count=40, story_link_count=9, medium_count=3, medium_link_count=2),
+        summary=SimpleNamespace(top_words=words, words_sampled=40),
+        timespan=SimpleNamespace(start_date=date(2026, 1, 1), last_date=date(2026, 2, 28)),
+        empty=False,
+    )
+    heading = "focus Subtopics / Clean energy (query: " + " OR ".join(["renewable"] * 12) + ")"
+    text = summary_markdown(heading, snap)
+    assert len(text) < MARKDOWN_INLINE_LIMIT  # shown on the page, not behind "[Show Markdown]"
+    shown = text.split("counted): ")[1].split(" · ")
+    # the first words, each cut to 24 characters, and how many more the files hold of the SHOWN_WORDS
+    assert (
+        shown[0] == "00wwwwwwwwwwwwwwwwwwwww… 90%" and shown[-1] == f"… {SHOWN_WORDS - len(shown) + 1} more"
+    )
+    assert 10 < len(shown) - 1 < SHOWN_WORDS
+    assert text.startswith(f"### {heading}\n\n2026-01-01 to 2026-02-28: **40** stories, **9** cross-media")
 
 
 def test_cli_reports_unknown_topics_and_topics_without_snapshots(tmp_path: Path, capsys, monkeypatch) -> None:
