@@ -4,7 +4,8 @@ other import of ``dagster._`` and lists the names held here.
 
 Each is something Dagster 1.13 has no public name for: the types an executor, a run launcher or a run coordinator is
 handed, the defaults a custom instance class returns, the run tags Dagster itself writes and reads, creating a run of
-a code location and executing it in this process, and (for tests) the daemons' single iterations. Dagster is pinned
+a code location and executing it in this process, the class of a local compute-log folder (the one folder the
+webserver serves files from), and (for tests) the daemons' single iterations. Dagster is pinned
 exactly (pyproject.toml: the Dagster family as one unit), so these cannot change under us without an upgrade the tests
 then run against. A name that becomes public moves to ``dagster`` and leaves this list. Kept beside assets/beta.py (the
 beta APIs in use), in the lowest package that uses it, so that sensors and orchestration both import it downwards.
@@ -114,9 +115,12 @@ from dagster._core.workspace.load_target import (
     WorkspaceFileTarget,  # the code locations workspace.yaml declares: not exported
 )
 
-#: private names only tests use, imported when first asked for (``__getattr__``): their modules load SQLAlchemy,
+#: private names imported when first asked for (``__getattr__``): their modules load SQLAlchemy or a file watcher,
 #: which loading the code location does not (tests/test_code_location_load.py)
 IMPORTED_ON_USE = {
+    # the instance's compute logs kept in a local folder, which the webserver serves (assets/metadata.py:
+    # page_picture): the class is public, its module is not
+    "LocalComputeLogManager": "dagster._core.storage.local_compute_log_manager",
     # a workspace for one daemon iteration run in a test: not exported
     "create_test_daemon_workspace_context": "dagster._core.test_utils",
     # one pass of the run-retry daemon: not exported

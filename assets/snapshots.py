@@ -5,7 +5,7 @@ topicmap.snapshots.store (reading the deduplicated topic, keying, the immutable 
 topicmap.snapshots.inputs, .key and .folder).
 """
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -13,7 +13,7 @@ from pydantic import Field
 
 from assets.freshness import SNAPSHOTS_FRESHNESS
 from assets.jobs import POOL_ANALYSIS
-from assets.metadata import CODE_VERSIONS, OWNERS, png_markdown, table
+from assets.metadata import CODE_VERSIONS, MARKDOWN_INLINE_LIMIT, OWNERS, page_picture, table
 from assets.partitions import declared_topic, topics_partitions
 from resources.media_tags import link_map_tag_set_default
 from resources.store import TopicStoreResource
@@ -29,6 +29,8 @@ from topicmap.snapshots.names import (
 from topicmap.store.names import StoreError, topicmap_home
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from topicmap.snapshots.foci import Focus
     from topicmap.snapshots.results import TimespanSnapshot
     from topicmap.snapshots.store import BuiltSnapshot
@@ -38,10 +40,37 @@ if TYPE_CHECKING:
 
 SNAPSHOTS_GROUP = "snapshots"
 SNAPSHOTS_TAGS = {"topicmap/stage": "snapshots"}
-TOP_MEDIA = 10
-#: rows of the top media / top stories tables and words shown per section in the UI (the files hold 20 / 100)
+#: rows of the top media / top stories tables and words shown per timespan in the UI (the files hold 20 / 100)
 SHOWN_TOP = 10
 SHOWN_WORDS = 25
+#: what the asset page shows of the overall timespan of the topic and of each focus, and the labels of the topic's
+#: (a focus's are ``focus <focal set>/<focus> <part>``)
+SHOWN_PARTS = ("summary", "link_map", "attention", "top_media", "top_stories")
+OVERALL_LABELS = ("summary_overall", "link_map_preview", "attention", "top_media", "top_stories")
+#: the counts per timespan: header -> column of the timespan rows
+COUNTS = {
+    "stories": "story_count",
+    "story links": "story_link_count",
+    "media": "medium_count",
+    "medium links": "medium_link_count",
+}
+TIMESPAN_COLUMNS = {
+    "timespan": "the timespan's key: its period, and for monthly and weekly ones its first day",
+    "stories": "stories published in it",
+    "story links": "cross-media story links between its stories",
+    "media": "media with a story in it",
+    "medium links": "medium-to-medium links (pairs of media linked by a story link)",
+    "repeats": "links repeated by the syndicated copies of a story (syndicated_repeat_link_count)",
+    "dates": "its first and last day",
+    "top media": "its three media with the most media inlinks (their media inlinks)",
+}
+FOCUS_COLUMNS = {
+    "focus": "<focal set>/<focus>: its folder under foci/",
+    "definition": "what selects its stories (kind: the query, or the media tags)",
+    "stories": "its stories",
+    "story links": "cross-media story links among its stories, over the whole topic's dates",
+    "top words": "its first five top words",
+}
 
 CHECK_DESCRIPTIONS = {
     CHECK_LINK_COUNTS: (
@@ -94,74 +123,99 @@ class SnapshotConfig(dg.Config):
     )
 
 
-def _cell(value: object, width: int = 70) -> str:
-    """A markdown table cell: one line, pipes escaped, long text shortened, unknown values as '-'."""
+def _text(value: object, width: int = 60, word: int = 14) -> str:
+    """Text for a cell of the asset page: one line, at most ``width`` characters and no word over ``word`` ('…'
+    where cut: the UI wraps a cell between words only, so one long word would widen the table past the page),
+    unknown values as '-'."""
     if value is None or (isinstance(value, float) and value != value) or str(value) in ("<NA>", "NaT", "nan"):
         return "-"
-    text = " ".join(str(value).split()).replace("|", "\\|")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    words = [w if len(w) <= word else w[: word - 1] + "…" for w in str(value).split()]
+    text = " ".join(words)
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
-def _top_table(rows: "object", columns: list[tuple[str, str]]) -> str:
-    """Rows (a DataFrame) as a markdown table of ``(header, column)`` pairs, numbered."""
-    text_columns = {"name", "title", "media_name", "publish_day_local"}
-    aligned = "".join("---|" if c in text_columns else "---:|" for _, c in columns)  # numbers to the right
-    lines = ["| # | " + " | ".join(h for h, _ in columns) + " |", "|---:|" + aligned]
-    for rank, record in enumerate(rows.to_dict("records"), start=1):  # type: ignore[attr-defined]
-        lines.append(f"| {rank} | " + " | ".join(_cell(record[c]) for _, c in columns) + " |")
-    return "\n".join(lines) if len(lines) > 2 else "_none_"
+#: the statistics both top lists show, as (header, column, what it is)
+_STATISTICS = [
+    ("media inlinks", "media_inlink_count", "links from stories of other media (the ranking)"),
+    ("inlinks", "inlink_count", "cross-media story links in"),
+    ("shares", "facebook_share_count", "Facebook shares"),
+    ("clicks", "bitly_clicks_30d", "Bit.ly clicks in the 30 days after publication"),
+]
 
 
-def summary_markdown(heading: str, snap: "TimespanSnapshot", chart: "Path | None") -> str:
-    """One overall timespan (of the whole topic or a focus) as a data engineer reads it in the UI: its counts,
-    top media and stories by media inlinks, top words, and its attention over time."""
+def _top_list(
+    frame: "pd.DataFrame",
+    first: tuple[str, str],
+    cells: Callable[[dict], str],
+    statistics: list[tuple[str, str, str]],
+) -> dg.TableMetadataValue:
+    """The rows of a top list (ranked by media inlinks) as a narrow table: one text column ``first`` (header,
+    what it is) made by ``cells`` from each record, then the ``statistics``."""
+    records = frame[frame["metric"] == "media_inlink_count"].head(SHOWN_TOP).to_dict("records")
+    rows = [
+        {first[0]: cells(record), **{header: _text(record[column]) for header, column, _ in statistics}}
+        for record in records
+    ]
+    descriptions = {first[0]: first[1], **{header: about for header, _, about in statistics}}
+    return table(rows, list(descriptions), limit=len(rows), descriptions=descriptions)
+
+
+def top_media_table(snap: "TimespanSnapshot") -> dg.TableMetadataValue:
+    """The timespan's top media by media inlinks: name (id), then their counts."""
+    assert snap.summary is not None
+    return _top_list(
+        snap.summary.top_media,
+        ("medium", "the medium's name (media_id)"),
+        lambda record: f"{_text(record['name'], 40, 12)} ({record['media_id']})",
+        [*_STATISTICS[:2], ("stories", "story_count", "stories of the medium"), *_STATISTICS[2:]],
+    )
+
+
+def top_stories_table(snap: "TimespanSnapshot") -> dg.TableMetadataValue:
+    """The timespan's top stories by media inlinks: title, medium and day in one cell, then their counts."""
+    assert snap.summary is not None
+
+    def story(record: dict) -> str:
+        day = record["publish_day_local"]
+        day = day.strftime("%Y-%m-%d") if hasattr(day, "strftime") and day == day else "-"
+        return f"{_text(record['title'])} · {_text(record['media_name'], 30)}, {day}"
+
+    return _top_list(
+        snap.summary.top_stories,
+        ("story", "title · medium, day of publication (its local day)"),
+        story,
+        _STATISTICS,
+    )
+
+
+def summary_markdown(heading: str, snap: "TimespanSnapshot") -> str:
+    """One overall timespan (of the whole topic or a focus) in a few lines: its dates, counts and top words (as
+    many as keep it short enough for the UI to show it inline; the files hold 100)."""
     counts, summary = snap.counts, snap.summary
-    lines = [
-        f"### {heading}",
-        f"{snap.timespan.start_date} to {snap.timespan.last_date}: **{counts.story_count}** stories, "
-        f"**{counts.story_link_count}** cross-media story links, **{counts.medium_count}** media, "
-        f"**{counts.medium_link_count}** medium links",
-    ]
+    text = (
+        f"### {heading}\n\n{snap.timespan.start_date} to {snap.timespan.last_date}: **{counts.story_count}** "
+        f"stories, **{counts.story_link_count}** cross-media story links, **{counts.medium_count}** media, "
+        f"**{counts.medium_link_count}** medium links"
+    )
     if summary is None or snap.empty:
-        return "\n\n".join([*lines, "_no stories_"])
-    media = summary.top_media[summary.top_media["metric"] == "media_inlink_count"].head(SHOWN_TOP)
-    stories = summary.top_stories[summary.top_stories["metric"] == "media_inlink_count"].head(SHOWN_TOP)
-    stories = stories.assign(publish_day_local=stories["publish_day_local"].dt.strftime("%Y-%m-%d"))
-    stats = [("Facebook shares", "facebook_share_count"), ("Bit.ly clicks (30 d)", "bitly_clicks_30d")]
+        return f"{text}\n\n_no stories_"
     words = summary.top_words.head(SHOWN_WORDS)
-    lines += [
-        "**Top media** by media inlinks",
-        _top_table(
-            media,
-            [
-                ("medium", "name"),
-                ("media inlinks", "media_inlink_count"),
-                ("inlinks", "inlink_count"),
-                ("stories", "story_count"),
-                *stats,
-            ],
-        ),
-        "**Top stories** by media inlinks",
-        _top_table(
-            stories,
-            [
-                ("story", "title"),
-                ("medium", "media_name"),
-                ("day", "publish_day_local"),
-                ("media inlinks", "media_inlink_count"),
-                ("inlinks", "inlink_count"),
-                *stats,
-            ],
-        ),
-        f"**Top words** (share of the {summary.words_sampled} stories whose words were counted): "
-        + (
-            " · ".join(f"{w} {share:.0%}" for w, share in zip(words["word"], words["share"], strict=True))
-            or "_none_"
-        ),
+    shown = [
+        f"{_text(w, 24, 24)} {share:.0%}" for w, share in zip(words["word"], words["share"], strict=True)
     ]
-    if chart is not None and (picture := png_markdown(chart, f"stories per day: {heading}")) is not None:
-        lines.append(picture.value)
-    return "\n\n".join(lines)
+    lead = (
+        f"{text}\n\n**Top words** (share of the {summary.words_sampled} stories whose words were counted): "
+    )
+    while shown:
+        line = (
+            lead
+            + " · ".join(shown)
+            + (f" · … {len(words) - len(shown)} more" if len(shown) < len(words) else "")
+        )
+        if len(line) < MARKDOWN_INLINE_LIMIT:
+            return line
+        shown.pop()
+    return lead + "_none_"
 
 
 def _check_results(built: "BuiltSnapshot") -> list[dg.AssetCheckResult]:
@@ -182,123 +236,149 @@ def _check_results(built: "BuiltSnapshot") -> list[dg.AssetCheckResult]:
     return results
 
 
-def _metadata(built: "BuiltSnapshot") -> dict[str, object]:
+def _shown_timespan(
+    built: "BuiltSnapshot", instance: dg.DagsterInstance, snap: "TimespanSnapshot", focus: "Focus | None"
+) -> dict[str, object]:
+    """The overall timespan of the whole topic (``focus`` None) or of a focus as the asset page shows it: a short
+    summary, the link map (if drawn) and attention over time as pictures, the top media and stories as tables."""
+    from topicmap.snapshots.files import timespan_folder
+    from topicmap.snapshots.folder import ATTENTION_NAME, PNG_NAME
+
+    topic = built.inputs.topic_name
+    if focus is None:
+        heading = whose = f"{topic}: the whole topic"
+        labels = dict(zip(SHOWN_PARTS, OVERALL_LABELS, strict=True))
+    else:
+        whose = f"focus {focus.focal_set} / {focus.name}"
+        heading = f"{whose} ({focus.kind}: {_text(focus.describe(), 120, 40)})"
+        labels = {part: f"focus {focus.key} {part}" for part in SHOWN_PARTS}
+    shown: dict[str, object] = {labels["summary"]: dg.MetadataValue.md(summary_markdown(heading, snap))}
+    if snap.empty or snap.summary is None:  # an empty timespan has no files
+        return shown
+    folder = built.folder / timespan_folder(focus, snap.timespan)
+    pictures = {
+        "link_map": (folder / PNG_NAME, f"media link map of {topic if focus is None else whose}"),
+        "attention": (folder / ATTENTION_NAME, f"stories per day: {heading}"),
+    }
+    for part, (path, alt) in pictures.items():
+        # served as snapshots/<topic>/<the snapshot's folder>/<the picture's path in it>
+        served_as = ["snapshots", topic, *path.relative_to(built.folder.parent).parts]
+        if path.is_file() and (picture := page_picture(instance, path, served_as, alt)) is not None:
+            shown[labels[part]] = picture
+    shown[labels["top_media"]] = top_media_table(snap)
+    shown[labels["top_stories"]] = top_stories_table(snap)
+    return shown
+
+
+def _metadata(built: "BuiltSnapshot", instance: dg.DagsterInstance) -> dict[str, object]:
+    """What the asset page shows of a snapshot, the pictures and top lists first; every value narrow enough for
+    the page (tables of few columns, text cells that wrap, no long unbroken word)."""
     from topicmap.snapshots.store import timespan_rows
 
     result = built.result
     overall = next((snap for snap in result.timespans if snap.timespan.period == "overall"), None)
+    metadata: dict[str, object] = {"snapshot_folder": dg.MetadataValue.path(str(built.folder))}
+    if overall is not None:
+        metadata.update(_shown_timespan(built, instance, overall, None))
+    # a topic over decades has thousands of empty weeks: only counted (timespan_totals)
+    rows = [row for row in timespan_rows(result) if not row["empty"]]
     counts = [
+        {"timespan": row["key"], **{header: row[column] for header, column in COUNTS.items()}} for row in rows
+    ]
+    top_media = {snap.timespan.key: snap.top_media(3) for snap in result.timespans if not snap.empty}
+    timespans = [
         {
             "timespan": row["key"],
-            "period": row["period"],
-            "start": row["start_date"],
-            "end": row["last_date"],
-            "stories": row["story_count"],
-            "story links": row["story_link_count"],
-            "media": row["medium_count"],
-            "medium links": row["medium_link_count"],
-            "syndicated repeats": row["syndicated_repeat_link_count"],
+            "dates": f"{row['start_date']} to {row['last_date']}",
+            "repeats": row["syndicated_repeat_link_count"],
+            "top media": ", ".join(
+                f"{_text(name, 40)} ({inlinks})"
+                for name, inlinks in top_media[row["key"]][["name", "media_inlink_count"]].itertuples(
+                    index=False
+                )
+            )
+            or "-",
         }
-        for row in timespan_rows(result)
-        if not row["empty"]  # a topic over decades has thousands of empty weeks: counted below instead
+        for row in rows
     ]
     empty = [snap.timespan for snap in result.timespans if snap.empty]
-    top_lines = ["| timespan | top media by media inlinks |", "|---|---|"]
-    for snap in result.timespans:
-        if snap.empty:
-            continue
-        top = snap.top_media(3)
-        names = ", ".join(
-            f"{name} ({inlinks})"
-            for name, inlinks in zip(top["name"].tolist(), top["media_inlink_count"].tolist(), strict=True)
-        )
-        top_lines.append(f"| {snap.timespan.key} | {names or '-'} |")
-    metadata: dict[str, object] = {
-        "snapshot_id": built.snapshots_id,
-        "snapshot_key": dg.MetadataValue.text(built.snapshot_key),
-        "snapshot_folder": dg.MetadataValue.path(str(built.folder)),
-        "written_now": built.written,
-        "iteration": built.inputs.iteration,
-        "dagster/row_count": overall.counts.story_count if overall else 0,
-        "timespan_counts": table(counts, list(counts[0]) if counts else ["timespan"], limit=len(counts)),
-        "top_media_per_timespan": dg.MetadataValue.md("\n".join(top_lines)),
-        "dedup_state": dg.MetadataValue.json(built.inputs.dedup_state),
-        "input_rows": dg.MetadataValue.json(built.inputs.row_counts()),
-        "dropped_links": dg.MetadataValue.json(result.dropped_links),
-        "count_syndicated_once": result.count_syndicated_once,
-        # Timespans without stories are recorded (store, manifest) but get no files, maps or pictures.
-        "timespans_recorded": len(result.timespans),
-        "timespans_empty": len(empty),
-        "timespans_empty_by_period": dg.MetadataValue.json(
-            {
-                period: sum(ts.period == period for ts in empty)
-                for period in PERIODS
-                if any(ts.period == period for ts in empty)
-            }
-        ),
-    }
-    if overall is not None:
-        top = overall.top_media(TOP_MEDIA).astype(object)
-        metadata["top_media"] = table(
-            top.where(top.notna(), None).to_dict("records"),
-            ["media_id", "name", "media_inlink_count", "inlink_count", "story_count", "facebook_share_count"],
-        )
-        if not overall.empty:  # an empty timespan has no files
-            metadata["link_map_gexf"] = dg.MetadataValue.path(str(built.gexf(overall.timespan.key)))
+    metadata.update(
+        {
+            "snapshot_id": built.snapshots_id,
+            # in groups of 16 hex digits, the first naming the folder: 64 digits in one piece would widen the page
+            "snapshot_key": dg.MetadataValue.text(
+                " ".join(built.snapshot_key[i : i + 16] for i in range(0, len(built.snapshot_key), 16))
+            ),
+            "written_now": built.written,
+            "iteration": built.inputs.iteration,
+            "dagster/row_count": overall.counts.story_count if overall else 0,
+            "timespan_counts": table(
+                counts, ["timespan", *COUNTS], limit=len(counts), descriptions=TIMESPAN_COLUMNS
+            ),
+            "timespans": table(
+                timespans,
+                ["timespan", "dates", "repeats", "top media"],
+                limit=len(timespans),
+                descriptions=TIMESPAN_COLUMNS,
+            ),
+            # Timespans without stories are recorded (store, manifest) but get no files, maps or pictures.
+            "timespan_totals": dg.MetadataValue.json(
+                {
+                    "recorded": len(result.timespans),
+                    "empty": len(empty),
+                    "empty_by_period": {
+                        period: sum(ts.period == period for ts in empty)
+                        for period in PERIODS
+                        if any(ts.period == period for ts in empty)
+                    },
+                }
+            ),
+        }
+    )
+    metadata.update(_foci_metadata(built, instance))
+    metadata.update(
+        {
+            "dedup_state": dg.MetadataValue.json(built.inputs.dedup_state),
+            "input_rows": dg.MetadataValue.json(built.inputs.row_counts()),
+            "dropped_links": dg.MetadataValue.json(result.dropped_links),
+            # the run config's choices that change the files (count_syndicated_once, picture_periods, ...)
+            "options": dg.MetadataValue.json(built.provenance["options"]),
+        }
+    )
+    if overall is not None and not overall.empty:  # an empty timespan has no files
+        metadata["link_map_gexf"] = dg.MetadataValue.path(str(built.gexf(overall.timespan.key)))
         picture = built.picture(overall.timespan.key)
         if picture is not None:
             metadata["link_map"] = dg.MetadataValue.path(str(picture))
-            preview = png_markdown(picture, f"media link map of {built.inputs.topic_name}")
-            if preview is not None:
-                metadata["link_map_preview"] = preview
-    metadata.update(_summaries_metadata(built))
     return metadata
 
 
-def _summaries_metadata(built: "BuiltSnapshot") -> dict[str, object]:
-    """The overall timespan of the whole topic and of each focus, as markdown sections (``summary_overall``,
-    ``summary_focus_<focal set>_<focus>``), and a table of the foci."""
-    from topicmap.snapshots.files import timespan_folder
-    from topicmap.snapshots.folder import ATTENTION_NAME
-
-    def chart(focus: "Focus | None", snap: "TimespanSnapshot") -> Path | None:
-        path = built.folder / timespan_folder(focus, snap.timespan) / ATTENTION_NAME
-        return path if not snap.empty and path.is_file() else None
-
-    result = built.result
+def _foci_metadata(built: "BuiltSnapshot", instance: dg.DagsterInstance) -> dict[str, object]:
+    """A table of the foci, then the overall timespan of each focus as the asset page shows it (labels
+    ``focus <focal set>/<focus> <part>``)."""
     metadata: dict[str, object] = {}
-    overall = next((snap for snap in result.timespans if snap.timespan.period == "overall"), None)
-    if overall is not None:
-        heading = f"{built.inputs.topic_name}: the whole topic"
-        metadata["summary_overall"] = dg.MetadataValue.md(
-            summary_markdown(heading, overall, chart(None, overall))
-        )
     rows = []
-    for found in result.foci:
+    shown: dict[str, object] = {}
+    for found in built.result.foci:
         focus = found.focus
         focus_overall = next((s for s in found.timespans if s.timespan.period == "overall"), None)
         words = (
-            focus_overall.summary.top_words["word"].head(5).tolist()
-            if focus_overall and focus_overall.summary
-            else []
+            focus_overall.summary.top_words["word"].head(5) if focus_overall and focus_overall.summary else []
         )
         rows.append(
             {
                 "focus": focus.key,
-                "kind": focus.kind,
-                "definition": focus.describe(),
+                "definition": f"{focus.kind}: {_text(focus.describe(), 120)}",
                 "stories": found.story_count,
-                "story links (overall)": focus_overall.counts.story_link_count if focus_overall else 0,
-                "top words": ", ".join(words),
+                "story links": focus_overall.counts.story_link_count if focus_overall else 0,
+                "top words": ", ".join(_text(word) for word in words),
             }
         )
         if focus_overall is not None:
-            heading = f"focus {focus.focal_set} / {focus.name} ({focus.kind}: {_cell(focus.describe(), 120)})"
-            metadata[f"summary_focus_{focus.key.replace('/', '_').replace('-', '_')}"] = dg.MetadataValue.md(
-                summary_markdown(heading, focus_overall, chart(focus, focus_overall))
-            )
+            shown.update(_shown_timespan(built, instance, focus_overall, focus))
     if rows:
-        metadata["foci"] = table(rows, list(rows[0]), limit=len(rows))
+        metadata["foci"] = table(rows, list(rows[0]), limit=len(rows), descriptions=FOCUS_COLUMNS)
+    metadata.update(shown)
     return metadata
 
 
@@ -380,7 +460,7 @@ def snapshots(
         f"snapshot {built.snapshots_id} ({built.snapshot_key[:16]}) "
         f"{'written to' if built.written else 'already complete in'} {built.folder}"
     )
-    yield dg.MaterializeResult(metadata=_metadata(built))
+    yield dg.MaterializeResult(metadata=_metadata(built, context.instance))
     yield from _check_results(built)
 
 

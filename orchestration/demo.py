@@ -78,8 +78,8 @@ def _print_foci(meta: dict) -> None:
     for record in meta["foci"].value.records:
         focus = record.data
         _say(
-            f"  focus {focus['focus']} ({focus['kind']}: {focus['definition']}): {focus['stories']} stories, "
-            f"{focus['story links (overall)']} story links; top words: {focus['top words'] or '-'}"
+            f"  focus {focus['focus']} ({focus['definition']}): {focus['stories']} stories, "
+            f"{focus['story links']} story links; top words: {focus['top words'] or '-'}"
         )
 
 

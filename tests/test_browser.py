@@ -2,7 +2,8 @@
 
 The test runs a small demo topic in process up to its snapshot (as `make demo` does), starts
 `dagster-webserver` on that instance, and checks what a user sees: the global lineage graph shows every
-asset, the snapshots asset page shows its metadata and the link-map picture, a materialization
+asset, the snapshots asset page shows its link map and attention chart as pictures and its top lists as
+tables without a click, each within the page (its Overview and its Events page), a materialization
 launched by clicking the UI's Materialize button succeeds (read back through GraphQL), the topic's own
 seeds run re-executes from its run page ("Re-execute all") and succeeds, an asset page shows its owners
 and freshness policy, a week of click totals is backfilled from the asset's launch dialog (no daemon
@@ -16,6 +17,7 @@ CI=true always: there a missing browser is a failure. Every step saves a screens
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -220,38 +222,139 @@ def test_lineage_graph_shows_every_asset(webserver: DagsterGraphQL, browser, tmp
     assert names <= shown
 
 
-def test_snapshot_page_shows_its_metadata_and_link_map(
-    webserver: DagsterGraphQL, browser, tmp_path: Path
-) -> None:  # noqa: ANN001
+#: what the snapshot's asset page shows as pictures and as top lists, each in its row of the metadata table
+SNAPSHOT_PICTURES = ("link_map_preview", "attention")
+SNAPSHOT_TOP_LISTS = ("top_media", "top_stories")
+#: a picture narrower than this on the page is a thumbnail nobody reads
+SHOWN_PICTURE_MIN_WIDTH = 400
+
+#: where an element sits against what shows it: its nearest ancestor that clips or scrolls sideways (the metadata
+#: table's scroll container, or the page), and how far that ancestor's content reaches past its right side
+_PLACEMENT_JS = """
+const element = arguments[0], box = element.getBoundingClientRect();
+let clip = element.parentElement;
+while (clip && getComputedStyle(clip).overflowX === 'visible') clip = clip.parentElement;
+const shown = clip ? clip.getBoundingClientRect() : {left: 0, right: window.innerWidth};
+return {left: box.left, right: box.right, width: box.width, height: box.height,
+        clipLeft: shown.left, clipRight: shown.right, viewport: window.innerWidth,
+        hiddenRight: clip ? clip.scrollWidth - clip.clientWidth : 0,
+        naturalWidth: element.naturalWidth || 0, complete: element.complete === undefined || element.complete};
+"""
+
+
+def _metadata_row(driver, label: str):  # noqa: ANN001, ANN202
+    """The row of the metadata table whose key is ``label`` (None until it is rendered)."""
     from selenium.webdriver.common.by import By
 
-    browser.get(f"{webserver.base_url}/assets/snapshots?view=events&partition={demo_topic.TOPIC}")
+    rows = driver.find_elements(By.XPATH, f"//tr[td[1][normalize-space(.)='{label}']]")
+    return rows[0] if rows else None
 
-    def metadata_shown(driver) -> bool:  # noqa: ANN001
-        text = driver.find_element(By.TAG_NAME, "body").text
-        return all(label in text for label in ("snapshot_key", "timespan_counts", "link_map_preview"))
 
-    def picture_shown(driver):  # noqa: ANN001, ANN202
-        for image in driver.find_elements(By.TAG_NAME, "img"):
-            embedded = (image.get_attribute("src") or "").startswith("data:image/png;base64,")
-            if embedded and driver.execute_script(
-                "return arguments[0].complete && arguments[0].naturalWidth", image
-            ):
-                return image
-        # markdown metadata sits behind a "[Show Markdown]" link in its row of the metadata table
-        for link in driver.find_elements(
-            By.XPATH,
-            "//*[normalize-space(text())='link_map_preview']/ancestor::*[.//*[contains(text(), 'Show Markdown')]][1]"
-            "//*[contains(text(), 'Show Markdown')]",
-        ):
-            link.click()
-            break
+def _snapshot_metadata_shown(driver):  # noqa: ANN001, ANN202
+    """Once the metadata table is rendered and its pictures loaded: label -> the picture or table shown in that
+    row without a click, None where there is none (no row, or the value waits behind a button)."""
+    from selenium.webdriver.common.by import By
+
+    if _metadata_row(driver, "snapshot_key") is None:  # the table renders every row at once
         return None
+    shown = {}
+    for label in (*SNAPSHOT_PICTURES, *SNAPSHOT_TOP_LISTS):
+        row = _metadata_row(driver, label)
+        # "[Show Markdown]", "[Show JSON]": a value the UI shows only in a dialog
+        behind_a_button = row is not None and row.find_elements(
+            By.XPATH, ".//*[starts-with(text(), '[Show ')]"
+        )
+        if row is None or behind_a_button:
+            shown[label] = None
+        elif label in SNAPSHOT_TOP_LISTS:
+            shown[label] = next(iter(row.find_elements(By.TAG_NAME, "table")), None)
+        else:
+            images = row.find_elements(By.TAG_NAME, "img")
+            # markdown renders a moment after the table, and an image loads after that
+            if not images or not driver.execute_script("return arguments[0].complete", images[0]):
+                return None
+            shown[label] = images[0]
+    return shown
 
-    with screenshot(browser, tmp_path, "snapshot-page"):
-        _wait(browser, "the snapshot's metadata", metadata_shown)
-        image = _wait(browser, "the link-map picture", picture_shown)
-    assert browser.execute_script("return arguments[0].naturalWidth", image) >= 200
+
+def _latest_snapshot(webserver: DagsterGraphQL) -> tuple[Path, dict[str, list[list[str]]]]:
+    """The folder of the topic's latest snapshot and its top lists as the materialization records them (label ->
+    rows of cells): what the UI is given."""
+    data = webserver.query(
+        'query($partition: String!) { assetNodeOrError(assetKey: {path: ["snapshots"]}) { ... on AssetNode { '
+        "assetMaterializations(partitions: [$partition], limit: 1) { metadataEntries { label "
+        "... on PathMetadataEntry { path } "
+        "... on TableMetadataEntry { table { records schema { columns { name } } } } } } } } }",
+        partition=demo_topic.TOPIC,
+    )
+    (materialization,) = data["assetNodeOrError"]["assetMaterializations"]
+    entries = {entry["label"]: entry for entry in materialization["metadataEntries"]}
+    top_lists = {
+        label: [
+            [json.loads(record)[column["name"]] for column in entries[label]["table"]["schema"]["columns"]]
+            for record in entries[label]["table"]["records"]
+        ]
+        for label in SNAPSHOT_TOP_LISTS
+    }
+    return Path(entries["snapshot_folder"]["path"]), top_lists
+
+
+def test_snapshot_page_shows_its_pictures_and_top_lists_without_a_click(
+    webserver: DagsterGraphQL, browser, tmp_path: Path
+) -> None:  # noqa: ANN001
+    """The asset's Overview page (where the catalog leads) and its Events page show the snapshot's link map and
+    attention chart as pictures and its top media and stories as tables, all without a click, each whole within
+    the page: nothing cut off on the right, no sideways scrolling."""
+    from PIL import Image
+    from selenium.webdriver.common.by import By
+
+    pages = {
+        "snapshot-overview": f"{webserver.base_url}/assets/snapshots",
+        "snapshot-events": f"{webserver.base_url}/assets/snapshots?view=events&partition={demo_topic.TOPIC}",
+    }
+    for name, url in pages.items():
+        browser.get(url)
+        with screenshot(browser, tmp_path, name):
+            shown = _wait(browser, "the snapshot's metadata", _snapshot_metadata_shown)
+            missing = [label for label, element in shown.items() if element is None]
+            assert not missing, f"{name}: not on the page without a click: {missing}"
+            browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", shown["link_map_preview"])
+            placement = {label: browser.execute_script(_PLACEMENT_JS, e) for label, e in shown.items()}
+            for label, where in placement.items():
+                # the whole element is in view sideways: within what shows it, which hides nothing on the right
+                within = where["clipLeft"] - 1 <= where["left"] and where["right"] <= where["clipRight"] + 1
+                assert within and where["right"] <= where["viewport"], (name, label, where)
+                assert where["hiddenRight"] <= 1, (name, label, where)
+            for label in SNAPSHOT_PICTURES:
+                # shown at its own size (a copy made to fit), large enough to read
+                where = placement[label]
+                assert where["width"] >= SHOWN_PICTURE_MIN_WIDTH, (name, label, where)
+                assert where["naturalWidth"] == round(where["width"]), (name, label, where)
+                # what a person sees there: the picture's pixels, not a broken-image icon or a blank box
+                seen = Image.open(io.BytesIO(shown[label].screenshot_as_png)).convert("RGB")
+                assert seen.width >= SHOWN_PICTURE_MIN_WIDTH and seen.height >= 150, (label, seen.size)
+                colours = seen.getcolors(maxcolors=4096)  # None: more than that
+                assert colours is None or len(colours) > 64, (label, colours)
+            folder, records = _latest_snapshot(webserver)
+            assert all(len(rows) >= 5 for rows in records.values()), records
+            for label, rows in records.items():
+                cells = [
+                    [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+                    for row in shown[label].find_elements(By.XPATH, "./tbody/tr")
+                ]
+                assert cells == rows, (name, label)
+            # what a person sees further down: the top lists
+            top_lists = _metadata_row(browser, "top_media")
+            browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", top_lists)
+            browser.save_screenshot(str(tmp_path / f"{name}-top-lists.png"))
+            lines = _body_text(browser).split("\n")
+            # nothing waits behind a button, and the snapshot's other metadata is still there
+            assert not [line for line in lines if "Show Markdown" in line]
+            assert {"summary_overall", "snapshot_folder", "snapshot_key", "timespan_counts"} <= set(lines)
+    # a click on the link map downloads the full picture of the snapshot's folder, byte for byte
+    link = shown["link_map_preview"].find_element(By.XPATH, "./ancestor::a")
+    full = requests.get(link.get_attribute("href"), timeout=60)
+    assert full.ok and full.content == (folder / "overall" / "link_map.png").read_bytes()
 
 
 def test_materialize_button_launches_a_run_that_succeeds(

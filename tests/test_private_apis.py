@@ -70,6 +70,8 @@ INTERNALS: dict[str, tuple[str, set[str]]] = {
             # the asset backfill a sensor requests (sensors/automation.py)
             "AssetGraphSubset",
             "AssetKeyPartitionKey",
+            # the instance's local compute-log folder, which the webserver serves pictures from (assets/metadata.py)
+            "LocalComputeLogManager",
             # tests: a workspace in process, the daemons' single passes, a backfill's status
             "BulkActionStatus",
             "InProcessWorkspaceLoadTarget",

@@ -53,7 +53,13 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, insert, select, text
 
-from assets.metadata import EMBED_MAX_BYTES, png_markdown
+from assets.metadata import (
+    EMBED_MAX_BYTES,
+    MARKDOWN_INLINE_LIMIT,
+    PAGE_PICTURE_WIDTH,
+    page_picture,
+    png_markdown,
+)
 from assets.snapshots import snapshot_files_intact, snapshots
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
@@ -368,11 +374,11 @@ def test_materialized_snapshot_matches_the_hand_counts(project: dict) -> None:
     ]
     # the empty week is recorded (store, manifest) but listed in the metadata only as a number
     assert counts == [c for c in EXPECTED_COUNTS if c[1]]
-    assert (meta["timespans_recorded"], meta["timespans_empty"]) == (9, 1)
-    assert meta["timespans_empty_by_period"] == {"weekly": 1}
+    assert meta["timespan_totals"] == {"recorded": 9, "empty": 1, "empty_by_period": {"weekly": 1}}
     assert meta["dagster/row_count"] == 7 and meta["iteration"] == 2
-    top = [(r.data["name"], r.data["media_inlink_count"]) for r in meta["top_media"].records]
-    assert top == [("Beta", "2"), ("Alpha", "2"), ("Gamma", "1")]  # ties: more inlinks first (B 3, A 2)
+    top = [(r.data["medium"], r.data["media inlinks"]) for r in meta["top_media"].records]
+    # each medium with its id; ties: more inlinks first (B 3, A 2)
+    assert top == [("Beta (2)", "2"), ("Alpha (1)", "2"), ("Gamma (3)", "1")]
     assert meta["link_map"] == str(folder / "overall" / "link_map.png")
     assert meta["link_map_preview"].startswith("![media link map of snaptest](data:image/png;base64,iVBOR")
 
@@ -716,6 +722,72 @@ def test_a_large_picture_is_embedded_smaller(tmp_path: Path) -> None:
     assert base64.b64decode(png_markdown(small, "x").md_str[len("![x](data:image/png;base64,") : -1]) == (
         small.read_bytes()
     )  # small pictures go in as they are
+
+
+def test_a_picture_on_the_asset_page_is_served_by_the_webserver_at_a_width_that_fits(tmp_path: Path) -> None:
+    """The markdown names the pictures by the URL of the webserver's compute-log download, short enough for the UI
+    to show it inline; the files it names are the picture made to fit the page, linked to the picture itself."""
+    from PIL import Image
+
+    wide = tmp_path / "map.png"
+    Image.radial_gradient("L").resize((1200, 1260)).convert("RGB").save(wide)
+    (tmp_path / "dagster").mkdir()
+    with dg.DagsterInstance.local_temp(str(tmp_path / "dagster")) as instance:
+        logs = instance.compute_log_manager  # what the webserver's /logs/<key...>/<extension> route reads
+
+        def served(url: str) -> Path:
+            *key, extension = url.removeprefix("/logs/").split("/")
+            return Path(logs.get_captured_local_path(key, extension))
+
+        served_as = ["snapshots", "climate", "0123abcd", "overall", "link_map.png"]
+        markdown = page_picture(instance, wide, served_as, "media link map of climate").md_str
+        assert len(markdown) < MARKDOWN_INLINE_LIMIT
+        shown_url, full_url = (
+            markdown.removeprefix("[![media link map of climate](").removesuffix(")").split(")](")
+        )
+        assert full_url == "/logs/topicmap/snapshots/climate/0123abcd/overall/link_map/png"
+        assert served(full_url).read_bytes() == wide.read_bytes()
+        with Image.open(served(shown_url)) as shown:
+            assert shown.size == (PAGE_PICTURE_WIDTH, round(1260 * PAGE_PICTURE_WIDTH / 1200))
+        # the same picture again: the same markdown, its files left as they are
+        written = {url: served(url).stat().st_mtime_ns for url in (shown_url, full_url)}
+        assert page_picture(instance, wide, served_as, "media link map of climate").md_str == markdown
+        assert {url: served(url).stat().st_mtime_ns for url in written} == written
+
+        narrow = tmp_path / "chart.png"
+        Image.new("RGB", (300, 100), "white").save(narrow)
+        markdown = page_picture(instance, narrow, ["charts", "chart.png"], "chart").md_str
+        assert markdown == "![chart](/logs/topicmap/charts/chart/png)"  # shown as it is
+        assert served("/logs/topicmap/charts/chart/png").read_bytes() == narrow.read_bytes()
+    # an instance without a local compute-log folder (here: none at all) gets the picture inlined
+    inlined = page_picture(dg.DagsterInstance.ephemeral(), narrow, ["charts", "chart.png"], "chart")
+    assert inlined is not None and inlined.md_str.startswith("![chart](data:image/png;base64,")
+
+
+def test_a_summary_keeps_as_many_top_words_as_the_ui_shows_inline() -> None:
+    from types import SimpleNamespace
+
+    from assets.snapshots import SHOWN_WORDS, summary_markdown
+
+    words = pd.DataFrame(
+        {"word": [f"{i:02d}" + "w" * 30 for i in range(40)], "share": np.linspace(0.9, 0.1, 40)}
+    )
+    snap = SimpleNamespace(
+        counts=SimpleNamespace(story_count=40, story_link_count=9, medium_count=3, medium_link_count=2),
+        summary=SimpleNamespace(top_words=words, words_sampled=40),
+        timespan=SimpleNamespace(start_date=date(2026, 1, 1), last_date=date(2026, 2, 28)),
+        empty=False,
+    )
+    heading = "focus Subtopics / Clean energy (query: " + " OR ".join(["renewable"] * 12) + ")"
+    text = summary_markdown(heading, snap)
+    assert len(text) < MARKDOWN_INLINE_LIMIT  # shown on the page, not behind "[Show Markdown]"
+    shown = text.split("counted): ")[1].split(" · ")
+    # the first words, each cut to 24 characters, and how many more the files hold of the SHOWN_WORDS
+    assert (
+        shown[0] == "00wwwwwwwwwwwwwwwwwwwww… 90%" and shown[-1] == f"… {SHOWN_WORDS - len(shown) + 1} more"
+    )
+    assert 10 < len(shown) - 1 < SHOWN_WORDS
+    assert text.startswith(f"### {heading}\n\n2026-01-01 to 2026-02-28: **40** stories, **9** cross-media")
 
 
 def test_cli_reports_unknown_topics_and_topics_without_snapshots(tmp_path: Path, capsys, monkeypatch) -> None:

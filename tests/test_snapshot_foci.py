@@ -16,6 +16,7 @@ import pytest
 from matplotlib.figure import Figure
 from sqlalchemy import func, select, update
 
+from assets.metadata import MARKDOWN_INLINE_LIMIT
 from assets.snapshots import snapshots
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
@@ -508,7 +509,9 @@ def test_the_asset_page_sums_up_the_topic_and_each_focus(
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
     store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
     topics_file, _ = stored_topic(store, tmp_path)
-    instance = dg.DagsterInstance.ephemeral()
+    (tmp_path / "dagster").mkdir()
+    # an instance with its compute logs in a local folder, as deployed: the webserver serves the pictures from it
+    instance = dg.DagsterInstance.local_temp(str(tmp_path / "dagster"))
     instance.add_dynamic_partitions("topics", [SNAP_TOPIC])
     config = {
         "picture_periods": ["overall"],
@@ -525,22 +528,46 @@ def test_the_asset_page_sums_up_the_topic_and_each_focus(
         },
         run_config={"ops": {"snapshots": {"config": config}}},
     )
-    meta = {k: v.value for k, v in result.asset_materializations_for_node("snapshots")[0].metadata.items()}
+    entries = result.asset_materializations_for_node("snapshots")[0].metadata
+    # the UI shows a markdown value inline only when it is short: every one here is, pictures included
+    long = {k: len(v.md_str) for k, v in entries.items() if isinstance(v, dg.MarkdownMetadataValue)}
+    assert long and max(long.values()) < MARKDOWN_INLINE_LIMIT, long
+    meta = {k: v.value for k, v in entries.items()}
     overall = meta["summary_overall"]
-    assert "**Top media** by media inlinks" in overall and "| 1 | Beta | 2 |" in overall
-    assert (
-        "**Top stories** by media inlinks" in overall
-        and "| 1 | Story 21 | Beta | 2026-01-13 | 2 |" in overall
-    )
+    assert overall.startswith("### snaptest: the whole topic\n\n2026-01-05 to 2026-02-08: **7** stories, ")
     assert "**Top words** (share of the 7 stories whose words were counted): story 100%" in overall
-    assert "![stories per day: snaptest: the whole topic](data:image/png;base64," in overall
-    energy = meta["summary_focus_subtopics_energy"]
+    # the top media as the snapshot's files rank them
+    folder = Path(meta["snapshot_folder"])
+    files = pd.read_parquet(folder / "top_media.parquet")
+    ranked = files[
+        files["focus"].isna() & (files["timespan"] == "overall") & (files["metric"] == "media_inlink_count")
+    ]
+    columns = ["name", "media_id", "media_inlink_count", "story_count"]
+    media = [
+        (r.data["medium"], r.data["media inlinks"], r.data["stories"]) for r in meta["top_media"].records
+    ]
+    assert media == [(f"{n} ({i})", str(m), str(c)) for n, i, m, c in ranked[columns].itertuples(index=False)]
+    assert media[0] == ("Beta (2)", "2", "2")
+    stories = [(r.data["story"], r.data["media inlinks"]) for r in meta["top_stories"].records]
+    assert stories[0] == ("Story 21 · Beta, 2026-01-13", "2")
+    assert meta["link_map_preview"].startswith(
+        "[![media link map of snaptest](/logs/topicmap/snapshots/snaptest/"
+    )
+    assert meta["attention"].startswith(
+        "[![stories per day: snaptest: the whole topic](/logs/topicmap/snapshots/snaptest/"
+    )
+    energy = meta["focus subtopics/energy summary"]
     assert energy.startswith("### focus Subtopics / Energy (query: solar OR wind)")
     assert "**3** stories, **3** cross-media story links" in energy and "solar 100%" in energy
-    focus_rows = [(r.data["focus"], r.data["stories"]) for r in meta["foci"].records]
-    assert focus_rows == [("subtopics/energy", "3"), ("media-type/papers", "4")]
-    folder = Path(meta["snapshot_folder"])
+    assert [r.data["media inlinks"] for r in meta["focus subtopics/energy top_stories"].records][0] == "2"
+    focus_rows = [(r.data["focus"], r.data["definition"], r.data["stories"]) for r in meta["foci"].records]
+    assert focus_rows == [
+        ("subtopics/energy", "query: solar OR wind", "3"),
+        ("media-type/papers", "media_tags: media_type: newspaper", "4"),
+    ]
     papers = folder / "foci" / "media-type" / "papers" / "overall"
     assert (papers / "attention.png").is_file() and (papers / "link_map.gexf").is_file()
     assert not (papers / "link_map.png").exists()  # focus pictures only with focus_pictures
+    assert "focus media-type/papers attention" in meta and "focus media-type/papers link_map" not in meta
+    instance.dispose()
     store.dispose()
