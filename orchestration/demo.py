@@ -177,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     from orchestration.snapshots import report_snapshot
-    from orchestration.social_demo import demo_social_config, run_click_demo, statistics_line
+    from orchestration.social_demo import demo_social_config, run_click_demo, statistics_line, teach_standin
     from topicmap.demo.standins import StandinDataset, run_standin_server
 
     with ExitStack() as stack:
@@ -250,6 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             topic_sizes[topic.name] = store.table_count(schema.topic_stories, topics_id=topics_id)
             _say(f"  final size: {topic_sizes[topic.name]} stories after {facts.iterations_done} iterations")
 
+        # the stand-in APIs learn every topic story now: the post-spider runs fetch Facebook statistics, before the
+        # click backfill (which runs after dedup) would teach them
+        teach_standin(standin)
         post_spider: dict[str, FinishedRun] = {}
         for topic in topics.topics:
             facts = read_spider_facts(store, topic.name, topic.max_iterations)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -51,7 +53,8 @@ def demo_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "TOPICMAP_HOME": str(home),
         "DAGSTER_HOME": str(home / "dagster_home"),
     }
-    _run(["demo"], env)
+    demo_output = _run(["demo"], env)
+    (home / "demo_output.txt").write_text(demo_output)
     # what `make demo-ui` adds: the demo's curated files (which the demo wrote) and a Bit.ly token
     return {
         **env,
@@ -60,6 +63,15 @@ def demo_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "TOPICMAP_LINK_MAP_TAG_SET": "media_type",
         "TOPICMAP_BITLY_TOKEN": StandinDataset().bitly_token,
     }
+
+
+def test_the_demo_fetches_facebook_figures_for_its_stories(demo_env: dict[str, str]) -> None:
+    # the post-spider runs fetch statistics before the click backfill: the stand-in must know the stories by then
+    output = (Path(demo_env["TOPICMAP_HOME"]) / "demo_output.txt").read_text()
+    shares = [
+        int(m.group(1)) for m in re.finditer(r"story_statistics \[[^]]+\]: \d+ stories; shares (\d+)", output)
+    ]
+    assert shares and all(count > 0 for count in shares), output[-3000:]
 
 
 def test_no_sensor_requests_a_run_after_the_demo_and_each_tick_says_why(demo_env: dict[str, str]) -> None:
