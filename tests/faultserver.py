@@ -143,6 +143,13 @@ class ArrivalTimedHandler(BaseHTTPRequestHandler):
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
 
 
+def stamp_arrivals(listening: socket.socket) -> None:
+    """Ask the kernel to stamp every packet the server receives, for its whole life: a request arriving on a new
+    connection before its handler has asked would otherwise be stamped when it is read, late."""
+    if _SO_TIMESTAMPNS is not None:
+        listening.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+
+
 class _Handler(ArrivalTimedHandler):
     protocol_version = "HTTP/1.1"
     server: _FaultHTTPServer
@@ -332,11 +339,7 @@ class _FaultHTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int]) -> None:
         super().__init__(address, _Handler)
-        if _SO_TIMESTAMPNS is not None:
-            # The kernel stamps arriving packets only while some socket asks for stamps; a request that
-            # arrives on a new connection before its handler has asked would be stamped when it is read, late.
-            # The listening socket asks for the server's whole life.
-            self.socket.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        stamp_arrivals(self.socket)
         self.lock = threading.Lock()
         self.seen: set[str] = set()
         self.hits: list[Hit] = []

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from tests.faultserver import ArrivalTimedHandler, stamp_arrivals
 
 
 def page_url(i: int, hosts: int) -> str:
@@ -37,7 +39,7 @@ class LinkWeb:
         self._lock = threading.Lock()
         web = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(ArrivalTimedHandler):
             protocol_version = "HTTP/1.1"
 
             def log_message(self, *args) -> None:  # noqa: ANN002
@@ -46,7 +48,8 @@ class LinkWeb:
             def do_GET(self) -> None:  # noqa: N802
                 host = (self.headers.get("Host") or "").split(":")[0]
                 with web._lock:
-                    web.hits.append((time.time(), host, self.path))
+                    # the kernel's arrival time: a time taken here lags by tens of ms on a loaded machine
+                    web.hits.append((self.arrived_at, host, self.path))
                 if web.delay:
                     time.sleep(web.delay)
                 body, status = b"not found", 404
@@ -68,6 +71,7 @@ class LinkWeb:
                 self.wfile.write(body)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        stamp_arrivals(self.server.socket)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
