@@ -35,6 +35,7 @@ from tests.test_snapshot_assets import TOPIC as SNAP_TOPIC
 from tests.test_snapshot_assets import TOPICS_YAML, build_topic
 from tests.test_snapshot_assets import A as SA
 from tests.test_snapshot_assets import C as SC
+from tests.shared_data import NEWS_HTML, require_shared
 from topicmap.snapshots import charts
 from topicmap.snapshots.checks import snapshot_problems
 from topicmap.snapshots.cli import format_snapshot_paths
@@ -44,11 +45,13 @@ from topicmap.snapshots.foci import Focus, topic_foci
 from topicmap.snapshots.inputs import read_snapshot_inputs
 from topicmap.snapshots.key import SnapshotOptions
 from topicmap.snapshots.store import build_snapshot, snapshot_paths
+from topicmap.snapshots.words import stop_words
 from topicmap.store import schema as s
 from topicmap.store.media_tags import load_media_tags, read_media_tags_csv
 from topicmap.store.topic_store import TopicStore
 from topicmap.topics.declarations import FocalSetDefinition, FocusDefinition, TopicConfig, load_topics
 from topicmap.topics.focus_kinds import MediaTagSelection, QuerySelection
+from topicmap.web.extract import guess_language
 
 TOPIC_START, TOPIC_END = "2026-01-07", "2026-02-10"
 
@@ -301,6 +304,35 @@ def test_top_words_leave_out_the_stop_words_of_the_stories_own_languages() -> No
     as_english = top(pd.Series("en", index=stories.index)).set_index("word")
     assert as_english.loc["les", "stories"] == 6 and as_english.loc["les", "count"] == 12
     assert "des" in as_english.index and "sur" in as_english.index
+
+
+def test_top_words_rank_by_the_stories_using_them() -> None:
+    """One long recipe page repeating "tsp" forty times does not outrank a word six stories use."""
+    stories = texts_stories()
+    stories.loc[stories["stories_id"] == 102, "text"] = "tsp " * 40 + "football"
+    words = compute(stories, [], word_sample=0)["overall"].summary.top_words.set_index("word")
+    assert words.loc["tsp", "count"] == 40 and words.loc["tsp", "stories"] == 1
+    assert words.loc["solar", "stories"] == 6 and words.loc["solar", "count"] < 40
+    assert words.loc["solar", "rank"] < words.loc["tsp", "rank"]
+    # the ranks follow the stories column, ties by occurrences then the word
+    ranked = words.sort_values("rank")
+    keys = list(zip(-ranked["stories"], -ranked["count"], ranked.index, strict=True))
+    assert keys == sorted(keys)
+
+
+def test_stop_words_cover_the_languages_of_the_real_pages() -> None:
+    """Every language the real pages are written in has its stop words; Romanian's list, written without
+    diacritics, stops "în", "și", "să" as texts write them."""
+    expected = require_shared(NEWS_HTML / "expected.jsonl")
+    texts = [json.loads(line).get("text") for line in expected.read_text(encoding="utf-8").splitlines()]
+    languages = {guess_language(text) for text in texts} - {None}
+    assert {"en", "pt", "ja", "ru", "zh", "it", "ar", "es"} <= languages, languages
+    for code in sorted(languages | {"ro", "fr", "de"}):
+        assert len(stop_words((code,))) >= 40, code
+    romanian = stop_words(("ro",))
+    assert {"în", "și", "să", "că", "după", "in", "si"} <= romanian
+    assert "climă" not in romanian and "guvernul" not in romanian
+    assert {"the", "and"}.isdisjoint(romanian)  # a language's list only
 
 
 def test_attention_and_top_lists_per_timespan() -> None:
