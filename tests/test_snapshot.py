@@ -50,8 +50,6 @@ import pandas as pd
 import pytest
 
 from tests.snapshot_exports import check_snapshot_folder
-from topicmap.snapshots.foci import Focus
-from topicmap.topics.focus_kinds import QuerySelection
 from topicmap.snapshots.checks import snapshot_problems
 from topicmap.snapshots.compute import compute_snapshot
 from topicmap.snapshots.files import (
@@ -60,8 +58,10 @@ from topicmap.snapshots.files import (
     STORY_DATE_COLUMNS,
     write_snapshot_files,
 )
+from topicmap.snapshots.foci import Focus
 from topicmap.snapshots.summaries import SUMMARY_SCHEMAS
 from topicmap.snapshots.timespans import Timespan, build_timespans
+from topicmap.topics.focus_kinds import QuerySelection
 
 A, B, C, D, E = 1, 2, 3, 4, 5
 NA = None
@@ -761,7 +761,11 @@ def test_counts_reconcile_and_the_data_package_validates(result, tmp_path):
     spans = check_snapshot_folder(tmp_path)
     overall = spans.set_index("key").loc["overall"]
     # 402 is undated, 401 (Dec 15) is in through a link
-    assert (overall["published_story_count"], overall["linked_story_count"], overall["undated_story_count"]) == (
+    assert (
+        overall["published_story_count"],
+        overall["linked_story_count"],
+        overall["undated_story_count"],
+    ) == (
         9,
         1,
         1,
@@ -796,7 +800,9 @@ def test_counts_reconcile_on_generated_topics(seed, tmp_path):
     )
     stories.loc[:9, "publish_date"] = pd.NaT  # undated, and dated outside the topic
     stories.loc[10:14, "publish_date"] = pd.Timestamp("2026-03-05 12:00", tz="UTC")
-    media = pd.DataFrame({"media_id": range(1, 10), "name": [f"m{i}" for i in range(1, 10)], "url": ["u"] * 9})
+    media = pd.DataFrame(
+        {"media_id": range(1, 10), "name": [f"m{i}" for i in range(1, 10)], "url": ["u"] * 9}
+    )
     links = pd.DataFrame(
         {
             "stories_id": [rng.choice(ids) for _ in range(4 * n)],

@@ -545,10 +545,20 @@ def test_a_topic_not_spidered_yet_gets_an_empty_consistent_snapshot(
     manifest = json.loads((built.folder / "manifest.json").read_text())
     assert [t["key"] for t in manifest["timespans"]] == [key for key, *_ in EXPECTED_COUNTS]
     assert all(t["empty"] for t in manifest["timespans"])
-    assert sorted(manifest["files"]) == ["provenance.json", "timespans.csv", "timespans.parquet"]
+    assert sorted(manifest["files"]) == [
+        "README.md",
+        "datapackage.json",
+        "provenance.json",
+        "schemas/timespans.json",
+        "timespans.csv",
+        "timespans.parquet",
+    ]
     assert sorted(p.name for p in built.folder.iterdir()) == [
+        "README.md",
+        "datapackage.json",
         "manifest.json",
         "provenance.json",
+        "schemas",
         "timespans.csv",
         "timespans.parquet",
     ]

@@ -20,6 +20,7 @@ from assets.metadata import MARKDOWN_INLINE_LIMIT
 from assets.snapshots import snapshots
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
+from tests.shared_data import NEWS_HTML, require_shared
 from tests.test_snapshot import (
     A,
     B,
@@ -35,7 +36,6 @@ from tests.test_snapshot_assets import TOPIC as SNAP_TOPIC
 from tests.test_snapshot_assets import TOPICS_YAML, build_topic
 from tests.test_snapshot_assets import A as SA
 from tests.test_snapshot_assets import C as SC
-from tests.shared_data import NEWS_HTML, require_shared
 from topicmap.snapshots import charts
 from topicmap.snapshots.checks import snapshot_problems
 from topicmap.snapshots.cli import format_snapshot_paths
@@ -391,6 +391,7 @@ def test_a_focus_files_sit_under_foci_and_every_table_is_keyed_by_focus_and_time
             "media.csv",
             "medium_links.csv",
             "stories.csv",
+            "stories.parquet",
             "story_links.csv",
         ]
     )

@@ -32,7 +32,10 @@ COLUMNS: dict[str, tuple[str, str | None]] = {
     "source_media_id": ("The linking medium.", None),
     "ref_media_id": ("The medium linked to.", None),
     "link_count": ("Distinct story links from the source medium to the ref medium in the timespan.", "links"),
-    "inlink_count": ("Distinct stories of the timespan linking to this story (or medium's stories).", "links"),
+    "inlink_count": (
+        "Distinct stories of the timespan linking to this story (or medium's stories).",
+        "links",
+    ),
     "outlink_count": ("Distinct stories of the topic this story (or medium's stories) links to.", "links"),
     "media_inlink_count": ("Distinct other media whose stories in the timespan link here.", "media"),
     "sum_media_inlink_count": ("Sum of the medium's stories' media_inlink_count.", "media"),
@@ -65,11 +68,17 @@ COLUMNS: dict[str, tuple[str, str | None]] = {
     "name": ("The medium's name.", None),
     "media_name": ("The story's medium's name.", None),
     "story_count": ("Stories of the medium in the timespan.", "stories"),
-    "metric": ("The metric ranked: media_inlink_count, inlink_count, facebook_share_count, bitly_clicks_30d.", None),
+    "metric": (
+        "The metric ranked: media_inlink_count, inlink_count, facebook_share_count, bitly_clicks_30d.",
+        None,
+    ),
     "rank": ("Rank, 1 first.", None),
     "value": ("The value of the ranked metric.", None),
     "day": ("The publisher's calendar day (see publish_day_local).", None),
-    "word": ("A word of the stories' titles and texts, lower-cased (stop words of each story's language out).", None),
+    "word": (
+        "A word of the stories' titles and texts, lower-cased (stop words of each story's language out).",
+        None,
+    ),
 }
 
 _STORY_COUNT = (
@@ -99,7 +108,10 @@ TABLES: dict[str, tuple[str, dict[str, tuple[str, str | None]]]] = {
             "end_date": ("The day after the last day (EXCLUSIVE, as in Media Cloud); see last_date.", None),
             "last_date": ("Last day (inclusive).", None),
             "story_count": _STORY_COUNT,
-            "story_link_count": ("Distinct story links (across media) whose source was published in it.", "links"),
+            "story_link_count": (
+                "Distinct story links (across media) whose source was published in it.",
+                "links",
+            ),
             "medium_count": ("Media with a story in the timespan.", "media"),
             "medium_link_count": (
                 "Directed medium links (A->B and B->A count twice); the link map's media pairs count once.",
@@ -140,7 +152,10 @@ TABLES: dict[str, tuple[str, dict[str, tuple[str, str | None]]]] = {
         {
             "count": ("Occurrences of the word in the sampled stories.", "occurrences"),
             "stories": ("Sampled stories using the word (the rank's order).", "stories"),
-            "share": ("stories / words_sampled of the timespan (0-1): the share of the SAMPLE, not of all.", "ratio"),
+            "share": (
+                "stories / words_sampled of the timespan (0-1): the share of the SAMPLE, not of all.",
+                "ratio",
+            ),
         },
     ),
     "stories_per_day": (
@@ -213,7 +228,11 @@ def table_schema(schema: pa.Schema, table: str) -> dict[str, Any]:
     fields = []
     for field in schema:
         description, unit = column_entry(table, field.name)
-        entry: dict[str, Any] = {"name": field.name, "type": _field_type(field.name, field.type), "description": description}
+        entry: dict[str, Any] = {
+            "name": field.name,
+            "type": _field_type(field.name, field.type),
+            "description": description,
+        }
         if unit:
             entry["unit"] = unit
         fields.append(entry)
@@ -269,7 +288,9 @@ def write_data_package(
         write_text(root / "schemas" / f"{table}.json", json.dumps(schema, indent=2, sort_keys=True) + "\n")
         for table, schema in sorted(schemas.items())
     ]
-    written.append(write_text(root / "datapackage.json", json.dumps(package, indent=2, sort_keys=True) + "\n"))
+    written.append(
+        write_text(root / "datapackage.json", json.dumps(package, indent=2, sort_keys=True) + "\n")
+    )
     written.append(write_text(root / "README.md", readme(title, notes, schemas)))
     return written
 
@@ -287,9 +308,17 @@ def readme(title: str, notes: Iterable[str], schemas: Mapping[str, dict[str, Any
     ]
     for table, schema in sorted(schemas.items()):
         base = table.split(".")[0]
-        lines += [f"## {table}", "", TABLES[base][0], "", "| column | type | unit | meaning |", "|---|---|---|---|"]
         lines += [
-            f"| `{f['name']}` | {f['type']} | {f.get('unit', '')} | {f['description']} |" for f in schema["fields"]
+            f"## {table}",
+            "",
+            TABLES[base][0],
+            "",
+            "| column | type | unit | meaning |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| `{f['name']}` | {f['type']} | {f.get('unit', '')} | {f['description']} |"
+            for f in schema["fields"]
         ]
         lines.append("")
     return "\n".join(lines)

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from topicmap.snapshots.dictionary import describe, write_data_package
 from topicmap.snapshots.foci import Focus
 from topicmap.snapshots.ids import IdIndex, positions
 from topicmap.snapshots.results import (
@@ -36,7 +37,6 @@ from topicmap.snapshots.results import (
     SnapshotResult,
     TimespanSnapshot,
 )
-from topicmap.snapshots.dictionary import describe, write_data_package
 from topicmap.snapshots.summaries import SUMMARY_SCHEMAS, summary_tables
 from topicmap.snapshots.timespans import Timespan
 
@@ -170,7 +170,11 @@ _FILE_TABLES: dict[str, tuple[str, pa.Schema]] = {
     "media.csv": ("media", _SCHEMAS["media"]),
     **{
         f"{table}.{fmt}": (table, schema)
-        for table, schema in (("timespans", _SCHEMAS["timespans"]), ("foci", _SCHEMAS["foci"]), *SUMMARY_SCHEMAS.items())
+        for table, schema in (
+            ("timespans", _SCHEMAS["timespans"]),
+            ("foci", _SCHEMAS["foci"]),
+            *SUMMARY_SCHEMAS.items(),
+        )
         for fmt in ("parquet", "csv")
     },
 }
@@ -187,6 +191,10 @@ README_NOTES: tuple[str, ...] = (
     "each pair once.",
     "top_words ranks words by the sampled stories using them (stories); share is stories / words_sampled, a "
     "share of the sample, not of every story.",
+    "top_media and top_stories list only values above zero: a timespan without links (or with the social "
+    "metrics not fetched) has no rows for that metric, and a header-only file means none ranked.",
+    "The first and last week or month of a topic are clipped to its dates, so they can be partial: compare "
+    "start_date and last_date (the attention charts draw partial weeks and months lighter and name them).",
     "Folders: <timespan key>/ for the whole topic, foci/<focal set>/<focus>/<timespan key>/ for a focus; a "
     "timespan without stories has no folder (its row in timespans says so). link_map.gexf/.png and "
     "attention.png are the pictures.",
@@ -207,7 +215,11 @@ def _atomic_write(path: Path, write: Any) -> Path:
 
 
 def _write_parquet(
-    frame: pd.DataFrame, schema: pa.Schema, path: Path, joined: pa.Table | None = None, name: str | None = None
+    frame: pd.DataFrame,
+    schema: pa.Schema,
+    path: Path,
+    joined: pa.Table | None = None,
+    name: str | None = None,
 ) -> Path:
     """``frame``'s columns of ``schema``, plus the columns of ``joined`` (row-aligned with ``frame``)."""
     # An explicit schema and no pandas metadata keep the bytes a function of the data alone (the pandas
@@ -575,7 +587,9 @@ def _in_timespan(days: pa.ChunkedArray | pa.Array, timespan: Timespan) -> pa.Arr
     """Why each story (its publisher's day) is in the timespan: published, linked or undated."""
     values = days.to_numpy(zero_copy_only=False).astype("datetime64[D]")
     undated = np.isnat(values)
-    inside = (values >= np.datetime64(timespan.start_date, "D")) & (values < np.datetime64(timespan.end_date, "D"))
+    inside = (values >= np.datetime64(timespan.start_date, "D")) & (
+        values < np.datetime64(timespan.end_date, "D")
+    )
     why = np.where(undated, "undated", np.where(inside, "published", "linked"))
     return pa.array(why.astype(object), type=pa.string())
 
