@@ -798,6 +798,11 @@ def test_counts_reconcile_on_generated_topics(seed, tmp_path):
             "date_method": [rng.choice(["url", "json-ld datePublished", None]) for _ in ids],
         }
     )
+    # as extraction records them: a day only has no zone; stories stored before it was recorded know neither
+    stories["time_known"] = [rng.choice([True, False, None]) for _ in ids]
+    stories["zone_known"] = [
+        rng.choice([True, False]) if t else (None if t is None else False) for t in stories["time_known"]
+    ]
     stories.loc[:9, "publish_date"] = pd.NaT  # undated, and dated outside the topic
     stories.loc[10:14, "publish_date"] = pd.Timestamp("2026-03-05 12:00", tz="UTC")
     media = pd.DataFrame(
@@ -821,6 +826,18 @@ def test_counts_reconcile_on_generated_topics(seed, tmp_path):
     given = stories.set_index("stories_id")
     assert listed["language"].equals(given.loc[listed.index, "language"])
     assert listed["date_method"].equals(given.loc[listed.index, "date_method"])
+    # a page that gave a day only has no instant, only its day; every dated story says which day it is
+    dated = listed[listed["publish_day_local"].notna()]
+    day_only = dated[dated["time_known"].eq(False)]
+    assert len(day_only) and day_only["publish_date_utc"].isna().all()
+    assert (day_only["day_basis"] == "page day").all()
+    assert dated.loc[dated["time_known"].eq(True), "publish_date_utc"].notna().all()
+    offsets = given.loc[dated.index, "publish_utc_offset"].fillna(0)
+    stated = dated["time_known"].eq(True) & dated["zone_known"].eq(True)
+    assert set(dated.loc[stated & (offsets != 0), "day_basis"]) == {"page offset"}
+    assert set(dated.loc[stated & (offsets == 0), "day_basis"]) == {"utc stated"}
+    assert set(dated.loc[dated["time_known"].isna(), "day_basis"]) == {"unknown"}
+    assert listed.loc[listed["publish_day_local"].isna(), "day_basis"].isna().all()
 
 
 def test_parquet_only_when_csv_is_off(result, tmp_path):

@@ -112,7 +112,6 @@ def test_make_demo_prints_each_focus_size_and_top_words(
     (folder,) = (tmp_path / "home" / "exports" / "snapshots" / TOPIC).iterdir()
     spans = check_snapshot_folder(folder)
     assert set(spans["focus"].dropna()) == {"media-type/newspapers", "subtopics/clean-energy"}
-    assert (spans["published_story_count"] < spans["story_count"]).any()  # some are in through a link
 
     clean_energy = [st for st in in_topic if CLEAN_ENERGY_TITLE.search(st["title"])]
     papers = [st for st in in_topic if st["medium_url"] in newspapers]

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 
 _NAT = np.iinfo(np.int64).min  # numpy's NaT as int64 nanoseconds
 #: optional story columns the exports carry as given (stories tables): how the date was found, the language
-STORY_EXPORT_COLUMNS: tuple[str, ...] = ("date_method", "language")
+STORY_EXPORT_COLUMNS: tuple[str, ...] = ("date_method", "time_known", "zone_known", "language")
 _SORT_LAST = np.iinfo(np.int64).max  # undated stories sort after every date
 
 # ----------------------------------------------------------------------------------------------- inputs
@@ -177,6 +177,7 @@ def _prepare_topic(
         dated = story_date != _NAT
         story_date = np.where(dated, story_date + offsets * 60_000_000_000, story_date)
         frame = frame.drop(columns="publish_utc_offset")
+        frame["utc_offset"] = offsets
     frame["publish_day_local"] = (
         story_date.view("datetime64[ns]").astype("datetime64[D]").astype("datetime64[ns]")
     )

@@ -57,6 +57,25 @@ COLUMNS: dict[str, tuple[str, str | None]] = {
         "(stories stored before the method was recorded).",
         None,
     ),
+    "time_known": (
+        "Did the page give a time of day with its date? false: a day only (publish_date_utc is then empty, "
+        "publish_day_local is the day the page gives); empty when unknown (stories stored before this was "
+        "recorded, or dated by an archive drop).",
+        None,
+    ),
+    "zone_known": (
+        "Did the page give a UTC offset (zone) with its time? false: a time without zone, read as UTC; empty "
+        "when unknown.",
+        None,
+    ),
+    "day_basis": (
+        "Which day publish_day_local is: 'page offset' (the publisher's day, from the page's own UTC offset), "
+        "'utc stated' (the page gave its time in UTC: the UTC day, which can be the publisher's next or "
+        "previous day), 'utc assumed' (a time without zone, read as UTC), 'page day' (the page gave a day "
+        "without a time: that day), 'unknown' (stored without this knowledge: the day in the page's offset if "
+        "it had one, else the UTC day); empty when undated.",
+        None,
+    ),
     "language": ("The story's language (ISO 639-1) as extraction found it; empty when unknown.", None),
     "in_timespan": (
         "Why the story is in the timespan: 'published' (published in it), 'linked' (published outside it, in "

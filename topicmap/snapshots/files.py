@@ -52,6 +52,9 @@ STORY_CSV_COLUMNS: tuple[str, ...] = (
     "stories_id",
     *STORY_DATE_COLUMNS,
     "date_method",
+    "time_known",
+    "zone_known",
+    "day_basis",
     "in_timespan",
     "title",
     "url",
@@ -117,6 +120,9 @@ _SCHEMAS: dict[str, pa.Schema] = {
             ("publish_date_utc", pa.timestamp("s", tz="UTC")),
             ("publish_day_local", pa.date32()),
             ("date_method", pa.string()),
+            ("time_known", pa.bool_()),
+            ("zone_known", pa.bool_()),
+            ("day_basis", pa.string()),
             ("in_timespan", pa.string()),
             ("title", pa.string()),
             ("url", pa.string()),
@@ -279,14 +285,14 @@ def _write_csv(frame: pd.DataFrame | pa.Table, path: Path) -> Path:
 
 def _story_dates(stories: pd.DataFrame) -> pa.Table:
     """Every story's ``publish_date_utc`` (timestamp, seconds, zone UTC) and ``publish_day_local`` (date), in
-    the order of ``stories``; null for undated stories."""
+    the order of ``stories``; null for undated stories, and the instant null for a page that gave a day without
+    a time of day (``time_known`` False): its midnight is not an instant of publication."""
+    instants = stories["publish_date"].dt.tz_convert(None).to_numpy(dtype="datetime64[s]")
+    if "time_known" in stories.columns:
+        instants = np.where(_flags(stories, "time_known") == 0, np.datetime64("NaT", "s"), instants)
     return pa.table(
         {
-            "publish_date_utc": pa.array(
-                stories["publish_date"].dt.tz_convert(None).to_numpy(dtype="datetime64[s]"),
-                type=pa.timestamp("s", tz="UTC"),
-                from_pandas=True,
-            ),
+            "publish_date_utc": pa.array(instants, type=pa.timestamp("s", tz="UTC"), from_pandas=True),
             "publish_day_local": pa.array(
                 stories["publish_day_local"].to_numpy(dtype="datetime64[D]"),
                 type=pa.date32(),
@@ -294,6 +300,39 @@ def _story_dates(stories: pd.DataFrame) -> pa.Table:
             ),
         }
     )
+
+
+def _flags(stories: pd.DataFrame, column: str) -> np.ndarray:
+    """A nullable yes/no column as int8: 1 yes, 0 no, -1 unknown (or absent)."""
+    if column not in stories.columns:
+        return np.full(len(stories), -1, dtype=np.int8)
+    values = stories[column].to_numpy(dtype=object)
+    known = pd.notna(values)
+    return np.where(known, np.where(known, values, False).astype(bool).astype(np.int8), -1).astype(np.int8)
+
+
+def _yes_no(stories: pd.DataFrame, column: str) -> pa.Array:
+    """A nullable yes/no column as Arrow booleans, null where unknown."""
+    flags = _flags(stories, column)
+    return pa.array(flags == 1, type=pa.bool_(), mask=flags < 0)
+
+
+#: day_basis: which day publish_day_local is (see topicmap.snapshots.dictionary)
+DAY_BASES = ("page offset", "utc stated", "utc assumed", "page day", "unknown")
+
+
+def _day_basis(stories: pd.DataFrame) -> pa.Array:
+    """Which day each story's publish_day_local is: the publisher's (a time with the page's own offset, or the
+    day the page states without a time), the UTC day (the page gave its time in UTC, or no zone), or unknown."""
+    time_known, zone_known = _flags(stories, "time_known"), _flags(stories, "zone_known")
+    offset = stories["utc_offset"].to_numpy() if "utc_offset" in stories.columns else np.zeros(len(stories))
+    undated = stories["publish_date"].isna().to_numpy()
+    basis = np.select(
+        [undated, time_known == 0, (zone_known == 1) & (offset != 0), zone_known == 1, time_known == 1],
+        [None, "page day", "page offset", "utc stated", "utc assumed"],
+        default="unknown",
+    )
+    return pa.array(basis.astype(object), type=pa.string())
 
 
 def _date_strings(dates: pa.Table) -> pa.Table:
@@ -375,6 +414,9 @@ class SnapshotFilesWriter:
         story_info = pa.table(
             {
                 "date_method": text("date_method"),
+                "time_known": _yes_no(stories, "time_known"),
+                "zone_known": _yes_no(stories, "zone_known"),
+                "day_basis": _day_basis(stories),
                 "language": text("language"),
                 "title": pa.array(stories["title"], type=pa.string(), from_pandas=True),
                 "url": pa.array(stories["url"], type=pa.string(), from_pandas=True),
