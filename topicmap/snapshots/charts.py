@@ -45,7 +45,7 @@ def binned(days: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     unit = "week" if len(days) <= WEEKLY_UP_TO else "month"
     when = pd.to_datetime(days["day"])
     start = (
-        (when - pd.to_timedelta(when.dt.dayofweek, unit="D"))
+        (when - pd.to_timedelta(when.dt.day_of_week, unit="D"))
         if unit == "week"
         else when.dt.to_period("M").dt.start_time
     )

@@ -192,7 +192,10 @@ README_NOTES: tuple[str, ...] = (
     "in_timespan column in stories.parquet/.csv says which it is.",
     "end_date is exclusive (the day after the last day); last_date is inclusive.",
     "publish_date_utc is the instant in UTC; publish_day_local the publisher's calendar day the timespans "
-    "count; date_method says how the date was found ('url (month)': the day is the 15th).",
+    "count; date_method says how the date was found ('url (month)': the day is the 15th), time_known and "
+    "zone_known whether the page gave a time and a zone (a day only: publish_date_utc is empty), day_basis "
+    "which day publish_day_local is (the publisher's, the UTC day, or unknown for stories stored before this "
+    "was recorded).",
     "medium_link_count counts directed medium links (A->B and B->A twice); the link map's media pairs count "
     "each pair once.",
     "top_words ranks words by the sampled stories using them (stories); share is stories / words_sampled, a "
