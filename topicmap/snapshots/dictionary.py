@@ -83,7 +83,7 @@ COLUMNS: dict[str, tuple[str, str | None]] = {
         None,
     ),
     "title": ("The story's title.", None),
-    "url": ("The story's (or medium's) URL.", None),
+    "url": ("The story's URL.", None),
     "name": ("The medium's name.", None),
     "media_name": ("The story's medium's name.", None),
     "story_count": ("Stories of the medium in the timespan.", "stories"),
@@ -100,6 +100,7 @@ COLUMNS: dict[str, tuple[str, str | None]] = {
     ),
 }
 
+_MEDIUM_URL = ("The medium's URL (its home page).", None)
 _STORY_COUNT = (
     "Media Cloud's timespan story count: the stories published in the timespan PLUS the stories they link to "
     "(published_story_count + linked_story_count + undated_story_count). Not the number published in it.",
@@ -111,12 +112,12 @@ TABLES: dict[str, tuple[str, dict[str, tuple[str, str | None]]]] = {
     "story_links": ("Story links of the timespan: links across media whose source was published in it.", {}),
     "story_link_counts": ("Every story of the timespan with its link counts and statistics.", {}),
     "medium_links": ("Links between media in the timespan (directed; media pairs, not stories).", {}),
-    "medium_link_counts": ("Every medium of the timespan with its counts.", {}),
+    "medium_link_counts": ("Every medium of the timespan with its counts.", {"url": _MEDIUM_URL}),
     "stories": (
         "The stories of the timespan: id, URL, title, medium, dates and how sure they are, language, counts.",
         {},
     ),
-    "media": ("The media of the timespan, Media Cloud's media list columns.", {}),
+    "media": ("The media of the timespan, Media Cloud's media list columns.", {"url": _MEDIUM_URL}),
     "timespans": (
         "Every timespan of the topic and of each focus (empty ones included).",
         {
@@ -186,7 +187,10 @@ TABLES: dict[str, tuple[str, dict[str, tuple[str, str | None]]]] = {
         "Stories published per day and medium (days with stories only).",
         {"story_count": ("Stories of the medium published that day.", "stories")},
     ),
-    "top_media": ("The top 20 media of each timespan by each metric (values above zero only).", {}),
+    "top_media": (
+        "The top 20 media of each timespan by each metric (values above zero only).",
+        {"url": _MEDIUM_URL},
+    ),
     "top_stories": ("The top 20 stories of each timespan by each metric (values above zero only).", {}),
 }
 
