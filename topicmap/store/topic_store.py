@@ -137,6 +137,9 @@ class NewStory:
     guid: str | None = None
     collect_date: datetime | None = None
     date_guess_method: str | None = None
+    #: did the page give a time of day / a zone with its date (None: unknown)
+    publish_time_known: bool | None = None
+    publish_zone_known: bool | None = None
     #: how the title and the language were found (``ExtractedStory.title_method`` / ``language_method``)
     title_method: str | None = None
     language_method: str | None = None
@@ -161,6 +164,8 @@ class NewStory:
             "description": extracted.description,
             "language": extracted.language,
             "date_guess_method": extracted.date_method,
+            "publish_time_known": extracted.date_time_known,
+            "publish_zone_known": extracted.date_zone_known,
             "title_method": extracted.title_method,
             "language_method": extracted.language_method,
         }
@@ -187,6 +192,7 @@ class TopicStore:
         self._statements: dict[tuple, Any] = {}
         # Whether `stories` has the schema-6 reading columns (a store opened without upgrading may not).
         self._has_reading_columns: bool | None = None
+        self._has_date_certainty: bool | None = None
 
     # ------------------------------------------------------------------ opening and upgrading
 
@@ -262,6 +268,7 @@ class TopicStore:
                 apply_version(conn, version, upgraded_at=now_utc())
                 log.info("topic store upgraded to schema version %d", version)
         self._has_reading_columns = None
+        self._has_date_certainty = None
         return max(current, target)
 
     # ------------------------------------------------------------------ idempotent writes
@@ -510,6 +517,13 @@ class TopicStore:
             self._has_reading_columns = {"title_method", "language_method", "publish_utc_offset"} <= names
         return self._has_reading_columns
 
+    def _date_certainty_columns(self, conn: Connection) -> bool:
+        """Does `stories` have the schema-15 columns (publish_time_known, publish_zone_known)?"""
+        if self._has_date_certainty is None:
+            names = {column["name"] for column in inspect(conn).get_columns("stories")}
+            self._has_date_certainty = {"publish_time_known", "publish_zone_known"} <= names
+        return self._has_date_certainty
+
     def insert_stories(self, conn: Connection, batch: Sequence[NewStory], source: str) -> AddStoriesResult:
         """``add_stories`` inside the caller's transaction (the spider writes a batch of URLs at once)."""
         st = s.stories
@@ -537,6 +551,12 @@ class TopicStore:
                     title_method=(story.title_method or "")[:64] or None,
                     language_method=(story.language_method or "")[:32] or None,
                     publish_utc_offset=utc_offset_minutes(story.publish_date),
+                )
+            if self._date_certainty_columns(conn):
+                known = story.publish_date is not None
+                rows[-1].update(
+                    publish_time_known=story.publish_time_known if known else None,
+                    publish_zone_known=story.publish_zone_known if known else None,
                 )
         created = self.insert_ignore(conn, st, rows, ["media_id", "guid"])
         # one indexed lookup per CHUNK guids instead of one per story

@@ -71,6 +71,9 @@ class ExtractedStory:
     title_method: str | None = None
     date_method: str | None = None
     language_method: str | None = None
+    # did the page give a time of day / a zone with its date (``DateGuess.time_known`` / ``zone_known``)
+    date_time_known: bool | None = None
+    date_zone_known: bool | None = None
 
 
 EMPTY_STORY = ExtractedStory(None, "", None, None, None, None)
@@ -454,6 +457,8 @@ def _extract_story(
         title_method,
         dated.method,
         language_method,
+        dated.time_known,
+        dated.zone_known,
     )
     return StoryDocument(story, article_link_targets(anchors, text), seen_before_pruning)
 
