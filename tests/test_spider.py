@@ -302,7 +302,9 @@ def test_copies_written_in_one_batch_keep_the_first_as_the_story_that_owns_the_s
     assert "does not match the query" in message
 
 
-def test_the_sentence_rule_holds_for_stories_that_joined_by_their_seed_or_their_title(store: TopicStore) -> None:
+def test_the_sentence_rule_holds_for_stories_that_joined_by_their_seed_or_their_title(
+    store: TopicStore,
+) -> None:
     # The seed (an archive story) and a story its title made relevant record their sentences too: a copy in the
     # same medium and calendar week whose title does not match adds no new sentence and stays out, while the
     # same copy a week later is new there.
