@@ -9,7 +9,6 @@ from datetime import date
 from pathlib import Path
 
 import dagster as dg
-import pytest
 from sqlalchemy import select
 
 from assets.jobs import STAGE_TAG, STATISTICS_STAGE, run_tags
@@ -17,6 +16,7 @@ from assets.social import story_statistics
 from resources.social import FacebookResource
 from resources.store import TopicStoreResource
 from sensors.statistics import statistics_as_stories_join
+from tests import test_social_assets
 from tests.social_fixtures import TOPIC, add_topic_stories, dataset_for, social_resources, week_of_stories
 from topicmap.demo.standins import run_standin_server
 from topicmap.social.joining import JoiningFacts, decide_statistics_run
@@ -25,15 +25,8 @@ from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 
 JAN10 = date(2024, 1, 10)
-
-
-@pytest.fixture
-def sqlite_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TopicStore, str]:
-    monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
-    url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
-    topic_store = TopicStore.open(url)
-    yield topic_store, url
-    topic_store.dispose()
+#: the fixture: a SQLite store and its URL
+sqlite_store = test_social_assets.sqlite_store
 
 
 def _tick(instance: dg.DagsterInstance, resources: dict) -> dg.SensorResult:
