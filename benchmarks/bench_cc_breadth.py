@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.test_commoncrawl_pywb import Collection, _demo_outlets  # noqa: E402
 from topicmap.archive import cc_queue  # noqa: E402
+from topicmap.archive.commoncrawl import CdxClient  # noqa: E402
 from topicmap.store.topic_store import TopicStore  # noqa: E402
 
 PAGE_DONE = re.compile(r": (\S+) in cc-zip: page (\d+)/(\d+) done")
@@ -47,14 +48,18 @@ def run_mode(collection: Collection, outlets: list[str], breadth: bool, folder: 
     )
     report = loader.run()
     total = time.perf_counter() - started
-    # captures loaded until every outlet had its first page done
-    seen: set[str] = set()
-    captures_to_cover = 0
-    for claim in report.outlets:
-        if len(seen) == len(outlets):
-            break
-        captures_to_cover += claim.captures
-        seen.add(claim.domain)
+    # captures loaded until every outlet had its first index page done, from the index: depth drains every outlet
+    # but the last before that one's first page; breadth loads every outlet's first page first
+    client = CdxClient(collection.settings())
+    first_page = {o: len(client.captures("cc-zip", o, 0)) for o in outlets}
+    if breadth:
+        captures_to_cover = sum(first_page.values())
+    else:
+        whole = {
+            o: sum(len(client.captures("cc-zip", o, p)) for p in range(client.num_pages("cc-zip", o)))
+            for o in outlets
+        }
+        captures_to_cover = sum(whole[o] for o in outlets[:-1]) + first_page[outlets[-1]]
     store.dispose()
     return {
         "captures": report.captures,
@@ -72,6 +77,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        (folder / "cc").mkdir()
         collection = Collection(folder / "cc")
         try:
             outlets = _demo_outlets(collection)
@@ -83,7 +89,7 @@ def main() -> None:
             collection.close()
     print(f"outlets: {len(outlets)}; load average at the end: {os.getloadavg()}")
     print(
-        "| mode | captures | stories | claims | captures until every outlet has stories | seconds until then "
+        "| mode | captures | stories | claims | captures until every outlet has its first index page | seconds until then "
         "(median) | whole load, s (median) |"
     )
     print("|---|---|---|---|---|---|---|")
