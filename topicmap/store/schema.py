@@ -34,7 +34,7 @@ from sqlalchemy import (
 metadata = MetaData()
 
 #: The newest schema version; ``schema_version`` holds the version a store is at.
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 #: Every URL column is an indexed VARCHAR of this length that lookups match exactly (as Media Cloud's are). A
 #: longer URL is rejected or skipped with a reason, never cut: a cut URL is another URL.
@@ -185,6 +185,11 @@ topics = Table(
     Column("config_json", Text, nullable=False),
     Column("removed_from_config", Boolean, nullable=False, server_default=false()),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # the days whose stories' links were last mined ("start..end", "start..open"; topicmap.spider.respider):
+    # stories a widening brings into them are mined again
+    Column("mined_window", String(64), nullable=True, info=_since(16)),
+    # the last respider declaration applied (Respider.key): each is applied once
+    Column("respider_done", String(64), nullable=True, info=_since(16)),
     UniqueConstraint("name", name="topics_name_key"),
     info=_since(1),
 )
