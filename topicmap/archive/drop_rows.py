@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory
+from topicmap.web.titles import clean_title, og_site_name
 from topicmap.web.urls import is_http_url
 
 if TYPE_CHECKING:
@@ -167,13 +168,16 @@ def story_from_row(row: dict, now: datetime | None = None) -> NewStory:
     if publish_date is not None and not (EARLIEST_DATE <= publish_date <= now):
         raise ValueError(f"publish_date {publish_date.isoformat()} is before 2008 or in the future")
     medium = row.get("medium")
+    medium_name = medium.strip() if isinstance(medium, str) and medium.strip() else None
     html = row.get("html")
     if isinstance(html, str):
         html = html.encode("utf-8")
     fields = {
-        "title": title.strip() if isinstance(title, str) else None,
+        # the extractor's rule for a title that comes alone: the medium's name (the row's, the page's
+        # og:site_name, the URL's domain) off its edges
+        "title": clean_title(title, [medium_name, og_site_name(html)], url),
         "text": text if isinstance(text, str) else "",
-        "medium_name": medium.strip() if isinstance(medium, str) and medium.strip() else None,
+        "medium_name": medium_name,
         "html": html if isinstance(html, bytes) and html else None,
         "encoding": "utf-8" if html else None,
     }
