@@ -172,16 +172,18 @@ def story_from_row(row: dict, now: datetime | None = None) -> NewStory:
     html = row.get("html")
     if isinstance(html, str):
         html = html.encode("utf-8")
+    extracted = row.get("extracted")
+    site_name = og_site_name(html) or getattr(extracted, "site_name", None)
     fields = {
         # the extractor's rule for a title that comes alone: the medium's name (the row's, the page's
         # og:site_name, the URL's domain) off its edges
-        "title": clean_title(title, [medium_name, og_site_name(html)], url),
+        "title": clean_title(title, [medium_name, site_name], url),
         "text": text if isinstance(text, str) else "",
         "medium_name": medium_name,
+        "site_name": site_name,
         "html": html if isinstance(html, bytes) and html else None,
         "encoding": "utf-8" if html else None,
     }
-    extracted = row.get("extracted")
     if extracted is not None:
         # a page of a generic crawl, read by the spider's extraction: its date keeps the page's own UTC offset
         # (the page's calendar day), and how title, date and language were found is kept with the story

@@ -71,9 +71,17 @@ class ExtractedStory:
     title_method: str | None = None
     date_method: str | None = None
     language_method: str | None = None
+    # the name the page gives its site (og:site_name, else the JSON-LD publisher's name), or None
+    site_name: str | None = None
 
 
 EMPTY_STORY = ExtractedStory(None, "", None, None, None, None)
+
+def _site_name(meta: dict[str, str], ld_objects: list[dict[str, Any]]) -> str | None:
+    publisher = json_ld_field(ld_objects, "publisher")
+    name = meta.get("og:site_name") or (publisher.get("name") if isinstance(publisher, dict) else None)
+    return collapse(name)[:256] or None if isinstance(name, str) else None
+
 
 _TITLE_OPEN_RE = re.compile(r"<title\b[^>]{0,1000}>", re.I)
 _TITLE_CLOSE_RE = re.compile(r"</title\s*>", re.I)
@@ -318,6 +326,7 @@ def _extract_story(
         title_method,
         dated.method,
         language_method,
+        _site_name(meta, ld_objects),
     )
     return StoryDocument(story, article_link_targets(anchors, text), seen_before_pruning)
 
