@@ -25,7 +25,7 @@ from topicmap.web.extract import (
     parse_html,
 )
 from topicmap.web.links import extract_story_and_links
-from topicmap.web.titles import clean_title
+from topicmap.web.titles import clean_title, og_values
 
 PROSE = (
     "The city council met on Tuesday evening to debate the new transit plan, which would add three bus lines "
@@ -722,3 +722,19 @@ def test_a_page_title_and_a_drop_title_are_cleaned_alike() -> None:
         head = f'<title>{title}</title><meta property="og:site_name" content="Riverside Gazette">'
         extracted = story(head, url="http://www.riversidegazette.test/2026/02/01/council")
         assert extracted.title == clean_title(title, ["Riverside Gazette"]) == "Council debates transit plan"
+
+
+def test_clean_title_takes_the_pages_headline_that_the_title_extends() -> None:
+    title = "Council debates transit plan | Environment | Riverside Gazette"
+    assert clean_title(title, ["Riverside Gazette"], headlines=["Council debates transit plan"]) == (
+        "Council debates transit plan"
+    )
+    assert clean_title(title, ["Riverside Gazette"], headlines=["Another headline altogether"]) == (
+        "Council debates transit plan | Environment"
+    )
+    page = (
+        '<head><meta content="Riverside &amp; Co" property="og:site_name">'
+        "<meta property='og:title' content='Council debates transit plan'></head>"
+    )
+    assert og_values(page) == ("Riverside & Co", "Council debates transit plan")
+    assert og_values(page.encode()) == og_values(page) and og_values(None) == (None, None)

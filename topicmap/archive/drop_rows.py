@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory
-from topicmap.web.titles import clean_title, og_site_name
+from topicmap.web.titles import clean_title, og_values
 from topicmap.web.urls import is_http_url
 
 if TYPE_CHECKING:
@@ -173,11 +173,12 @@ def story_from_row(row: dict, now: datetime | None = None) -> NewStory:
     if isinstance(html, str):
         html = html.encode("utf-8")
     extracted = row.get("extracted")
-    site_name = og_site_name(html) or getattr(extracted, "site_name", None)
+    page_site_name, page_headline = og_values(html)
+    site_name = page_site_name or getattr(extracted, "site_name", None)
     fields = {
-        # the extractor's rule for a title that comes alone: the medium's name (the row's, the page's
-        # og:site_name, the URL's domain) off its edges
-        "title": clean_title(title, [medium_name, site_name], url),
+        # the extractor's rule for a title that comes alone: the page's og:title where the title extends it,
+        # else the medium's name (the row's, the page's og:site_name, the URL's domain) off its edges
+        "title": clean_title(title, [medium_name, site_name], url, [page_headline]),
         "text": text if isinstance(text, str) else "",
         "medium_name": medium_name,
         "site_name": site_name,

@@ -111,16 +111,33 @@ def strip_site_name(title: str, names: set[str], colon_names: set[str] | None = 
     return title
 
 
-def clean_title(title: str | None, names: Iterable[str | None] = (), url: str | None = None) -> str | None:
+def clean_title(
+    title: str | None,
+    names: Iterable[str | None] = (),
+    url: str | None = None,
+    headlines: Iterable[str | None] = (),
+) -> str | None:
     """A title that comes without its page (an archive row's), site name removed as the extractor removes
     it from a page's ``<title>``: leading or trailing parts naming the medium (``names``: the medium's name,
-    the page's og:site_name; the initials of either; the URL's domain). Whitespace collapsed; None for no
-    title. Applying it twice changes nothing more."""
+    the page's og:site_name; the initials of either; the URL's domain). A clean headline the page gives
+    (``headlines``: its og:title) that the title extends with a separator and more ("H | Section | Site")
+    is taken, as the extractor takes it. Whitespace collapsed; None for no title. Applying it twice changes
+    nothing more."""
     if not isinstance(title, str):
         return None
     title = collapse(title)
     if not title:
         return None
+    folded = title.translate(_QUOTES).casefold()
+    for headline in headlines:
+        headline = collapse(headline) if isinstance(headline, str) else ""
+        if len(headline) < 10 or len(headline) >= len(title):
+            continue
+        key = headline.translate(_QUOTES).casefold()
+        if (folded.startswith(key) and _PREFIX_REMAINDER_RE.match(title[len(headline) :])) or (
+            folded.endswith(key) and _SUFFIX_REMAINDER_RE.search(title[: -len(headline)])
+        ):
+            return title[: len(headline)] if folded.startswith(key) else title[-len(headline) :]
     names = list(names)
     stripped = strip_site_name(title, site_names(names, url), site_names(names)).strip(_EDGE_SEPARATORS)
     return (stripped or title)[:MAX_TITLE_LENGTH]
@@ -128,22 +145,32 @@ def clean_title(title: str | None, names: Iterable[str | None] = (), url: str | 
 
 _META_RE = re.compile(r"<meta\b[^>]{0,1000}>", re.I)
 _SITE_NAME_ATTR_RE = re.compile(r"""(?:property|name)\s*=\s*["']?og:site_name\b""", re.I)
+_OG_TITLE_ATTR_RE = re.compile(r"""(?:property|name)\s*=\s*["']?og:title\b""", re.I)
 _CONTENT_RE = re.compile(r"""\bcontent\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.I)
 #: how much of a page ``og_site_name`` reads: the <head>, where the tag is
 MAX_SITE_NAME_SCAN = 200_000
 
 
+def og_values(html: str | bytes | None) -> tuple[str | None, str | None]:
+    """(og:site_name, og:title) a page declares (entities decoded, whitespace collapsed), read from its
+    first 200 KB without parsing it, for titles that come with the page but not through the extractor (an
+    archive row's); None for what it does not declare."""
+    return _og_value(html, _SITE_NAME_ATTR_RE), _og_value(html, _OG_TITLE_ATTR_RE)
+
+
 def og_site_name(html: str | bytes | None) -> str | None:
-    """The og:site_name a page declares (entities decoded, whitespace collapsed), read from its first
-    200 KB without parsing it, for titles that come with the page but not through the extractor (an
-    archive row's); None when it declares none."""
+    """The og:site_name of ``og_values``."""
+    return _og_value(html, _SITE_NAME_ATTR_RE)
+
+
+def _og_value(html: str | bytes | None, attribute: re.Pattern[str]) -> str | None:
     if not html:
         return None
     text = html[:MAX_SITE_NAME_SCAN]
     if isinstance(text, bytes | bytearray):
         text = bytes(text).decode("utf-8", errors="replace")
     for tag in _META_RE.finditer(text):
-        if _SITE_NAME_ATTR_RE.search(tag.group(0)):
+        if attribute.search(tag.group(0)):
             content = _CONTENT_RE.search(tag.group(0))
             if content:
                 name = collapse(html_lib.unescape(next(g for g in content.groups() if g is not None)))
@@ -275,6 +302,7 @@ __all__ = [
     "clean_title",
     "is_site_name",
     "og_site_name",
+    "og_values",
     "page_site_names",
     "site_names",
     "strip_site_name",
