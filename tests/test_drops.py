@@ -555,10 +555,15 @@ def test_archive_titles_lose_the_medium_name_in_every_format(tmp_path: Path) -> 
                     url=row["url"],
                     html=(row["html"] or "<html></html>").encode(),
                     fetch_date=datetime(2026, 2, 1, tzinfo=UTC),
-                    metadata={"content_metadata": {"article_title": row["title"], "text_content": row["text"]}},
+                    metadata={
+                        "content_metadata": {"article_title": row["title"], "text_content": row["text"]}
+                    },
                 )
             )
-    assert [st.title for st in iter_drop(tmp_path / "rows.warc.gz") if isinstance(st, NewStory)] == [
-        "Herald: Council debates transit plan",  # a story-indexer archive names no medium, and the domain
-        *expected[1:],  # alone does not cut before a colon
-    ]
+    assert (
+        [st.title for st in iter_drop(tmp_path / "rows.warc.gz") if isinstance(st, NewStory)]
+        == [
+            "Herald: Council debates transit plan",  # a story-indexer archive names no medium, and the domain
+            *expected[1:],  # alone does not cut before a colon
+        ]
+    )

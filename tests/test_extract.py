@@ -696,19 +696,22 @@ def test_the_headline_the_metadata_agrees_on_beats_the_h1() -> None:
     assert result.title_method == "og:title = json-ld headline"
     # one metadata title alone does not overrule the <h1> the <title> confirms
     single = head.split("<script")[0]
-    assert story(single, "<h1>Markets slide as rates rise</h1>", url="https://edition.cnn.com/2023/x").title == (
-        "Markets slide as rates rise"
-    )
+    assert story(
+        single, "<h1>Markets slide as rates rise</h1>", url="https://edition.cnn.com/2023/x"
+    ).title == ("Markets slide as rates rise")
 
 
 def test_clean_title_removes_the_media_name_as_the_extractor_does() -> None:
     assert clean_title("Riverside Gazette: Council debates transit plan", ["Riverside Gazette"]) == (
         "Council debates transit plan"
     )
-    assert clean_title("Council debates transit plan | RG", ["Riverside Gazette"]) == "Council debates transit plan"
-    assert clean_title("Council debates transit plan – Riverside Gazette", [], "http://www.riversidegazette.test/x") == (
-        "Council debates transit plan"
+    assert (
+        clean_title("Council debates transit plan | RG", ["Riverside Gazette"])
+        == "Council debates transit plan"
     )
+    assert clean_title(
+        "Council debates transit plan – Riverside Gazette", [], "http://www.riversidegazette.test/x"
+    ) == ("Council debates transit plan")
     assert clean_title("Brexit: what happens next", ["Brexit Times"]) == "Brexit: what happens next"
     assert clean_title("  Just a headline ", ["Riverside Gazette"]) == "Just a headline"
     assert clean_title("Riverside Gazette", ["Riverside Gazette"]) == "Riverside Gazette"
@@ -718,7 +721,10 @@ def test_clean_title_removes_the_media_name_as_the_extractor_does() -> None:
 
 
 def test_a_page_title_and_a_drop_title_are_cleaned_alike() -> None:
-    for title in ("Riverside Gazette: Council debates transit plan", "Council debates transit plan - Riverside Gazette"):
+    for title in (
+        "Riverside Gazette: Council debates transit plan",
+        "Council debates transit plan - Riverside Gazette",
+    ):
         head = f'<title>{title}</title><meta property="og:site_name" content="Riverside Gazette">'
         extracted = story(head, url="http://www.riversidegazette.test/2026/02/01/council")
         assert extracted.title == clean_title(title, ["Riverside Gazette"]) == "Council debates transit plan"

@@ -293,10 +293,16 @@ def test_a_medium_known_by_its_host_takes_the_first_name_it_meets(store: TopicSt
     store.add_stories([_story("http://herald.test/a", "A", medium="herald.test")], source="test")
     store.add_stories([_story("https://www.herald.test/b", "B", medium="The Herald")], source="test")
     store.add_stories([_story("https://www.herald.test/c", "C", medium="Herald Mobile")], source="test")
-    blog = NewStory(url="https://one.blog.test/x", title="X", text="x", publish_date=None, site_name="Blogger")
-    other = NewStory(url="https://two.blog.test/y", title="Y", text="y", publish_date=None, site_name="Blogger")
+    blog = NewStory(
+        url="https://one.blog.test/x", title="X", text="x", publish_date=None, site_name="Blogger"
+    )
+    other = NewStory(
+        url="https://two.blog.test/y", title="Y", text="y", publish_date=None, site_name="Blogger"
+    )
     store.add_stories([blog, other], source="test")
-    bare = NewStory(url="https://plain.test/z", title="Z", text="z", publish_date=None, site_name="plain.test")
+    bare = NewStory(
+        url="https://plain.test/z", title="Z", text="z", publish_date=None, site_name="plain.test"
+    )
     store.add_stories([bare], source="test")
     with store.engine.connect() as conn:
         names = sorted(conn.execute(select(s.media.c.name)).scalars())

@@ -77,7 +77,9 @@ class ExtractedStory:
 
 EMPTY_STORY = ExtractedStory(None, "", None, None, None, None)
 
+
 def _site_name(meta: dict[str, str], ld_objects: list[dict[str, Any]]) -> str | None:
+    """The name the page gives its site: og:site_name, else the JSON-LD publisher's name (≤ 256 chars)."""
     publisher = json_ld_field(ld_objects, "publisher")
     name = meta.get("og:site_name") or (publisher.get("name") if isinstance(publisher, dict) else None)
     return collapse(name)[:256] or None if isinstance(name, str) else None
