@@ -342,10 +342,10 @@ def test_a_url_whose_story_cannot_be_stored_ends_in_error_and_the_rest_of_its_ba
     topic = _seed_linking_to(store, urls)
     medium_for_url = store.medium_for_url
 
-    def failing_for_site2(conn, story_url, name=None):  # noqa: ANN001, ANN202
+    def failing_for_site2(conn, story_url, name=None, site_name=None):  # noqa: ANN001, ANN202
         if "site2.test" in story_url:
             raise RuntimeError("disk full while creating the medium of site2.test")
-        return medium_for_url(conn, story_url, name)
+        return medium_for_url(conn, story_url, name, site_name)
 
     monkeypatch.setattr(store, "medium_for_url", failing_for_site2)
     spider = Spider(store, topic, DictSource(web), log=lambda _: None, max_error_rate=1.0)
