@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +31,11 @@ SUBJECTS = 20
 
 def make_corpus(path: Path, stories: int, words: int, seed: int = 0) -> None:
     """Stories on SUBJECTS subjects: each word from the subject's 300 words (35 %) or a Zipf-distributed shared
-    vocabulary of 30,000 words (65 %), as news text mixes a story's words with common ones."""
+    vocabulary of 30,000 words (65 %), as news text mixes a story's words with common ones. Written a story at a
+    time (a million stories of 500 words is 3.5 GB of text, never held)."""
     rng = np.random.default_rng(seed)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    vocabulary = np.array(["".join(rng.choice(letters, rng.integers(3, 10))) for _ in range(36000)])
-    shared, own = vocabulary[:30000], vocabulary[30000:].reshape(SUBJECTS, 300)
+    vocabulary = ["".join(rng.choice(letters, rng.integers(3, 10))) for _ in range(36000)]
     cumulative = np.cumsum(1.0 / np.arange(1, 30001) ** 1.05)
     cumulative /= cumulative[-1]
     subjects = rng.integers(0, SUBJECTS, size=stories)
@@ -42,30 +43,63 @@ def make_corpus(path: Path, stories: int, words: int, seed: int = 0) -> None:
         for subject in subjects:
             from_subject = rng.random(words) < 0.35
             common = np.minimum(np.searchsorted(cumulative, rng.random(words)), 29999)  # Zipf by inverse CDF
-            chosen = np.where(from_subject, own[subject][rng.integers(0, 300, words)], shared[common])
-            out.write(f"{subject}\t{' '.join(chosen)}\n")
+            chosen = np.where(from_subject, 30000 + 300 * subject + rng.integers(0, 300, words), common)
+            out.write(f"{subject}\t{' '.join(map(vocabulary.__getitem__, chosen.tolist()))}\n")
 
 
-def read_corpus(path: Path) -> tuple[list[str], np.ndarray]:
+def read_corpus(path: Path, limit: int | None = None) -> tuple[list[str], np.ndarray]:
     subjects, texts = [], []
     with path.open() as lines:
         for line in lines:
+            if limit is not None and len(texts) == limit:
+                break
             subject, text = line.rstrip("\n").split("\t", 1)
             subjects.append(int(subject))
             texts.append(text)
     return texts, np.array(subjects)
 
 
+def corpus_batches(path: Path, subjects: list[int], size: int = 8192) -> Iterator:
+    """The corpus a batch of ``size`` stories at a time (titles: the first 60 characters), its subjects appended
+    to ``subjects`` as it is read."""
+    from topicmap.clusters.oneshot import StoryBatch
+
+    texts: list[str] = []
+    with path.open() as lines:
+        for line in lines:
+            subject, text = line.rstrip("\n").split("\t", 1)
+            subjects.append(int(subject))
+            texts.append(text)
+            if len(texts) == size:
+                yield StoryBatch(texts, [t[:60] for t in texts])
+                texts = []
+    if texts:
+        yield StoryBatch(texts, [t[:60] for t in texts])
+
+
+def corpus_texts_of(path: Path, positions: np.ndarray) -> list[str]:
+    """The texts of the stories at these (sorted) positions, one pass over the file."""
+    wanted, found = set(positions.tolist()), {}
+    with path.open() as lines:
+        for number, line in enumerate(lines):
+            if number in wanted:
+                found[number] = line.rstrip("\n").split("\t", 1)[1]
+    return [found[p] for p in positions.tolist()]
+
+
 def run_ours(path: Path) -> dict:
     from sklearn.metrics import adjusted_rand_score
 
-    from topicmap.clusters.model import cluster_stories
+    from topicmap.clusters.oneshot import cluster_story_batches
 
-    texts, subjects = read_corpus(path)
+    subjects: list[int] = []
     started = time.perf_counter()
-    result = cluster_stories(texts, k_min=2, k_max=40, titles=[t[:60] for t in texts])
+    result = cluster_story_batches(
+        corpus_batches(path, subjects), partial(corpus_texts_of, path), k_min=2, k_max=40
+    )
     seconds = time.perf_counter() - started
     return {
+        "stories": len(subjects),
         "seconds": seconds,
         "k": result.choice.k,
         "k_method": result.choice.method,
@@ -92,7 +126,7 @@ def run_streaming(path: Path) -> dict:
     from topicmap.clusters import StreamingKMeans
     from topicmap.clusters.mutation import StreamConfig, StreamState, advance
 
-    texts, _ = read_corpus(path)
+    texts, _ = read_corpus(path, limit=40000)
     week = texts[:10000]
     rng = np.random.default_rng(1)
     vectors = rng.normal(size=(10000, 256))
@@ -142,39 +176,65 @@ def child(kind: str, path: Path, k: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stories", type=int, default=100_000)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
     parser.add_argument("--words", type=int, default=500)
+    parser.add_argument(
+        "--anchor-max", type=int, default=100_000, help="run the anchor only up to this many stories"
+    )
+    parser.add_argument("--no-streaming", action="store_true", help="skip the streaming measurement")
     args = parser.parse_args()
+    rows, growth = [], []
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "corpus.tsv"
-        started = time.perf_counter()
-        make_corpus(path, args.stories, args.words)
-        print(
-            f"corpus: {args.stories} stories x {args.words} words in {time.perf_counter() - started:.0f} s",
-            flush=True,
-        )
-        ours = child("ours", path, 0)
-        print(f"ours:   {json.dumps(ours)}", flush=True)
-        anchor = child("anchor", path, ours["k"])
-        print(f"anchor: {json.dumps(anchor)}", flush=True)
-        streaming = child("streaming", path, 0)
-        print(f"streaming: {json.dumps(streaming)}", flush=True)
+        for stories in args.sizes:
+            path = Path(folder) / "corpus.tsv"
+            started = time.perf_counter()
+            make_corpus(path, stories, args.words)
+            print(
+                f"corpus: {stories} stories x {args.words} words in {time.perf_counter() - started:.0f} s",
+                flush=True,
+            )
+            ours = child("ours", path, 0)
+            print(f"ours:   {json.dumps(ours)}", flush=True)
+            growth.append(ours)
+            rows.append(
+                f"| ours, {stories:,} stories (hash TF-IDF, random indexing 256, SSE-curve k, KMeans, labels) | "
+                f"{ours['seconds']:.1f} | {ours['peak_mib']:.0f} | {ours['k']} ({ours['k_method']}) | "
+                f"{ours['ari']:.3f} |"
+            )
+            if stories <= args.anchor_max:
+                anchor = child("anchor", path, ours["k"])
+                print(f"anchor: {json.dumps(anchor)}", flush=True)
+                rows.append(
+                    f"| anchor, {stories:,} stories (TfidfVectorizer, TruncatedSVD 256, MiniBatchKMeans, k given) | "
+                    f"{anchor['seconds']:.1f} | {anchor['peak_mib']:.0f} | {anchor['k']} | {anchor['ari']:.3f} |"
+                )
+            if not args.no_streaming and stories == args.sizes[0]:
+                streaming = child("streaming", path, 0)
+                print(f"streaming: {json.dumps(streaming)}", flush=True)
+                rows.append(
+                    f"| StreamingKMeans.update, 10,000 x 256, k=15 (median of 5) | "
+                    f"{streaming['update_seconds_median']:.3f} | {streaming['peak_mib']:.0f} | 15 | |"
+                )
+                rows.append(
+                    "| weekly step (embed 10,000 stories, update, re-predict 4 weeks) | "
+                    f"{streaming['weekly_step_seconds']:.2f} | | 15 | |"
+                )
+            path.unlink()
     print()
     print("| pipeline | seconds | peak MiB | k | ARI |")
     print("|---|---:|---:|---:|---:|")
-    print(
-        f"| ours (hash TF-IDF, random indexing 256, SSE-curve k, KMeans, labels) | {ours['seconds']:.1f} | {ours['peak_mib']:.0f} | {ours['k']} ({ours['k_method']}) | {ours['ari']:.3f} |"
-    )
-    print(
-        f"| anchor (TfidfVectorizer, TruncatedSVD 256, MiniBatchKMeans, k given) | {anchor['seconds']:.1f} | {anchor['peak_mib']:.0f} | {anchor['k']} | {anchor['ari']:.3f} |"
-    )
-    print(
-        f"| StreamingKMeans.update, 10,000 x 256, k=15 (median of 5) | {streaming['update_seconds_median']:.3f} | {streaming['peak_mib']:.0f} | 15 | |"
-    )
-    print(
-        f"| weekly step (embed 10,000 stories, update, re-predict 4 weeks) | {streaming['weekly_step_seconds']:.2f} | | 15 | |"
-    )
-    _ = resource  # the children report their own peaks
+    print("\n".join(rows))
+    print()
+    # growth: seconds and memory above the interpreter's own, per story, against the smallest size
+    print("| stories | seconds | peak MiB | seconds per 100k stories | x stories | x seconds | x peak MiB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    first = growth[0]
+    for run in growth:
+        print(
+            f"| {run['stories']:,} | {run['seconds']:.1f} | {run['peak_mib']:.0f} | "
+            f"{run['seconds'] * 100_000 / run['stories']:.1f} | {run['stories'] / first['stories']:.1f} | "
+            f"{run['seconds'] / first['seconds']:.2f} | {run['peak_mib'] / first['peak_mib']:.2f} |"
+        )
 
 
 if __name__ == "__main__":
