@@ -166,7 +166,8 @@ def child(kind: str, path: Path, k: int) -> dict:
         "import json, resource, sys; sys.path.insert(0, '.'); "
         "from benchmarks.bench_clusters import run_ours, run_anchor, run_streaming; from pathlib import Path; "
         f"r = {'run_ours(Path(sys.argv[1]))' if kind == 'ours' else 'run_anchor(Path(sys.argv[1]), int(sys.argv[2]))' if kind == 'anchor' else 'run_streaming(Path(sys.argv[1]))'}; "
-        "r['peak_mib'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024; print(json.dumps(r))"
+        "u = resource.getrusage(resource.RUSAGE_SELF); r['peak_mib'] = u.ru_maxrss / 1024; "
+        "r['process_cpu_seconds'] = u.ru_utime + u.ru_stime; print(json.dumps(r))"
     )
     output = subprocess.run(
         [sys.executable, "-c", code, str(path), str(k)], check=True, capture_output=True, text=True
