@@ -59,15 +59,18 @@ def read_corpus(path: Path, limit: int | None = None) -> tuple[list[str], np.nda
     return texts, np.array(subjects)
 
 
-def corpus_batches(path: Path, subjects: list[int], size: int = 8192) -> Iterator:
-    """The corpus a batch of ``size`` stories at a time (titles: the first 60 characters), its subjects appended
-    to ``subjects`` as it is read."""
+def corpus_batches(path: Path, subjects: list[int], offsets: list[int], size: int = 8192) -> Iterator:
+    """The corpus a batch of ``size`` stories at a time (titles: the first 60 characters), each story's subject
+    and where its line starts appended to ``subjects`` and ``offsets`` as it is read."""
     from topicmap.clusters.oneshot import StoryBatch
 
     texts: list[str] = []
-    with path.open() as lines:
+    position = 0
+    with path.open("rb") as lines:
         for line in lines:
-            subject, text = line.rstrip("\n").split("\t", 1)
+            offsets.append(position)
+            position += len(line)
+            subject, text = line.decode().rstrip("\n").split("\t", 1)
             subjects.append(int(subject))
             texts.append(text)
             if len(texts) == size:
@@ -77,14 +80,14 @@ def corpus_batches(path: Path, subjects: list[int], size: int = 8192) -> Iterato
         yield StoryBatch(texts, [t[:60] for t in texts])
 
 
-def corpus_texts_of(path: Path, positions: np.ndarray) -> list[str]:
-    """The texts of the stories at these (sorted) positions, one pass over the file."""
-    wanted, found = set(positions.tolist()), {}
-    with path.open() as lines:
-        for number, line in enumerate(lines):
-            if number in wanted:
-                found[number] = line.rstrip("\n").split("\t", 1)[1]
-    return [found[p] for p in positions.tolist()]
+def corpus_texts_of(path: Path, offsets: list[int], positions: np.ndarray) -> list[str]:
+    """The texts of the stories at these positions, read where their lines start."""
+    texts = []
+    with path.open("rb") as corpus:
+        for position in positions.tolist():
+            corpus.seek(offsets[position])
+            texts.append(corpus.readline().decode().rstrip("\n").split("\t", 1)[1])
+    return texts
 
 
 def run_ours(path: Path) -> dict:
@@ -93,9 +96,10 @@ def run_ours(path: Path) -> dict:
     from topicmap.clusters.oneshot import cluster_story_batches
 
     subjects: list[int] = []
+    offsets: list[int] = []
     started = time.perf_counter()
     result = cluster_story_batches(
-        corpus_batches(path, subjects), partial(corpus_texts_of, path), k_min=2, k_max=40
+        corpus_batches(path, subjects, offsets), partial(corpus_texts_of, path, offsets), k_min=2, k_max=40
     )
     seconds = time.perf_counter() - started
     return {

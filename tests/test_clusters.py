@@ -32,8 +32,8 @@ from topicmap.clusters.model import (
     tokenize,
     top_terms,
 )
-from topicmap.clusters.oneshot import cluster_stories
 from topicmap.clusters.mutation import StreamConfig, StreamState, advance, mutation_graph, stream_batches
+from topicmap.clusters.oneshot import cluster_stories
 from topicmap.clusters.pictures import draw_mutation_graph, draw_stream_graph
 from topicmap.clusters.store import READ_WEEKS, _WeeklyStories, topic_story_texts, topic_weeks
 from topicmap.store import schema as s

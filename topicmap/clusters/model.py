@@ -309,7 +309,8 @@ def choose_k(vectors: np.ndarray, k_min: int = 2, k_max: int = 30, seed: int = 0
         raise ValueError("no stories to cluster")
     rng = np.random.default_rng(seed)
     sample = vectors[np.sort(rng.choice(n, CURVE_SAMPLE, replace=False))] if n > CURVE_SAMPLE else vectors
-    sample = np.asarray(sample, dtype=np.float64)  # stored vectors may be float32; the curve is read in float64
+    # stored vectors may be float32; the curve is read in float64
+    sample = np.asarray(sample, dtype=np.float64)
     distinct = len(np.unique(sample.round(10), axis=0))
     # at most one cluster per two stories (a cluster of one story is no story), and fewer than distinct vectors
     upper = min(k_max, max(1, n // 2), distinct - 1 if distinct > 2 else distinct)

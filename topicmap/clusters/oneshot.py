@@ -119,12 +119,9 @@ class _CountSpill:
             yield start, self.rows(start, min(start + size, stories))
 
     def take(self, positions: np.ndarray) -> sparse.csr_matrix:
-        """The counts of these stories (sorted positions), read a chunk at a time."""
-        parts = []
-        for start, rows in self.chunks(EMBED_CHUNK):
-            wanted = positions[(positions >= start) & (positions < start + rows.shape[0])]
-            if len(wanted):
-                parts.append(rows[wanted - start])
+        """The counts of these stories (sorted positions), each read on its own: a few thousand stories of
+        a million need not read the whole file."""
+        parts = [self.rows(int(i), int(i) + 1) for i in positions]
         return sparse.vstack(parts, format="csr") if parts else sparse.csr_matrix((0, HASH_FEATURES))
 
     def close(self) -> None:

@@ -40,7 +40,6 @@ import pandas as pd
 from sqlalchemy import select
 
 from topicmap.clusters.model import ClusterResult, cluster_label
-from topicmap.clusters.oneshot import StoryBatch, cluster_story_batches
 from topicmap.clusters.mutation import (
     EDGE_COLUMNS,
     NODE_COLUMNS,
@@ -53,6 +52,7 @@ from topicmap.clusters.mutation import (
     write_gexf,
 )
 from topicmap.clusters.names import MIN_STORIES
+from topicmap.clusters.oneshot import StoryBatch, cluster_story_batches
 from topicmap.clusters.pictures import draw_mutation_graph, draw_sse_curve, draw_stream_graph
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, topicmap_home, utc
