@@ -25,7 +25,6 @@ from resources.store import TopicStoreResource
 from topicmap.clusters.model import (
     _projection,
     choose_k,
-    cluster_stories,
     hashed_bucket,
     rule_of_thumb_k,
     story_vectors,
@@ -34,6 +33,7 @@ from topicmap.clusters.model import (
     top_terms,
 )
 from topicmap.clusters.mutation import StreamConfig, StreamState, advance, mutation_graph, stream_batches
+from topicmap.clusters.oneshot import cluster_stories
 from topicmap.clusters.pictures import draw_mutation_graph, draw_stream_graph
 from topicmap.clusters.store import READ_WEEKS, _WeeklyStories, topic_story_texts, topic_weeks
 from topicmap.store import schema as s

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import adjusted_rand_score
 
-from topicmap.clusters.model import cluster_stories
 from topicmap.clusters.mutation import StreamConfig, stream_batches
+from topicmap.clusters.oneshot import cluster_stories
 from topicmap.demo.vocab import SUBJECTS
 from topicmap.demo.web import generate_demo_web
 

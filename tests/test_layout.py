@@ -111,7 +111,7 @@ PUBLIC_API: dict[str, list[str]] = {
     "topicmap.dedup.simhash": ["fingerprint", "NearDuplicateIndex", "verified_near_duplicate_pairs"],
     "topicmap.social.clicks": ["clicks_until", "story_timestamp"],
     "topicmap.snapshots.compute": ["compute_snapshot"],
-    "topicmap.clusters.model": ["cluster_stories"],
+    "topicmap.clusters.oneshot": ["cluster_stories"],
     "topicmap.clusters.streaming": ["StreamingKMeans"],
 }
 # Packages that also name their main module's public names themselves (loaded on first use).

@@ -19,7 +19,7 @@ modules that use them. The main entry points (``tests/test_layout.py`` checks th
 - dedup: ``topicmap.dedup.simhash`` (fingerprint, NearDuplicateIndex, verified_near_duplicate_pairs);
 - social metrics: ``topicmap.social.clicks`` (clicks_until, story_timestamp);
 - snapshots: ``topicmap.snapshots.compute`` (compute_snapshot);
-- clusters: ``topicmap.clusters.model`` (cluster_stories), ``topicmap.clusters.streaming`` (StreamingKMeans).
+- clusters: ``topicmap.clusters.oneshot`` (cluster_stories), ``topicmap.clusters.streaming`` (StreamingKMeans).
 
 The ``topicmap`` command is :mod:`topicmap.cli`.
 """

@@ -309,6 +309,8 @@ def choose_k(vectors: np.ndarray, k_min: int = 2, k_max: int = 30, seed: int = 0
         raise ValueError("no stories to cluster")
     rng = np.random.default_rng(seed)
     sample = vectors[np.sort(rng.choice(n, CURVE_SAMPLE, replace=False))] if n > CURVE_SAMPLE else vectors
+    # stored vectors may be float32; the curve is read in float64
+    sample = np.asarray(sample, dtype=np.float64)
     distinct = len(np.unique(sample.round(10), axis=0))
     # at most one cluster per two stories (a cluster of one story is no story), and fewer than distinct vectors
     upper = min(k_max, max(1, n // 2), distinct - 1 if distinct > 2 else distinct)
@@ -360,46 +362,10 @@ def sizes_of(labels: np.ndarray, k: int) -> dict[int, int]:
     return {c: int(counts[c]) for c in range(k)}
 
 
-def kmeans_fit(vectors: np.ndarray, k: int, seed: int = 0) -> KMeans:
-    return KMeans(n_clusters=k, n_init=3, random_state=seed).fit(vectors)
-
-
-def cluster_stories(
-    texts: Sequence[str],
-    n_clusters: int | None = None,
-    *,
-    titles: Sequence[str] | None = None,
-    languages: Sequence[str | None] | None = None,
-    k_min: int = 2,
-    k_max: int = 30,
-    seed: int = 0,
-    dims: int = DIMS,
-) -> ClusterResult:
-    """KMeans over hashed TF-IDF projected by random indexing; k from the SSE curve unless ``n_clusters``."""
-    texts = _check_texts(texts)
-    if n_clusters is not None and (not isinstance(n_clusters, int) or n_clusters < 1):
-        raise ValueError(f"n_clusters must be a positive integer, got {n_clusters!r}")
-    if n_clusters is not None and n_clusters > len(texts):
-        raise ValueError(f"n_clusters ({n_clusters}) is larger than the number of texts ({len(texts)})")
-    tokens = tokenize(texts)
-    counts = term_counts(tokens)
-    vectors = embed(counts, smoothed_idf(document_frequency(counts), len(tokens)), dims, seed)
-    if n_clusters is None:
-        choice = choose_k(vectors, k_min, k_max, seed)
-    else:
-        choice = KChoice(n_clusters, "given", f"k={n_clusters} was given", [], [], 0)
-    model = kmeans_fit(vectors, choice.k, seed)
-    labels = model.labels_.astype(np.int64)
-    clusters = range(choice.k)
-    return ClusterResult(
-        labels=labels,
-        choice=choice,
-        sizes=sizes_of(labels, choice.k),
-        top_terms=top_terms(counts, tokens, labels, clusters, languages),
-        titles=nearest_titles(vectors, labels, model.cluster_centers_, titles or texts, clusters),
-        centroids=model.cluster_centers_,
-        vectors=vectors,
-    )
+def kmeans_fit(vectors: np.ndarray, k: int, seed: int = 0, *, copy: bool = True) -> KMeans:
+    """KMeans, three k-means++ starts. ``copy=False`` lets scikit-learn centre ``vectors`` in place (and shift
+    them back after) instead of copying them: for a caller whose array is its own temporary."""
+    return KMeans(n_clusters=k, n_init=3, random_state=seed, copy_x=copy).fit(vectors)
 
 
 # --------------------------------------------------------------------------------------------- words
@@ -428,6 +394,27 @@ def stop_words(languages: Sequence[str | None] | None) -> frozenset[str]:
     return _stop_words_for(tuple(codes))
 
 
+def label_sample(labels: np.ndarray, clusters: Sequence[int]) -> np.ndarray | None:
+    """The stories whose words name the clusters (sorted positions), or None for all of them: at most
+    LABEL_SAMPLE members of each cluster, a seeded sample, once there are more stories than that in all."""
+    labels = np.asarray(labels)
+    if len(labels) <= LABEL_SAMPLE * max(len(clusters), 1):
+        return None
+    # words of a cluster show in a few hundred of its stories; a seeded sample keeps labelling 100,000 stories at
+    # a fraction of a second
+    rng = np.random.default_rng(0)
+    keep = np.concatenate(
+        [
+            rng.choice(members, min(len(members), LABEL_SAMPLE), replace=False)
+            for members in (np.flatnonzero(labels == c) for c in clusters)
+            if len(members)
+        ]
+        or [np.zeros(0, dtype=np.int64)]
+    )
+    keep.sort()
+    return keep
+
+
 def top_terms(
     counts: sparse.csr_matrix,
     tokens: Sequence[list[str]],
@@ -447,19 +434,8 @@ def top_terms(
     if not len(tokens):
         return result
     labels = np.asarray(labels)
-    if len(tokens) > LABEL_SAMPLE * max(len(result), 1):
-        # words of a cluster show in a few hundred of its stories; a seeded sample keeps labelling 100,000
-        # stories at a fraction of a second
-        rng = np.random.default_rng(0)
-        keep = np.concatenate(
-            [
-                rng.choice(members, min(len(members), LABEL_SAMPLE), replace=False)
-                for members in (np.flatnonzero(labels == c) for c in result)
-                if len(members)
-            ]
-            or [np.zeros(0, dtype=np.int64)]
-        )
-        keep.sort()
+    keep = label_sample(labels, list(result))
+    if keep is not None:
         counts, tokens, labels = counts[keep], [tokens[i] for i in keep], labels[keep]
         languages = [languages[i] for i in keep] if languages is not None else None
     stop = stop_words(languages)
@@ -504,13 +480,29 @@ def nearest_titles(
     n_titles: int = TITLES_PER_CLUSTER,
 ) -> dict[int, list[str]]:
     """The chapter's representative titles: the members nearest the cluster's centre (distinct titles)."""
-    result: dict[int, list[str]] = {}
-    titles = list(titles)
+    labels = np.asarray(labels)
+    distances = np.zeros(len(labels))
     for cluster in clusters:
         members = np.flatnonzero(labels == cluster)
-        distances = ((vectors[members] - centers[cluster]) ** 2).sum(axis=1)
+        distances[members] = ((vectors[members] - centers[cluster]) ** 2).sum(axis=1)
+    return titles_nearest(distances, labels, titles, clusters, n_titles)
+
+
+def titles_nearest(
+    distances: np.ndarray,
+    labels: np.ndarray,
+    titles: Sequence[str],
+    clusters: Sequence[int] | range,
+    n_titles: int = TITLES_PER_CLUSTER,
+) -> dict[int, list[str]]:
+    """Each cluster's first ``n_titles`` distinct titles (spaces squeezed, 140 characters at most) in the order
+    of its members' ``distances`` to its centre."""
+    result: dict[int, list[str]] = {}
+    titles = titles if isinstance(titles, list) else list(titles)
+    for cluster in clusters:
+        members = np.flatnonzero(labels == cluster)
         chosen: list[str] = []
-        for index in members[np.argsort(distances, kind="stable")]:
+        for index in members[np.argsort(distances[members], kind="stable")]:
             title = " ".join(str(titles[index]).split())[:140]
             if title and title not in chosen:
                 chosen.append(title)

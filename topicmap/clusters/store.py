@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
-from topicmap.clusters.model import ClusterResult, cluster_label, cluster_stories
+from topicmap.clusters.model import ClusterResult, cluster_label
 from topicmap.clusters.mutation import (
     EDGE_COLUMNS,
     NODE_COLUMNS,
@@ -52,6 +52,7 @@ from topicmap.clusters.mutation import (
     write_gexf,
 )
 from topicmap.clusters.names import MIN_STORIES
+from topicmap.clusters.oneshot import StoryBatch, cluster_story_batches
 from topicmap.clusters.pictures import draw_mutation_graph, draw_sse_curve, draw_stream_graph
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, topicmap_home, utc
@@ -64,10 +65,18 @@ class ClusterStateError(RuntimeError):
 
 
 def topic_story_texts(
-    store: TopicStore, topics_id: int, start: datetime | None = None, end: datetime | None = None
+    store: TopicStore,
+    topics_id: int,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    *,
+    after_id: int | None = None,
+    limit: int | None = None,
+    ids: Sequence[int] | None = None,
 ) -> pd.DataFrame:
-    """The topic's stories (published in [start, end) when given): stories_id, title, text (title + body),
-    language, publish_date (UTC, may be NaT), ordered by stories_id."""
+    """The topic's stories (published in [start, end) when given; with stories_id above ``after_id``, the first
+    ``limit``, among ``ids``, when given): stories_id, title, text (title + body), language, publish_date (UTC,
+    may be NaT), ordered by stories_id."""
     ts, st = s.topic_stories, s.stories
     query = (
         select(st.c.stories_id, st.c.title, st.c.text, st.c.language, st.c.publish_date)
@@ -79,6 +88,12 @@ def topic_story_texts(
         query = query.where(st.c.publish_date >= start)
     if end is not None:
         query = query.where(st.c.publish_date < end)
+    if after_id is not None:
+        query = query.where(st.c.stories_id > after_id)
+    if ids is not None:
+        query = query.where(st.c.stories_id.in_([int(i) for i in ids]))
+    if limit is not None:
+        query = query.limit(limit)
     with store.engine.connect() as conn:
         frame = pd.DataFrame(
             conn.execute(query).all(), columns=["stories_id", "title", "text", "language", "publish_date"]
@@ -120,6 +135,12 @@ def _write_folder_atomically(target: Path, write: Callable[[Path], T]) -> T:
 # --------------------------------------------------------------------------------------------- one-shot
 
 
+#: stories whose texts are read in one query by the one-shot clustering (a few MB of text for most topics)
+READ_STORIES = 5000
+#: stories read by id in one query (the words naming the clusters): well below SQLite's bound parameters
+READ_BY_ID = 500
+
+
 @dataclass
 class TopicClusters:
     stories: int
@@ -139,19 +160,37 @@ def build_topic_clusters(
     seed: int = 0,
     home: Path | None = None,
 ) -> TopicClusters | None:
-    """Every story of the topic clustered at once, k from the SSE curve; None below MIN_STORIES stories."""
+    """Every story of the topic clustered at once, k from the SSE curve; None below MIN_STORIES stories. The
+    texts are read READ_STORIES at a time, never all at once."""
     topics_id = store.topic_row(topic_name)["topics_id"]
-    frame = topic_story_texts(store, topics_id)
-    if len(frame) < MIN_STORIES:
+    parts: list[pd.DataFrame] = []  # stories_id and publish_date of the stories read so far
+
+    def batches() -> Iterator[StoryBatch]:
+        after: int | None = None
+        while True:
+            batch = topic_story_texts(store, topics_id, after_id=after, limit=READ_STORIES)
+            if batch.empty:
+                return
+            parts.append(batch[["stories_id", "publish_date"]])
+            after = int(batch["stories_id"].iloc[-1])
+            yield StoryBatch(batch["text"].tolist(), batch["title"].tolist(), batch["language"].tolist())
+
+    def texts_of(positions: np.ndarray) -> list[str]:
+        wanted = np.concatenate([p["stories_id"].to_numpy() for p in parts])[positions]
+        if not len(wanted):
+            return []
+        found = pd.concat(
+            [
+                topic_story_texts(store, topics_id, ids=wanted[start : start + READ_BY_ID])
+                for start in range(0, len(wanted), READ_BY_ID)
+            ]
+        ).set_index("stories_id")["text"]
+        return found.reindex(wanted).fillna("").tolist()
+
+    if store.table_count(s.topic_stories, topics_id=topics_id) < MIN_STORIES:
         return None
-    result = cluster_stories(
-        frame["text"].tolist(),
-        titles=frame["title"].tolist(),
-        languages=frame["language"].tolist(),
-        k_min=k_min,
-        k_max=k_max,
-        seed=seed,
-    )
+    result = cluster_story_batches(batches(), texts_of, k_min=k_min, k_max=k_max, seed=seed)
+    frame = pd.concat(parts, ignore_index=True)
     frame["cluster"] = result.labels
     frame["week"] = week_of(frame["publish_date"])
     labels = {c: cluster_label(result.top_terms[c], result.titles[c]) for c in result.sizes}
