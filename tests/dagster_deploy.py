@@ -306,6 +306,29 @@ class DagsterGraphQL:
         return data["assetOrError"].get("assetMaterializations", [])
 
 
+def serve_code_location(port: int, workspace: Path) -> list[str]:
+    """The command (its first word a script beside this interpreter) of ONE code server of workspace.yaml's
+    location on loopback ``port``, and ``workspace`` written to name it: a webserver and a daemon on ``workspace``
+    share it, where on workspace.yaml each would start its own (and the daemon a new one every minute or so)."""
+    import yaml
+
+    (location,) = yaml.safe_load((ROOT / "workspace.yaml").read_text(encoding="utf-8"))["load_from"]
+    module = location["python_module"]
+    server = {"host": "127.0.0.1", "port": port, "location_name": module["location_name"]}
+    workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": server}]}), encoding="utf-8")
+    return [
+        *("dagster", "api", "grpc", "-h", "127.0.0.1", "-p", str(port)),
+        *("-m", module["module_name"], "-a", module["attribute"]),
+        *("--location-name", module["location_name"], "-d", str(ROOT / module["working_directory"])),
+    ]
+
+
+def listening(port: int) -> bool:
+    """Something listens on loopback ``port`` (a code server does once its definitions are loaded)."""
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 # ------------------------------------------------------------------------------ webserver + daemon, SQLite
 
 #: a backfill still under way, in GraphQL; every other status is final
@@ -392,30 +415,8 @@ class LocalDagster(ProgressWaiter):
 
     def _start_code_server(self) -> None:
         """workspace.yaml's code location served on a loopback port, and a workspace file that names it."""
-        import yaml
-
-        (location,) = yaml.safe_load((ROOT / "workspace.yaml").read_text(encoding="utf-8"))["load_from"]
-        module = location["python_module"]
-        self._start(
-            "code_server",
-            [
-                *("dagster", "api", "grpc", "-h", "127.0.0.1", "-p", str(self.code_server_port)),
-                *("-m", module["module_name"], "-a", module["attribute"]),
-                *("--location-name", module["location_name"], "-d", str(ROOT / module["working_directory"])),
-            ],
-        )
-        server = {
-            "host": "127.0.0.1",
-            "port": self.code_server_port,
-            "location_name": module["location_name"],
-        }
-        self.workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": server}]}), encoding="utf-8")
-
-        def serving() -> bool:  # the server listens once the definitions are loaded
-            with socket.socket() as sock:
-                return sock.connect_ex(("127.0.0.1", self.code_server_port)) == 0
-
-        self.wait_for("the code server", serving, poll=0.5)
+        self._start("code_server", serve_code_location(self.code_server_port, self.workspace))
+        self.wait_for("the code server", lambda: listening(self.code_server_port), poll=0.5)
 
     def start(self) -> None:
         import requests

@@ -355,6 +355,7 @@ def _page_requests(server, since: int) -> Counter:  # noqa: ANN001 - a DemoServe
     return Counter((host, path) for _, host, path in server.request_log[since:] if path != "/robots.txt")
 
 
+@pytest.mark.deployment
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_two_and_four_spiders_fetch_each_page_once_and_make_the_store_one_spider_makes(
     kind: str, small_web: DemoWeb, tmp_path: Path, request: pytest.FixtureRequest

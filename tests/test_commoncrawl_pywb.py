@@ -39,6 +39,9 @@ from topicmap.demo.web import generate_demo_web
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 
+#: a pywb server (in a virtualenv of its own) and crawl workers: processes of their own
+pytestmark = pytest.mark.deployment
+
 OUTLET = "dailyherald.test"
 MISSING_FILE = "demo-missing.warc.gz"
 FLAKY_FILE = "demo-00000.warc.gz"  # holds the outlet's captures (URLs sort first)

@@ -3,7 +3,8 @@ and read through GraphQL, with a spider run killed by SIGKILL half way.
 
 The test creates its own databases (Dagster's and the topic store's) on the test server, writes a
 DAGSTER_HOME from deploy/dagster.yaml, serves a small demo web on loopback and starts the webserver and the
-daemon on workspace.yaml, exactly as deploy/README.md says. Through GraphQL it turns the topic sensors on,
+daemon as deploy/README.md says, on one code server of workspace.yaml's location (started beside them, where the
+daemon would start its own and replace it every minute or so). Through GraphQL it turns the topic sensors on,
 loads the archive and then declares a topic; the sensors carry it from seeds through every spider iteration
 to a snapshot. While a spider iteration is writing, its run worker (and only it) is killed with -9: the run must
 be marked failed within a bounded time, its step process must be gone before a retry is launched and log nothing
@@ -43,7 +44,9 @@ from tests.dagster_deploy import (
     dagster_pg_env,
     descendants,
     free_port,
+    listening,
     postgres_database,
+    serve_code_location,
     stop_process_tree,
 )
 from topicmap.store import schema as s
@@ -182,6 +185,18 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, InProcessReference,
         logs = tmp_path / "logs"
         logs.mkdir()
         try:
+            # one code server for the webserver and the daemon (on workspace.yaml each would start its own, and the
+            # daemon a new one every minute or so: seconds of CPU each); runs are its children, as they are the
+            # daemon's code server's
+            workspace = home / "workspace.yaml"
+            code_server_port = free_port()
+            deployed.processes["code_server"] = _start(
+                "code_server",
+                [str(bin_dir / "dagster"), *serve_code_location(code_server_port, workspace)[1:]],
+                env,
+                logs,
+            )
+            deployed.wait_for("the code server", lambda: listening(code_server_port), poll=0.5)
             deployed.processes["webserver"] = _start(
                 "webserver",
                 [
@@ -191,7 +206,7 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, InProcessReference,
                     "-p",
                     str(port),
                     "-w",
-                    "workspace.yaml",
+                    str(workspace),
                 ],
                 env,
                 logs,
@@ -213,11 +228,15 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, InProcessReference,
                 keys = {"/".join(k["path"]) for k in (sensor["assetSelection"] or {}).get("assetKeys", [])}
                 graphql.set_sensor(sensor, running=keys != {"click_totals"})
             deployed.processes["daemon"] = _start(
-                "daemon", [str(bin_dir / "dagster-daemon"), "run", "-w", "workspace.yaml"], env, logs
+                "daemon", [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)], env, logs
             )
             yield deployed, reference, home, demo_topic.topics_yaml(web)
         finally:
-            for process in (reference.process, *(process for process, _ in deployed.processes.values())):
+            # the code server (and its runs) last
+            for process in (
+                reference.process,
+                *(process for process, _ in reversed(deployed.processes.values())),
+            ):
                 stop_process_tree(process)
             store.dispose()
             deployed._dagster_engine.dispose()

@@ -674,6 +674,7 @@ def test_texts_stored_urls_and_refusals_are_answered_while_many_url_lookups_wait
         assert {lookup.answer()[0] for lookup in waiting} == {200}
 
 
+@pytest.mark.deployment
 def test_sigterm_stops_the_service_within_5_s_with_url_lookups_pending(
     tmp_path: Path, stored: TopicStore, held_site: HeldSite
 ) -> None:

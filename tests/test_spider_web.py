@@ -109,6 +109,7 @@ def test_fault_answers_end_in_the_right_states_with_useful_messages(tmp_path: Pa
     assert by_name["private"][0] == "skipped" and "robots" in by_name["private"][2].lower()
 
 
+@pytest.mark.deployment
 def test_a_run_killed_mid_iteration_resumes_without_duplicates_or_losses(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
     store = TopicStore.open(db)
@@ -165,6 +166,7 @@ def test_a_run_killed_mid_iteration_resumes_without_duplicates_or_losses(tmp_pat
     assert len(links) == (n - 1) + len(range(0, n, 3)) + 1
 
 
+@pytest.mark.deployment
 @pytest.mark.postgres
 def test_two_topics_spidering_at_once_never_break_a_domain_interval(pg_schema: tuple[str, str]) -> None:
     url, schema = pg_schema

@@ -305,6 +305,7 @@ def _smallest_gap(records: list) -> float:
     return min(later[0] - earlier[0] for earlier, later in zip(records, records[1:], strict=False))
 
 
+@pytest.mark.deployment
 def test_several_spiders_of_a_topic_keep_every_sites_interval_and_read_robots_once(
     store: TopicStore, request: pytest.FixtureRequest
 ) -> None:
