@@ -2,7 +2,7 @@
 the bearer token off loopback, size caps, fingerprints refreshed as stories land, cached shingles that
 never change an answer, and a service that degrades under slow URL lookups, never wedges: abandoned lookups
 dropped or their downloads cut, a bounded URL queue (503 with Retry-After), texts and refusals answered while
-URL lookups wait, and SIGTERM obeyed within 5 s. Its bounds on clients, each met for real on loopback: slow
+URL lookups wait, and SIGTERM obeyed while a fetch hangs. Its bounds on clients, each met for real on loopback: slow
 requests cut off (408), deeply nested JSON refused (400), a body budget and a connection limit (503 with
 Retry-After), and small lookups answered while slow uploaders hold the budget."""
 
@@ -675,7 +675,7 @@ def test_texts_stored_urls_and_refusals_are_answered_while_many_url_lookups_wait
 
 
 @pytest.mark.deployment
-def test_sigterm_stops_the_service_within_5_s_with_url_lookups_pending(
+def test_sigterm_stops_the_service_with_url_lookups_pending(
     tmp_path: Path, stored: TopicStore, held_site: HeldSite
 ) -> None:
     log_path = tmp_path / "serve.log"
@@ -709,15 +709,18 @@ def test_sigterm_stops_the_service_within_5_s_with_url_lookups_pending(
         pending = [RawLookup(port, held_site.url(f"/story/{n}.html")) for n in range(20)]
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
             wait_until(lambda: url_lookups(client) == {"queued": 19, "running": 1}, "20 pending lookups")
-        signalled = time.monotonic()
+        wait_until(lambda: len(held_site.pages) == 1, "the running lookup's fetch to reach the site")
         service.send_signal(signal.SIGTERM)
-        returncode = service.wait(timeout=60)  # a safety net: the bound is asserted below
-        stopped_in = time.monotonic() - signalled
+        # the site holds its one request until released, which it never is: a service that waited for its
+        # lookups would never end (the timeout only keeps a broken service from hanging the suite)
+        returncode = service.wait(timeout=300)
     finally:
         if service.poll() is None:
             service.kill()
             service.wait()
-    assert stopped_in < 5.0, f"SIGTERM to exit took {stopped_in:.1f} s"
+    assert not held_site.released.is_set() and len(held_site.pages) == 1, (
+        held_site.pages
+    )  # queued: never sent
     assert returncode == -signal.SIGTERM  # uvicorn shuts down, then ends with the signal it was sent
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port)).close()
