@@ -171,8 +171,10 @@ def test_every_capture_of_an_outlet_becomes_a_story(collection: Collection, tmp_
             .all()
         )
     assert media == ["Daily Herald"]  # named by the pages' og:site_name, not by the host
-    # The flaky file answered 503 twice and was then read: retries, not rejections.
-    assert [r[2] for r in collection.data.requests if r[0] == FLAKY_FILE][:3] == [503, 503, 206]
+    # The flaky file answered 503 twice and was then read: retries, not rejections. (Its records are fetched
+    # concurrently, so the answers are logged in the order they finish, not the order they were asked.)
+    answers = [r[2] for r in collection.data.requests if r[0] == FLAKY_FILE]
+    assert answers.count(503) == 2 and set(answers) == {503, 206}, answers
     if collection.shared is not None:
         assert any(url.startswith("http://example.com/") for url in stories)
     row = next(r for r in cc_queue.queue_rows(store) if r["domain"] == OUTLET)
