@@ -14,6 +14,7 @@ The hand-made topic of test_snapshot_assets, plus one generic-post source whose 
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -218,3 +219,25 @@ def test_mode_and_bot_policy_mistakes_name_topic_and_field(tmp_path: Path, setti
     assert isinstance(error, TopicConfigError) and (error.topic, error.field) == (TOPIC, field)
     assert "expected one of" in str(error)
 
+
+def test_the_demo_declares_its_topic_with_a_post_source_in_its_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestration.demo import _write_demo_topics
+    from topicmap.demo.web import generate_demo_web
+
+    monkeypatch.setenv("TOPICMAP_TOPICS_FILE", "")  # unset; restored after the test
+    _write_demo_topics(generate_demo_web(), tmp_path)
+    topics_file = Path(os.environ["TOPICMAP_TOPICS_FILE"])
+    assert topics_file == tmp_path / "topics.yaml"
+    loaded = load_topics(topics_file)
+    assert loaded.errors == []
+    [source] = loaded.by_name()["climate-demo"].posts
+    assert source.platform == "generic_post" and source.path.parent == tmp_path / "demo_posts"
+    posts = pd.read_csv(source.path)
+    assert len(posts) == 48 and posts["author"].nunique() == 5
+    assert posts["content"].str.contains("climate").all()
+    # a topics file named by the user is left as it is
+    monkeypatch.setenv("TOPICMAP_TOPICS_FILE", str(tmp_path / "mine.yaml"))
+    _write_demo_topics(generate_demo_web(), tmp_path / "other")
+    assert not (tmp_path / "other").exists()
