@@ -53,6 +53,7 @@ COUNTS = {
     "story links": "story_link_count",
     "media": "medium_count",
     "medium links": "medium_link_count",
+    "posts": "post_count",
 }
 TIMESPAN_COLUMNS = {
     "timespan": "the timespan's key: its period, and for monthly and weekly ones its first day",
@@ -60,6 +61,7 @@ TIMESPAN_COLUMNS = {
     "story links": "cross-media story links between its stories",
     "media": "media with a story in it",
     "medium links": "medium-to-medium links (pairs of media linked by a story link)",
+    "posts": "posts published in it sharing one of its stories (after the topic's bot_policy)",
     "repeats": "links repeated by the syndicated copies of a story (syndicated_repeat_link_count)",
     "dates": "its first and last day",
     "top media": "its three media with the most media inlinks (their media inlinks)",

@@ -159,7 +159,7 @@ def demo_ui(dagster_args: Sequence[str] = ()) -> int:
     """`dagster dev` with the demo's settings, serving the demo web and the API stand-ins for as long as it runs."""
     from contextlib import ExitStack
 
-    from orchestration.demo import _write_media_dups, _write_media_tags, demo_page_source
+    from orchestration.demo import _write_demo_topics, _write_media_dups, _write_media_tags, demo_page_source
     from orchestration.devserver import run_dagster_dev
     from orchestration.social_demo import demo_social_config, teach_standin
     from topicmap.demo.server import serve_demo_web
@@ -176,6 +176,7 @@ def demo_ui(dagster_args: Sequence[str] = ()) -> int:
         # sensors that watch them (media_dups_changed, media_tags_changed) see the files under the UI too
         _write_media_dups(web, home / "media_dups.csv")
         _write_media_tags(web, home / "media_tags.csv")
+        _write_demo_topics(web, home)
         env = {
             **os.environ,
             **demo_social_config(standin),

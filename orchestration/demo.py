@@ -71,6 +71,27 @@ def _write_media_tags(web, path: Path) -> None:  # noqa: ANN001
     os.environ.setdefault("TOPICMAP_LINK_MAP_TAG_SET", "media_type")
 
 
+def _write_demo_topics(web, home: Path) -> None:  # noqa: ANN001
+    """The demo's topics file, unless TOPICMAP_TOPICS_FILE names one: the repository's topics.yaml with the demo
+    topic's post source added (a generic-post CSV of posts sharing demo stories, ``topicmap.demo.posts``), both
+    written to the demo's home, so the snapshot's post, author and channel counts are filled."""
+    if os.environ.get("TOPICMAP_TOPICS_FILE"):
+        return
+    from topicmap.demo.posts import write_demo_posts
+
+    posts = write_demo_posts(web, home / "demo_posts" / "climate-demo.csv")
+    lines = (ROOT / "topics.yaml").read_text(encoding="utf-8").splitlines()
+    at = lines.index("  - name: climate-demo") + 1
+    lines[at:at] = [
+        "    # written by `make demo`: posts sharing demo stories (their URLs are seeds too)",
+        "    posts:",
+        f"      - {{platform: generic_post, path: {json.dumps(str(posts))}}}",
+    ]
+    topics_file = home / "topics.yaml"
+    topics_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.environ["TOPICMAP_TOPICS_FILE"] = str(topics_file)
+
+
 def _print_foci(meta: dict) -> None:
     """Each focus of the snapshot: its size and top words."""
     if "foci" not in meta:
@@ -159,6 +180,7 @@ def refresh_snapshot(
 
 def main(argv: Sequence[str] | None = None) -> int:
     home = Path(settings.HOME.value() or ROOT / ".topicmap").resolve()
+    topics_declared = bool(os.environ.get("TOPICMAP_TOPICS_FILE"))
     _prepare_environment(home)
 
     from topicmap.demo.server import serve_demo_web
@@ -172,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     web.write_archive_parquet(drops / "demo_archive.parquet", include_html=True)
     _write_media_dups(web, home / "media_dups.csv")
     _write_media_tags(web, home / "media_tags.csv")  # before the code location loads: it reads the settings
+    if not topics_declared:
+        os.environ.pop("TOPICMAP_TOPICS_FILE")
+        _write_demo_topics(web, home)
     _say(
         f"  {len(web.media)} media, {len(web.pages)} pages, {len(web.archive_stories)} stories already archived"
     )
@@ -179,6 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from orchestration.snapshots import report_snapshot
     from orchestration.social_demo import demo_social_config, run_click_demo, statistics_line, teach_standin
     from topicmap.demo.standins import StandinDataset, run_standin_server
+    from topicmap.snapshots.post_counts import sharing_summary
 
     with ExitStack() as stack:
         server = stack.enter_context(serve_demo_web(web))
@@ -309,6 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for topic in topics.topics:
             result = refresh_snapshot(defs, instance, store, topic.name) or post_spider[topic.name]
             found[topic.name] = report_snapshot(result, topic.name, say=_say)
+            _say("  " + sharing_summary(found[topic.name]["folder"]))
             _print_foci(result.metadata("snapshots"))
 
     for name, paths in found.items():

@@ -37,7 +37,7 @@ binary search; it is recorded with zero counts and gets no files. Nothing loops 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -324,6 +324,7 @@ def compute_snapshot(
     texts: StoryTexts | None = None,
     word_sample: int = DEFAULT_WORD_SAMPLE,
     files: SnapshotFilesWriter | None = None,
+    timespan_stories: Mapping[str, np.ndarray] | None = None,
 ) -> SnapshotResult:
     """Compute story_links, story_link_counts, medium_links, medium_link_counts and counts per timespan, for the
     whole topic and for each focus, and each timespan's summary (``TimespanSnapshot.summary``).
@@ -341,7 +342,9 @@ def compute_snapshot(
     each story's title, text and language (query foci, top words); by default the ``title``, ``text`` and
     ``language`` columns of ``stories``. ``word_sample``: stories per timespan whose words are counted (0: all).
     ``files``: a writer that starts writing each group of timespans (the whole topic's, each focus's) as soon
-    as it is computed; its ``finish`` writes the rest.
+    as it is computed; its ``finish`` writes the rest. ``timespan_stories`` (timespan key -> stories_id): each
+    timespan's own stories in place of those published in it (URL-sharing topics:
+    ``topicmap.snapshots.post_counts``); the links they make and receive are counted as usual.
 
     Cost: one pass over the stories and links, then per timespan work in proportion to its own stories and
     links; a timespan without stories costs a binary search and shares one set of empty tables (treat the
@@ -363,7 +366,7 @@ def compute_snapshot(
     texts = texts if texts is not None else FrameTexts(stories)
     if files is not None:
         files.start(topic.stories, topic.media)
-    snaps = _timespan_snapshots(topic, cross, timespans, count_syndicated_once, files, None)
+    snaps = _timespan_snapshots(topic, cross, timespans, count_syndicated_once, files, None, timespan_stories)
     focus_snaps = []
     if foci:
         final_media = topic.media_ids[topic.story_medium]
@@ -375,7 +378,7 @@ def compute_snapshot(
                     focus=focus,
                     stories_id=sub_topic.story_ids,
                     timespans=_timespan_snapshots(
-                        sub_topic, sub_cross, timespans, count_syndicated_once, files, focus
+                        sub_topic, sub_cross, timespans, count_syndicated_once, files, focus, timespan_stories
                     ),
                 )
             )
@@ -399,12 +402,15 @@ def _timespan_snapshots(
     syndicated_once: bool,
     files: SnapshotFilesWriter | None = None,
     focus: Focus | None = None,
+    selection: Mapping[str, np.ndarray] | None = None,
 ) -> list[TimespanSnapshot]:
     """Every timespan of ``topic``; each one with stories goes to ``files`` as soon as it is computed."""
     empty: TimespanSnapshot | None = None
     snaps = []
     for ts in timespans:
-        window = _window_stories(topic, ts)
+        window = (
+            _window_stories(topic, ts) if selection is None else _selected_stories(topic, selection[ts.key])
+        )
         if len(window) == 0:  # no story published in it, hence no link either: nothing to count
             if empty is None:
                 empty = _timespan_snapshot(topic, cross, ts, window, syndicated_once)
@@ -514,6 +520,12 @@ def _window_stories(topic: _Topic, ts: Timespan) -> np.ndarray:
         undated_from = int(np.searchsorted(topic.sorted_dates, _SORT_LAST, side="left"))
         window = np.concatenate([window, topic.date_order[undated_from:]])
     return np.sort(window)
+
+
+def _selected_stories(topic: _Topic, story_ids: np.ndarray) -> np.ndarray:
+    """Positions (ascending) of the given stories that are in ``topic`` (a focus holds some only)."""
+    found = positions(topic.story_ids, np.asarray(story_ids, dtype=np.int64))
+    return np.sort(found[found >= 0])
 
 
 def _timespan_snapshot(

@@ -42,6 +42,20 @@ COLUMNS: dict[str, tuple[str, str | None]] = {
     "facebook_share_count": ("Facebook shares of the story's URL; empty where unknown.", "shares"),
     "bitly_clicks_3d": ("Bit.ly clicks in the 3 days after publication; empty where unknown.", "clicks"),
     "bitly_clicks_30d": ("Bit.ly clicks in the 30 days after publication; empty where unknown.", "clicks"),
+    "post_count": (
+        "Posts published in the timespan (the overall timespan: all) sharing the story's URL, after the topic's "
+        "bot_policy; for a medium the sum over its stories. Empty when no such post shares it.",
+        "posts",
+    ),
+    "author_count": (
+        "Distinct authors of those posts; for a medium the sum over its stories. Empty when no post shares it.",
+        "authors",
+    ),
+    "channel_count": (
+        "Distinct channels (subreddits; the author for tweets and generic posts without one) of those posts; "
+        "for a medium the sum over its stories. Empty when no post shares it.",
+        "channels",
+    ),
     "publish_date_utc": (
         "The instant of publication in UTC (ISO 8601 with Z); empty when undated.",
         None,
@@ -140,6 +154,10 @@ TABLES: dict[str, tuple[str, dict[str, tuple[str, str | None]]]] = {
             "syndicated_repeat_link_count": (
                 "Links from a second copy of a syndicated story to the same story.",
                 "links",
+            ),
+            "post_count": (
+                "Distinct posts published in the timespan (after the bot_policy) sharing one of its stories.",
+                "posts",
             ),
             "published_story_count": (
                 "Stories published in the timespan (the publisher's day in it): the sum of stories_per_day.",

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from topicmap.snapshots.dictionary import describe, write_data_package
 from topicmap.snapshots.foci import Focus
 from topicmap.snapshots.ids import IdIndex, positions
+from topicmap.snapshots.post_counts import POST_COLUMNS, PostShares, add_post_counts
 from topicmap.snapshots.results import (
     COUNT_COLUMNS,
     STAT_COLUMNS,
@@ -67,6 +68,7 @@ STORY_CSV_COLUMNS: tuple[str, ...] = (
     "facebook_share_count",
     "bitly_clicks_3d",
     "bitly_clicks_30d",
+    *POST_COLUMNS,
 )
 MEDIA_CSV_COLUMNS: tuple[str, ...] = (
     "media_id",
@@ -80,6 +82,7 @@ MEDIA_CSV_COLUMNS: tuple[str, ...] = (
     "sum_media_inlink_count",
     "bitly_clicks_3d",
     "bitly_clicks_30d",
+    *POST_COLUMNS,
 )
 
 _NULLABLE_INT = pa.int64()
@@ -93,6 +96,7 @@ _SCHEMAS: dict[str, pa.Schema] = {
             ("outlink_count", pa.int64()),
             ("media_inlink_count", pa.int64()),
             *((column, _NULLABLE_INT) for column in STAT_COLUMNS),
+            *((column, _NULLABLE_INT) for column in POST_COLUMNS),
             # the stories.csv dates, typed: the instant with its zone in the schema, the publisher's day
             ("publish_date_utc", pa.timestamp("s", tz="UTC")),
             ("publish_day_local", pa.date32()),
@@ -112,6 +116,7 @@ _SCHEMAS: dict[str, pa.Schema] = {
             ("outlink_count", pa.int64()),
             ("sum_media_inlink_count", pa.int64()),
             *((column, _NULLABLE_INT) for column in STAT_COLUMNS),
+            *((column, _NULLABLE_INT) for column in POST_COLUMNS),
         ]
     ),
     "stories": pa.schema(
@@ -133,6 +138,7 @@ _SCHEMAS: dict[str, pa.Schema] = {
             ("inlink_count", pa.int64()),
             ("outlink_count", pa.int64()),
             *((column, _NULLABLE_INT) for column in STAT_COLUMNS),
+            *((column, _NULLABLE_INT) for column in POST_COLUMNS),
         ]
     ),
     "timespans": pa.schema(
@@ -390,9 +396,13 @@ class SnapshotFilesWriter:
     disk, and the computation is at its peak too); ``finish`` moves what is still waiting to WRITE_THREADS
     threads."""
 
-    def __init__(self, folder: str | os.PathLike[str], csv: bool = True) -> None:
+    def __init__(
+        self, folder: str | os.PathLike[str], csv: bool = True, posts: PostShares | None = None
+    ) -> None:
         self.root = Path(folder)
         self.csv = csv
+        #: the posts whose counts each timespan's tables take (``topicmap.snapshots.post_counts``)
+        self.posts = posts
         self._early = ThreadPoolExecutor(max_workers=1)
         self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS)
         self._jobs: dict[str, Future[dict[Path, dict[str, Any]]]] = {}
@@ -447,6 +457,7 @@ class SnapshotFilesWriter:
         for snap in busy:
             name = timespan_folder(focus, snap.timespan)
             if name not in self._jobs:
+                add_post_counts(snap, self.posts)
                 self._args[name] = (snap, self.root / name, story_dates, story_info, story_index, self.csv)
                 self._jobs[name] = self._early.submit(_write_timespan, *self._args[name])
 
@@ -650,7 +661,7 @@ def _stories_table(snap: TimespanSnapshot, dates: pa.Table, info: pa.Table) -> p
         **{name: info.column(name) for name in info.column_names},
         "media_id": pa.array(counts["media_id"].to_numpy(dtype=np.int64)),
     }
-    for name in ("media_inlink_count", "inlink_count", "outlink_count", *STAT_COLUMNS):
+    for name in ("media_inlink_count", "inlink_count", "outlink_count", *STAT_COLUMNS, *POST_COLUMNS):
         columns[name] = pa.array(counts[name], type=pa.int64(), from_pandas=True)
     schema = _SCHEMAS["stories"]
     return pa.table([columns[field.name] for field in schema], schema=schema)

@@ -28,6 +28,7 @@ from topicmap.snapshots.files import FOCI_FOLDER, SnapshotFilesWriter, sha256_of
 from topicmap.snapshots.inputs import SnapshotInputs
 from topicmap.snapshots.key import SnapshotOptions, snapshot_provenance
 from topicmap.snapshots.linkmap import render_link_map, tag_labels, write_gexf
+from topicmap.snapshots.post_counts import add_all_post_counts, selection_for
 from topicmap.snapshots.results import SnapshotResult
 from topicmap.store.topic_store import StoreError, topicmap_home
 
@@ -279,7 +280,7 @@ def write_snapshot_folder(
     staging = folder.with_name(f".{folder.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     staging.mkdir()
     try:
-        with SnapshotFilesWriter(staging, csv=True) as files:
+        with SnapshotFilesWriter(staging, csv=True, posts=inputs.posts) as files:
             result = compute_inputs(inputs, options, files)
             provenance = snapshot_provenance(inputs, options, key)
             problems = _write_folder(result, inputs, options, key, provenance, staging, log, files)
@@ -298,8 +299,9 @@ def write_snapshot_folder(
 def compute_inputs(
     inputs: SnapshotInputs, options: SnapshotOptions, files: SnapshotFilesWriter | None = None
 ) -> SnapshotResult:
-    """``compute_snapshot`` of what was read, with the options' choices (``files``: write while computing)."""
-    return compute_snapshot(
+    """``compute_snapshot`` of what was read, with the options' choices (``files``: write while computing), and
+    the post counts of every timespan (``topicmap.snapshots.post_counts``)."""
+    result = compute_snapshot(
         inputs.stories,
         inputs.media,
         inputs.links,
@@ -312,4 +314,7 @@ def compute_inputs(
         texts=inputs.texts,
         word_sample=options.word_sample,
         files=files,
+        timespan_stories=selection_for(inputs.mode, inputs.posts, inputs.timespans),
     )
+    add_all_post_counts(result, inputs.posts)
+    return result

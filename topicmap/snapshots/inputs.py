@@ -24,6 +24,7 @@ from sqlalchemy import Connection, func, select
 from topicmap.snapshots.foci import Focus, TextChunk
 from topicmap.snapshots.ids import positions
 from topicmap.snapshots.names import PERIODS
+from topicmap.snapshots.post_counts import PostShares, read_post_shares
 from topicmap.snapshots.timespans import Timespan, build_timespans
 from topicmap.store import schema as s
 from topicmap.store.media_tags import declared_media_tags
@@ -61,6 +62,10 @@ class SnapshotInputs:
     foci: tuple[Focus, ...] = ()
     #: the stories' titles, texts and languages (query foci, top words); None: the ``stories`` frame's columns
     texts: StoreTexts | None = None
+    #: ``web`` or ``url_sharing`` (``topicmap.snapshots.post_counts``)
+    mode: str = "web"
+    #: the posts sharing the topic's stories, after the topic's bot policy
+    posts: PostShares = field(default_factory=PostShares)
 
     def frames(self) -> Iterator[tuple[str, pd.DataFrame]]:
         yield "stories", self.stories
@@ -69,6 +74,7 @@ class SnapshotInputs:
         yield "story_stats", self.story_stats
         yield "near_dup_groups", self.near_dup_groups
         yield "media_tags", self.media_tags
+        yield "post_shares", self.posts.shares
 
     def row_counts(self) -> dict[str, int]:
         return {name: len(frame) for name, frame in self.frames()}
@@ -188,11 +194,12 @@ def read_snapshot_inputs(store: TopicStore, topic_name: str, foci: Sequence[Focu
     )
     options = {"isolation_level": "REPEATABLE READ"} if store.dialect == "postgresql" else {}
     with store.engine.connect().execution_options(**options) as conn, conn.begin():
-        frames = _read_topic(conn, topics_id)
+        frames = _read_topic(conn, topics_id, config)
     return SnapshotInputs(
         topic_name=topic_name,
         topics_id=topics_id,
         config_json=row["config_json"],
+        mode=config.get("mode") or "web",
         start_date=start_date,
         end_date=end_date,
         timespans=timespans,
@@ -202,7 +209,7 @@ def read_snapshot_inputs(store: TopicStore, topic_name: str, foci: Sequence[Focu
     )
 
 
-def _read_topic(conn: Connection, topics_id: int) -> dict[str, Any]:
+def _read_topic(conn: Connection, topics_id: int, config: dict[str, Any]) -> dict[str, Any]:
     ts, st, md = s.topic_stories, s.stories, s.media
 
     merges = conn.execute(
@@ -329,6 +336,9 @@ def _read_topic(conn: Connection, topics_id: int) -> dict[str, Any]:
         .sort_values(["media_id", "tag_set", "tag"], kind="mergesort")
         .reset_index(drop=True)
     )
+    posts = read_post_shares(
+        conn, topics_id, story_ids, (merge_sources, merge_finals), config.get("bot_policy") or "all"
+    )
     dedup_state = {
         "merged_stories": len(merges),
         "merged_stories_by_reason": dict(sorted(reasons.items())),
@@ -342,6 +352,7 @@ def _read_topic(conn: Connection, topics_id: int) -> dict[str, Any]:
         "stories_in_near_dup_groups": len(groups),
     }
     return {
+        "posts": posts,
         "stories": stories,
         "media": media,
         "links": links,

@@ -25,8 +25,9 @@ from topicmap.store.tag_names import tag_set_problem
 # 5: foci, summary tables (top words, stories per day, top media and stories), attention charts, media tags
 # 6: a data dictionary (datapackage.json, schemas/, README.md, Parquet field descriptions), stories tables in
 #    Parquet with date method, language and why each story is in the timespan, the parts of story_count,
-#    top words ranked by stories
-SNAPSHOT_CODE_VERSION = 6
+#    top words ranked by stories; 7: post_count, author_count, channel_count per story, medium and timespan
+#    (URL sharing), url_sharing mode, bot_policy
+SNAPSHOT_CODE_VERSION = 7
 
 
 # ----------------------------------------------------------------------------------------------- options
@@ -114,8 +115,9 @@ def _column_bytes(series: pd.Series) -> bytes:
 
 def snapshot_key(inputs: SnapshotInputs, options: SnapshotOptions) -> str:
     """sha256 over everything a snapshot is built from: the topic's config, the iteration and dedup state,
-    the input frames (sorted by their ids; the media tags among them), the foci, the stories' texts (whose
-    words are counted and which query foci match), the options and the code versions. Same inputs, same key."""
+    the input frames (sorted by their ids; the media tags and the posts sharing stories among them), the bot
+    report, the foci, the stories' texts (whose words are counted and which query foci match), the options and
+    the code versions. Same inputs, same key."""
     digest = hashlib.sha256()
 
     def part(label: str, payload: bytes) -> None:
@@ -138,6 +140,7 @@ def snapshot_key(inputs: SnapshotInputs, options: SnapshotOptions) -> str:
         for column in frame.columns:
             part(f"{name}.{column}", _column_bytes(frame[column]))
     part("foci", canonical([focus.definition() for focus in inputs.foci]))
+    part("posts", canonical({"mode": inputs.mode, **inputs.posts.bot_report}))
     if inputs.texts is not None:
         part("texts", inputs.texts.digest().encode("ascii"))
     return digest.hexdigest()
@@ -158,6 +161,7 @@ def snapshot_provenance(inputs: SnapshotInputs, options: SnapshotOptions, key: s
         "dedup": dict(inputs.dedup_state),
         "input_rows": inputs.row_counts(),
         "foci": [focus.definition() for focus in inputs.foci],
+        "posts": {"mode": inputs.mode, **inputs.posts.bot_report},
         "texts_sha256": inputs.texts.digest() if inputs.texts is not None else None,
         "options": options.as_dict(),
         "code": code_versions(),

@@ -32,6 +32,8 @@ class TimespanCounts:
     # Links from a second (third, ...) copy of one near-duplicate group to the same ref story in this
     # timespan: dropped when count_syndicated_once, otherwise counted and only reported here.
     syndicated_repeat_link_count: int = 0
+    # Posts published in the timespan sharing one of its stories (``topicmap.snapshots.post_counts``).
+    post_count: int = 0
 
 
 COUNT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TimespanCounts))

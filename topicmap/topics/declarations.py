@@ -33,6 +33,8 @@ Example file::
           - {name: cop31, start_date: 2026-02-01, end_date: 2026-02-15}
         posts:                    # optional post dumps whose URLs are seeds (topicmap.topics.post_sources)
           - {platform: reddit, path: dumps/reddit.jsonl}
+        mode: web                 # or url_sharing: timespans hold the stories of the posts published in them
+        bot_policy: all           # or no_bots / only_bots (Media Cloud's bot rule)
 
 Topics that keep running: a topic whose ``end_date`` is ``open`` (or left out) is open-ended, its dates run up to
 the current day (``TopicConfig.last_day``); one whose end date is in the future runs up to that day. Either way,
@@ -52,8 +54,9 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from topicmap.store.post_rules import BOT_POLICIES, TOPIC_MODES
 from topicmap.topics.focus_kinds import FOCUS_KINDS, FocusDeclarationError, FocusSelection
-from topicmap.topics.post_sources import PostSource, parse_post_sources
+from topicmap.topics.post_sources import PostSource, parse_choice, parse_post_sources
 from topicmap.topics.query import MAX_QUERY_CHARS, PARSE_CACHE_CHARS, QuerySyntaxError, TopicQuery, parse
 from topicmap.topics.topic_errors import TopicConfigError, checked_flag, reject_unknown
 from topicmap.topics.topic_errors import shown as _shown  # the name every field check quotes values with
@@ -96,6 +99,8 @@ KNOWN_FIELDS = {
     "focal_sets",
     "posts",
     "respider",
+    "mode",
+    "bot_policy",
 }
 RESPIDER_FIELDS = {"start_date", "end_date"}
 #: ``respider: all``: every story of the topic has its links mined again
@@ -213,6 +218,10 @@ class TopicConfig:
     posts: tuple[PostSource, ...] = ()
     #: links of these stories to be mined again (``topicmap.spider.respider``)
     respider: Respider | None = None
+    #: ``web`` or ``url_sharing``: what a timespan's stories are (``topicmap.snapshots.post_counts``)
+    mode: str = TOPIC_MODES[0]
+    #: which posts the snapshots count: ``all``, ``no_bots``, ``only_bots`` (Media Cloud's bot rule)
+    bot_policy: str = BOT_POLICIES[0]
 
     @property
     def parsed_query(self) -> TopicQuery:
@@ -244,6 +253,9 @@ class TopicConfig:
             del declaration["posts"]
         if self.respider is None:  # likewise without a respider request
             del declaration["respider"]
+        for name, unset in (("mode", TOPIC_MODES[0]), ("bot_policy", BOT_POLICIES[0])):
+            if declaration[name] == unset:  # likewise with the defaults
+                del declaration[name]
         if (
             not self.focal_sets
         ):  # a topic without foci keeps the JSON (and the config hash) it had before foci
@@ -645,6 +657,8 @@ def parse_topic(raw: Any, base_dir: Path, index: int = 0, today: date | None = N
         focal_sets=_parse_focal_sets(name, raw.get("focal_sets")),
         posts=parse_post_sources(name, raw.get("posts"), base_dir),
         respider=_parse_respider(name, raw.get("respider")),
+        mode=parse_choice(name, "mode", raw.get("mode"), TOPIC_MODES),
+        bot_policy=parse_choice(name, "bot_policy", raw.get("bot_policy"), BOT_POLICIES),
     )
 
 

@@ -85,3 +85,12 @@ def parse_post_sources(topic: str, raw: Any, base_dir: Path) -> tuple[PostSource
             )
         )
     return tuple(sources)
+
+
+def parse_choice(topic: str, field_name: str, raw: Any, choices: tuple[str, ...]) -> str:
+    """``mode`` / ``bot_policy``: one of ``choices``; left out: the first."""
+    if raw is None:
+        return choices[0]
+    if raw not in choices:
+        raise TopicConfigError(topic, field_name, f"expected one of {list(choices)}, got {shown.repr(raw)}")
+    return str(raw)
