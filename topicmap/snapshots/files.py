@@ -390,9 +390,11 @@ class SnapshotFilesWriter:
     disk, and the computation is at its peak too); ``finish`` moves what is still waiting to WRITE_THREADS
     threads."""
 
-    def __init__(self, folder: str | os.PathLike[str], csv: bool = True) -> None:
+    def __init__(self, folder: str | os.PathLike[str], csv: bool = True, notes: Sequence[str] = ()) -> None:
         self.root = Path(folder)
         self.csv = csv
+        #: what the README and the data package say first (the topic and its version), before README_NOTES
+        self.notes = tuple(notes)
         self._early = ThreadPoolExecutor(max_workers=1)
         self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS)
         self._jobs: dict[str, Future[dict[Path, dict[str, Any]]]] = {}
@@ -476,7 +478,7 @@ class SnapshotFilesWriter:
             root,
             [(name, *_FILE_TABLES[name.rsplit("/", 1)[-1]]) for name in entries],
             "topicmap snapshot",
-            README_NOTES,
+            (*self.notes, *README_NOTES),
             _write_text,
         )
         entries.update({path.relative_to(root).as_posix(): file_entry(path) for path in top})
