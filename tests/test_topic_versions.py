@@ -10,6 +10,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from tests.test_spider import DictSource, page
+from topicmap.snapshots.cli import format_snapshot_list, list_snapshots
 from topicmap.snapshots.folder import verify_snapshot_files
 from topicmap.snapshots.store import build_snapshot
 from topicmap.spider.iteration import Spider
@@ -118,6 +119,12 @@ def test_a_changed_query_starts_a_version_and_both_snapshots_stay_readable(
         assert json.loads((built.folder / "provenance.json").read_text())["topic_version"] == version
         assert f"version {version}" in (built.folder / "README.md").read_text()
     assert _snapshot_urls(one.folder) == {CLIMATE, FLOOD}
+    listed = list_snapshots(store, "weather", tmp_path / "home")
+    assert [(snap["topic_version"], snap["stories"], snap["intact"]) for snap in listed] == [
+        (1, 2, True),
+        (2, 1, True),
+    ]
+    assert "version 2  dates" in format_snapshot_list("weather", listed)
 
     # the old query again: a third version, where the flood story is back
     third = dataclasses.replace(first)
