@@ -29,7 +29,6 @@ from topicmap.snapshots.timespans import Timespan, build_timespans
 from topicmap.store import schema as s
 from topicmap.store.media_tags import declared_media_tags
 from topicmap.store.topic_store import StoreError, TopicStore, utc
-from topicmap.topics.versions import latest_version
 
 #: ids per IN list (one every database takes)
 _CHUNK = 500
@@ -193,7 +192,10 @@ def read_snapshot_inputs(store: TopicStore, topic_name: str, foci: Sequence[Focu
     options = {"isolation_level": "REPEATABLE READ"} if store.dialect == "postgresql" else {}
     with store.engine.connect().execution_options(**options) as conn, conn.begin():
         frames = _read_topic(conn, topics_id)
-        version = latest_version(conn, topics_id)
+        # the topic's current version (topicmap.topics.versions), read with its stories
+        version = conn.execute(
+            select(func.max(s.topic_versions.c.version)).where(s.topic_versions.c.topics_id == topics_id)
+        ).scalar_one_or_none()
     return SnapshotInputs(
         topic_name=topic_name,
         topics_id=topics_id,
@@ -203,7 +205,7 @@ def read_snapshot_inputs(store: TopicStore, topic_name: str, foci: Sequence[Focu
         timespans=timespans,
         foci=tuple(foci),
         texts=StoreTexts(store, frames["stories"]["stories_id"].to_numpy()),
-        topic_version=version.version if version is not None else None,
+        topic_version=int(version) if version is not None else None,
         **frames,
     )
 
