@@ -76,19 +76,26 @@ def last_seeding(instance: dg.DagsterInstance, topic: str) -> "tuple[bool, Archi
         "(`topic_posts`, `topic_post_urls`). Fails if more than max_stories match. "
         "Seeded again, it reads only the archive stories added since and the dates the topic gained (an "
         "open-ended topic gains each day); `archive_scan` records what it read. A `respider` declaration, or "
-        "dates that widened, has the links of the stories concerned mined again (`respidered_stories`)."
+        "dates that widened, has the links of the stories concerned mined again (`respidered_stories`). A changed "
+        "query, dates or seed lists start the topic's next version (`topic_versions`): its stories are judged "
+        "again and those no longer matching leave the version (`stories_left_version`), nothing deleted."
     ),
 )
 def seeds(
     context: dg.AssetExecutionContext, store: TopicStoreResource, topics_file: TopicsFileResource
 ) -> dg.MaterializeResult:
     # reads drops: pyarrow, extractors
+    from topicmap.spider.rejudge import rejudge_topic
     from topicmap.spider.respider import apply_respider
     from topicmap.topics.seeding import SeedingRequest, TooManySeedsError, select_seeds
+    from topicmap.topics.versions import record_version
 
     topic = declared_topic(topics_file, context.partition_key)
     topic_store = store.open()
     topics_id = topic_store.upsert_topic(topic)
+    # new settings (query, dates, seed lists) start the topic's next version
+    version, new_version = record_version(topic_store, topics_id, topic)
+    context.log.info(f"{topic.name}: {'new ' if new_version else ''}{version.describe()}")
     # a respider declaration, or dates that widened: those stories' links are mined again by the next iteration
     respidered = apply_respider(topic_store, topic)
     context.log.info(respidered.summary())
@@ -110,6 +117,12 @@ def seeds(
         for error in report.errors:
             context.log.warning(f"posts of {report.source}: skipped: {error}")
     inserted = topic_store.add_seed_urls(topics_id, selection.rows)
+    rejudged = None
+    if version.judged_at is None:  # a new version (or one a killed seeding left unjudged): its stories again
+        rejudged = rejudge_topic(
+            topic_store, version, [row["url"] for row in selection.rows if row.get("assume_match")]
+        )
+        context.log.info(f"{topic.name}: {rejudged.summary()}")
     all_rows = topic_store.seed_rows(topics_id)
     scan = selection.plan.scan
     context.log.info(
@@ -142,5 +155,16 @@ def seeds(
             ),
             "preview": table(all_rows, ["url", "source", "stories_id", "publish_date", "title"]),
             "query": dg.MetadataValue.text(topic.query),
+            "topic_version": version.version,
+            "topic_version_new": new_version,
+            **(
+                {
+                    "stories_left_version": rejudged.left,
+                    "stories_back_in_version": rejudged.back,
+                    "rejudged": dg.MetadataValue.text(rejudged.summary()),
+                }
+                if rejudged is not None
+                else {}
+            ),
         }
     )

@@ -331,6 +331,8 @@ def _metadata(built: "BuiltSnapshot", instance: dg.DagsterInstance) -> dict[str,
             ),
             "written_now": built.written,
             "iteration": built.inputs.iteration,
+            # the topic version (topicmap.topics.versions) whose settings and stories the snapshot was built from
+            "topic_version": built.inputs.topic_version if built.inputs.topic_version is not None else 0,
             "dagster/row_count": overall.counts.story_count if overall else 0,
             "timespan_counts": table(
                 counts, ["timespan", *COUNTS], limit=len(counts), descriptions=TIMESPAN_COLUMNS

@@ -30,6 +30,7 @@ from topicmap.store.topic_store import StoreError, TopicStore, topicmap_home, ut
 def list_snapshots(store: TopicStore, topic: str, home: Path) -> list[dict[str, Any]]:
     """Every recorded snapshot of ``topic``, oldest first: ``snapshots_id``, ``snapshot_date``, ``state``,
     ``snapshot_key``, ``start_date`` / ``end_date`` (the topic's dates it covers), ``stories``, ``iteration``,
+    ``topic_version`` (the version of the topic's settings it was built from; None: none recorded),
     ``folder`` and ``intact`` (its folder holds every file of its manifest, at its size). Raises ``StoreError``
     for an unknown topic."""
     topics_id = int(store.topic_row(topic)["topics_id"])
@@ -53,6 +54,7 @@ def list_snapshots(store: TopicStore, topic: str, home: Path) -> list[dict[str, 
                     "end_date": provenance["topic"]["end_date"],
                     "stories": provenance.get("input_rows", {}).get("stories"),
                     "iteration": row["iteration"],
+                    "topic_version": row["topic_version"],
                     "folder": folder,
                     "intact": folder_is_complete(folder, row["snapshot_key"]),
                 }
@@ -67,7 +69,8 @@ def format_snapshot_list(topic: str, snapshots: list[dict[str, Any]]) -> str:
     for snap in snapshots:
         lines.append(
             f"  {snap['snapshots_id']:>5}  built {snap['snapshot_date']:%Y-%m-%d %H:%M UTC}  "
-            f"dates {snap['start_date']}..{snap['end_date']}  {snap['stories']} stories  "
+            f"version {snap['topic_version'] or '-'}  dates {snap['start_date']}..{snap['end_date']}  "
+            f"{snap['stories']} stories  "
             f"key {snap['snapshot_key'][:16]}  {snap['state']}"
             f"{'' if snap['intact'] else ' (FOLDER INCOMPLETE)'}  {snap['folder']}"
         )

@@ -397,12 +397,18 @@ class SnapshotFilesWriter:
     threads."""
 
     def __init__(
-        self, folder: str | os.PathLike[str], csv: bool = True, posts: PostShares | None = None
+        self,
+        folder: str | os.PathLike[str],
+        csv: bool = True,
+        posts: PostShares | None = None,
+        notes: Sequence[str] = (),
     ) -> None:
         self.root = Path(folder)
         self.csv = csv
         #: the posts whose counts each timespan's tables take (``topicmap.snapshots.post_counts``)
         self.posts = posts
+        #: what the README and the data package say first (the topic and its version), before README_NOTES
+        self.notes = tuple(notes)
         self._early = ThreadPoolExecutor(max_workers=1)
         self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS)
         self._jobs: dict[str, Future[dict[Path, dict[str, Any]]]] = {}
@@ -487,7 +493,7 @@ class SnapshotFilesWriter:
             root,
             [(name, *_FILE_TABLES[name.rsplit("/", 1)[-1]]) for name in entries],
             "topicmap snapshot",
-            README_NOTES,
+            (*self.notes, *README_NOTES),
             _write_text,
         )
         entries.update({path.relative_to(root).as_posix(): file_entry(path) for path in top})

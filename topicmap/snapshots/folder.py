@@ -135,12 +135,24 @@ def _write_folder(
         }
     manifest["snapshot_key"] = key
     manifest["topic"] = inputs.topic_name
+    manifest["topic_version"] = inputs.topic_version
     manifest["provenance"] = PROVENANCE_NAME
     manifest["problems"] = problems
     tmp = staging / f".{MANIFEST_NAME}.tmp"
     _write_json(tmp, manifest)
     os.replace(tmp, staging / MANIFEST_NAME)
     return found
+
+
+def version_note(inputs: SnapshotInputs) -> str:
+    """The README's first line: the topic and the version of its settings the snapshot was built from."""
+    config = json.loads(inputs.config_json)
+    version = f"version {inputs.topic_version}" if inputs.topic_version is not None else "no recorded version"
+    return (
+        f"Topic {inputs.topic_name!r}, {version} (topic_version in manifest.json and provenance.json): query "
+        f"{config.get('query', '')!r}, dates {inputs.start_date}..{inputs.end_date}; the stories are those of "
+        "this version (stories an earlier query matched and this one does not are left out)."
+    )
 
 
 def _write_maps(
@@ -280,7 +292,9 @@ def write_snapshot_folder(
     staging = folder.with_name(f".{folder.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     staging.mkdir()
     try:
-        with SnapshotFilesWriter(staging, csv=True, posts=inputs.posts) as files:
+        with SnapshotFilesWriter(
+            staging, csv=True, posts=inputs.posts, notes=(version_note(inputs),)
+        ) as files:
             result = compute_inputs(inputs, options, files)
             provenance = snapshot_provenance(inputs, options, key)
             problems = _write_folder(result, inputs, options, key, provenance, staging, log, files)

@@ -1,6 +1,7 @@
 """What a snapshot is computed from, read from the topic store as dedup left it (no Dagster here).
 
-``read_snapshot_inputs`` reads topic stories (minus any story dedup merged away, should one have been re-added
+``read_snapshot_inputs`` reads the stories of the topic's current version (``topicmap.topics.versions``: minus
+those that left it when the topic changed; minus any story dedup merged away, should one have been re-added
 since), each story's medium mapped through the ``media.dup_media_id`` chain to its final medium (vectorized, so
 a duplicate medium never counts as a medium of its own), the topic's resolved links (both ends mapped through
 ``topic_merged_stories_map``, for links mined after dedup ran), Facebook and Bit.ly statistics, near-duplicate
@@ -66,6 +67,8 @@ class SnapshotInputs:
     mode: str = "web"
     #: the posts sharing the topic's stories, after the topic's bot policy
     posts: PostShares = field(default_factory=PostShares)
+    #: the topic version (``topicmap.topics.versions``) whose stories these are; None: no version recorded
+    topic_version: int | None = None
 
     def frames(self) -> Iterator[tuple[str, pd.DataFrame]]:
         yield "stories", self.stories
@@ -195,6 +198,10 @@ def read_snapshot_inputs(store: TopicStore, topic_name: str, foci: Sequence[Focu
     options = {"isolation_level": "REPEATABLE READ"} if store.dialect == "postgresql" else {}
     with store.engine.connect().execution_options(**options) as conn, conn.begin():
         frames = _read_topic(conn, topics_id, config)
+        # the topic's current version (topicmap.topics.versions), read with its stories
+        version = conn.execute(
+            select(func.max(s.topic_versions.c.version)).where(s.topic_versions.c.topics_id == topics_id)
+        ).scalar_one_or_none()
     return SnapshotInputs(
         topic_name=topic_name,
         topics_id=topics_id,
@@ -205,6 +212,7 @@ def read_snapshot_inputs(store: TopicStore, topic_name: str, foci: Sequence[Focu
         timespans=timespans,
         foci=tuple(foci),
         texts=StoreTexts(store, frames["stories"]["stories_id"].to_numpy()),
+        topic_version=int(version) if version is not None else None,
         **frames,
     )
 
@@ -237,7 +245,8 @@ def _read_topic(conn: Connection, topics_id: int, config: dict[str, Any]) -> dic
             st.c.publish_zone_known,
         )
         .join(ts, ts.c.stories_id == st.c.stories_id)
-        .where(ts.c.topics_id == topics_id)
+        # the stories of the topic's current version: one that left it when the topic changed is not counted
+        .where(ts.c.topics_id == topics_id, ts.c.left_version.is_(None))
         .order_by(st.c.stories_id)
     ).all()
     story_ids = _int64([r[0] for r in story_rows])

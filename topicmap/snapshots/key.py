@@ -114,8 +114,8 @@ def _column_bytes(series: pd.Series) -> bytes:
 
 
 def snapshot_key(inputs: SnapshotInputs, options: SnapshotOptions) -> str:
-    """sha256 over everything a snapshot is built from: the topic's config, the iteration and dedup state,
-    the input frames (sorted by their ids; the media tags and the posts sharing stories among them), the bot
+    """sha256 over everything a snapshot is built from: the topic's config and version, the iteration and dedup
+    state, the input frames (sorted by their ids; the media tags and the posts sharing stories among them), the bot
     report, the foci, the stories' texts (whose words are counted and which query foci match), the options and
     the code versions. Same inputs, same key."""
     digest = hashlib.sha256()
@@ -134,6 +134,7 @@ def snapshot_key(inputs: SnapshotInputs, options: SnapshotOptions) -> str:
     part("topic", canonical({"name": inputs.topic_name, "config": json.loads(inputs.config_json)}))
     part("options", canonical(options.as_dict()))
     part("iteration", canonical(inputs.iteration))
+    part("topic_version", canonical(inputs.topic_version))
     part("dedup", canonical(inputs.dedup_state))
     for name, frame in inputs.frames():
         part(f"frame:{name}", canonical(list(frame.columns)))
@@ -157,6 +158,7 @@ def snapshot_provenance(inputs: SnapshotInputs, options: SnapshotOptions, key: s
             "end_date": inputs.end_date.isoformat(),
             "config": json.loads(inputs.config_json),
         },
+        "topic_version": inputs.topic_version,
         "iteration": inputs.iteration,
         "dedup": dict(inputs.dedup_state),
         "input_rows": inputs.row_counts(),

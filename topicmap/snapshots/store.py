@@ -82,6 +82,7 @@ def record_snapshot(
         "snapshot_date": now_utc(),
         "state": SNAPSHOT_STATE if consistent else INCONSISTENT_STATE,
         "iteration": inputs.iteration,
+        "topic_version": inputs.topic_version,
         "provenance_json": json.dumps(provenance, sort_keys=True),
         "path": _stored_path(folder, home),
     }

@@ -4,6 +4,7 @@
   became of them a batch at a time (Media Cloud's ``fetch_link``).
 - ``judging``: what became of a URL, before and after its fetch, and whether its story is relevant (the query's
   prefilter on the raw page, then Media Cloud's story relevance test).
+- ``rejudge``: a topic's stories judged again under a new version of its settings (``topicmap.topics.versions``).
 - ``mining``: the links of topic stories become topic links and the next iteration's URLs
   (Media Cloud's ``extract_story_links``).
 - ``store``: ``SpiderStore``, every SQL statement of the spider, by name (the claims excepted).

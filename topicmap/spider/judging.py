@@ -73,6 +73,16 @@ class Resolution:
     fetched_url: str | None = None  # the URL fetched, when it redirected: kept as one of the story's URLs
 
 
+def fields_match(query: TopicQuery, story: Row, redirect_url: str | None) -> bool:
+    """The query on a story's title, description, URL and redirect URL each alone (Media Cloud's per-field
+    test: there a ``text:`` clause looks at that field), then on them as the fields of one story (``title:`` on
+    the title, AND across fields)."""
+    for field_text in (story.title, story.description, story.url, redirect_url):
+        if field_text and query.matches(field_text):
+            return True
+    return query.matches_story(story.title, None, story.url, story.description)
+
+
 class Judge:
     """Judges the URLs of one topic against its query and what its store knew when the iteration started."""
 
@@ -224,13 +234,7 @@ class Judge:
         return relevant
 
     def fields_match(self, story: Row, redirect_url: str | None) -> bool:
-        """The query on the title, description, URL and redirect URL each alone (Media Cloud's per-field test:
-        there a ``text:`` clause looks at that field), then on them as the fields of one story (``title:`` on
-        the title, AND across fields)."""
-        for field_text in (story.title, story.description, story.url, redirect_url):
-            if field_text and self.query.matches(field_text):
-                return True
-        return self.query.matches_story(story.title, None, story.url, story.description)
+        return fields_match(self.query, story, redirect_url)
 
     def claim_sentences_of(self, conn: Connection, stories_ids: Iterable[int]) -> None:
         """Stories joining the topic by another path (archive seeds) claim their sentences, in id order, a chunk

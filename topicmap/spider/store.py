@@ -338,14 +338,17 @@ class SpiderStore:
         )
 
     def in_topic(self, conn: Connection, stories_ids: Iterable[int]) -> set[int]:
-        """Those of ``stories_ids`` that are topic stories."""
+        """Those of ``stories_ids`` that are stories of the topic's current version (one that left it when the
+        topic changed is judged again when met)."""
         ts = s.topic_stories
         found: set[int] = set()
         for chunk in chunks(sorted(stories_ids)):
             found.update(
                 conn.execute(
                     select(ts.c.stories_id).where(
-                        ts.c.topics_id == self.topics_id, ts.c.stories_id.in_(chunk)
+                        ts.c.topics_id == self.topics_id,
+                        ts.c.stories_id.in_(chunk),
+                        ts.c.left_version.is_(None),
                     )
                 ).scalars()
             )
@@ -404,9 +407,48 @@ class SpiderStore:
             )
         return owners
 
+    # ------------------------------------------------------------------ a new topic version (spider.rejudge)
+
+    def fetched_stories_of(self, conn: Connection, urls: Iterable[str]) -> set[int]:
+        """The stories the topic fetched for ``urls``."""
+        fu = s.topic_fetch_urls
+        found: set[int] = set()
+        for chunk in chunks(sorted(set(urls))):
+            found.update(
+                conn.execute(
+                    select(fu.c.stories_id).where(
+                        fu.c.topics_id == self.topics_id, fu.c.url.in_(chunk), fu.c.stories_id.is_not(None)
+                    )
+                ).scalars()
+            )
+        return found
+
+    def topic_members(self, conn: Connection) -> list[Row]:
+        """Every topic story (in its current version or not): stories_id, redirect_url, left_version."""
+        ts = s.topic_stories
+        return list(
+            conn.execute(
+                select(ts.c.stories_id, ts.c.redirect_url, ts.c.left_version)
+                .where(ts.c.topics_id == self.topics_id)
+                .order_by(ts.c.stories_id)
+            ).all()
+        )
+
+    def set_left_version(self, conn: Connection, stories_ids: Sequence[int], version: int | None) -> None:
+        """Topic stories outside ``version`` (None: back in the current one; only rows marked are written)."""
+        ts = s.topic_stories
+        marked = ts.c.left_version.is_not(None) if version is None else ts.c.left_version.is_(None)
+        for chunk in chunks(sorted(stories_ids)):
+            conn.execute(
+                update(ts)
+                .where(ts.c.topics_id == self.topics_id, ts.c.stories_id.in_(chunk), marked)
+                .values(left_version=version)
+            )
+
     def join_topic(self, conn: Connection, stories: dict[int, str | None], iteration: int) -> int:
         """Stories (id -> the redirect URL they were found by) join the topic at ``iteration``; those already in
-        it move to ``iteration`` if it is lower (found again closer to the seeds). Returns the stories added."""
+        it move to ``iteration`` if it is lower (found again closer to the seeds), and one that had left the topic
+        when its settings changed is back in its current version. Returns the stories added."""
         if not stories:
             return 0
         ts = s.topic_stories
@@ -435,6 +477,7 @@ class SpiderStore:
             .values(iteration=iteration),
             [{"b_stories_id": stories_id} for stories_id in stories],
         )
+        self.set_left_version(conn, list(stories), None)
         return added
 
     # ------------------------------------------------------------------ links

@@ -34,7 +34,7 @@ from sqlalchemy import (
 metadata = MetaData()
 
 #: The newest schema version; ``schema_version`` holds the version a store is at.
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 #: Every URL column is an indexed VARCHAR of this length that lookups match exactly (as Media Cloud's are). A
 #: longer URL is rejected or skipped with a reason, never cut: a cut URL is another URL.
@@ -278,6 +278,10 @@ topic_stories = Table(
     Column("valid_foreign_rss_story", Boolean, nullable=False, server_default=false()),
     Column("link_mine_error", Text, nullable=True),
     Column("added_at", DateTime(timezone=True), nullable=False),
+    # version 17: the topic version (topic_versions.version) whose settings the story no longer matched when it
+    # was judged again; null: the story is in the topic's current version. Nothing is deleted: the story and its
+    # links stay, and a later version that matches it again clears the mark.
+    Column("left_version", Integer, nullable=True, info=_since(17)),
     UniqueConstraint("topics_id", "stories_id", name="topic_stories_topic_story_key"),
     info=_since(2),
 )
@@ -453,6 +457,9 @@ snapshots = Table(
     Column("iteration", Integer, nullable=False),
     Column("provenance_json", Text, nullable=False),
     Column("path", String(2048), nullable=False),
+    # version 17: the topic version (topic_versions.version) the snapshot was built from; null: built before
+    # the topic had a recorded version
+    Column("topic_version", Integer, nullable=True, info=_since(17)),
     UniqueConstraint("topics_id", "snapshot_key", name="snapshots_topic_key"),
     info=_since(3),
 )
@@ -684,4 +691,30 @@ robots_txt = Table(
     Column("reader", String(64), nullable=True),
     Column("read_until", Float, nullable=True),
     info=_since(14),
+)
+
+# ---------------------------------------------------------------- version 17: topic versions
+
+# Media Cloud's topic versions: a topic's settings (query, dates, seed lists) as they were from one change to the
+# next. ``version`` counts from 1 per topic; a new row is written when the settings' sha256 differs from the
+# latest row's (topicmap.topics.versions). ``judged_at`` is set once the topic's stories were judged again under
+# this version's settings (``stories_left`` of them no longer matched): a seeding killed in between judges again.
+topic_versions = Table(
+    "topic_versions",
+    metadata,
+    Column("topic_versions_id", Integer, primary_key=True, autoincrement=True),
+    Column("topics_id", Integer, ForeignKey("topics.topics_id"), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("settings_sha256", String(64), nullable=False),
+    Column("query", Text, nullable=False),
+    Column("start_date", Date, nullable=False),
+    # null: open-ended (the topic's dates reach the current day)
+    Column("end_date", Date, nullable=True),
+    # sha256 of the seed URL lists (their names, assume_match flags and contents)
+    Column("seeds_sha256", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("judged_at", DateTime(timezone=True), nullable=True),
+    Column("stories_left", Integer, nullable=True),
+    UniqueConstraint("topics_id", "version", name="topic_versions_topic_version_key"),
+    info=_since(17),
 )

@@ -6,6 +6,7 @@
   ``query_parser``, ``query_tree``, ``query_text`` and ``query_prefilter`` are its parts.
 - ``focus_kinds``: the kinds of focus (subtopic) a topic declares: each one class and one ``FOCUS_KINDS`` entry.
 - ``seeding``: a topic's seeds: its query run over the story archive month by month, plus its seed URL lists.
+- ``versions``: a topic's versions (its query, dates and seed lists from one change to the next).
 
 ``topicmap.topics`` re-exports ``declarations`` so ``from topicmap.topics import TopicConfig`` keeps working;
 code inside the repository imports from ``topicmap.topics.declarations``.
