@@ -75,7 +75,7 @@ def _write_demo_topics(web, home: Path) -> None:  # noqa: ANN001
     """The demo's topics file, unless TOPICMAP_TOPICS_FILE names one: the repository's topics.yaml with the demo
     topic's post source added (a generic-post CSV of posts sharing demo stories, ``topicmap.demo.posts``), both
     written to the demo's home, so the snapshot's post, author and channel counts are filled."""
-    if os.environ.get("TOPICMAP_TOPICS_FILE"):
+    if settings.TOPICS_FILE.is_set():
         return
     from topicmap.demo.posts import write_demo_posts
 
@@ -180,7 +180,7 @@ def refresh_snapshot(
 
 def main(argv: Sequence[str] | None = None) -> int:
     home = Path(settings.HOME.value() or ROOT / ".topicmap").resolve()
-    topics_declared = bool(os.environ.get("TOPICMAP_TOPICS_FILE"))
+    topics_declared = settings.TOPICS_FILE.is_set()
     _prepare_environment(home)
 
     from topicmap.demo.server import serve_demo_web
