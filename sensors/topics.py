@@ -1,4 +1,5 @@
-"""The topic registry: keeps the `topics` dynamic partitions in step with the topics file.
+"""The topic registry: keeps the `topics` dynamic partitions, and the days and weeks the topics span
+(assets.partitions.calendar_requests), in step with the topics file.
 
 A partition whose topic the file does not declare (removed from the file, or added in the launch dialog by
 mistake) is deleted only when that loses nothing: no run ever used it, so no stage wrote anything for it. A
@@ -8,12 +9,14 @@ every tick.
 """
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
 
+from assets.freshness import freshness_evaluations
 from assets.jobs import seeds_job
-from assets.partitions import topics_partitions
+from assets.partitions import calendar_requests, topics_partitions
 from resources.topics import TopicsFileResource
 from sensors.launched import drop_launched
 from sensors.settings import SENSOR_INTERVAL_SECONDS
@@ -41,7 +44,12 @@ def read_cursor(cursor: str | None) -> dict[str, Any]:
         "declared": state["declared"],
         "removed": state.get("removed", []),
         "errors": state.get("errors", []),
+        "fresh_at": state.get("fresh_at", ""),
     }
+
+
+#: the freshness checks are evaluated on the first tick of each hour (UTC)
+FRESHNESS_EVERY = "%Y-%m-%dT%H"
 
 
 #: the sensor's name, under which it looks for the runs it launched
@@ -57,7 +65,10 @@ SENSOR_NAME = "topic_registry"
         "Adds a `topics` partition for each new topic in the topics file and requests its `seeds_job` run; re-seeds a "
         "topic whose declaration changed, and seeds a declared topic whose partition was added by hand. A partition of a topic the file does not declare is deleted if no run "
         "ever used it (added by mistake: nothing is lost); one that runs used is kept with its data and reported "
-        "once (runs for it fail at once). Invalid topics are reported once per change."
+        "once (runs for it fail at once). Invalid topics are reported once per change. Keeps the days and weeks "
+        "the declared topics span (`click_days`, `weeks`, `ccnews_days` partitions) equal to the file's dates, "
+        "an open-ended topic's growing day by day. Evaluates the freshness checks `clicks_fresh` and "
+        "`snapshots_fresh` once an hour."
     ),
 )
 def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileResource) -> dg.SensorResult:
@@ -87,7 +98,11 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
                 f"topic {name!r} is no longer in {topics_file.path}; its partition and data are kept, and runs for "
                 "it fail until it is declared again"
             )
-    state = {"declared": plan.state, "removed": kept, "errors": errors}
+    # the freshness checks (assets/freshness.py) read the topics file when evaluated: once an hour, stored as
+    # the checks' evaluations without a run
+    hour = datetime.now(UTC).strftime(FRESHNESS_EVERY)
+    fresh = freshness_evaluations(context.instance) if last["fresh_at"] != hour else []
+    state = {"declared": plan.state, "removed": kept, "errors": errors, "fresh_at": hour}
     run_requests, launched = drop_launched(
         context.instance,
         SENSOR_NAME,
@@ -98,6 +113,12 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
         requests.append(topics_partitions.build_add_request(list(plan.add)))
     if unused:
         requests.append(topics_partitions.build_delete_request(unused))
+    # the days and weeks the declared topics span (click days, weeks, CC-NEWS days): an open-ended topic's new day
+    # or week comes in on the first tick of it, a changed date range on the tick after the edit
+    calendar, calendar_notes = calendar_requests(context.instance, loaded.topics)
+    for note in calendar_notes:
+        context.log.info(f"partitions: {note}")
+    requests += calendar
     news = set(kept) - set(last["removed"]) or set(errors) - set(last["errors"])
     if not run_requests and not requests and not news:
         kept_note = f"; kept with their data, not declared: {', '.join(kept)}" if kept else ""
@@ -105,7 +126,11 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
         return dg.SensorResult(
             skip_reason=dg.SkipReason(f"topics file and partitions agree{kept_note}{launched_note}"),
             cursor=json.dumps(state),
+            asset_events=fresh,
         )
     return dg.SensorResult(
-        run_requests=run_requests, dynamic_partitions_requests=requests, cursor=json.dumps(state)
+        run_requests=run_requests,
+        dynamic_partitions_requests=requests,
+        cursor=json.dumps(state),
+        asset_events=fresh,
     )
