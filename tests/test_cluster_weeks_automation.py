@@ -10,9 +10,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.clusters import TOPIC_OF_WEEK, weeks_partitions
+from assets.clusters import TOPIC_OF_WEEK
 from assets.conditions import CLUSTER_WEEKS_CONDITION
-from assets.partitions import declared_topic_weeks
+from assets.partitions import apply_declared_calendar, declared_topic_weeks, weeks_partitions
 from orchestration.definitions import defs
 from sensors.automation import cluster_weeks_automation
 from topicmap.clusters.store import topic_weeks
@@ -53,15 +53,13 @@ def test_the_sensor_ticks_in_the_code_server_and_requests_one_backfill_of_the_to
 ) -> None:
     """The sensor as the code server ticks it (``use_user_code_server``: the daemon runs only Dagster's own
     conditions, and this one reads the topics file): one backfill, over the declared topic's weeks alone."""
-    weeks = weeks_partitions.get_partition_keys()[3:7]  # the code location's weeks: those of topics.yaml
-    start, end = (
-        date.fromisoformat(weeks[0]) + timedelta(days=1),
-        date.fromisoformat(weeks[-1]) + timedelta(days=1),
-    )
-    _declare(tmp_path, monkeypatch, f"name: climate, query: a, start_date: {start}, end_date: {end}")
+    _declare(tmp_path, monkeypatch, "name: climate, query: a, start_date: 2026-01-20, end_date: 2026-02-10")
     repository = defs.get_repository_def()
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("topics", ["climate", "undeclared"])
+        apply_declared_calendar(instance)  # the weeks the declared topic spans, as the topic registry adds them
+        weeks = instance.get_dynamic_partitions(weeks_partitions.name)
+        assert weeks == ["2026-01-19", "2026-01-26", "2026-02-02", "2026-02-09"]
         first = cluster_weeks_automation.evaluate_tick(
             dg.build_sensor_context(instance=instance, repository_def=repository)
         )
@@ -78,16 +76,17 @@ def test_the_sensor_ticks_in_the_code_server_and_requests_one_backfill_of_the_to
 def test_a_topics_weeks_are_built_once_its_stories_land_and_again_when_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    weeks = weeks_partitions.get_partition_keys()
-    last_day = date.fromisoformat(weeks[-1]) + timedelta(days=6)
     _declare(
         tmp_path,
         monkeypatch,
-        f"name: climate, query: a, start_date: {weeks[0]}, end_date: {last_day}",
-        f"name: other, query: b, start_date: {weeks[0]}, end_date: {last_day}",
+        "name: climate, query: a, start_date: 2026-03-02, end_date: 2026-04-12",
+        "name: other, query: b, start_date: 2026-03-02, end_date: 2026-04-12",
     )
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("topics", ["climate", "other"])
+        apply_declared_calendar(instance)
+        weeks = instance.get_dynamic_partitions(weeks_partitions.name)
+        assert len(weeks) == 6
         # no deduplicated stories yet: nothing to cluster
         result = dg.evaluate_automation_conditions(
             defs=defs, instance=instance, asset_selection=CLUSTER_WEEKS
