@@ -92,14 +92,18 @@ def calendar_requests(
     instance: dg.DagsterInstance, topics: list[TopicConfig], today: date | None = None
 ) -> tuple[list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest], list[str]]:
     """The dynamic partition requests that bring the click days, weeks and CC-NEWS days in step with ``topics``
-    (delete before add, in order), and one note per set changed. A key the topics no longer declare is kept
-    while its asset holds a materialization for it (its data stays readable; for weeks, any topic's)."""
+    (delete before add, in date order), and one note per set changed. A key the topics no longer declare is kept
+    while its asset holds a materialization for it (its data stays readable; for weeks, any topic's). Present keys
+    that sort after a new key are removed from the instance here, and added again after it by the requests."""
     requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
     notes: list[str] = []
     for name, wanted in declared_calendar(topics, today).items():
         current = instance.get_dynamic_partitions(name)
         keep = _materialized_keys(instance, CALENDAR_ASSETS[name], set(current) - set(wanted))
         plan = calendar.plan_key_sync(current, wanted, keep)
+        # keys that must follow a new earlier one go now: Dagster refuses a tick that deletes and adds one key
+        for key in plan.move:
+            instance.delete_dynamic_partition(name, key)
         if plan.delete:
             requests.append(dg.DeleteDynamicPartitionsRequest(partitions_def_name=name, partition_keys=list(plan.delete)))
         if plan.add:
@@ -110,12 +114,10 @@ def calendar_requests(
 
 
 def _sync_note(name: str, plan: calendar.KeySync, wanted: int) -> str:
-    reordered = plan.add and set(plan.delete) & set(plan.add)
-    if reordered:
-        return f"{name}: {wanted} keys, added in date order again ({len(plan.add)} keys)"
-    parts = [f"+{len(plan.add)}" if plan.add else "", f"-{len(plan.delete)}" if plan.delete else ""]
+    parts = [f"+{len(plan.add) - len(plan.move)}" if plan.add else "", f"-{len(plan.delete)}" if plan.delete else ""]
     span = f" ({plan.add[0]}..{plan.add[-1]} added)" if plan.add else ""
-    return f"{name}: {' '.join(p for p in parts if p)} keys{span}"
+    moved = f", {len(plan.move)} moved after the new ones (date order)" if plan.move else ""
+    return f"{name}: {' '.join(p for p in parts if p)} keys of {wanted}{span}{moved}"
 
 
 def _materialized_keys(instance: dg.DagsterInstance, asset: str, candidates: set[str]) -> set[str]:

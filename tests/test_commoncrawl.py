@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -380,7 +381,20 @@ def test_ccnews_day_loads_streams_filters_and_resumes(tmp_path: Path, web, store
         data.close()
 
 
-def test_ccnews_partition_asset_and_yesterday_schedule(tmp_path: Path, web) -> None:
+@pytest.fixture
+def ccnews_instance() -> Iterator[dg.DagsterInstance]:
+    """An instance holding the CC-NEWS days of a topic of January and February 2026, as the topic registry adds
+    them (one with an instance reference: a schedule's context needs one)."""
+    with dg.instance_for_test() as instance:
+        topic = TopicConfig(name="t", query="a", start_date=date(2026, 1, 1), end_date=date(2026, 3, 1))
+        apply_calendar(instance, [topic], date(2026, 11, 26))
+        yield instance
+
+
+def test_ccnews_partition_asset_and_yesterday_schedule(
+    tmp_path: Path, web, ccnews_instance: dg.DagsterInstance
+) -> None:
+    instance = ccnews_instance
     _ccnews_layout(tmp_path, web)
     data = DataServer(tmp_path)
     try:
@@ -393,10 +407,6 @@ def test_ccnews_partition_asset_and_yesterday_schedule(tmp_path: Path, web) -> N
                 backoff_seconds=0.01,
             ),
         }
-        # the CC-NEWS days of a topic of January 2026, as the topic registry adds them
-        instance = dg.DagsterInstance.ephemeral()
-        topic = TopicConfig(name="t", query="a", start_date=date(2026, 1, 1), end_date=date(2026, 3, 1))
-        apply_calendar(instance, [topic], date(2026, 11, 26))
         result = dg.materialize(
             [ccnews_stories], resources=resources, partition_key="2026-01-05", instance=instance
         )

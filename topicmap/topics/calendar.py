@@ -115,10 +115,13 @@ def parse_day(name: str, value: str) -> date | None:
 
 @dataclass(frozen=True)
 class KeySync:
-    """What brings a partition set to the wanted keys: delete ``delete``, then add ``add`` (in that order)."""
+    """What brings a partition set to the wanted keys, in date order: remove ``move`` at once, then delete
+    ``delete`` and add ``add`` (which holds ``move`` again, in order)."""
 
     add: tuple[str, ...]
     delete: tuple[str, ...]
+    #: present keys that sort after a new one: removed, then added again after it
+    move: tuple[str, ...]
     #: keys outside the wanted set that are kept (they hold data)
     kept: tuple[str, ...]
 
@@ -127,21 +130,25 @@ class KeySync:
 
 
 def plan_key_sync(current: Sequence[str], wanted: Sequence[str], keep: Iterable[str] = ()) -> KeySync:
-    """The requests that make a dynamic partition set (``current``, in its stored order) hold ``wanted`` in date
+    """The changes that make a dynamic partition set (``current``, in its stored order) hold ``wanted`` in date
     order. Keys not wanted are deleted unless in ``keep`` (they hold data: their materializations stay readable).
 
     A dynamic partition set keeps the order keys were added in, and the UI lists and ranges them in that order:
-    new keys that all sort after the present ones are appended; otherwise (an earlier start declared) every key
-    is deleted and added again in order. Deleting a key loses nothing: its materializations stay in the event log
-    and show again with the key."""
+    new keys that all sort after the present ones are appended; a new key that sorts before present ones (an
+    earlier start declared) moves those after it: they are removed and added again after it. Removing a key loses
+    nothing: its materializations stay in the event log and show again with the key."""
     keep = set(keep)
     wanted_set = set(wanted)
     kept = tuple(key for key in current if key not in wanted_set and key in keep)
-    target = sorted(wanted_set | set(kept))
-    current_set = set(current)
-    missing = [key for key in target if key not in current_set]
     stale = tuple(key for key in current if key not in wanted_set and key not in keep)
     remaining = [key for key in current if key not in stale]
-    if remaining == sorted(remaining) and (not missing or not remaining or missing[0] > remaining[-1]):
-        return KeySync(add=tuple(missing), delete=stale, kept=kept)
-    return KeySync(add=tuple(target), delete=tuple(current), kept=kept)
+    present = set(remaining)
+    missing = sorted(key for key in wanted_set if key not in present)
+    if remaining != sorted(remaining):
+        first_out = next(i for i, (a, b) in enumerate(zip(remaining, sorted(remaining), strict=True)) if a != b)
+        move = remaining[first_out:]
+    elif missing:
+        move = [key for key in remaining if key > missing[0]]
+    else:
+        move = []
+    return KeySync(add=tuple(sorted([*missing, *move])), delete=stale, move=tuple(move), kept=kept)
