@@ -15,8 +15,8 @@ class InDeclaredTopicWeeks(dg.AutomationCondition):
     at each evaluation): from the week of its ``start_date`` to the week of its ``end_date`` (an open-ended
     topic's: to the current week). False for every week of a topic the file does not declare (any longer).
 
-    The week dimension is shared by all topics: it runs from the earliest start to the latest end of them all, so
-    most topics have weeks in it that are not theirs. A Python condition, evaluated in the code server (the
+    The week dimension is shared by all topics: it holds the weeks of them all (the topic registry keeps it), so
+    with several topics most have weeks in it that are not theirs. A Python condition, evaluated in the code server (the
     `cluster_weeks_automation` sensor has ``use_user_code_server``): the daemon evaluates only Dagster's own."""
 
     @property

@@ -224,8 +224,9 @@ cluster_weeks_automation = beta_api(
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=30,
     description=(
-        "Builds a topic's weeks of clusters (`cluster_weeks`, one backfill, one run per topic) when a new week "
-        "begins and whenever the topic's deduplicated stories are rebuilt (the topic's weeks, from the week of its "
+        "Builds a topic's weeks of clusters (`cluster_weeks`, one backfill, one run per topic) when a week comes "
+        "into the week dimension (the topic registry adds each week once it is over) and whenever the topic's "
+        "deduplicated stories are rebuilt (the topic's weeks, from the week of its "
         "start_date to the week of its end_date in the topics file: the week dimension, shared by all topics, "
         "holds weeks of other topics too), never while the stories are missing or being rebuilt. Evaluates the "
         "asset's automation condition in the code server; each evaluation shows on the asset's Automation tab."
