@@ -23,7 +23,7 @@ topics_partitions = dg.DynamicPartitionsDefinition(name="topics")
 
 #: One partition per publication day a declared topic spans (`click_totals`), per week a declared topic spans (the
 #: week dimension of `cluster_weeks`) and per CC-NEWS day a topic spans (`ccnews_stories`): the sets of
-#: topicmap.topics.calendar, kept equal to the topics file by the topic registry sensor (:func:`calendar_requests`),
+#: topicmap.topics.calendar, kept equal to the topics file by the topic registry sensor (:func:`apply_calendar`),
 #: so no day or week that cannot hold data is offered, and an open-ended topic's days come in without a reload.
 click_days_partitions = dg.DynamicPartitionsDefinition(name="click_days")
 weeks_partitions = dg.DynamicPartitionsDefinition(name="weeks")
@@ -88,29 +88,28 @@ def declared_calendar(
     }
 
 
-def calendar_requests(
+def apply_calendar(
     instance: dg.DagsterInstance, topics: list[TopicConfig], today: date | None = None
-) -> tuple[list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest], list[str]]:
-    """The dynamic partition requests that bring the click days, weeks and CC-NEWS days in step with ``topics``
-    (delete before add, in date order), and one note per set changed. A key the topics no longer declare is kept
-    while its asset holds a materialization for it (its data stays readable; for weeks, any topic's). Present keys
-    that sort after a new key are removed from the instance here, and added again after it by the requests."""
-    requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+) -> list[str]:
+    """Bring the click days, weeks and CC-NEWS days of ``instance`` in step with ``topics`` (as of ``today``), in
+    date order; one note per set changed. A key the topics no longer declare is kept while its asset holds a
+    materialization for it (its data stays readable; for weeks, any topic's).
+
+    Written to the instance at once, in bulk (the topic registry on each tick, `make demo`, `topicmap topic
+    add/run`): a sensor's dynamic partition requests are applied by the daemon one key at a time, a lookup per key,
+    which takes minutes for the first tick of a topic of years."""
     notes: list[str] = []
     for name, wanted in declared_calendar(topics, today).items():
         current = instance.get_dynamic_partitions(name)
         keep = _materialized_keys(instance, CALENDAR_ASSETS[name], set(current) - set(wanted))
         plan = calendar.plan_key_sync(current, wanted, keep)
-        # keys that must follow a new earlier one go now: Dagster refuses a tick that deletes and adds one key
-        for key in plan.move:
+        for key in (*plan.move, *plan.delete):
             instance.delete_dynamic_partition(name, key)
-        if plan.delete:
-            requests.append(dg.DeleteDynamicPartitionsRequest(partitions_def_name=name, partition_keys=list(plan.delete)))
         if plan.add:
-            requests.append(dg.AddDynamicPartitionsRequest(partitions_def_name=name, partition_keys=list(plan.add)))
+            instance.add_dynamic_partitions(name, list(plan.add))
         if plan:
             notes.append(_sync_note(name, plan, len(wanted)))
-    return requests, notes
+    return notes
 
 
 def _sync_note(name: str, plan: calendar.KeySync, wanted: int) -> str:
@@ -130,22 +129,9 @@ def _materialized_keys(instance: dg.DagsterInstance, asset: str, candidates: set
     return candidates & keys
 
 
-def apply_calendar(instance: dg.DagsterInstance, topics: list[TopicConfig], today: date | None = None) -> None:
-    """Apply :func:`calendar_requests` to the instance at once, as the sensor daemon would: for the runs launched
-    outside it (`make demo`, `topicmap topic add/run`)."""
-    requests, _ = calendar_requests(instance, topics, today)
-    for request in requests:
-        if isinstance(request, dg.DeleteDynamicPartitionsRequest):
-            for key in request.partition_keys:
-                instance.delete_dynamic_partition(request.partitions_def_name, key)
-        else:
-            new = [k for k in request.partition_keys if not instance.has_dynamic_partition(request.partitions_def_name, k)]
-            instance.add_dynamic_partitions(request.partitions_def_name, new)
-
-
-def apply_declared_calendar(instance: dg.DagsterInstance, today: date | None = None) -> None:
+def apply_declared_calendar(instance: dg.DagsterInstance, today: date | None = None) -> list[str]:
     """:func:`apply_calendar` for the topics of the code location's topics file."""
-    apply_calendar(instance, _declared_topics(topics_file_path(), today), today)
+    return apply_calendar(instance, _declared_topics(topics_file_path(), today), today)
 
 
 def undeclared_topic_failure(name: str, detail: str, path: str) -> dg.Failure:

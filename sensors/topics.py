@@ -1,5 +1,5 @@
 """The topic registry: keeps the `topics` dynamic partitions, and the days and weeks the topics span
-(assets.partitions.calendar_requests), in step with the topics file.
+(assets.partitions.apply_calendar), in step with the topics file.
 
 A partition whose topic the file does not declare (removed from the file, or added in the launch dialog by
 mistake) is deleted only when that loses nothing: no run ever used it, so no stage wrote anything for it. A
@@ -16,7 +16,7 @@ import dagster as dg
 
 from assets.freshness import freshness_evaluations
 from assets.jobs import seeds_job
-from assets.partitions import calendar_requests, topics_partitions
+from assets.partitions import apply_calendar, topics_partitions
 from resources.topics import TopicsFileResource
 from sensors.launched import drop_launched
 from sensors.settings import SENSOR_INTERVAL_SECONDS
@@ -81,6 +81,12 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
     for error in errors:
         if error not in last["errors"]:
             context.log.warning(f"rejected topic: {error}")
+    # the days and weeks the declared topics span (click days, weeks, CC-NEWS days), written at once: an
+    # open-ended topic's new day or week comes in on the first tick of it, a changed date range on the tick after
+    # the edit
+    calendar_notes = [f"partitions {note}" for note in apply_calendar(context.instance, loaded.topics)]
+    for note in calendar_notes:
+        context.log.info(note)
     declared = {topic.name: topic.config_hash for topic in loaded.topics}
     partitions = set(context.instance.get_dynamic_partitions(topics_partitions.name))
     # a partition added by hand (the launch dialog, `topicmap topic add`) for a declared topic is seeded too
@@ -113,18 +119,15 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
         requests.append(topics_partitions.build_add_request(list(plan.add)))
     if unused:
         requests.append(topics_partitions.build_delete_request(unused))
-    # the days and weeks the declared topics span (click days, weeks, CC-NEWS days): an open-ended topic's new day
-    # or week comes in on the first tick of it, a changed date range on the tick after the edit
-    calendar, calendar_notes = calendar_requests(context.instance, loaded.topics)
-    for note in calendar_notes:
-        context.log.info(f"partitions: {note}")
-    requests += calendar
     news = set(kept) - set(last["removed"]) or set(errors) - set(last["errors"])
     if not run_requests and not requests and not news:
         kept_note = f"; kept with their data, not declared: {', '.join(kept)}" if kept else ""
         launched_note = "".join(f"; {note}" for note in launched)
+        calendar_note = "".join(f"; {note}" for note in calendar_notes)
         return dg.SensorResult(
-            skip_reason=dg.SkipReason(f"topics file and partitions agree{kept_note}{launched_note}"),
+            skip_reason=dg.SkipReason(
+                f"topics file and partitions agree{calendar_note}{kept_note}{launched_note}"
+            ),
             cursor=json.dumps(state),
             asset_events=fresh,
         )
