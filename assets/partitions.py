@@ -92,8 +92,8 @@ def apply_calendar(
     instance: dg.DagsterInstance, topics: list[TopicConfig], today: date | None = None
 ) -> list[str]:
     """Bring the click days, weeks and CC-NEWS days of ``instance`` in step with ``topics`` (as of ``today``), in
-    date order; one note per set changed. A key the topics no longer declare is kept while its asset holds a
-    materialization for it (its data stays readable; for weeks, any topic's).
+    date order; one note per set changed. A key its asset holds a materialization for is kept, declared or not
+    (its data stays readable; for weeks, any topic's).
 
     Written to the instance at once, in bulk (the topic registry on each tick, `make demo`, `topicmap topic
     add/run`): a sensor's dynamic partition requests are applied by the daemon one key at a time, a lookup per key,
@@ -101,8 +101,9 @@ def apply_calendar(
     notes: list[str] = []
     for name, wanted in declared_calendar(topics, today).items():
         current = instance.get_dynamic_partitions(name)
-        keep = _materialized_keys(instance, CALENDAR_ASSETS[name], set(current) - set(wanted))
-        plan = calendar.plan_key_sync(current, wanted, keep)
+        # keys that hold data stay offered (materializations under the time partitions of earlier versions too)
+        held = _materialized_keys(instance, CALENDAR_ASSETS[name])
+        plan = calendar.plan_key_sync(current, sorted(set(wanted) | held), held)
         for key in (*plan.move, *plan.delete):
             instance.delete_dynamic_partition(name, key)
         if plan.add:
@@ -119,14 +120,10 @@ def _sync_note(name: str, plan: calendar.KeySync, wanted: int) -> str:
     return f"{name}: {' '.join(p for p in parts if p)} keys of {wanted}{span}{moved}"
 
 
-def _materialized_keys(instance: dg.DagsterInstance, asset: str, candidates: set[str]) -> set[str]:
-    """Which of ``candidates`` (keys of a calendar set) the asset materialized: for the week dimension of a topic x
-    week asset, the weeks any topic built."""
-    if not candidates:
-        return set()
-    materialized = instance.get_materialized_partitions(dg.AssetKey(asset))
-    keys = {key.split("|")[-1] for key in materialized}
-    return candidates & keys
+def _materialized_keys(instance: dg.DagsterInstance, asset: str) -> set[str]:
+    """The keys of a calendar set the asset materialized: for the week dimension of a topic x week asset, the weeks
+    any topic built."""
+    return {key.split("|")[-1] for key in instance.get_materialized_partitions(dg.AssetKey(asset))}
 
 
 def apply_declared_calendar(instance: dg.DagsterInstance, today: date | None = None) -> list[str]:
