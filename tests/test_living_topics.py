@@ -122,9 +122,12 @@ def test_the_registry_keeps_the_days_and_weeks_to_the_declared_topics_tick_by_ti
     declare(f"name: ended, query: a, start_date: {ended[0]}, end_date: {ended[1]}")
     resources = {"topics_file": TopicsFileResource(path=str(path))}
     instance = dg.DagsterInstance.ephemeral()
+    # a day materialized under the earlier time partitions (which ran 30 days past the end): it holds data
+    earlier_key = (ended[1] + timedelta(days=10)).isoformat()
+    instance.report_runless_asset_event(dg.AssetMaterialization("click_totals", partition=earlier_key))
     first = topic_registry(dg.build_sensor_context(instance=instance, resources=resources))
     _apply(instance, first)
-    assert instance.get_dynamic_partitions("click_days") == span(*ended)
+    assert instance.get_dynamic_partitions("click_days") == [*span(*ended), earlier_key]
     assert instance.get_dynamic_partitions("ccnews_days") == span(*ended)
     assert {e.check_name for e in first.asset_events} == {"clicks_fresh", "snapshots_fresh"}
     # a day of its days holds data: it stays when the topic is shortened
@@ -140,7 +143,7 @@ def test_the_registry_keeps_the_days_and_weeks_to_the_declared_topics_tick_by_ti
     second = topic_registry(dg.build_sensor_context(instance=instance, resources=resources, cursor=first.cursor))
     _apply(instance, second)
     declared = [*span(*older), *span(ended[0], ended[1] - timedelta(days=2)), *span(running, yesterday)]
-    assert instance.get_dynamic_partitions("click_days") == sorted([*declared, ended[1].isoformat()])
+    assert instance.get_dynamic_partitions("click_days") == sorted([*declared, ended[1].isoformat(), earlier_key])
     assert instance.get_dynamic_partitions("ccnews_days") == declared  # no data there: the shortened days go
     weeks = instance.get_dynamic_partitions("weeks")
     assert weeks == sorted(weeks) and weeks[-1] == (today - timedelta(days=today.weekday() + 7)).isoformat()
