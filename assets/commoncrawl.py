@@ -100,6 +100,7 @@ def cc_outlet_stories(
         "batch_size": commoncrawl.batch_size,
         "fetch_threads": commoncrawl.fetch_threads,
         "lease_seconds": commoncrawl.lease_seconds,
+        "breadth": commoncrawl.breadth,
     }
     run_tag = context.run.run_id[:8]
     reports: list[dict[str, Any]] = []

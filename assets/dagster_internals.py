@@ -34,9 +34,6 @@ from dagster._core.events import (
 from dagster._core.execution.api import (
     execute_run,  # executes a run already created in the instance, in this process: execute_job creates its own
 )
-from dagster._core.execution.backfill import (
-    BulkActionStatus,  # a backfill's status, as the instance reports it (tests): not exported
-)
 from dagster._core.execution.context.system import (
     PlanOrchestrationContext,  # the context Executor.execute is handed: not exported
 )
@@ -79,9 +76,6 @@ from dagster._core.launcher import (
 from dagster._core.remote_origin import (
     InProcessCodeLocationOrigin,  # a code location loaded in this process: not exported
 )
-from dagster._core.remote_representation.code_location import (
-    InProcessCodeLocation,  # the code location that origin loads (jobs, plans, asset graph): not exported
-)
 from dagster._core.snap import (
     ExecutionPlanSnapshot,  # a stored run's plan (instance.get_execution_plan_snapshot): not exported
 )
@@ -105,19 +99,26 @@ from dagster._core.storage.tags import (
 from dagster._core.types.loadable_target_origin import (
     LoadableTargetOrigin,  # where a code location is loaded from (module, working directory): not exported
 )
-from dagster._core.workspace.context import (
-    WorkspaceProcessContext,  # a workspace over code locations, as the webserver holds it (tests): not exported
-    WorkspaceRequestContext,  # one request's view of that workspace, for GraphQL in process (tests): not exported
-)
-from dagster._core.workspace.load_target import (
-    InProcessWorkspaceLoadTarget,  # a workspace of a code location loaded in this process (tests): not exported
-    ModuleTarget,  # a workspace of a code location given by module (tests): not exported
-    WorkspaceFileTarget,  # the code locations workspace.yaml declares: not exported
-)
 
-#: private names imported when first asked for (``__getattr__``): their modules load SQLAlchemy or a file watcher,
-#: which loading the code location does not (tests/test_code_location_load.py)
+#: private names imported when first asked for (``__getattr__``): their modules load SQLAlchemy, a file watcher, or
+#: Dagster's workspace, backfill and remote-code-location modules (about 35 modules, which made loading the code
+#: location a third slower than a bare ``import dagster``), none of which loading the code location needs
+#: (tests/test_code_location_load.py)
 IMPORTED_ON_USE = {
+    # the code location an InProcessCodeLocationOrigin loads (jobs, plans, asset graph): not exported
+    "InProcessCodeLocation": "dagster._core.remote_representation.code_location",
+    # the code locations workspace.yaml declares: not exported
+    "WorkspaceFileTarget": "dagster._core.workspace.load_target",
+    # a workspace of a code location loaded in this process (tests): not exported
+    "InProcessWorkspaceLoadTarget": "dagster._core.workspace.load_target",
+    # a workspace of a code location given by module (tests): not exported
+    "ModuleTarget": "dagster._core.workspace.load_target",
+    # a workspace over code locations, as the webserver holds it (tests): not exported
+    "WorkspaceProcessContext": "dagster._core.workspace.context",
+    # one request's view of that workspace, for GraphQL in process (tests): not exported
+    "WorkspaceRequestContext": "dagster._core.workspace.context",
+    # a backfill's status, as the instance reports it (tests): not exported
+    "BulkActionStatus": "dagster._core.execution.backfill",
     # the instance's compute logs kept in a local folder, which the webserver serves (assets/metadata.py:
     # page_picture): the class is public, its module is not
     "LocalComputeLogManager": "dagster._core.storage.local_compute_log_manager",
@@ -144,7 +145,6 @@ __all__ = [
     "BACKFILL_ID_TAG",
     "AssetKeyPartitionKey",
     "BaseAssetGraph",
-    "BulkActionStatus",
     "CheckRunHealthResult",
     "EngineEventData",
     "ExecutionPlan",
@@ -152,15 +152,12 @@ __all__ = [
     "ExecutionStep",
     "GRPC_INFO_TAG",
     "MAX_RETRIES_TAG",
-    "InProcessCodeLocation",
     "InProcessCodeLocationOrigin",
-    "InProcessWorkspaceLoadTarget",
     "InstanceRef",
     "JobSubsetSelector",
     "KnownExecutionState",
     "LaunchRunContext",
     "LoadableTargetOrigin",
-    "ModuleTarget",
     "PARTITION_NAME_TAG",
     "PlanOrchestrationContext",
     "RETRY_NUMBER_TAG",
@@ -179,9 +176,6 @@ __all__ = [
     "UnresolvedStepHandle",
     "WILL_RETRY_TAG",
     "WorkerStatus",
-    "WorkspaceFileTarget",
-    "WorkspaceProcessContext",
-    "WorkspaceRequestContext",
     "execute_run",
     "get_multidimensional_partition_tag",
     "merge_run_tags",

@@ -27,7 +27,7 @@ TOPIC_TAG = "topicmap/topic"
 SPIDER_TOPIC_TAG = "topicmap/spider_topic"
 #: run tag naming the external API a run calls (tag concurrency limit per value)
 API_TAG = "topicmap/api"
-#: run tag naming the pipeline stage of a topic run: "spider" or "post-spider"
+#: run tag naming the pipeline stage of a topic run: "spider", "post-spider" or "statistics"
 STAGE_TAG = "topicmap/stage"
 
 # Op pools (instance-wide concurrency slots; limits in deploy/dagster.yaml, `dagster instance concurrency set`).
@@ -49,6 +49,10 @@ POST_SPIDER_ASSETS = [
     "clusters",
     "snapshots",
 ]
+#: what runs as stories join a topic, beside its spidering (stage tag STATISTICS_STAGE: the spider sensor does not
+#: wait for it, only the post-spider run does)
+STATISTICS_ASSETS = ["story_statistics"]
+STATISTICS_STAGE = "statistics"
 #: the external API each asset calls (run tag API_TAG)
 API_OF_ASSET = {"click_totals": "bitly", "story_statistics": "facebook"}
 
@@ -67,6 +71,8 @@ def run_tags(asset_names: Collection[str], topic: str | None = None) -> dict[str
         tags[STAGE_TAG] = "spider"
         if topic:
             tags[SPIDER_TOPIC_TAG] = topic
+    elif selected == set(STATISTICS_ASSETS):
+        tags[STAGE_TAG] = STATISTICS_STAGE
     elif selected & set(POST_SPIDER_ASSETS):
         tags[STAGE_TAG] = "post-spider"
     # Assets of different APIs have different partitions (publication days, topics), so one run calls one API;
@@ -113,6 +119,16 @@ post_spider_job = dg.define_asset_job(
     tags=run_tags(POST_SPIDER_ASSETS),
 )
 
+statistics_job = dg.define_asset_job(
+    "statistics_job",
+    selection=dg.AssetSelection.assets(*STATISTICS_ASSETS),
+    description=(
+        "Facebook figures of one topic's stories that joined without one (partition = topic), while the topic is "
+        "spidered. Requested by the `statistics_as_stories_join` sensor; the post-spider run fetches the rest."
+    ),
+    tags=run_tags(STATISTICS_ASSETS),
+)
+
 click_totals_job = dg.define_asset_job(
     "click_totals_job",
     selection=dg.AssetSelection.assets("click_totals"),
@@ -147,6 +163,7 @@ ALL_JOBS = [
     seeds_job,
     spider_iteration_job,
     post_spider_job,
+    statistics_job,
     click_totals_job,
     snapshot_job,
     cluster_weeks_job,

@@ -75,18 +75,23 @@ def last_seeding(instance: dg.DagsterInstance, topic: str) -> "tuple[bool, Archi
         "(run month by month), plus URLs from the topic's seed CSV files and URLs shared in its post dumps "
         "(`topic_posts`, `topic_post_urls`). Fails if more than max_stories match. "
         "Seeded again, it reads only the archive stories added since and the dates the topic gained (an "
-        "open-ended topic gains each day); `archive_scan` records what it read."
+        "open-ended topic gains each day); `archive_scan` records what it read. A `respider` declaration, or "
+        "dates that widened, has the links of the stories concerned mined again (`respidered_stories`)."
     ),
 )
 def seeds(
     context: dg.AssetExecutionContext, store: TopicStoreResource, topics_file: TopicsFileResource
 ) -> dg.MaterializeResult:
     # reads drops: pyarrow, extractors
+    from topicmap.spider.respider import apply_respider
     from topicmap.topics.seeding import SeedingRequest, TooManySeedsError, select_seeds
 
     topic = declared_topic(topics_file, context.partition_key)
     topic_store = store.open()
     topics_id = topic_store.upsert_topic(topic)
+    # a respider declaration, or dates that widened: those stories' links are mined again by the next iteration
+    respidered = apply_respider(topic_store, topic)
+    context.log.info(respidered.summary())
     _, previous = last_seeding(context.instance, context.partition_key)
     known = {row["url"] for row in topic_store.seed_rows(topics_id)}
     try:
@@ -123,6 +128,8 @@ def seeds(
             + (" (open-ended)" if topic.open_ended else ""),
             "seeds_per_month": counts_markdown(dict(selection.per_month), "month / file", "seeds"),
             "bad_seed_rows": len(selection.csv_errors),
+            "respidered_stories": respidered.stories,
+            "respider": dg.MetadataValue.text(respidered.summary()),
             **(
                 {
                     "posts": table([report.counts() for report in selection.posts], POST_COLUMNS),

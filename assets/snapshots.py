@@ -159,9 +159,19 @@ def _top_list(
     return table(rows, list(descriptions), limit=len(rows), descriptions=descriptions)
 
 
-def top_media_table(snap: "TimespanSnapshot") -> dg.TableMetadataValue:
-    """The timespan's top media by media inlinks: name (id), then their counts."""
+#: why a top list ranked by media inlinks is empty (the UI says so instead of an empty table)
+EMPTY_TOP_LIST = (
+    "_none ranked_: no {what} of this timespan has a link from a story of another medium, and only values above "
+    "zero rank (top_media / top_stories in the snapshot folder hold the other metrics, each only above zero)"
+)
+
+
+def top_media_table(snap: "TimespanSnapshot") -> dg.TableMetadataValue | dg.MarkdownMetadataValue:
+    """The timespan's top media by media inlinks: name (id), then their counts; a line saying why when none
+    ranks."""
     assert snap.summary is not None
+    if not (snap.summary.top_media["metric"] == "media_inlink_count").any():
+        return dg.MetadataValue.md(EMPTY_TOP_LIST.format(what="medium"))
     return _top_list(
         snap.summary.top_media,
         ("medium", "the medium's name (media_id)"),
@@ -170,9 +180,12 @@ def top_media_table(snap: "TimespanSnapshot") -> dg.TableMetadataValue:
     )
 
 
-def top_stories_table(snap: "TimespanSnapshot") -> dg.TableMetadataValue:
-    """The timespan's top stories by media inlinks: title, medium and day in one cell, then their counts."""
+def top_stories_table(snap: "TimespanSnapshot") -> dg.TableMetadataValue | dg.MarkdownMetadataValue:
+    """The timespan's top stories by media inlinks: title, medium and day in one cell, then their counts; a
+    line saying why when none ranks."""
     assert snap.summary is not None
+    if not (snap.summary.top_stories["metric"] == "media_inlink_count").any():
+        return dg.MetadataValue.md(EMPTY_TOP_LIST.format(what="story"))
 
     def story(record: dict) -> str:
         day = record["publish_day_local"]
@@ -194,10 +207,15 @@ def summary_markdown(heading: str, snap: "TimespanSnapshot") -> str:
     text = (
         f"### {heading}\n\n{snap.timespan.start_date} to {snap.timespan.last_date}: **{counts.story_count}** "
         f"stories, **{counts.story_link_count}** cross-media story links, **{counts.medium_count}** media, "
-        f"**{counts.medium_link_count}** medium links"
+        f"**{counts.medium_link_count}** directed medium links"
     )
     if summary is None or snap.empty:
         return f"{text}\n\n_no stories_"
+    published = counts.story_count - summary.outside_stories - summary.undated_stories
+    text += (
+        f" (stories as Media Cloud counts them: {published} published in the timespan, "
+        f"{summary.outside_stories} linked from it, {summary.undated_stories} undated)"
+    )
     words = summary.top_words.head(SHOWN_WORDS)
     shown = [
         f"{_text(w, 24, 24)} {share:.0%}" for w, share in zip(words["word"], words["share"], strict=True)

@@ -65,12 +65,18 @@ def write_tags_file(path: Path, rows: int) -> None:
 
 READ = textwrap.dedent(
     """
-    import csv, json, re, sys, time
+    import csv, json, os, re, sys, time
     from pathlib import Path
 
     import topicmap.web.urls as url_module
     from topicmap.store.media_tags import read_media_tags_csv
     from topicmap.web.urls import normalize_url_lossy
+
+    def backend_seconds(pid):  # CPU seconds (user + system) of a PostgreSQL backend here; 0 for none (SQLite)
+        if pid is None:
+            return 0.0
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_mib(field):
         return int(re.search(field + r":\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1)) / 1024
@@ -98,7 +104,9 @@ READ = textwrap.dedent(
         from topicmap.store import schema as s
         from topicmap.store.media_tags import load_media_tags
         from topicmap.store.topic_store import TopicStore
-        store = TopicStore.open(f"sqlite:///{sys.argv[3]}")
+        database_url = sys.argv[4] if len(sys.argv) > 4 else ""
+        schema = f"bench_media_tags_{os.getpid()}" if database_url else None
+        store = TopicStore.open(database_url or f"sqlite:///{sys.argv[3]}", schema=schema)
         media = [
             {"url": url.replace("m.site", "site").replace("www.", ""), "name": f"medium {n}",
              "normalized_url": normalize_url_lossy(url)}
@@ -106,19 +114,35 @@ READ = textwrap.dedent(
         ]
         with store.engine.begin() as conn:
             conn.execute(insert(s.media), media)
+            if schema:  # statistics, as autovacuum keeps them in a store in use: else each lookup scans media
+                conn.exec_driver_sql("ANALYZE media")
         del media
-        wall, start = time.perf_counter(), time.process_time()
+        server = None
+        if schema:  # the PostgreSQL backend's CPU counts too: the merge runs there
+            with store.engine.connect() as conn:
+                server = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+        wall, start, server_start = time.perf_counter(), time.process_time(), backend_seconds(server)
         loaded = load_media_tags(store, found.rows)
         figures.update(
             load_seconds=time.process_time() - start, load_wall=time.perf_counter() - wall,
             load_peak_mib=rss_mib("VmHWM") - base, map_rows=loaded.added, unknown_media=len(loaded.unknown_media),
+            server_seconds=backend_seconds(server) - server_start,
         )
+        wall, start, server_start = time.perf_counter(), time.process_time(), backend_seconds(server)
+        again = load_media_tags(store, found.rows)  # the same file again: nothing to add or remove
+        figures.update(
+            reload_seconds=time.process_time() - start + backend_seconds(server) - server_start,
+            reload_wall=time.perf_counter() - wall, reload_changes=again.added + again.removed,
+        )
+        if schema:
+            with store.engine.begin() as conn:
+                conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
     print(json.dumps(figures))
     """
 )
 
 
-def measure(path: Path, repeats: int, load: bool) -> dict:
+def measure(path: Path, repeats: int, load: bool, database_url: str = "") -> dict:
     """The best run's seconds (read, normalize, anchor: each its minimum) and the largest peak of a read; the
     load into a store is measured once, in the first run."""
     runs = []
@@ -126,7 +150,7 @@ def measure(path: Path, repeats: int, load: bool) -> dict:
         step = "load" if load and repeat == 0 else "read"
         store = path.with_suffix(f".{repeat}.sqlite3")
         done = subprocess.run(
-            [sys.executable, "-c", READ, str(path), step, str(store)],
+            [sys.executable, "-c", READ, str(path), step, str(store), database_url],
             cwd=REPO,
             capture_output=True,
             text=True,
@@ -156,13 +180,17 @@ def print_tables(results: list[dict], load: bool) -> None:
         )
     if load:
         print(
-            "\n| rows | load_media_tags CPU s | wall s | µs/row | map rows added | peak MiB, read and load |"
+            "\n| rows | load_media_tags CPU s (client + server) | wall s | µs/row | read + load µs/row "
+            "| map rows added | reload CPU s (changes) | peak MiB, read and load |"
         )
-        print("|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in results:
+            cpu = r["load_seconds"] + r["server_seconds"]
             print(
-                f"| {r['rows']:,} | {r['load_seconds']:.2f} | {r['load_wall']:.2f} "
-                f"| {1e6 * r['load_seconds'] / r['rows']:.1f} | {r['map_rows']:,} | {r['load_peak_mib']:.0f} |"
+                f"| {r['rows']:,} | {cpu:.2f} ({r['load_seconds']:.2f} + {r['server_seconds']:.2f}) "
+                f"| {r['load_wall']:.2f} | {1e6 * cpu / r['rows']:.2f} "
+                f"| {1e6 * (cpu + r['read_seconds']) / r['rows']:.2f} | {r['map_rows']:,} "
+                f"| {r['reload_seconds']:.2f} ({r['reload_changes']}) | {r['load_peak_mib']:.0f} |"
             )
     if len(results) < 2:
         return
@@ -176,7 +204,10 @@ def print_tables(results: list[dict], load: bool) -> None:
         f"{ratio('anchor_seconds')}, read peak {ratio('peak_mib')}"
     )
     if load:
-        line += f", load time {ratio('load_seconds')}, read and load peak {ratio('load_peak_mib')}"
+        line += (
+            f", load time {(large['load_seconds'] + large['server_seconds']) / (small['load_seconds'] + small['server_seconds']):.1f}x"
+            f", read and load peak {ratio('load_peak_mib')}"
+        )
     print(line)
 
 
@@ -184,7 +215,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[200_000, 2_000_000])
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--no-load", action="store_true", help="read only: no load into a SQLite store")
+    parser.add_argument("--no-load", action="store_true", help="read only: no load into a store")
+    parser.add_argument(
+        "--database-url",
+        default="",
+        help="load into this PostgreSQL database (a schema of its own, dropped after) instead of SQLite",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     results = []
@@ -192,9 +228,17 @@ def main() -> None:
         for rows in args.rows:
             path = Path(folder) / f"tags_{rows}.csv"
             write_tags_file(path, rows)
-            result = measure(path, args.repeats, load=not args.no_load)
+            result = measure(path, args.repeats, load=not args.no_load, database_url=args.database_url)
             assert result["rows"] == result["anchor_rows"] == rows and result["problems"] == 0, result
-            assert args.no_load or (result["map_rows"], result["unknown_media"]) == (rows, 0), result
+            assert args.no_load or (
+                result["map_rows"],
+                result["unknown_media"],
+                result["reload_changes"],
+            ) == (
+                rows,
+                0,
+                0,
+            ), result
             results.append({**result, "megabytes": path.stat().st_size / 1e6})
     load_after = os.getloadavg()[0]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)

@@ -21,7 +21,8 @@ from topicmap.archive.cc_settings import DEFAULT_DATA_URL, DEFAULT_INDEX_URL
 
 def commoncrawl_resource_from_env() -> CommonCrawlResource:
     """TOPICMAP_CC_INDEX_URL (with {collection}), TOPICMAP_CC_DATA_URL, TOPICMAP_CC_COLLECTIONS,
-    TOPICMAP_CC_OUTLETS, TOPICMAP_CC_ALLOW_NETWORKS, TOPICMAP_CC_WORKERS; defaults: Common Crawl's endpoints."""
+    TOPICMAP_CC_OUTLETS, TOPICMAP_CC_ALLOW_NETWORKS, TOPICMAP_CC_WORKERS, TOPICMAP_CC_BREADTH; defaults: Common
+    Crawl's endpoints."""
     return CommonCrawlResource(
         index_url=env_or(settings.CC_INDEX_URL, DEFAULT_INDEX_URL),
         data_url=env_or(settings.CC_DATA_URL, DEFAULT_DATA_URL),
@@ -29,6 +30,7 @@ def commoncrawl_resource_from_env() -> CommonCrawlResource:
         outlets=settings.CC_OUTLETS.items(),
         allow_networks=settings.CC_ALLOW_NETWORKS.items(),
         workers=settings.CC_WORKERS.integer(),
+        breadth=settings.CC_BREADTH.value().strip().lower() in ("1", "true", "yes"),
     )
 
 

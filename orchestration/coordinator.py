@@ -7,9 +7,9 @@ Dagster's implicit `__ASSET_JOB` with no such tag, so without this it would bypa
 run is queued, this coordinator adds to the run, through the instance's public ``add_run_tags``:
 
 * the project's tags (assets/jobs.py ``run_tags``, from the run's assets and partition) that the run lacks;
-* ``topicmap/launched_by`` (orchestration/run_tags.py): who launched the run. A re-execution copies its parent's
-  tags, ``dagster/sensor_name`` among them, and no public call removes a tag, so Dagster's UI says "Launched by
-  <sensor>" of a re-execution by hand; this tag says ``manual`` (``retry`` for Dagster's run retries);
+* ``topicmap/launched_by`` (orchestration/run_tags.py): who launched the run, ``manual`` for a re-execution by hand
+  (whose parent's sensor tags the instance leaves off: orchestration/instance.py), ``retry`` for Dagster's run
+  retries;
 * on a re-execution by hand, ``dagster/max_retries``: the instance's retries afresh (sensors/retries.py), where
   Dagster would count every earlier re-execution of the run against them;
 * on a fresh run of a job with no page of its own (Dagster's implicit `__ASSET_JOB`, a sensor's anonymous asset job)

@@ -1,5 +1,8 @@
 """The Dagster instance of both instance files (deploy/dagster.yaml, ``instance_class``): Dagster's own, except that a
-run whose success is stored is never marked failed afterwards.
+run whose success is stored is never marked failed afterwards, and that a re-execution by hand does not say a sensor or
+schedule launched it.
+
+**A finished run stays finished.**
 
 A run worker stores a run's RUN_SUCCESS in the event log first and updates the run's status (runs table) after it: two
 writes. A worker killed between them (a ``kill -9``, an OOM kill, a host shutting down as the run ends) leaves a run
@@ -12,6 +15,12 @@ This instance does not record such a failure. Every event passes through ``handl
 loads the instance (webserver, daemon, code servers, run workers), whoever reports it; a run failure for a run with a
 stored RUN_SUCCESS is replaced by an engine event saying why, and the run's status is brought up to its stored success,
 the write the killed worker did not make.
+
+**A re-execution by hand is not the sensor's.** A re-execution copies its parent's tags (the UI's Re-execute asks for
+them), ``dagster/sensor_name`` and ``dagster/schedule_name`` among them: the UI would say "Launched by <sensor>" of a
+run someone launched by hand, and count it among the sensor's runs. Every re-execution passes through
+``create_reexecuted_run``; one that is not Dagster's automatic retry (those carry ``dagster/retry_number`` and stay
+the launcher's) is created from its parent's tags without those two.
 """
 
 from __future__ import annotations
@@ -20,16 +29,26 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, EventLogEntry, EventLogRecord
+from dagster import (
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    EventLogEntry,
+    EventLogRecord,
+)
 
-from assets.dagster_internals import InstanceRef
+from assets.dagster_internals import RETRY_NUMBER_TAG, SCHEDULE_NAME_TAG, SENSOR_NAME_TAG, InstanceRef
 
 #: how the engine event that stands for a run failure not recorded begins
 FAILURE_NOT_RECORDED = "Run failure not recorded: "
+#: the tags that name who launched a run, in Dagster's UI, not passed on to a re-execution by hand
+LAUNCHER_TAGS = (SENSOR_NAME_TAG, SCHEDULE_NAME_TAG)
 
 
-class SuccessKeepingInstance(DagsterInstance):
-    """DagsterInstance that records no failure of a run whose success is stored (see the module docstring)."""
+class TopicmapInstance(DagsterInstance):
+    """DagsterInstance that records no failure of a run whose success is stored, and whose re-executions by hand do
+    not name their parent's sensor or schedule (see the module docstring)."""
 
     @classmethod
     def config_schema(cls) -> Mapping[str, Any]:
@@ -48,6 +67,14 @@ class SuccessKeepingInstance(DagsterInstance):
                 self._keep_success(event.run_id, success, reported=dagster_event.message or event.message)
                 return
         super().handle_new_event(event, batch_metadata=batch_metadata)
+
+    def create_reexecuted_run(self, *, parent_run: DagsterRun, **kwargs: Any) -> DagsterRun:
+        if RETRY_NUMBER_TAG not in (kwargs.get("extra_tags") or {}):
+            # by hand (the UI, GraphQL, a backfill from failure): the parent's tags, but for who launched it
+            parent_run = parent_run.with_tags(
+                {k: v for k, v in parent_run.tags.items() if k not in LAUNCHER_TAGS}
+            )
+        return super().create_reexecuted_run(parent_run=parent_run, **kwargs)
 
     def _stored_success(self, run_id: str) -> EventLogRecord | None:
         records = self.get_records_for_run(run_id, of_type=DagsterEventType.RUN_SUCCESS, limit=1).records

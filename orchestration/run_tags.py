@@ -29,9 +29,9 @@ from assets.partitions import topics_partitions
 
 #: run tag saying who launched a run: ``manual`` (the UI, the command line, a re-execution by hand), ``retry``
 #: (Dagster's run retries), ``sensor:<name>``, ``schedule:<name>`` or ``backfill:<id>`` (a run of a backfill, which
-#: the UI or a sensor requested). Dagster's own ``dagster/sensor_name`` cannot
-#: say it: a re-execution copies its parent's tags, and no public call removes a tag, so a run re-executed by hand
-#: from a sensor's run keeps that sensor's name (and the UI's "Launched by <sensor>").
+#: the UI or a sensor requested), in one tag to filter on, where Dagster's own are several (``dagster/sensor_name``,
+#: ``dagster/schedule_name``, ``dagster/backfill``; a re-execution by hand carries none of the first two:
+#: orchestration/instance.py).
 LAUNCHED_BY_TAG = "topicmap/launched_by"
 MANUAL = "manual"
 

@@ -26,12 +26,10 @@ from assets.dagster_internals import (
     RUN_KEY_TAG,
     SENSOR_NAME_TAG,
     EngineEventData,
-    InProcessCodeLocation,
     InProcessCodeLocationOrigin,
     JobSubsetSelector,
     LoadableTargetOrigin,
     ReconstructableJob,
-    WorkspaceFileTarget,
     execute_run,
     merge_run_tags,
 )
@@ -39,6 +37,7 @@ from orchestration.launcher import IN_PROCESS_HOST_TAG, STARTED_MESSAGE
 from orchestration.run_tags import LAUNCHED_BY_TAG, MANUAL, run_asset_keys, tags_for_run
 
 if TYPE_CHECKING:
+    from assets.dagster_internals import InProcessCodeLocation
     from topicmap.topics.declarations import TopicConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,6 +104,8 @@ class FinishedRun:
 @functools.cache
 def code_location(instance: dg.DagsterInstance) -> InProcessCodeLocation:
     """The code location of workspace.yaml, loaded in this process (one per instance and process)."""
+    from assets.dagster_internals import WorkspaceFileTarget  # Dagster's workspace modules: imported on use
+
     (origin,) = WorkspaceFileTarget(paths=[str(WORKSPACE_FILE)]).create_origins()
     target = origin.loadable_target_origin
     # the workspace names its working directory relative to itself; the run's code origin gets the full path

@@ -19,6 +19,7 @@ from assets.social import click_totals, clicks_30d_not_below_3d, story_statistic
 from orchestration.env import env_or
 from resources.social import BitlyResource, FacebookResource
 from sensors.clicks import click_refetch_3d, click_refetch_30d
+from sensors.statistics import statistics_as_stories_join
 from topicmap import settings
 from topicmap.social import bitly, facebook
 
@@ -42,6 +43,6 @@ def social_resources() -> dict[str, dg.ConfigurableResource]:
 social_defs = dg.Definitions(
     assets=[click_totals, story_statistics],
     asset_checks=[clicks_30d_not_below_3d],
-    sensors=[click_refetch_3d, click_refetch_30d],
+    sensors=[click_refetch_3d, click_refetch_30d, statistics_as_stories_join],
     resources=social_resources(),
 )

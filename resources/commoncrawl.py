@@ -40,6 +40,11 @@ class CommonCrawlResource(dg.ConfigurableResource):
     backoff_seconds: float = 2.0
     max_record_bytes: int = 50 * 1024 * 1024
     workers: int = Field(default=1, description="outlet-queue worker processes the asset runs")
+    breadth: bool = Field(
+        default=False,
+        description="one index page per outlet in turn (every outlet's first page before any second), "
+        "instead of draining each outlet",
+    )
     fetch_threads: int = Field(default=4, description="Range fetches running ahead of extraction per worker")
     batch_size: int = Field(default=50, description="captures committed per transaction")
     lease_seconds: float = Field(

@@ -6,7 +6,14 @@ from dataclasses import replace
 
 import dagster as dg
 
-from assets.jobs import STAGE_TAG, TOPIC_TAG, post_spider_job, spider_iteration_job, topic_run_tags
+from assets.jobs import (
+    STAGE_TAG,
+    STATISTICS_STAGE,
+    TOPIC_TAG,
+    post_spider_job,
+    spider_iteration_job,
+    topic_run_tags,
+)
 from assets.partitions import topics_partitions
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
@@ -83,10 +90,16 @@ def spider_iterations(
             continue
         facts = read_spider_facts(topic_store, topic_name, topic.max_iterations)
         iteration = facts.pending_iteration if facts.pending_iteration is not None else facts.iterations_done
+        statistics_runs = _runs(
+            context.instance, {TOPIC_TAG: topic_name, STAGE_TAG: STATISTICS_STAGE}, RUNS_IN_PROGRESS
+        )
         facts = replace(
             facts,
+            # the Facebook runs as stories join go on beside the iterations; the post-spider run waits for them
             runs_in_progress=_runs(context.instance, {TOPIC_TAG: topic_name}, RUNS_IN_PROGRESS)
+            - statistics_runs
             + retries_pending(context.instance, topic_name),
+            statistics_runs=statistics_runs,
             failed_attempts=_runs(
                 context.instance,
                 {TOPIC_TAG: topic_name, "topicmap/iteration": str(iteration), STAGE_TAG: "spider"},

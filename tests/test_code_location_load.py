@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from assets.dagster_internals import IMPORTED_ON_USE
+
 ROOT = Path(__file__).resolve().parents[1]
 #: top-level packages a code location that only declares the stages must not import
 HEAVY = (
@@ -66,6 +68,17 @@ def test_loading_the_code_location_imports_no_heavy_library(load: subprocess.Com
     assert heavy == [], "import these where a run or tick uses them, not at module level of the Dagster layer"
     # the store's light names are there; the store itself is not
     assert "topicmap.store.names" in loaded and "topicmap.store.topic_store" not in loaded
+
+
+def test_loading_the_code_location_imports_no_dagster_internals_kept_for_use(
+    load: subprocess.CompletedProcess[str],
+) -> None:
+    """Dagster's modules that serve a workspace (the webserver's, a run created here), backfills, remote code
+    locations, the daemons' passes: assets/dagster_internals.py imports what it holds of them on first use."""
+    loaded = set(json.loads(load.stdout.splitlines()[-1]))
+    assert {"dagster", "assets.dagster_internals"} <= loaded
+    on_use = sorted(set(IMPORTED_ON_USE.values()) & loaded)
+    assert on_use == [], "take these from assets.dagster_internals in the function that uses them"
 
 
 def test_loading_the_code_location_prints_no_beta_warning(load: subprocess.CompletedProcess[str]) -> None:

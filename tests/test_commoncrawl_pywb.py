@@ -17,6 +17,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from sqlalchemy import func, select
@@ -166,7 +167,7 @@ def test_every_capture_of_an_outlet_becomes_a_story(collection: Collection, tmp_
             .scalars()
             .all()
         )
-    assert media == [OUTLET]
+    assert media == ["Daily Herald"]  # named by the pages' og:site_name, not by the host
     # The flaky file answered 503 twice and was then read: retries, not rejections.
     assert [r[2] for r in collection.data.requests if r[0] == FLAKY_FILE][:3] == [503, 503, 206]
     if collection.shared is not None:
@@ -304,3 +305,42 @@ def test_workers_share_the_queue_and_resume_after_kill_9(collection: Collection,
     # the restart did not start over: it processed only what the killed worker had not committed
     assert report["outlets"][0]["captures"] == resumed["captures_found"] - abandoned["captures_found"]
     store.dispose()
+
+
+def _demo_outlets(collection: Collection) -> list[str]:
+    return sorted(
+        {
+            urlsplit(url).hostname or ""
+            for url, page in collection.web.pages.items()
+            if page.status == 200 and page.content_type == "text/html"
+        }
+    )
+
+
+def test_breadth_mode_takes_every_outlets_first_index_page_before_any_second(
+    collection: Collection, tmp_path: Path
+) -> None:
+    settings = collection.settings()
+    outlets = _demo_outlets(collection)
+    client = CdxClient(settings)
+    pages = {outlet: client.num_pages("cc-zip", outlet) for outlet in outlets}
+    assert len(outlets) >= 3 and all(n >= 2 for n in pages.values()), pages
+    loaded: dict[str, set[str]] = {}
+    claims: dict[str, list[str]] = {}
+    for mode in ("depth", "breadth"):
+        store = TopicStore.open(f"sqlite:///{tmp_path / f'{mode}.sqlite3'}")
+        cc_queue.enqueue_outlets(store, outlets, ["cc-zip"])
+        report = cc_queue.OutletLoader(store, settings, worker_id=mode, breadth=mode == "breadth").run()
+        claims[mode] = [o.domain for o in report.outlets]
+        loaded[mode] = set(_stories_by_url(store))
+        assert cc_queue.queue_counts(store) == {"completed": len(outlets)}
+        store.dispose()
+    # depth drains one outlet after the other; breadth claims an outlet once per index page, a round at a time
+    assert claims["depth"] == outlets
+    assert len(claims["breadth"]) == sum(pages.values())
+    assert claims["breadth"][: len(outlets)] == outlets
+    rounds = max(pages.values())
+    expected_order = [o for page in range(rounds) for o in outlets if page < pages[o]]
+    assert claims["breadth"] == expected_order
+    # the same stories either way
+    assert loaded["breadth"] == loaded["depth"] and loaded["depth"]

@@ -66,7 +66,7 @@ def test_json_ld_and_time_element_are_named_in_the_method() -> None:
 
 def test_url_date_alone_and_over_disagreeing_markup() -> None:
     assert guess_date(page(), "https://www.example.com/2019/11/18/story.html") == DateGuess(
-        datetime(2019, 11, 18, tzinfo=UTC), "url"
+        datetime(2019, 11, 18, tzinfo=UTC), "url", time_known=False, zone_known=False
     )
     # date_guesser: a later guess more than two days from the URL's is some other date (a template's)
     modified = page('<meta property="article:published_time" content="2021-06-01T10:00:00Z">')
@@ -75,6 +75,26 @@ def test_url_date_alone_and_over_disagreeing_markup() -> None:
     # the same day in both: the markup's time is kept
     agreeing = page('<meta property="article:published_time" content="2019-11-18T10:00:00-05:00">')
     assert guess_date(agreeing, "https://www.example.com/2019/11/18/story.html").method.startswith("meta")
+
+
+@pytest.mark.parametrize(
+    ("head", "url", "known"),
+    [
+        ('<meta property="article:published_time" content="2020-08-24T21:10:00-04:00">', "a", (True, True)),
+        ('<meta property="article:published_time" content="2020-08-25T01:10:00Z">', "a", (True, True)),
+        ('<meta property="article:published_time" content="2020-08-24T21:10:00">', "a", (True, False)),
+        ('<meta name="date" content="August 24, 2020 9:10 PM EDT">', "a", (True, True)),
+        ('<meta name="date" content="2020-08-24">', "a", (False, False)),
+        ('<meta name="date" content="August 24, 2020">', "a", (False, False)),
+        ('<meta name="date" content="1598317800">', "a", (True, True)),  # a Unix timestamp
+        ("", "2020/08/24/story.html", (False, False)),  # the URL gives a day
+        ('<meta name="date" content="2021-06-01T10:00:00Z">', "2020/08/24/story.html", (False, False)),
+    ],
+)
+def test_a_date_says_whether_the_page_gave_a_time_and_a_zone(head: str, url: str, known: tuple) -> None:
+    """A page that gives a day only is not a midnight instant: the guess says what the page stated."""
+    result = guess_date(page(head), f"https://www.example.ca/news/{url}")
+    assert result.found and (result.time_known, result.zone_known) == known, result
 
 
 @pytest.mark.parametrize("case", DATE_GUESSER_CASES, ids=lambda case: case.name)
@@ -114,10 +134,17 @@ def test_a_url_month_takes_the_pages_day_only_within_that_month() -> None:
     assert (result.day, result.method) == (date(2019, 11, 18), "meta article:published_time")
     other_month = page('<meta property="article:published_time" content="2021-06-01T10:00:00Z">')
     result = guess_date(other_month, url)
-    assert result == DateGuess(datetime(2019, 11, 15, tzinfo=UTC), "url (month; markup disagrees)")
+    assert result == DateGuess(
+        datetime(2019, 11, 15, tzinfo=UTC),
+        "url (month; markup disagrees)",
+        time_known=False,
+        zone_known=False,
+    )
     byline = page(body='<p class="byline">By A. Writer, <span class="date">November 4, 2019</span></p>')
     assert guess_date(byline, url).day == date(2019, 11, 4)
-    assert guess_date(page(), url) == DateGuess(datetime(2019, 11, 15, tzinfo=UTC), "url (month)")
+    assert guess_date(page(), url) == DateGuess(
+        datetime(2019, 11, 15, tzinfo=UTC), "url (month)", False, False
+    )
 
 
 def test_a_month_only_date_is_never_in_the_future() -> None:
@@ -203,15 +230,28 @@ def test_the_store_keeps_how_a_story_was_read_and_its_pages_offset(tmp_path) -> 
                     date_guess_method=story.date_method,
                     title_method=story.title_method,
                     language_method=story.language_method,
-                )
+                    publish_time_known=story.date_time_known,
+                    publish_zone_known=story.date_zone_known,
+                ),
+                NewStory.from_extracted(
+                    "https://www.example.jp/news/2020/04/13/article-2",
+                    extract_story(page(), "https://www.example.jp/news/2020/04/13/article-2"),
+                ),
             ],
             "spider",
         )
         with store.engine.connect() as conn:
-            row = conn.execute(select(s.stories)).one()
+            row, by_url = conn.execute(select(s.stories).order_by(s.stories.c.stories_id)).all()
     finally:
         store.dispose()
     assert row.date_guess_method == "meta article:published_time"
     assert row.title_method == "<title>, site name removed" and row.title == "Council debates transit plan"
     assert row.language == "en" and row.language_method == "text"
     assert row.publish_utc_offset == 540  # 23:30+09:00: the 13th for the publisher, the 13th 14:30 UTC
+    assert (row.publish_time_known, row.publish_zone_known) == (True, True)
+    # a day from the URL: neither a time nor a zone
+    assert (by_url.date_guess_method, by_url.publish_time_known, by_url.publish_zone_known) == (
+        "url",
+        False,
+        False,
+    )

@@ -20,7 +20,7 @@ import yaml
 
 from assets.dagster_internals import GRPC_INFO_TAG, EngineEventData, WorkerStatus, monitor_started_run
 from orchestration.coordinator import TaggingRunCoordinator
-from orchestration.instance import FAILURE_NOT_RECORDED, SuccessKeepingInstance
+from orchestration.instance import FAILURE_NOT_RECORDED, TopicmapInstance
 from orchestration.launcher import IN_PROCESS_HOST_TAG, PidCheckingRunLauncher, process_state
 from tests.dagster_deploy import DEPLOY, ROOT, dagster_pg_env, postgres_database, write_instance
 
@@ -43,7 +43,7 @@ def test_local_and_production_instances_differ_only_in_storage() -> None:
 def _check_instance(instance: dg.DagsterInstance) -> None:
     """What both instances promise: queue limits, pools, monitoring, crash-only retries, the pid launcher, no
     failure recorded for a run whose success is stored."""
-    assert isinstance(instance, SuccessKeepingInstance)
+    assert isinstance(instance, TopicmapInstance)
     assert isinstance(instance.run_launcher, PidCheckingRunLauncher)
     assert instance.run_launcher.supports_check_run_worker_health
     assert isinstance(instance.run_coordinator, TaggingRunCoordinator)

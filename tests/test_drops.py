@@ -509,3 +509,61 @@ def test_a_generic_crawl_page_keeps_its_own_day_and_how_it_was_read(tmp_path: Pa
     assert story.publish_date is not None and story.publish_date.isoformat() == "2026-02-03T23:30:00+09:00"
     assert story.title_method and story.date_guess_method and story.language_method
     assert story.language == "en"
+
+
+def test_archive_titles_lose_the_medium_name_in_every_format(tmp_path: Path) -> None:
+    """CSV, Parquet and story-indexer WARC rows pass through the extractor's title rule: the medium's name
+    (the row's, the page's og:site_name, the URL's domain) comes off the title's edges; other colons stay."""
+    page = '<html><head><meta property="og:site_name" content="The Evening Lamp"></head><body></body></html>'
+    titles = [
+        ("Herald: Council debates transit plan", "Herald", ""),
+        ("Council debates transit plan | Herald", "Herald", ""),
+        ("Brexit: what happens next", "Herald", ""),
+        ("Storm hits the coast - The Evening Lamp", "", page),  # named by the page only
+        ("Storm hits the coast – herald.test", "", ""),  # the domain
+    ]
+    expected = [
+        "Council debates transit plan",
+        "Council debates transit plan",
+        "Brexit: what happens next",
+        "Storm hits the coast",
+        "Storm hits the coast",
+    ]
+    rows = [
+        {
+            "url": f"https://www.herald.test/2026/02/{n:02d}/s",
+            "title": title,
+            "text": f"Text {n}.",
+            "publish_date": f"2026-02-{n:02d}",
+            "medium": medium or None,
+            "html": html or None,
+        }
+        for n, (title, medium, html) in enumerate(titles, start=1)
+    ]
+    csv_path = tmp_path / "rows.csv"
+    pd.DataFrame(rows).to_csv(csv_path, index=False)
+    parquet_path = tmp_path / "rows.parquet"
+    pd.DataFrame(rows).to_parquet(parquet_path)
+    for path in (csv_path, parquet_path):
+        drop = parse_drop(path)
+        assert drop.errors == []
+        assert [story.title for story in drop.stories] == expected, path.name
+    with StoryArchiveWriter(tmp_path, prefix="rows", serial=-1, deterministic_ids=True) as writer:
+        for row in rows:
+            writer.write_story(
+                StoryRecord(
+                    url=row["url"],
+                    html=(row["html"] or "<html></html>").encode(),
+                    fetch_date=datetime(2026, 2, 1, tzinfo=UTC),
+                    metadata={
+                        "content_metadata": {"article_title": row["title"], "text_content": row["text"]}
+                    },
+                )
+            )
+    assert (
+        [st.title for st in iter_drop(tmp_path / "rows.warc.gz") if isinstance(st, NewStory)]
+        == [
+            "Herald: Council debates transit plan",  # a story-indexer archive names no medium, and the domain
+            *expected[1:],  # alone does not cut before a colon
+        ]
+    )

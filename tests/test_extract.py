@@ -25,6 +25,7 @@ from topicmap.web.extract import (
     parse_html,
 )
 from topicmap.web.links import extract_story_and_links
+from topicmap.web.titles import clean_title, og_values
 
 PROSE = (
     "The city council met on Tuesday evening to debate the new transit plan, which would add three bus lines "
@@ -665,3 +666,81 @@ def test_a_windows_1252_page_labelled_utf8_decodes_as_windows_1252() -> None:
     # a Cyrillic page mislabelled UTF-8 keeps the detector's answer
     russian = "<html><body><p>Правительство объявило новые меры по сокращению выбросов углерода в стране.</p></body></html>"
     assert "Правительство" in decode_html(russian.encode("cp1251"), "utf-8")
+
+
+def test_og_title_that_carries_the_site_name_beats_a_wrong_title_tag() -> None:
+    head = (
+        "<title>TechCrunch – Startup and Technology News</title>"
+        '<meta property="og:title" content="Good article title | TechCrunch">'
+        '<meta property="og:site_name" content="TechCrunch">'
+    )
+    result = story(head, url="https://techcrunch.com/2020/01/02/good-article/")
+    assert (result.title, result.title_method) == ("Good article title", "og:title, site name removed")
+
+
+def test_a_title_tag_that_is_only_the_site_name_gives_way() -> None:
+    head = '<title>TechCrunch</title><meta property="og:site_name" content="TechCrunch">'
+    assert story(head, "<h1>Startup raises a round</h1>").title == "Startup raises a round"
+    assert story(head).title == "TechCrunch"  # nothing else: kept
+
+
+def test_the_headline_the_metadata_agrees_on_beats_the_h1() -> None:
+    head = (
+        "<title>Markets slide as rates rise | CNN Business</title>"
+        '<meta property="og:title" content="Stocks fall for a third day as the Fed signals more hikes">'
+        '<script type="application/ld+json">{"@type": "NewsArticle", '
+        '"headline": "Stocks fall for a third day as the Fed signals more hikes"}</script>'
+    )
+    result = story(head, "<h1>Markets slide as rates rise</h1>", url="https://edition.cnn.com/2023/x")
+    assert result.title == "Stocks fall for a third day as the Fed signals more hikes"
+    assert result.title_method == "og:title = json-ld headline"
+    # one metadata title alone does not overrule the <h1> the <title> confirms
+    single = head.split("<script")[0]
+    assert story(
+        single, "<h1>Markets slide as rates rise</h1>", url="https://edition.cnn.com/2023/x"
+    ).title == ("Markets slide as rates rise")
+
+
+def test_clean_title_removes_the_media_name_as_the_extractor_does() -> None:
+    assert clean_title("Riverside Gazette: Council debates transit plan", ["Riverside Gazette"]) == (
+        "Council debates transit plan"
+    )
+    assert (
+        clean_title("Council debates transit plan | RG", ["Riverside Gazette"])
+        == "Council debates transit plan"
+    )
+    assert clean_title(
+        "Council debates transit plan – Riverside Gazette", [], "http://www.riversidegazette.test/x"
+    ) == ("Council debates transit plan")
+    assert clean_title("Brexit: what happens next", ["Brexit Times"]) == "Brexit: what happens next"
+    assert clean_title("  Just a headline ", ["Riverside Gazette"]) == "Just a headline"
+    assert clean_title("Riverside Gazette", ["Riverside Gazette"]) == "Riverside Gazette"
+    assert clean_title(None, ["x"]) is None and clean_title("  ", []) is None
+    once = clean_title("Council debates | Transit | Riverside Gazette", ["Riverside Gazette"])
+    assert once == "Council debates | Transit" and clean_title(once, ["Riverside Gazette"]) == once
+
+
+def test_a_page_title_and_a_drop_title_are_cleaned_alike() -> None:
+    for title in (
+        "Riverside Gazette: Council debates transit plan",
+        "Council debates transit plan - Riverside Gazette",
+    ):
+        head = f'<title>{title}</title><meta property="og:site_name" content="Riverside Gazette">'
+        extracted = story(head, url="http://www.riversidegazette.test/2026/02/01/council")
+        assert extracted.title == clean_title(title, ["Riverside Gazette"]) == "Council debates transit plan"
+
+
+def test_clean_title_takes_the_pages_headline_that_the_title_extends() -> None:
+    title = "Council debates transit plan | Environment | Riverside Gazette"
+    assert clean_title(title, ["Riverside Gazette"], headlines=["Council debates transit plan"]) == (
+        "Council debates transit plan"
+    )
+    assert clean_title(title, ["Riverside Gazette"], headlines=["Another headline altogether"]) == (
+        "Council debates transit plan | Environment"
+    )
+    page = (
+        '<head><meta content="Riverside &amp; Co" property="og:site_name">'
+        "<meta property='og:title' content='Council debates transit plan'></head>"
+    )
+    assert og_values(page) == ("Riverside & Co", "Council debates transit plan")
+    assert og_values(page.encode()) == og_values(page) and og_values(None) == (None, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topicmap.web.media import medium_url_and_name
+from topicmap.web.media import host_like, medium_url_and_name
 
 
 @pytest.mark.parametrize(
@@ -42,3 +42,21 @@ def test_variants_of_a_site_share_one_medium() -> None:
 @pytest.mark.parametrize("bad", [None, "", "   ", "mailto:x@y.com", "http://", "http://exa mple.com/"])
 def test_no_medium_without_a_host(bad: str | None) -> None:
     assert medium_url_and_name(bad) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "host", "expected"),
+    [
+        ("riversidegazette.test", "riversidegazette.test", True),
+        ("www.herald.test", "herald.test", True),
+        ("http://herald.test/", "herald.test", True),
+        ("nytimes.com", None, True),
+        ("Riverside Gazette", "riversidegazette.test", False),
+        ("BBC News", None, False),
+        ("Riverside Gazette Mobile", "riversidegazette.test", False),
+        ("", None, False),
+        (None, None, False),
+    ],
+)
+def test_a_host_name_is_told_from_a_site_name(name: str | None, host: str | None, expected: bool) -> None:
+    assert host_like(name, host) is expected

@@ -8,14 +8,16 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from assets.media_tags import media_tags
 from resources.media_tags import MediaTagsResource
 from resources.store import TopicStoreResource
 from sensors.media_tags import media_tags_changed
+from topicmap.store import media_tags as media_tags_module
 from topicmap.store import schema as s
 from topicmap.store.media_tags import (
+    STAGING_TABLE,
     declared_media_tags,
     final_media_tags,
     load_media_tags,
@@ -191,6 +193,87 @@ def test_loading_finds_media_by_url_and_keeps_the_map_equal_to_the_file(
     assert (coverage.media, coverage.stories) == (2, 4)  # herald (2 stories), ledger (+ its mobile site's)
     assert coverage.by_tag == [{"tag_set": "media_type", "tag": "newspaper", "media": 1, "stories": 2}]
     assert coverage.untagged_media == {"media_type": 1}
+
+
+TAGS_FILE = (
+    "medium_url,tag_set,tag\n"
+    "herald.test,media_type,newspaper\n"
+    "https://herald.test/,collection,national\n"
+    "https://www.ledger.test/,partisanship,center-left\n"
+    "ledger.test,collection,national\n"
+    "https://ledger-mobile.test/,media_type,digital_native\n"
+    "other.test,media_type,blog\n"
+)
+
+
+def _map_rows(store: TopicStore) -> list[tuple[int, int, int]]:
+    mt = s.media_tags_map
+    with store.engine.connect() as conn:
+        return [
+            (int(i), int(m), int(t))
+            for i, m, t in conn.execute(
+                select(mt.c.media_tags_map_id, mt.c.media_id, mt.c.tags_id).order_by(mt.c.media_tags_map_id)
+            )
+        ]
+
+
+def _staging_tables(store: TopicStore) -> int:
+    """Staging tables left in the store: on PostgreSQL any session's, on SQLite the pooled connection's."""
+    query = (
+        "SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND relname = :name"
+        if store.dialect == "postgresql"
+        else "SELECT count(*) FROM sqlite_temp_master WHERE name = :name"
+    )
+    with store.engine.connect() as conn:
+        return int(conn.execute(text(query), {"name": STAGING_TABLE}).scalar_one())
+
+
+def test_a_reload_of_the_same_file_stores_the_same_rows(store: TopicStore, tmp_path: Path) -> None:
+    _, media = build_topic(store)
+    rows = read_media_tags_csv(write(tmp_path, TAGS_FILE)).rows
+    first = load_media_tags(store, rows)
+    assert (first.added, first.removed, first.media_tagged) == (6, 0, 4)
+    stored = _map_rows(store)
+    # the rows went in the order of the map's key (media_id, tags_id)
+    assert [(m, t) for _, m, t in stored] == sorted((m, t) for _, m, t in stored)
+    with store.engine.connect() as conn:
+        declared = declared_media_tags(conn)
+    assert (media["herald.test"], "collection", "national") in declared
+    again = load_media_tags(store, read_media_tags_csv(write(tmp_path, TAGS_FILE, "copy.csv")).rows)
+    assert (again.added, again.removed, again.media_tagged) == (0, 0, 4)
+    assert _map_rows(store) == stored  # the same rows, ids and all
+    assert _staging_tables(store) == 0
+
+
+def test_a_load_failing_mid_file_leaves_the_map_and_no_staging_table_behind(
+    store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build_topic(store)
+    load_media_tags(store, read_media_tags_csv(write(tmp_path, TAGS_FILE)).rows[:2])
+    before = _map_rows(store)
+    rows = read_media_tags_csv(write(tmp_path, TAGS_FILE, "all.csv")).rows
+    staged: list[list[int]] = []
+    real_chunks = media_tags_module.chunks
+
+    def failing_chunks(values: list, size: int = 500) -> object:
+        for chunk in real_chunks(values, size):
+            if size == media_tags_module.STAGE_BATCH and staged:
+                raise OSError("disk full")  # as the database would, halfway through the staging table
+            if size == media_tags_module.STAGE_BATCH:
+                staged.append(chunk)
+            yield chunk
+
+    monkeypatch.setattr(media_tags_module, "STAGE_BATCH", 2)
+    monkeypatch.setattr(media_tags_module, "chunks", failing_chunks)
+    with pytest.raises(OSError, match="disk full"):
+        load_media_tags(store, rows)
+    assert len(staged) == 1  # it failed after the first batch was written
+    assert _map_rows(store) == before
+    assert _staging_tables(store) == 0
+    monkeypatch.undo()
+    loaded = load_media_tags(store, rows)  # and the next load runs whole
+    assert (loaded.added, loaded.removed) == (4, 0)
+    assert _staging_tables(store) == 0
 
 
 def test_a_duplicate_media_cycle_is_an_error_naming_the_media(store: TopicStore, tmp_path: Path) -> None:

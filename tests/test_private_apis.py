@@ -107,11 +107,17 @@ PINS = {"dagster": "dagster==", "dagster_celery": "dagster-celery=="}
 INTERNAL_MODULE = re.compile(r"(dagster\._|dagster_celery\.)[\w.]+")
 
 
-def _imported_on_use(tree: ast.Module) -> dict[str, str]:
-    """An internals module's ``IMPORTED_ON_USE``: private name -> the module its ``__getattr__`` imports it from."""
+def _imported_on_use(tree: ast.Module) -> dict[ast.AST, str]:
+    """An internals module's ``IMPORTED_ON_USE``: the string naming a module (a node of the tree) -> the private
+    name its ``__getattr__`` imports from that module (several names may come from one module)."""
     for node in tree.body:
         if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["IMPORTED_ON_USE"]:
-            return ast.literal_eval(node.value)
+            assert isinstance(node.value, ast.Dict)
+            return {
+                module: ast.literal_eval(name)
+                for name, module in zip(node.value.keys, node.value.values, strict=True)
+                if name is not None
+            }
     return {}
 
 
@@ -128,8 +134,7 @@ def _private_imports(path: Path) -> list[tuple[str, str, int]]:
             and INTERNAL_MODULE.fullmatch(node.value)
         ):
             library = node.value.partition(".")[0]
-            names = [name for name, module in on_use.items() if module == node.value]
-            found += [(library, name, node.lineno) for name in names or [node.value]]
+            found.append((library, on_use.get(node, node.value), node.lineno))
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 library, _, rest = alias.name.partition(".")

@@ -235,6 +235,9 @@ def test_a_re_execution_by_hand_says_so_and_is_retried_like_any_run(ui: Workspac
     # the sensor's run fails and is retried up to the instance's limit (2), each failure saying why
     chain, said, cursor = retry_chain(ui, parent, cursor)
     assert len(chain) == 3 and [r.tags[LAUNCHED_BY_TAG] for r in chain[1:]] == ["retry", "retry"]
+    assert {r.tags["dagster/sensor_name"] for r in chain} == {
+        "spider_iterations"
+    }  # retries stay the sensor's
     assert said[0] == (
         "Will be retried by Dagster's run retries: its run group holds 0 re-execution(s) of run "
         f"{parent.run_id[:8]} (0 automatic retries, 0 by hand), the limit is 2"
@@ -245,12 +248,10 @@ def test_a_re_execution_by_hand_says_so_and_is_retried_like_any_run(ui: Workspac
         "re-execution by hand gets 2 retries of its own"
     )
 
-    # re-executed by hand from the UI: launched by hand, though Dagster copies the sensor's tags onto it
+    # re-executed by hand from the UI: launched by hand, and not shown as the sensor's (Dagster would copy its tag)
     by_hand = reexecute(ui, chain[-1])
     assert by_hand.tags[LAUNCHED_BY_TAG] == "manual"
-    assert (
-        by_hand.tags["dagster/sensor_name"] == "spider_iterations"
-    )  # Dagster's copy; no public call removes it
+    assert "dagster/sensor_name" not in by_hand.tags and by_hand.tags["dagster/run_key"] == "spider:t:0"
     assert by_hand.tags["dagster/parent_run_id"] == chain[-1].run_id
     # killed, it is retried twice, as a first run is, though its run group already held 3 re-executions
     again, said, cursor = retry_chain(ui, by_hand, cursor)

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.snapshot_exports import check_snapshot_folder
 from topicmap.snapshots.checks import snapshot_problems
 from topicmap.snapshots.compute import compute_snapshot
 from topicmap.snapshots.files import (
@@ -57,8 +58,10 @@ from topicmap.snapshots.files import (
     STORY_DATE_COLUMNS,
     write_snapshot_files,
 )
+from topicmap.snapshots.foci import Focus
 from topicmap.snapshots.summaries import SUMMARY_SCHEMAS
 from topicmap.snapshots.timespans import Timespan, build_timespans
+from topicmap.topics.focus_kinds import QuerySelection
 
 A, B, C, D, E = 1, 2, 3, 4, 5
 NA = None
@@ -465,10 +468,14 @@ def test_a_topic_without_stories_records_its_timespans_but_writes_no_timespan_fi
     written = write_snapshot_files(empty, tmp_path)
     assert {key for key, paths in written.items() if paths} == {"snapshot"}
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "README.md",
+        "datapackage.json",
         "manifest.json",
+        "schemas",
         "timespans.csv",
         "timespans.parquet",
     ]
+    assert [p.name for p in (tmp_path / "schemas").iterdir()] == ["timespans.json"]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["format"] == "topicmap-snapshot/3"
     assert [(t["key"], t["empty"]) for t in manifest["timespans"]] == [
@@ -520,13 +527,15 @@ def test_a_sparse_topic_over_decades_writes_files_only_for_timespans_with_storie
     assert counts(decades["overall"]) == (12, 12, 5, 9)
 
     written = write_snapshot_files(decades, tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted(busy)
-    assert all(len(written[key]) == 8 for key in busy)  # 4 Parquet + 4 CSV each
-    assert sum(len(paths) for key, paths in written.items() if key != "snapshot") == 8 * len(busy)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir() and p.name != "schemas") == sorted(busy)
+    assert all(len(written[key]) == 9 for key in busy)  # 5 Parquet + 4 CSV each
+    assert sum(len(paths) for key, paths in written.items() if key != "snapshot") == 9 * len(busy)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     # + timespans and the summary tables (top words, days, top media and stories), Parquet and CSV each
     assert len(manifest["timespans"]) == len(spans)
-    assert len(manifest["files"]) == 8 * len(busy) + 2 + 2 * len(SUMMARY_SCHEMAS)
+    # README.md, datapackage.json and a Table Schema per table (6 per timespan, timespans, the summaries)
+    dictionary = 2 + 6 + 1 + len(SUMMARY_SCHEMAS)
+    assert len(manifest["files"]) == 9 * len(busy) + 2 + 2 * len(SUMMARY_SCHEMAS) + dictionary
     assert [t["key"] for t in manifest["timespans"] if not t["empty"]] == busy
     table = pd.read_parquet(tmp_path / "timespans.parquet")
     assert len(table) == len(spans) and int((table["story_count"] > 0).sum()) == len(busy)
@@ -719,8 +728,10 @@ def test_csv_lists_use_media_cloud_column_names(result, tmp_path):
         "source_stories_id,ref_stories_id",
         "101,201",
     ]
-    assert {p.name for p in written["snapshot"]} == {
+    assert {p.name for p in written["snapshot"] if p.parent.name != "schemas"} == {
         "manifest.json",
+        "datapackage.json",
+        "README.md",
         *(f"{name}.{kind}" for name in ("timespans", *SUMMARY_SCHEMAS) for kind in ("parquet", "csv")),
     }
 
@@ -741,6 +752,92 @@ def test_exports_carry_the_utc_instant_and_the_publishers_day(tmp_path):
     table = pd.read_parquet(folder / "story_link_counts.parquet").set_index("stories_id")
     assert table.loc[203, "publish_date_utc"] == pd.Timestamp("2026-01-26 00:00", tz="UTC")
     assert table.loc[203, "publish_day_local"] == date(2026, 1, 25)
+
+
+def test_counts_reconcile_and_the_data_package_validates(result, tmp_path):
+    """Every timespan's story_count is its published, linked and undated stories; stories_per_day sums to the
+    published ones; each stories table says which story is which; datapackage.json validates."""
+    write_snapshot_files(result, tmp_path)
+    spans = check_snapshot_folder(tmp_path)
+    overall = spans.set_index("key").loc["overall"]
+    # 402 is undated, 401 (Dec 15) is in through a link
+    assert (
+        overall["published_story_count"],
+        overall["linked_story_count"],
+        overall["undated_story_count"],
+    ) == (
+        9,
+        1,
+        1,
+    )
+    stories = pd.read_parquet(tmp_path / "overall" / "stories.parquet").set_index("stories_id")
+    assert stories.loc[[401, 402, 201], "in_timespan"].tolist() == ["linked", "undated", "published"]
+    assert stories.loc[201, ["title", "url", "media_name"]].tolist()[0] == "Story 201"
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_counts_reconcile_on_generated_topics(seed, tmp_path):
+    """A random topic with undated stories, stories dated outside it and a query focus: every timespan of the
+    topic and of the focus reconciles (check_snapshot_folder)."""
+    rng = random.Random(seed)
+    n = 300
+    ids = rng.sample(range(1, 5000), n)
+    days = [None, "2025-12-20 10:00:00", "2026-03-03 10:00:00"] + [
+        f"2026-{m:02d}-{d:02d} {h:02d}:30:00" for m in (1, 2) for d in range(1, 29) for h in (1, 12, 23)
+    ]
+    stories = pd.DataFrame(
+        {
+            "stories_id": ids,
+            "media_id": [rng.randint(1, 9) for _ in ids],
+            "publish_date": pd.to_datetime([rng.choice(days) for _ in ids], utc=True),
+            "publish_utc_offset": [rng.choice([None, 0, -300, 540]) for _ in ids],
+            "url": [f"https://example.org/{i}" for i in ids],
+            "title": [rng.choice(["Solar farm", "Wind power", "Flood"]) + f" {i}" for i in ids],
+            "text": ["story text"] * n,
+            "language": [rng.choice(["en", "fr", None]) for _ in ids],
+            "date_method": [rng.choice(["url", "json-ld datePublished", None]) for _ in ids],
+        }
+    )
+    # as extraction records them: a day only has no zone; stories stored before it was recorded know neither
+    stories["time_known"] = [rng.choice([True, False, None]) for _ in ids]
+    stories["zone_known"] = [
+        rng.choice([True, False]) if t else (None if t is None else False) for t in stories["time_known"]
+    ]
+    stories.loc[:9, "publish_date"] = pd.NaT  # undated, and dated outside the topic
+    stories.loc[10:14, "publish_date"] = pd.Timestamp("2026-03-05 12:00", tz="UTC")
+    media = pd.DataFrame(
+        {"media_id": range(1, 10), "name": [f"m{i}" for i in range(1, 10)], "url": ["u"] * 9}
+    )
+    links = pd.DataFrame(
+        {
+            "stories_id": [rng.choice(ids) for _ in range(4 * n)],
+            "ref_stories_id": [rng.choice(ids) for _ in range(4 * n)],
+        }
+    )
+    spans = build_timespans("2026-01-01", "2026-02-28", custom=[("mid", "2026-01-10", "2026-02-20")])
+    focus = Focus("Subtopics", "Solar", QuerySelection("solar"))
+    result = compute_snapshot(stories, media, links, spans, foci=[focus], word_sample=0)
+    write_snapshot_files(result, tmp_path)
+    table = check_snapshot_folder(tmp_path)
+    assert set(table["focus"].dropna()) == {"subtopics/solar"}
+    for part in ("published_story_count", "linked_story_count", "undated_story_count"):
+        assert table[part].sum() > 0, part
+    listed = pd.read_parquet(tmp_path / "overall" / "stories.parquet").set_index("stories_id")
+    given = stories.set_index("stories_id")
+    assert listed["language"].equals(given.loc[listed.index, "language"])
+    assert listed["date_method"].equals(given.loc[listed.index, "date_method"])
+    # a page that gave a day only has no instant, only its day; every dated story says which day it is
+    dated = listed[listed["publish_day_local"].notna()]
+    day_only = dated[dated["time_known"].eq(False)]
+    assert len(day_only) and day_only["publish_date_utc"].isna().all()
+    assert (day_only["day_basis"] == "page day").all()
+    assert dated.loc[dated["time_known"].eq(True), "publish_date_utc"].notna().all()
+    offsets = given.loc[dated.index, "publish_utc_offset"].fillna(0)
+    stated = dated["time_known"].eq(True) & dated["zone_known"].eq(True)
+    assert set(dated.loc[stated & (offsets != 0), "day_basis"]) == {"page offset"}
+    assert set(dated.loc[stated & (offsets == 0), "day_basis"]) == {"utc stated"}
+    assert set(dated.loc[dated["time_known"].isna(), "day_basis"]) == {"unknown"}
+    assert listed.loc[listed["publish_day_local"].isna(), "day_basis"].isna().all()
 
 
 def test_parquet_only_when_csv_is_off(result, tmp_path):

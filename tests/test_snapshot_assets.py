@@ -545,10 +545,20 @@ def test_a_topic_not_spidered_yet_gets_an_empty_consistent_snapshot(
     manifest = json.loads((built.folder / "manifest.json").read_text())
     assert [t["key"] for t in manifest["timespans"]] == [key for key, *_ in EXPECTED_COUNTS]
     assert all(t["empty"] for t in manifest["timespans"])
-    assert sorted(manifest["files"]) == ["provenance.json", "timespans.csv", "timespans.parquet"]
+    assert sorted(manifest["files"]) == [
+        "README.md",
+        "datapackage.json",
+        "provenance.json",
+        "schemas/timespans.json",
+        "timespans.csv",
+        "timespans.parquet",
+    ]
     assert sorted(p.name for p in built.folder.iterdir()) == [
+        "README.md",
+        "datapackage.json",
         "manifest.json",
         "provenance.json",
+        "schemas",
         "timespans.csv",
         "timespans.parquet",
     ]
@@ -774,7 +784,7 @@ def test_a_summary_keeps_as_many_top_words_as_the_ui_shows_inline() -> None:
     )
     snap = SimpleNamespace(
         counts=SimpleNamespace(story_count=40, story_link_count=9, medium_count=3, medium_link_count=2),
-        summary=SimpleNamespace(top_words=words, words_sampled=40),
+        summary=SimpleNamespace(top_words=words, words_sampled=40, outside_stories=5, undated_stories=1),
         timespan=SimpleNamespace(start_date=date(2026, 1, 1), last_date=date(2026, 2, 28)),
         empty=False,
     )
@@ -788,6 +798,7 @@ def test_a_summary_keeps_as_many_top_words_as_the_ui_shows_inline() -> None:
     )
     assert 10 < len(shown) - 1 < SHOWN_WORDS
     assert text.startswith(f"### {heading}\n\n2026-01-01 to 2026-02-28: **40** stories, **9** cross-media")
+    assert "34 published in the timespan, 5 linked from it, 1 undated" in text
 
 
 def test_cli_reports_unknown_topics_and_topics_without_snapshots(tmp_path: Path, capsys, monkeypatch) -> None:

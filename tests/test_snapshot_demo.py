@@ -23,6 +23,7 @@ from resources.archive import ArchiveDropsResource
 from resources.media_tags import MediaTagsResource
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
+from tests.snapshot_exports import check_snapshot_folder
 from topicmap.demo.web import generate_demo_web
 from topicmap.snapshots.words import stop_words
 from topicmap.store import schema as s
@@ -107,6 +108,10 @@ def test_make_demo_prints_each_focus_size_and_top_words(
     )
     demo._print_foci(result.asset_materializations_for_node("snapshots")[0].metadata)
     lines = capsys.readouterr().out.splitlines()
+    # every timespan of the topic and of both foci reconciles; the data dictionary validates
+    (folder,) = (tmp_path / "home" / "exports" / "snapshots" / TOPIC).iterdir()
+    spans = check_snapshot_folder(folder)
+    assert set(spans["focus"].dropna()) == {"media-type/newspapers", "subtopics/clean-energy"}
 
     clean_energy = [st for st in in_topic if CLEAN_ENERGY_TITLE.search(st["title"])]
     papers = [st for st in in_topic if st["medium_url"] in newspapers]

@@ -20,6 +20,8 @@ from assets.metadata import MARKDOWN_INLINE_LIMIT
 from assets.snapshots import snapshots
 from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
+from tests.shared_data import NEWS_HTML, require_shared
+from tests.snapshot_exports import check_snapshot_folder
 from tests.test_snapshot import (
     A,
     B,
@@ -44,11 +46,13 @@ from topicmap.snapshots.foci import Focus, topic_foci
 from topicmap.snapshots.inputs import read_snapshot_inputs
 from topicmap.snapshots.key import SnapshotOptions
 from topicmap.snapshots.store import build_snapshot, snapshot_paths
+from topicmap.snapshots.words import stop_words
 from topicmap.store import schema as s
 from topicmap.store.media_tags import load_media_tags, read_media_tags_csv
 from topicmap.store.topic_store import TopicStore
 from topicmap.topics.declarations import FocalSetDefinition, FocusDefinition, TopicConfig, load_topics
 from topicmap.topics.focus_kinds import MediaTagSelection, QuerySelection
+from topicmap.web.extract import guess_language
 
 TOPIC_START, TOPIC_END = "2026-01-07", "2026-02-10"
 
@@ -303,6 +307,35 @@ def test_top_words_leave_out_the_stop_words_of_the_stories_own_languages() -> No
     assert "des" in as_english.index and "sur" in as_english.index
 
 
+def test_top_words_rank_by_the_stories_using_them() -> None:
+    """One long recipe page repeating "tsp" forty times does not outrank a word six stories use."""
+    stories = texts_stories()
+    stories.loc[stories["stories_id"] == 102, "text"] = "tsp " * 40 + "football"
+    words = compute(stories, [], word_sample=0)["overall"].summary.top_words.set_index("word")
+    assert words.loc["tsp", "count"] == 40 and words.loc["tsp", "stories"] == 1
+    assert words.loc["solar", "stories"] == 6 and words.loc["solar", "count"] < 40
+    assert words.loc["solar", "rank"] < words.loc["tsp", "rank"]
+    # the ranks follow the stories column, ties by occurrences then the word
+    ranked = words.sort_values("rank")
+    keys = list(zip(-ranked["stories"], -ranked["count"], ranked.index, strict=True))
+    assert keys == sorted(keys)
+
+
+def test_stop_words_cover_the_languages_of_the_real_pages() -> None:
+    """Every language the real pages are written in has its stop words; Romanian's list, written without
+    diacritics, stops "în", "și", "să" as texts write them."""
+    expected = require_shared(NEWS_HTML / "expected.jsonl")
+    texts = [json.loads(line).get("text") for line in expected.read_text(encoding="utf-8").splitlines()]
+    languages = {guess_language(text) for text in texts} - {None}
+    assert {"en", "pt", "ja", "ru", "zh", "it", "ar", "es"} <= languages, languages
+    for code in sorted(languages | {"ro", "fr", "de"}):
+        assert len(stop_words((code,))) >= 40, code
+    romanian = stop_words(("ro",))
+    assert {"în", "și", "să", "că", "după", "in", "si"} <= romanian
+    assert "climă" not in romanian and "guvernul" not in romanian
+    assert {"the", "and"}.isdisjoint(romanian)  # a language's list only
+
+
 def test_attention_and_top_lists_per_timespan() -> None:
     summary = compute(texts_stories(), [])["overall"].summary
     days = summary.days
@@ -349,6 +382,39 @@ def test_the_attention_chart_has_a_date_axis_and_compares_a_focus_with_the_topic
     assert legend == ["7-day mean", "whole topic, 7-day mean", "stories a day"]
 
 
+def test_long_spans_are_drawn_by_week_or_month_and_partial_ones_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Daily bars of years are invisible: over 180 days by week, over three years by month; the first and last
+    week or month the span only partly covers are named under the chart; the axis names the day counted."""
+    drawn: list[Figure] = []
+    real_save = charts._save_png
+    monkeypatch.setattr(
+        charts, "_save_png", lambda figure, path: drawn.append(figure) or real_save(figure, path)
+    )
+    year = pd.DataFrame(
+        {"day": pd.date_range("2026-01-01", "2026-12-31", freq="D")}
+    )  # a Thursday to a Thursday
+    year["story_count"] = 1
+    unit, weeks = charts.binned(year)
+    assert unit == "week" and weeks["story_count"].sum() == 365
+    assert weeks["day"].iloc[0] == pd.Timestamp("2025-12-29")  # the Monday of the first week
+    assert weeks["partial"].tolist() == [True, *[False] * (len(weeks) - 2), True]
+    decade = pd.DataFrame({"day": pd.date_range("2010-01-15", "2025-12-31", freq="D")})
+    decade["story_count"] = 2
+    unit, months = charts.binned(decade)
+    assert unit == "month" and months["story_count"].sum() == 2 * len(decade)
+    assert months["partial"].sum() == 1 and months["partial"].iloc[0]  # January 2010, from the 15th
+    charts.render_attention_chart(year, tmp_path / "year.png", "a year")
+    (axes,) = drawn[-1].axes
+    assert axes.get_xlabel() == f"week of the {charts.DAY_BASIS}"
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == ["stories a week"]
+    notes = [text.get_text() for text in drawn[-1].texts]
+    assert "partial weeks (lighter): 2025-12-29, 2026-12-28" in notes
+    charts.render_attention_chart(year.head(30), tmp_path / "month.png", "a month")
+    assert drawn[-1].axes[0].get_xlabel() == charts.DAY_BASIS
+
+
 def test_a_focus_files_sit_under_foci_and_every_table_is_keyed_by_focus_and_timespan(tmp_path: Path) -> None:
     result = compute(texts_stories(), foci())
     written = write_snapshot_files(result, tmp_path)
@@ -359,6 +425,7 @@ def test_a_focus_files_sit_under_foci_and_every_table_is_keyed_by_focus_and_time
             "media.csv",
             "medium_links.csv",
             "stories.csv",
+            "stories.parquet",
             "story_links.csv",
         ]
     )
@@ -458,6 +525,10 @@ def test_the_store_snapshot_holds_and_records_each_focus(store: TopicStore, tmp_
     )
     built = build_snapshot(store, SNAP_TOPIC, options, home=tmp_path, foci=foci_of_topic)
     assert not any(built.problems.values())
+    check_snapshot_folder(built.folder)  # counts reconcile, the data dictionary validates
+    manifest = json.loads((built.folder / "manifest.json").read_text())
+    # each focal set's foci on one chart
+    assert {"foci/subtopics/attention.png", "foci/media-type/attention.png"} <= set(manifest["files"])
     energy, papers = built.result.focus("subtopics/energy"), built.result.focus("media-type/papers")
     assert energy.stories_id.tolist() == [11, 21, 31]
     assert papers.stories_id.tolist() == [

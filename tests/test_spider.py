@@ -240,13 +240,13 @@ def test_error_rate_above_two_percent_fails_with_top_messages(store: TopicStore)
         spider.run_iteration()
 
 
-def _seed_linking_to(store: TopicStore, links: list[str]) -> TopicConfig:
+def _seed_linking_to(store: TopicStore, links: list[str], max_iterations: int = 1) -> TopicConfig:
     topic = TopicConfig(
         name="copies",
         query="climate",
         start_date=date(2026, 1, 1),
         end_date=date(2026, 3, 31),
-        max_iterations=1,
+        max_iterations=max_iterations,
     )
     topics_id = store.upsert_topic(topic)
     seed = store.add_stories(
@@ -302,6 +302,38 @@ def test_copies_written_in_one_batch_keep_the_first_as_the_story_that_owns_the_s
     assert "does not match the query" in message
 
 
+def test_the_sentence_rule_holds_for_stories_that_joined_by_their_seed_or_their_title(
+    store: TopicStore,
+) -> None:
+    # The seed (an archive story) and a story its title made relevant record their sentences too: a copy in the
+    # same medium and calendar week whose title does not match adds no new sentence and stays out, while the
+    # same copy a week later is new there.
+    body = "Officials said the climate plan would cut coal use by half over ten years."
+    links = [
+        "https://hub.test/2026/01/30/weekly-digest",  # the seed's own sentence, same medium, same week
+        "https://wire.test/2026/01/29/climate-plan-unveiled",  # relevant by its title
+        "https://wire.test/2026/01/30/evening-bulletin",  # a copy of it, same medium and week
+        "https://wire.test/2026/02/10/evening-bulletin",  # the same copy a week later
+    ]
+    web = {
+        links[0]: page("Weekly digest", "Links to the week's climate reporting.", day="2026-01-30"),
+        # the copies are found from the title-matched story, an iteration after it
+        links[1]: page("Climate plan unveiled", body, links[2:], day="2026-01-29"),
+        links[2]: page("Evening bulletin", body, day="2026-01-30"),
+        links[3]: page("Evening bulletin", body, day="2026-02-10"),
+    }
+    topic = _seed_linking_to(store, links[:2], max_iterations=2)
+    spider = Spider(store, topic, DictSource(web), log=lambda _: None)
+    run_to_end(spider)
+    by_url = states(store)
+    assert [by_url[u] for u in links] == [
+        "content match failed",
+        "story added",
+        "content match failed",
+        "story added",
+    ]
+
+
 def test_a_url_whose_story_cannot_be_stored_ends_in_error_and_the_rest_of_its_batch_is_kept(
     store: TopicStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -310,10 +342,10 @@ def test_a_url_whose_story_cannot_be_stored_ends_in_error_and_the_rest_of_its_ba
     topic = _seed_linking_to(store, urls)
     medium_for_url = store.medium_for_url
 
-    def failing_for_site2(conn, story_url, name=None):  # noqa: ANN001, ANN202
+    def failing_for_site2(conn, story_url, name=None, site_name=None):  # noqa: ANN001, ANN202
         if "site2.test" in story_url:
             raise RuntimeError("disk full while creating the medium of site2.test")
-        return medium_for_url(conn, story_url, name)
+        return medium_for_url(conn, story_url, name, site_name)
 
     monkeypatch.setattr(store, "medium_for_url", failing_for_site2)
     spider = Spider(store, topic, DictSource(web), log=lambda _: None, max_error_rate=1.0)

@@ -284,3 +284,31 @@ def test_a_transaction_the_database_cancels_for_a_deadlock_runs_again(pg_schema:
         "b",
     }  # both transactions committed, whole, one after the other
     store.dispose()
+
+
+def test_a_medium_known_by_its_host_takes_the_first_name_it_meets(store: TopicStore) -> None:
+    """A medium created under its host name (a bare-host row, a page without og:site_name) takes the name a
+    later story gives (a drop's medium, else the page's og:site_name) and keeps it; a site name is never used
+    to find a medium, and a medium with a name keeps it."""
+    store.add_stories([_story("http://herald.test/a", "A", medium="herald.test")], source="test")
+    store.add_stories([_story("https://www.herald.test/b", "B", medium="The Herald")], source="test")
+    store.add_stories([_story("https://www.herald.test/c", "C", medium="Herald Mobile")], source="test")
+    blog = NewStory(
+        url="https://one.blog.test/x", title="X", text="x", publish_date=None, site_name="Blogger"
+    )
+    other = NewStory(
+        url="https://two.blog.test/y", title="Y", text="y", publish_date=None, site_name="Blogger"
+    )
+    store.add_stories([blog, other], source="test")
+    bare = NewStory(
+        url="https://plain.test/z", title="Z", text="z", publish_date=None, site_name="plain.test"
+    )
+    store.add_stories([bare], source="test")
+    with store.engine.connect() as conn:
+        names = sorted(conn.execute(select(s.media.c.name)).scalars())
+    # one.blog.test and two.blog.test are two media: the second cannot take the name the first has
+    assert names == ["Blogger", "The Herald", "plain.test", "two.blog.test"]
+    fresh = TopicStore(store.engine)  # another process: the same names, nothing renamed twice
+    fresh.add_stories([_story("https://www.herald.test/d", "D", medium="Herald Weekly")], source="test")
+    with store.engine.connect() as conn:
+        assert sorted(conn.execute(select(s.media.c.name)).scalars()) == names

@@ -164,6 +164,11 @@ CC_ALLOW_NETWORKS = _declare(
     unset="none",
 )
 CC_WORKERS = _declare("TOPICMAP_CC_WORKERS", "outlet loader worker processes", default="1")
+CC_BREADTH = _declare(
+    "TOPICMAP_CC_BREADTH",
+    "`true`: the outlet loader takes one index page per outlet in turn instead of draining each outlet",
+    default="false",
+)
 
 # Running steps (deploy/celery.md)
 SPIDER_SHARDS = _declare(

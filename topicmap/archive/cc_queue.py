@@ -116,11 +116,12 @@ class OutletJob:
 
 
 def claim_outlet(
-    store: TopicStore, worker_id: str, lease_seconds: float, resume_own: bool = False
+    store: TopicStore, worker_id: str, lease_seconds: float, resume_own: bool = False, breadth: bool = False
 ) -> OutletJob | None:
     """Claim the next outlet: with ``resume_own``, first one this worker id still holds (a restarted worker
     resumes its own), then a queued one, then a running one whose holder has not written for
-    ``lease_seconds`` (presumed killed)."""
+    ``lease_seconds`` (presumed killed). In queue order; with ``breadth``, the outlets with the fewest index
+    pages loaded first (every outlet's first page before any outlet's second)."""
     q = s.cc_outlet_queue
     now = now_utc()
     stale = now - timedelta(seconds=lease_seconds)
@@ -129,7 +130,11 @@ def claim_outlet(
         abandoned = or_(q.c.claimed_by == worker_id, abandoned)
     claimable = or_(q.c.state == QUEUED, and_(q.c.state == RUNNING, abandoned))
     # own rows first, then queue order
-    order = [(q.c.claimed_by == worker_id).desc(), q.c.cc_outlet_queue_id]
+    order = [
+        (q.c.claimed_by == worker_id).desc(),
+        *([q.c.next_page] if breadth else []),
+        q.c.cc_outlet_queue_id,
+    ]
     candidate = select(q.c.cc_outlet_queue_id).where(claimable).order_by(*order).limit(1)
     if store.dialect == "postgresql":
         candidate = candidate.with_for_update(skip_locked=True)
@@ -237,7 +242,12 @@ class WorkerReport:
 
 
 class OutletLoader:
-    """One worker: claims outlets until none is claimable, loading each one's captures as stories."""
+    """One worker: claims outlets until none is claimable, loading each one's captures as stories.
+
+    Depth (the default, the loader this replaces): a claimed outlet is drained, page after page of its index.
+    ``breadth``: a claimed outlet gives one index page, then goes back to the queue with its cursor, and the next
+    claim takes an outlet with the fewest pages loaded; so every outlet has its first page (Common Crawl's: up to
+    15,000 captures) before any has its second, as that loader was run to cover 200 outlets at once."""
 
     def __init__(
         self,
@@ -249,6 +259,7 @@ class OutletLoader:
         fetch_threads: int = 4,
         lease_seconds: float = 900.0,
         max_attempts: int = 3,
+        breadth: bool = False,
         client: CdxClient | None = None,
         fetcher: RecordFetcher | None = None,
         progress: Callable[[str], None] | None = None,
@@ -260,6 +271,7 @@ class OutletLoader:
         self.fetch_threads = max(1, fetch_threads)
         self.lease_seconds = lease_seconds
         self.max_attempts = max_attempts
+        self.breadth = breadth
         session = guarded_session(settings, pool_size=self.fetch_threads + 2)
         self.client = client or CdxClient(settings, session)
         self.fetcher = fetcher or RecordFetcher(settings, session)
@@ -270,7 +282,11 @@ class OutletLoader:
         with ThreadPoolExecutor(self.fetch_threads, thread_name_prefix="cc-fetch") as pool:
             while max_outlets is None or len(report.outlets) < max_outlets:
                 job = claim_outlet(
-                    self.store, self.worker_id, self.lease_seconds, resume_own=not report.outlets
+                    self.store,
+                    self.worker_id,
+                    self.lease_seconds,
+                    resume_own=not report.outlets,
+                    breadth=self.breadth,
                 )
                 if job is None:
                     break
@@ -298,6 +314,12 @@ class OutletLoader:
                     f"{self.worker_id}: {where}: page {page + 1}/{pages} done, "
                     f"{outlet.stories_added} new stories so far"
                 )
+                if self.breadth and page + 1 < pages:  # the other outlets' next page before this one's
+                    self._save_cursor_fields(
+                        job, state=QUEUED, claimed_by=None, attempts=0, heartbeat_at=now_utc()
+                    )
+                    outlet.state = QUEUED
+                    return outlet
             self._finish(job, COMPLETED, None)
             outlet.state = COMPLETED
         except ClaimLost as exc:
@@ -455,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=50)
     parser.add_argument("--fetch-threads", type=int, default=4)
     parser.add_argument("--lease-seconds", type=float, default=900.0)
+    parser.add_argument(
+        "--breadth", action="store_true", help="one index page per outlet in turn, instead of draining each"
+    )
     parser.add_argument("--enqueue", nargs="*", default=[], help="outlets to queue first")
     parser.add_argument("--collection", action="append", default=[], help="collections for --enqueue")
     args = parser.parse_args(argv)
@@ -476,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         batch_size=args.batch_size,
         fetch_threads=args.fetch_threads,
         lease_seconds=args.lease_seconds,
+        breadth=args.breadth,
         progress=lambda message: print(message, file=sys.stderr, flush=True),
     )
     report = loader.run()

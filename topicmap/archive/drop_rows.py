@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory
+from topicmap.web.titles import clean_title, og_values
 from topicmap.web.urls import is_http_url
 
 if TYPE_CHECKING:
@@ -167,17 +168,23 @@ def story_from_row(row: dict, now: datetime | None = None) -> NewStory:
     if publish_date is not None and not (EARLIEST_DATE <= publish_date <= now):
         raise ValueError(f"publish_date {publish_date.isoformat()} is before 2008 or in the future")
     medium = row.get("medium")
+    medium_name = medium.strip() if isinstance(medium, str) and medium.strip() else None
     html = row.get("html")
     if isinstance(html, str):
         html = html.encode("utf-8")
+    extracted = row.get("extracted")
+    page_site_name, page_headline = og_values(html)
+    site_name = page_site_name or getattr(extracted, "site_name", None)
     fields = {
-        "title": title.strip() if isinstance(title, str) else None,
+        # the extractor's rule for a title that comes alone: the page's og:title where the title extends it,
+        # else the medium's name (the row's, the page's og:site_name, the URL's domain) off its edges
+        "title": clean_title(title, [medium_name, site_name], url, [page_headline]),
         "text": text if isinstance(text, str) else "",
-        "medium_name": medium.strip() if isinstance(medium, str) and medium.strip() else None,
+        "medium_name": medium_name,
+        "site_name": site_name,
         "html": html if isinstance(html, bytes) and html else None,
         "encoding": "utf-8" if html else None,
     }
-    extracted = row.get("extracted")
     if extracted is not None:
         # a page of a generic crawl, read by the spider's extraction: its date keeps the page's own UTC offset
         # (the page's calendar day), and how title, date and language were found is kept with the story

@@ -67,6 +67,8 @@ if TYPE_CHECKING:
     from topicmap.snapshots.files import SnapshotFilesWriter
 
 _NAT = np.iinfo(np.int64).min  # numpy's NaT as int64 nanoseconds
+#: optional story columns the exports carry as given (stories tables): how the date was found, the language
+STORY_EXPORT_COLUMNS: tuple[str, ...] = ("date_method", "time_known", "zone_known", "language")
 _SORT_LAST = np.iinfo(np.int64).max  # undated stories sort after every date
 
 # ----------------------------------------------------------------------------------------------- inputs
@@ -141,7 +143,9 @@ def _prepare_topic(
             f"media.media_id repeats (merge duplicate media first): {np.unique(repeated)[:10].tolist()}"
         )
 
+    # date_method and language, when given, pass through to the exports' stories tables
     columns = ["stories_id", "media_id", "url", "title", "publish_date"]
+    columns += [c for c in STORY_EXPORT_COLUMNS if c in stories.columns]
     has_offsets = "publish_utc_offset" in stories.columns
     frame = stories[columns + (["publish_utc_offset"] if has_offsets else [])].copy()
     frame["stories_id"] = _int_ids(frame["stories_id"], "stories.stories_id")
@@ -173,6 +177,7 @@ def _prepare_topic(
         dated = story_date != _NAT
         story_date = np.where(dated, story_date + offsets * 60_000_000_000, story_date)
         frame = frame.drop(columns="publish_utc_offset")
+        frame["utc_offset"] = offsets
     frame["publish_day_local"] = (
         story_date.view("datetime64[ns]").astype("datetime64[D]").astype("datetime64[ns]")
     )

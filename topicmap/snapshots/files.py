@@ -26,16 +26,18 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from topicmap.snapshots.dictionary import describe, write_data_package
 from topicmap.snapshots.foci import Focus
 from topicmap.snapshots.ids import IdIndex, positions
 from topicmap.snapshots.results import (
     COUNT_COLUMNS,
     STAT_COLUMNS,
+    STORY_COUNT_PARTS,
     TIMESPAN_TABLES,
     SnapshotResult,
     TimespanSnapshot,
 )
-from topicmap.snapshots.summaries import summary_tables
+from topicmap.snapshots.summaries import SUMMARY_SCHEMAS, summary_tables
 from topicmap.snapshots.timespans import Timespan
 
 # Column names of Media Cloud's stories and media lists (web-tools topic stories.csv / media.csv), with our
@@ -44,11 +46,19 @@ from topicmap.snapshots.timespans import Timespan
 # zone, and the publisher's calendar day (the day the timespans count). "2019-11-19T00:05:00Z" and
 # "2019-11-18" for a story of 19:05 EST on 18 November.
 STORY_DATE_COLUMNS: tuple[str, ...] = ("publish_date_utc", "publish_day_local")
+#: the stories table of a timespan (stories.parquet by id, stories.csv by media inlinks): Media Cloud's list plus
+#: how each date was found, the language and why the story is in the timespan (dictionary.COLUMNS)
 STORY_CSV_COLUMNS: tuple[str, ...] = (
     "stories_id",
     *STORY_DATE_COLUMNS,
+    "date_method",
+    "time_known",
+    "zone_known",
+    "day_basis",
+    "in_timespan",
     "title",
     "url",
+    "language",
     "media_id",
     "media_name",
     "media_inlink_count",
@@ -104,6 +114,27 @@ _SCHEMAS: dict[str, pa.Schema] = {
             *((column, _NULLABLE_INT) for column in STAT_COLUMNS),
         ]
     ),
+    "stories": pa.schema(
+        [
+            ("stories_id", pa.int64()),
+            ("publish_date_utc", pa.timestamp("s", tz="UTC")),
+            ("publish_day_local", pa.date32()),
+            ("date_method", pa.string()),
+            ("time_known", pa.bool_()),
+            ("zone_known", pa.bool_()),
+            ("day_basis", pa.string()),
+            ("in_timespan", pa.string()),
+            ("title", pa.string()),
+            ("url", pa.string()),
+            ("language", pa.string()),
+            ("media_id", pa.int64()),
+            ("media_name", pa.string()),
+            ("media_inlink_count", pa.int64()),
+            ("inlink_count", pa.int64()),
+            ("outlink_count", pa.int64()),
+            *((column, _NULLABLE_INT) for column in STAT_COLUMNS),
+        ]
+    ),
     "timespans": pa.schema(
         [
             ("focus", pa.string()),
@@ -114,6 +145,7 @@ _SCHEMAS: dict[str, pa.Schema] = {
             ("end_date", pa.date32()),
             ("last_date", pa.date32()),
             *((column, pa.int64()) for column in COUNT_COLUMNS),
+            *((column, pa.int64()) for column in STORY_COUNT_PARTS),
             ("words_sampled", pa.int64()),
         ]
     ),
@@ -131,6 +163,53 @@ _SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+_SCHEMAS["media"] = pa.schema([_SCHEMAS["medium_link_counts"].field(name) for name in MEDIA_CSV_COLUMNS])
+#: every data file of a snapshot (by its name) -> (its table in topicmap.snapshots.dictionary, its schema)
+_FILE_TABLES: dict[str, tuple[str, pa.Schema]] = {
+    **{
+        f"{table}.{fmt}": (table, _SCHEMAS[table])
+        for table in ("story_links", "medium_links", "stories")
+        for fmt in ("parquet", "csv")
+    },
+    "story_link_counts.parquet": ("story_link_counts", _SCHEMAS["story_link_counts"]),
+    "medium_link_counts.parquet": ("medium_link_counts", _SCHEMAS["medium_link_counts"]),
+    "media.csv": ("media", _SCHEMAS["media"]),
+    **{
+        f"{table}.{fmt}": (table, schema)
+        for table, schema in (
+            ("timespans", _SCHEMAS["timespans"]),
+            ("foci", _SCHEMAS["foci"]),
+            *SUMMARY_SCHEMAS.items(),
+        )
+        for fmt in ("parquet", "csv")
+    },
+}
+#: what a researcher must know before reading the numbers (README.md, datapackage.json's description)
+README_NOTES: tuple[str, ...] = (
+    "A timespan's story_count is Media Cloud's: the stories published in it PLUS the stories they link to; "
+    "timespans.published_story_count is the number published in it (the sum of its stories_per_day), "
+    "linked_story_count and undated_story_count the rest; the three add up to story_count, and each story's "
+    "in_timespan column in stories.parquet/.csv says which it is.",
+    "end_date is exclusive (the day after the last day); last_date is inclusive.",
+    "publish_date_utc is the instant in UTC; publish_day_local the publisher's calendar day the timespans "
+    "count; date_method says how the date was found ('url (month)': the day is the 15th), time_known and "
+    "zone_known whether the page gave a time and a zone (a day only: publish_date_utc is empty), day_basis "
+    "which day publish_day_local is (the publisher's, the UTC day, or unknown for stories stored before this "
+    "was recorded).",
+    "medium_link_count counts directed medium links (A->B and B->A twice); the link map's media pairs count "
+    "each pair once.",
+    "top_words ranks words by the sampled stories using them (stories); share is stories / words_sampled, a "
+    "share of the sample, not of every story.",
+    "top_media and top_stories list only values above zero: a timespan without links (or with the social "
+    "metrics not fetched) has no rows for that metric, and a header-only file means none ranked.",
+    "The first and last week or month of a topic are clipped to its dates, so they can be partial: compare "
+    "start_date and last_date (the attention charts draw partial weeks and months lighter and name them).",
+    "Folders: <timespan key>/ for the whole topic, foci/<focal set>/<focus>/<timespan key>/ for a focus; a "
+    "timespan without stories has no folder (its row in timespans says so). link_map.gexf/.png and "
+    "attention.png are the pictures.",
+)
+
+
 def _atomic_write(path: Path, write: Any) -> Path:
     """Write through ``write(tmp_path)`` to a temporary sibling, then rename: readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -145,7 +224,11 @@ def _atomic_write(path: Path, write: Any) -> Path:
 
 
 def _write_parquet(
-    frame: pd.DataFrame, schema: pa.Schema, path: Path, joined: pa.Table | None = None
+    frame: pd.DataFrame,
+    schema: pa.Schema,
+    path: Path,
+    joined: pa.Table | None = None,
+    name: str | None = None,
 ) -> Path:
     """``frame``'s columns of ``schema``, plus the columns of ``joined`` (row-aligned with ``frame``)."""
     # An explicit schema and no pandas metadata keep the bytes a function of the data alone (the pandas
@@ -156,14 +239,17 @@ def _write_parquet(
     extra = joined.column_names if joined is not None else []
     own = pa.schema([f for f in schema if f.name not in extra])
     table = pa.Table.from_pandas(frame[own.names], schema=own, preserve_index=False)
-    for name in extra:
-        table = table.append_column(schema.field(name), joined.column(name))
-    return _write_arrow(table.select(schema.names), path)
+    for column in extra:
+        table = table.append_column(schema.field(column), joined.column(column))
+    return _write_arrow(table.select(schema.names), path, name)
 
 
-def _write_arrow(table: pa.Table, path: Path) -> Path:
-    """An Arrow table as Parquet, integers delta-encoded, text with its dictionary, no schema metadata."""
+def _write_arrow(table: pa.Table, path: Path, name: str | None = None) -> Path:
+    """An Arrow table as Parquet, integers delta-encoded, text with its dictionary, no schema metadata; with
+    ``name`` (a table of ``topicmap.snapshots.dictionary``), each field carries its description."""
     table = table.replace_schema_metadata(None)
+    if name is not None:
+        table = pa.Table.from_arrays(table.columns, schema=describe(table.schema, name))
     integers = [f.name for f in table.schema if pa.types.is_integer(f.type)]
     others = [f.name for f in table.schema if f.name not in integers]
     return _atomic_write(
@@ -172,7 +258,8 @@ def _write_arrow(table: pa.Table, path: Path) -> Path:
             table,
             tmp,
             compression="snappy",
-            store_schema=False,
+            # the Arrow schema in the file keeps the fields' descriptions (and the same bytes for the same data)
+            store_schema=name is not None,
             use_dictionary=others or False,
             column_encoding=dict.fromkeys(integers, "DELTA_BINARY_PACKED"),
         ),
@@ -201,14 +288,14 @@ def _write_csv(frame: pd.DataFrame | pa.Table, path: Path) -> Path:
 
 def _story_dates(stories: pd.DataFrame) -> pa.Table:
     """Every story's ``publish_date_utc`` (timestamp, seconds, zone UTC) and ``publish_day_local`` (date), in
-    the order of ``stories``; null for undated stories."""
+    the order of ``stories``; null for undated stories, and the instant null for a page that gave a day without
+    a time of day (``time_known`` False): its midnight is not an instant of publication."""
+    instants = stories["publish_date"].dt.tz_convert(None).to_numpy(dtype="datetime64[s]")
+    if "time_known" in stories.columns:
+        instants = np.where(_flags(stories, "time_known") == 0, np.datetime64("NaT", "s"), instants)
     return pa.table(
         {
-            "publish_date_utc": pa.array(
-                stories["publish_date"].dt.tz_convert(None).to_numpy(dtype="datetime64[s]"),
-                type=pa.timestamp("s", tz="UTC"),
-                from_pandas=True,
-            ),
+            "publish_date_utc": pa.array(instants, type=pa.timestamp("s", tz="UTC"), from_pandas=True),
             "publish_day_local": pa.array(
                 stories["publish_day_local"].to_numpy(dtype="datetime64[D]"),
                 type=pa.date32(),
@@ -216,6 +303,39 @@ def _story_dates(stories: pd.DataFrame) -> pa.Table:
             ),
         }
     )
+
+
+def _flags(stories: pd.DataFrame, column: str) -> np.ndarray:
+    """A nullable yes/no column as int8: 1 yes, 0 no, -1 unknown (or absent)."""
+    if column not in stories.columns:
+        return np.full(len(stories), -1, dtype=np.int8)
+    values = stories[column].to_numpy(dtype=object)
+    known = pd.notna(values)
+    return np.where(known, np.where(known, values, False).astype(bool).astype(np.int8), -1).astype(np.int8)
+
+
+def _yes_no(stories: pd.DataFrame, column: str) -> pa.Array:
+    """A nullable yes/no column as Arrow booleans, null where unknown."""
+    flags = _flags(stories, column)
+    return pa.array(flags == 1, type=pa.bool_(), mask=flags < 0)
+
+
+#: day_basis: which day publish_day_local is (see topicmap.snapshots.dictionary)
+DAY_BASES = ("page offset", "utc stated", "utc assumed", "page day", "unknown")
+
+
+def _day_basis(stories: pd.DataFrame) -> pa.Array:
+    """Which day each story's publish_day_local is: the publisher's (a time with the page's own offset, or the
+    day the page states without a time), the UTC day (the page gave its time in UTC, or no zone), or unknown."""
+    time_known, zone_known = _flags(stories, "time_known"), _flags(stories, "zone_known")
+    offset = stories["utc_offset"].to_numpy() if "utc_offset" in stories.columns else np.zeros(len(stories))
+    undated = stories["publish_date"].isna().to_numpy()
+    basis = np.select(
+        [undated, time_known == 0, (zone_known == 1) & (offset != 0), zone_known == 1, time_known == 1],
+        [None, "page day", "page offset", "utc stated", "utc assumed"],
+        default="unknown",
+    )
+    return pa.array(basis.astype(object), type=pa.string())
 
 
 def _date_strings(dates: pa.Table) -> pa.Table:
@@ -277,7 +397,7 @@ class SnapshotFilesWriter:
         self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS)
         self._jobs: dict[str, Future[dict[Path, dict[str, Any]]]] = {}
         self._args: dict[str, tuple[Any, ...]] = {}
-        self._context: tuple[pa.Table, pa.Table | None, IdIndex] | None = None
+        self._context: tuple[pa.Table, pa.Table, IdIndex] | None = None
 
     def __enter__(self) -> SnapshotFilesWriter:
         return self
@@ -289,23 +409,29 @@ class SnapshotFilesWriter:
     def start(self, stories: pd.DataFrame, media: pd.DataFrame) -> None:
         """The per-story columns every timespan's files take rows of (``SnapshotResult.stories`` / ``media``)."""
         story_dates = _story_dates(stories)
-        story_info: pa.Table | None = None
-        if self.csv:
-            text_dates = _date_strings(story_dates)
-            story_info = pa.table(
-                {
-                    **{name: text_dates.column(name) for name in STORY_DATE_COLUMNS},
-                    "title": pa.array(stories["title"], type=pa.string(), from_pandas=True),
-                    "url": pa.array(stories["url"], type=pa.string(), from_pandas=True),
-                    "media_name": pa.array(
-                        media["name"].to_numpy()[
-                            positions(media["media_id"].to_numpy(), stories["media_id"].to_numpy())
-                        ],
-                        type=pa.string(),
-                        from_pandas=True,
-                    ),
-                }
-            )
+
+        def text(column: str) -> pa.Array:
+            values = stories[column] if column in stories.columns else pd.Series([None] * len(stories))
+            return pa.array(values, type=pa.string(), from_pandas=True)
+
+        story_info = pa.table(
+            {
+                "date_method": text("date_method"),
+                "time_known": _yes_no(stories, "time_known"),
+                "zone_known": _yes_no(stories, "zone_known"),
+                "day_basis": _day_basis(stories),
+                "language": text("language"),
+                "title": pa.array(stories["title"], type=pa.string(), from_pandas=True),
+                "url": pa.array(stories["url"], type=pa.string(), from_pandas=True),
+                "media_name": pa.array(
+                    media["name"].to_numpy()[
+                        positions(media["media_id"].to_numpy(), stories["media_id"].to_numpy())
+                    ],
+                    type=pa.string(),
+                    from_pandas=True,
+                ),
+            }
+        )
         self._context = (story_dates, story_info, IdIndex(stories["stories_id"].to_numpy()))
 
     def submit(self, focus: Focus | None, snaps: Sequence[TimespanSnapshot]) -> None:
@@ -321,7 +447,7 @@ class SnapshotFilesWriter:
         for snap in busy:
             name = timespan_folder(focus, snap.timespan)
             if name not in self._jobs:
-                self._args[name] = (snap, self.root / name, story_dates, story_info, story_index)
+                self._args[name] = (snap, self.root / name, story_dates, story_info, story_index, self.csv)
                 self._jobs[name] = self._early.submit(_write_timespan, *self._args[name])
 
     def finish(self, result: SnapshotResult) -> dict[str, list[Path]]:
@@ -346,11 +472,22 @@ class SnapshotFilesWriter:
             entries.update({path.relative_to(root).as_posix(): entry for path, entry in files.items()})
         top = top_job.result()
         entries.update({path.relative_to(root).as_posix(): file_entry(path) for path in top})
+        top += write_data_package(
+            root,
+            [(name, *_FILE_TABLES[name.rsplit("/", 1)[-1]]) for name in entries],
+            "topicmap snapshot",
+            README_NOTES,
+            _write_text,
+        )
+        entries.update({path.relative_to(root).as_posix(): file_entry(path) for path in top})
         manifest = _manifest(result, entries)
-        text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-        top.append(_atomic_write(root / "manifest.json", lambda tmp: tmp.write_text(text, encoding="utf-8")))
+        top.append(_write_text(root / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n"))
         written["snapshot"] = top
         return written
+
+
+def _write_text(path: Path, text: str) -> Path:
+    return _atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def _manifest(result: SnapshotResult, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -426,7 +563,7 @@ def _write_snapshot_tables(result: SnapshotResult, root: Path, csv: bool) -> lis
         tables.update(summary_tables(summaries))
     written = []
     for name, table in tables.items():
-        written.append(_write_arrow(table, root / f"{name}.parquet"))
+        written.append(_write_arrow(table, root / f"{name}.parquet", name))
         if csv:
             written.append(_write_csv(table, root / f"{name}.csv"))
     return written
@@ -441,24 +578,29 @@ def _write_timespan(
     snap: TimespanSnapshot,
     out: Path,
     story_dates: pa.Table,
-    story_info: pa.Table | None,
+    story_info: pa.Table,
     story_index: IdIndex,
+    csv: bool,
 ) -> dict[Path, dict[str, Any]]:
-    """One timespan's Parquet (and, with ``story_info``, CSV) files in ``out``, each with its manifest entry."""
+    """One timespan's Parquet (and, with ``csv``, CSV) files in ``out``, each with its manifest entry."""
     positions = snap.story_positions
     if positions is None:
         positions = story_index.positions(snap.story_link_counts["stories_id"].to_numpy())
-    dates = story_dates.take(pa.array(positions))
+    taken = pa.array(positions)
+    dates = story_dates.take(taken)
     paths = [
         _write_parquet(
             getattr(snap, table),
             _SCHEMAS[table],
             out / f"{table}.parquet",
             joined=dates if table == "story_link_counts" else None,
+            name=table,
         )
         for table in TIMESPAN_TABLES
     ]
-    if story_info is not None:
+    stories = _stories_table(snap, dates, story_info.take(taken))
+    paths.append(_write_arrow(stories, out / "stories.parquet", "stories"))
+    if csv:
         counts = snap.story_link_counts
         # Media Cloud's web tools list stories by media inlinks, then inlinks, most first.
         order = np.lexsort(
@@ -468,23 +610,50 @@ def _write_timespan(
                 -counts["media_inlink_count"].to_numpy(),
             )
         )
-        info = story_info.take(pa.array(positions[order]))
-        ordered = pa.Table.from_pandas(counts.iloc[order], preserve_index=False)
-        columns = {name: ordered.column(name) for name in ordered.column_names}
-        columns.update({name: info.column(name) for name in info.column_names})
-        stories_list = pa.table({name: columns[name] for name in STORY_CSV_COLUMNS})
+        listed = stories.take(pa.array(order))
+        text_dates = _date_strings(listed.select(list(STORY_DATE_COLUMNS)))
+        for name in STORY_DATE_COLUMNS:
+            listed = listed.set_column(listed.schema.get_field_index(name), name, text_dates.column(name))
         media_list = snap.medium_link_counts.sort_values(
             ["media_inlink_count", "inlink_count", "media_id"],
             ascending=[False, False, True],
             kind="mergesort",
         )
         paths += [
-            _write_csv(stories_list, out / "stories.csv"),
+            _write_csv(listed, out / "stories.csv"),
             _write_csv(media_list[list(MEDIA_CSV_COLUMNS)], out / "media.csv"),
             _write_csv(snap.story_links, out / "story_links.csv"),
             _write_csv(snap.medium_links, out / "medium_links.csv"),
         ]
     return {path: file_entry(path) for path in paths}
+
+
+def _in_timespan(days: pa.ChunkedArray | pa.Array, timespan: Timespan) -> pa.Array:
+    """Why each story (its publisher's day) is in the timespan: published, linked or undated."""
+    values = days.to_numpy(zero_copy_only=False).astype("datetime64[D]")
+    undated = np.isnat(values)
+    inside = (values >= np.datetime64(timespan.start_date, "D")) & (
+        values < np.datetime64(timespan.end_date, "D")
+    )
+    why = np.where(undated, "undated", np.where(inside, "published", "linked"))
+    return pa.array(why.astype(object), type=pa.string())
+
+
+def _stories_table(snap: TimespanSnapshot, dates: pa.Table, info: pa.Table) -> pa.Table:
+    """The timespan's stories table (``_SCHEMAS["stories"]``), by story id; ``dates`` and ``info`` row-aligned
+    with its story_link_counts."""
+    counts = snap.story_link_counts
+    columns: dict[str, Any] = {
+        "stories_id": pa.array(counts["stories_id"].to_numpy(dtype=np.int64)),
+        **{name: dates.column(name) for name in STORY_DATE_COLUMNS},
+        "in_timespan": _in_timespan(dates.column("publish_day_local"), snap.timespan),
+        **{name: info.column(name) for name in info.column_names},
+        "media_id": pa.array(counts["media_id"].to_numpy(dtype=np.int64)),
+    }
+    for name in ("media_inlink_count", "inlink_count", "outlink_count", *STAT_COLUMNS):
+        columns[name] = pa.array(counts[name], type=pa.int64(), from_pandas=True)
+    schema = _SCHEMAS["stories"]
+    return pa.table([columns[field.name] for field in schema], schema=schema)
 
 
 def sha256_of(path: Path) -> str:

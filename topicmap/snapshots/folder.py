@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from topicmap.snapshots.charts import render_attention_chart
+import pandas as pd
+
+from topicmap.snapshots.charts import render_attention_chart, render_focal_set_chart
 from topicmap.snapshots.checks import check_problems
 from topicmap.snapshots.compute import compute_snapshot
-from topicmap.snapshots.files import SnapshotFilesWriter, sha256_of, timespan_folder
+from topicmap.snapshots.files import FOCI_FOLDER, SnapshotFilesWriter, sha256_of, timespan_folder
 from topicmap.snapshots.inputs import SnapshotInputs
 from topicmap.snapshots.key import SnapshotOptions, snapshot_provenance
 from topicmap.snapshots.linkmap import render_link_map, tag_labels, write_gexf
@@ -197,7 +199,30 @@ def _write_maps(
                     note=f"not on a day: {', '.join(apart)}" if apart else "",
                 )
             )
+    extra += _focal_set_charts(result, inputs, staging)
     return extra
+
+
+def _focal_set_charts(result: SnapshotResult, inputs: SnapshotInputs, staging: Path) -> list[Path]:
+    """One chart per focal set, its foci's attention over the overall timespan side by side:
+    ``foci/<focal set>/attention.png``."""
+    sets: dict[str, dict[str, pd.DataFrame]] = {}
+    names: dict[str, str] = {}
+    for found in result.foci:
+        overall = next((snap for snap in found.timespans if snap.timespan.period == "overall"), None)
+        if overall is None or overall.summary is None or overall.empty:
+            continue
+        folder = found.focus.key.split("/")[0]
+        sets.setdefault(folder, {})[found.focus.name] = overall.summary.days
+        names[folder] = found.focus.focal_set
+    return [
+        render_focal_set_chart(
+            foci,
+            staging / FOCI_FOLDER / folder / ATTENTION_NAME,
+            f"Stories per day by focus · {names[folder]}",
+        )
+        for folder, foci in sorted(sets.items())
+    ]
 
 
 def _log_written(result: SnapshotResult, extra: list[Path], log: Callable[[str], None]) -> None:

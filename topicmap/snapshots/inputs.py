@@ -44,7 +44,9 @@ class SnapshotInputs:
     end_date: date  # inclusive
     timespans: list[Timespan]
     # stories_id, media_id (final medium), publish_date (UTC), url, title, publish_utc_offset (the page's own
-    # offset in minutes, None if unknown: it gives the publisher's calendar day)
+    # offset in minutes, None if unknown: it gives the publisher's calendar day), date_method (how the date
+    # was found: stories.date_guess_method), language, time_known / zone_known (did the page give a time of day,
+    # a zone: stories.publish_time_known / publish_zone_known; None when unknown)
     stories: pd.DataFrame
     media: pd.DataFrame  # media_id, name, url (final media only)
     links: pd.DataFrame  # stories_id, ref_stories_id (merged stories mapped to their survivors)
@@ -216,7 +218,16 @@ def _read_topic(conn: Connection, topics_id: int) -> dict[str, Any]:
 
     story_rows = conn.execute(
         select(
-            st.c.stories_id, st.c.media_id, st.c.url, st.c.title, st.c.publish_date, st.c.publish_utc_offset
+            st.c.stories_id,
+            st.c.media_id,
+            st.c.url,
+            st.c.title,
+            st.c.publish_date,
+            st.c.publish_utc_offset,
+            st.c.date_guess_method,
+            st.c.language,
+            st.c.publish_time_known,
+            st.c.publish_zone_known,
         )
         .join(ts, ts.c.stories_id == st.c.stories_id)
         .where(ts.c.topics_id == topics_id)
@@ -261,6 +272,10 @@ def _read_topic(conn: Connection, topics_id: int) -> dict[str, Any]:
             "url": [r[2] for r in story_rows],
             "title": [r[3] for r in story_rows],
             "publish_utc_offset": [r[5] for r in story_rows],
+            "date_method": [r[6] for r in story_rows],
+            "language": [r[7] for r in story_rows],
+            "time_known": [r[8] for r in story_rows],
+            "zone_known": [r[9] for r in story_rows],
         }
     )
 

@@ -23,7 +23,10 @@ from topicmap.store.tag_names import tag_set_problem
 # 2: no files for empty timespans, delta-encoded Parquet integers; 3: timespans by the publisher's calendar day;
 # 4: story exports name their dates (publish_date_utc with its zone, publish_day_local) instead of publish_date;
 # 5: foci, summary tables (top words, stories per day, top media and stories), attention charts, media tags
-SNAPSHOT_CODE_VERSION = 5
+# 6: a data dictionary (datapackage.json, schemas/, README.md, Parquet field descriptions), stories tables in
+#    Parquet with date method, language and why each story is in the timespan, the parts of story_count,
+#    top words ranked by stories
+SNAPSHOT_CODE_VERSION = 6
 
 
 # ----------------------------------------------------------------------------------------------- options

@@ -35,6 +35,12 @@ class TimespanCounts:
 
 
 COUNT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TimespanCounts))
+#: what a timespan's ``story_count`` is made of (Media Cloud's count: the stories published in the timespan
+#: plus the stories they link to): ``published_story_count`` (published in it: the sum of its
+#: ``stories_per_day``), ``linked_story_count`` (published before or after it, in only through a link) and
+#: ``undated_story_count`` (no publication date: the overall timespan takes them all, the others only through
+#: a link). The three add up to ``story_count``.
+STORY_COUNT_PARTS: tuple[str, ...] = ("published_story_count", "linked_story_count", "undated_story_count")
 #: a timespan's tables, as TimespanSnapshot attributes and file names
 TIMESPAN_TABLES: tuple[str, ...] = ("story_links", "story_link_counts", "medium_links", "medium_link_counts")
 
@@ -126,10 +132,13 @@ class SnapshotResult:
 
     def timespan_table(self) -> pd.DataFrame:
         """One row per timespan, the whole topic's then each focus's: focus (its key; None for the whole
-        topic), key, period, name, start_date, end_date (exclusive), last_date, counts, words_sampled."""
+        topic), key, period, name, start_date, end_date (exclusive), last_date, counts, the parts of
+        ``story_count`` (STORY_COUNT_PARTS), words_sampled."""
         rows = []
         for focus, snap in self.all_timespans():
             ts = snap.timespan
+            undated = snap.summary.undated_stories if snap.summary is not None else 0
+            linked = snap.summary.outside_stories if snap.summary is not None else 0
             rows.append(
                 {
                     "focus": focus.key if focus is not None else None,
@@ -140,12 +149,15 @@ class SnapshotResult:
                     "end_date": ts.end_date,
                     "last_date": ts.last_date,
                     **asdict(snap.counts),
+                    "published_story_count": snap.counts.story_count - linked - undated,
+                    "linked_story_count": linked,
+                    "undated_story_count": undated,
                     "words_sampled": snap.summary.words_sampled if snap.summary is not None else 0,
                 }
             )
         columns = ["focus", "key", "period", "name", "start_date", "end_date", "last_date", *COUNT_COLUMNS]
-        table = pd.DataFrame(rows, columns=[*columns, "words_sampled"])
-        for column in (*COUNT_COLUMNS, "words_sampled"):
+        table = pd.DataFrame(rows, columns=[*columns, *STORY_COUNT_PARTS, "words_sampled"])
+        for column in (*COUNT_COLUMNS, *STORY_COUNT_PARTS, "words_sampled"):
             table[column] = table[column].astype("int64")
         return table
 

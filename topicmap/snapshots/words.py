@@ -9,8 +9,10 @@
   ``sample_size`` of them (1000 by default, as Media Cloud's), always the same ones for the same stories (those
   whose id hashes lowest), so a focus and the whole topic, or a week and its month, share most of their samples.
   ``sample_size`` 0 counts every story.
-* Each word comes with ``count`` (occurrences in the sample), ``stories`` (sampled stories using it) and
-  ``share`` (stories / sampled stories), the column researchers compare across timespans and foci.
+* Words are ranked by ``stories`` (sampled stories using the word), as a researcher reads "how many stories
+  talk about it": a recipe page repeating "tsp" 78 times counts once. Each word comes with ``stories``,
+  ``count`` (occurrences in the sample) and ``share`` (stories / sampled stories), the column researchers
+  compare across timespans and foci.
 
 The texts of the union of all samples are read once (``StoryTexts``), tokenized by pyarrow's compute kernels and
 kept as per-story word counts; each timespan then adds up its sample's rows (``np.bincount``).
@@ -78,11 +80,35 @@ def stop_words(languages: tuple[str, ...]) -> frozenset[str]:
     for code in languages:
         name = LANGUAGE_MAPPING.get(code, code)
         if name in AVAILABLE_LANGUAGES:
-            words.update(get_stop_words(name))
+            listed = get_stop_words(name)
+            words.update(listed)
+            if code in _WRITTEN_WITHOUT_MARKS:
+                words.update(_with_marks(listed, _WRITTEN_WITHOUT_MARKS[code]))
     # "aujourd'hui" or "don't" reach the counts as their parts: stop those too
     parts = pa.array(sorted(words), type=pa.string())
     split = pc.list_flatten(pc.split_pattern_regex(pc.utf8_lower(parts), _SEPARATORS))
     return frozenset(w for w in split.to_pylist() if w) | {w.lower() for w in words}
+
+
+#: languages whose ``stop-words`` list is written without the language's diacritics (Romanian's has "in",
+#: "si", "sa" where texts write "în", "și", "să"): each listed word is also stopped in every spelling that
+#: puts these marks back (letter -> the letters it stands for)
+_WRITTEN_WITHOUT_MARKS: dict[str, dict[str, str]] = {
+    "ro": {"a": "aăâ", "i": "iî", "s": "sșş", "t": "tțţ"},
+}
+
+
+def _with_marks(listed: Sequence[str], marks: dict[str, str]) -> set[str]:
+    """Every spelling of the ``listed`` words with the letters of ``marks`` replaced by their marked forms
+    (a word of at most 8 such letters; the lists' words are short)."""
+    from itertools import product
+
+    spelled: set[str] = set()
+    for word in listed:
+        options = [marks.get(letter, letter) for letter in word.lower()]
+        if sum(len(option) > 1 for option in options) <= 8:
+            spelled.update("".join(letters) for letters in product(*options))
+    return spelled
 
 
 def _language_code(language: str | None) -> str:
@@ -182,8 +208,9 @@ def top_words(
     n: int = TOP_WORDS,
     stop_cache: dict[tuple[str, ...], np.ndarray] | None = None,
 ) -> pd.DataFrame:
-    """The ``n`` most used words of the sampled stories (ascending ids): rank, word, count, stories, share.
-    Ties: more stories first, then the word itself, so the same sample always gives the same list."""
+    """The ``n`` words used by the most sampled stories (ascending ids): rank, word, count, stories, share.
+    Ranked by ``stories`` (one long page repeating a word does not lift it); ties: more occurrences first, then
+    the word itself, so the same sample always gives the same list."""
     rows = words.rows(np.asarray(sample, dtype=np.int64))
     if len(rows) == 0:
         return pd.DataFrame(
@@ -199,10 +226,10 @@ def top_words(
     using = np.bincount(words.word[take], minlength=size)
     stopped = _stop_mask(words, words.language[rows].tolist(), stop_cache if stop_cache is not None else {})
     candidates = np.flatnonzero((using > 0) & ~stopped)
-    if len(candidates) > n:  # only the words as frequent as the n-th can be listed: sort those alone
-        threshold = np.partition(occurrences[candidates], len(candidates) - n)[len(candidates) - n]
-        candidates = candidates[occurrences[candidates] >= threshold]
-    order = sorted(candidates.tolist(), key=lambda w: (-occurrences[w], -using[w], words.vocabulary[w]))[:n]
+    if len(candidates) > n:  # only the words used by as many stories as the n-th can be listed: sort those
+        threshold = np.partition(using[candidates], len(candidates) - n)[len(candidates) - n]
+        candidates = candidates[using[candidates] >= threshold]
+    order = sorted(candidates.tolist(), key=lambda w: (-using[w], -occurrences[w], words.vocabulary[w]))[:n]
     chosen = np.array(order, dtype=np.int64)
     return pd.DataFrame(
         {

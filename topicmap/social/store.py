@@ -592,6 +592,20 @@ def stories_needing_statistics(
     ]
 
 
+def stories_awaiting_statistics(store: TopicStore, topics_id: int) -> tuple[int, int | None]:
+    """(how many, the newest stories_id) of the topic's stories without a statistics row: joined since the last
+    Facebook fetch (``topicmap.social.joining``)."""
+    ts, ss = s.topic_stories, s.story_statistics
+    query = (
+        select(func.count(), func.max(ts.c.stories_id))
+        .select_from(ts.outerjoin(ss, ss.c.stories_id == ts.c.stories_id))
+        .where(ts.c.topics_id == topics_id, ss.c.stories_id.is_(None))
+    )
+    with store.engine.connect() as conn:
+        count, newest = conn.execute(query).one()
+    return int(count), newest
+
+
 def upsert_story_statistics(store: TopicStore, results: Iterable[tuple[int, EngagementResult]]) -> int:
     """Upsert one ``story_statistics`` row per (stories_id, result); a soft failure clears the counts and records
     the error, a success clears the error. Returns rows written."""

@@ -450,7 +450,11 @@ class Spider:
             if not rows:
                 return 0
             fetch_rows = []
-            store.join_topic(conn, {r["stories_id"]: None for r in rows if r["stories_id"] is not None}, 0)
+            joining = {r["stories_id"]: None for r in rows if r["stories_id"] is not None}
+            store.join_topic(conn, joining, 0)
+            # the sentence rule holds for every story of the topic: a spidered copy of a seed story in its medium
+            # and week does not match by those sentences
+            self.judge.claim_sentences_of(conn, joining)
             for row in rows:
                 if row["stories_id"] is not None:
                     fetch_rows.append(

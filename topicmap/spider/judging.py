@@ -34,7 +34,7 @@ from topicmap.spider.store import (
     SpiderStore,
 )
 from topicmap.store import schema as s
-from topicmap.store.topic_store import NewStory, compress_page, utc
+from topicmap.store.topic_store import NewStory, chunks, compress_page, utc
 from topicmap.topics.query import TopicQuery
 from topicmap.web.fetch import FetchOutcome
 from topicmap.web.links import extract_story_and_links, is_ignored_url
@@ -204,24 +204,21 @@ class Judge:
         title, description, URL and redirect URL (``fields_match``), then on its sentences that are new within
         its medium and calendar week; sentences are claimed in batch order, as one by one would. The raw-page
         prefilter (``TopicQuery.may_match`` in ``judge_fetched``) is an upper bound of this test: it never
-        rejects a page whose story this keeps."""
-        to_judge = [
-            i for i in sorted(story_of) if story_of[i] not in in_topic and not batch[i].row["assume_match"]
-        ]
+        rejects a page whose story this keeps. Every story met here that is not in the topic yet claims its
+        sentences, relevant or not, as every story of Media Cloud's store has its sentences recorded."""
+        met = [i for i in sorted(story_of) if story_of[i] not in in_topic]
         relevant = dict.fromkeys(story_of, True)
-        if not to_judge:
+        if not met:
             return relevant
-        stories = self.store.stories_to_judge(conn, {story_of[i] for i in to_judge})
-        by_sentences: list[int] = []
-        for i in to_judge:
+        stories = self.store.stories_to_judge(conn, {story_of[i] for i in met})
+        # every story met claims its sentences, whether a field, the seed's assume_match or its sentences make it
+        # relevant (Media Cloud stores every story's sentences): a later copy in its medium and week adds nothing
+        own = self.own_sentences(conn, [stories[story_of[i]] for i in met if story_of[i] in stories])
+        for i in met:
             story = stories.get(story_of[i])
             if story is None:
                 relevant[i] = False
-            elif not self.fields_match(story, batch[i].redirect_url):
-                by_sentences.append(i)
-        if by_sentences:
-            own = self.own_sentences(conn, [stories[story_of[i]] for i in by_sentences])
-            for i in by_sentences:
+            elif not batch[i].row["assume_match"] and not self.fields_match(story, batch[i].redirect_url):
                 sentences_of_story = own.get(story_of[i], [])
                 relevant[i] = bool(sentences_of_story) and self.query.matches(" ".join(sentences_of_story))
         return relevant
@@ -235,8 +232,16 @@ class Judge:
                 return True
         return self.query.matches_story(story.title, None, story.url, story.description)
 
+    def claim_sentences_of(self, conn: Connection, stories_ids: Iterable[int]) -> None:
+        """Stories joining the topic by another path (archive seeds) claim their sentences, in id order, a chunk
+        of stories read at a time."""
+        for chunk in chunks(sorted(set(stories_ids))):
+            stories = self.store.stories_to_judge(conn, chunk)
+            self.own_sentences(conn, [stories[sid] for sid in sorted(stories)])
+
     def own_sentences(self, conn: Connection, stories: list[Row]) -> dict[int, list[str]]:
-        """Each story's sentences not already claimed by another story of its medium in its calendar week."""
+        """Each story's sentences not already claimed by another story of its medium in its calendar week (the
+        sentences not claimed yet are claimed for it, in the order of ``stories``)."""
         claims: list[tuple] = []  # rows in SENTENCE_CLAIM_COLUMNS order
         sentence_of: dict[tuple[int, str], str] = {}  # (stories_id, md5) -> the sentence
         md5 = hashlib.md5

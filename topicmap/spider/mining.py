@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import Connection, Row
 
+from topicmap.spider.respider import mining_window
 from topicmap.spider.store import SpiderStore, error_text
 from topicmap.store import schema as s
 from topicmap.store.topic_store import chunks, utc
@@ -77,9 +78,8 @@ class LinkMiner:
         if publish_date is None:
             return True
         day = utc(publish_date).date()
-        margin = timedelta(days=7)
-        end = self.topic.end_date
-        return self.topic.start_date - margin <= day and (end is None or day <= end + margin)
+        first, last = mining_window(self.topic)
+        return first <= day and (last is None or day <= last)
 
     def mine_batch(self, conn: Connection, stories: list[StoryLinks]) -> int:
         """Record the stories' links as topic links, queue them for the next iteration (within

@@ -35,6 +35,9 @@ class SpiderFacts:
     # the topic's seeds: a re-seeding that adds some (the archive grew, the dates changed) starts a new spidering
     # pass, whose runs must not carry the keys of the pass before (Dagster would skip them as already launched)
     seeds: int = 0
+    # the topic's Facebook runs as stories join (topicmap.social.joining), queued or running: not counted in
+    # runs_in_progress (iterations go on beside them), but the post-spider run waits for them
+    statistics_runs: int = 0
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,13 @@ def decide(
         )
         return SpiderDecision(
             "run_iteration", f"iteration {iteration} has pending URLs", iteration, run_key, mark
+        )
+    if facts.statistics_runs:
+        return SpiderDecision(
+            "wait",
+            f"spidering is done; waiting for {facts.statistics_runs} Facebook statistics run(s) before the "
+            "post-spider run",
+            progress=mark,
         )
     run_key = f"post-spider:{facts.topic}:seeds-{facts.seeds}:iterations-{facts.iterations_done}"
     return SpiderDecision(

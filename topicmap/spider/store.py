@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Row, Select, and_, bindparam, func, select, tuple_, update
@@ -562,6 +562,41 @@ class SpiderStore:
             .values(link_mine_error=bindparam("b_error")),
             [{"b_stories_id": sid, "b_error": error} for sid, error in errors],
         )
+
+    # ------------------------------------------------------------------ respidering
+
+    def respider_state(self, conn: Connection) -> tuple[str | None, str | None]:
+        """(mined_window, respider_done) of the topic: what ``topicmap.spider.respider`` recorded last."""
+        tp = s.topics
+        row = conn.execute(
+            select(tp.c.mined_window, tp.c.respider_done).where(tp.c.topics_id == self.topics_id)
+        ).one()
+        return row.mined_window, row.respider_done
+
+    def set_respider_state(self, conn: Connection, mined_window: str, respider_done: str | None) -> None:
+        tp = s.topics
+        conn.execute(
+            update(tp)
+            .where(tp.c.topics_id == self.topics_id)
+            .values(mined_window=mined_window, respider_done=respider_done)
+        )
+
+    def unmark_mined(self, conn: Connection, days: tuple[date | None, date | None] | None) -> int:
+        """Topic stories to be mined again: every one (``days`` None), or those published within ``days``
+        (inclusive UTC days; None: no bound on that side). Returns the stories whose flag was reset."""
+        ts, st = s.topic_stories, s.stories
+        query = update(ts).where(ts.c.topics_id == self.topics_id, ts.c.link_mined.is_(True))
+        if days is not None:
+            first, last = days
+            dated = select(st.c.stories_id).where(st.c.publish_date.is_not(None))
+            if first is not None:
+                dated = dated.where(st.c.publish_date >= datetime.combine(first, time.min, UTC))
+            if last is not None:
+                dated = dated.where(
+                    st.c.publish_date < datetime.combine(last + timedelta(days=1), time.min, UTC)
+                )
+            query = query.where(ts.c.stories_id.in_(dated))
+        return conn.execute(query.values(link_mined=False)).rowcount or 0
 
     # ------------------------------------------------------------------ metrics and health
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, tuple_
+from sqlalchemy import Connection, select
 
 from topicmap.store import schema as s
 from topicmap.store.names import StoreError
@@ -270,10 +270,80 @@ def _ensure_tags(
     return tag_ids
 
 
+#: the table a load stages the file's (media_id, tags_id) pairs in: temporary, so only the loading connection sees
+#: it, and dropped before the load commits (on PostgreSQL also by ON COMMIT DROP), or rolled back with the load
+STAGING_TABLE = "media_tags_staging"
+#: pairs written to the staging table per statement: the parameters held at once stay bounded
+STAGE_BATCH = 10_000
+
+
+def _packed_pairs(
+    usable: Sequence[MediaTagRow], media_of: dict[str, list[int]], tag_ids: dict[tuple[str, str], int]
+) -> tuple[list[int], int]:
+    """The distinct (media_id, tags_id) pairs of the rows, each packed in one int (``media_id << shift | tags_id``),
+    sorted: sorting ints is a C loop where tuples cost a Python comparison each, and ``media_tags_map``'s key order
+    is the pairs' order, so the staging table and the map are written in index order. Returns them and ``shift``."""
+    shift = max(tag_ids.values(), default=0).bit_length()
+    packed = {
+        media_id << shift | tag_ids[(row.tag_set, row.tag)]
+        for row in usable
+        for media_id in media_of[row.medium_url]
+    }
+    return sorted(packed), shift
+
+
+def _stage(conn: Connection, packed: list[int], shift: int, dialect: str) -> None:
+    """``packed`` pairs into a fresh, index-free staging table (through the driver: SQLAlchemy's per-row
+    parameter handling costs more than the insert), its unique index built after."""
+    mask = (1 << shift) - 1
+    if dialect == "postgresql":
+        conn.exec_driver_sql(
+            f"CREATE TEMPORARY TABLE {STAGING_TABLE} (media_id BIGINT NOT NULL, tags_id BIGINT NOT NULL) "
+            "ON COMMIT DROP"
+        )
+    else:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{STAGING_TABLE}")
+        conn.exec_driver_sql(
+            f"CREATE TEMPORARY TABLE {STAGING_TABLE} (media_id INTEGER NOT NULL, tags_id INTEGER NOT NULL)"
+        )
+    cursor = conn.connection.cursor()
+    try:
+        for batch in chunks(packed, STAGE_BATCH):
+            values = [(pair >> shift, pair & mask) for pair in batch]
+            if dialect == "postgresql":
+                lines = "".join(f"{media_id}\t{tags_id}\n" for media_id, tags_id in values)
+                cursor.copy_expert(f"COPY {STAGING_TABLE} (media_id, tags_id) FROM STDIN", io.StringIO(lines))
+            else:
+                cursor.executemany(f"INSERT INTO {STAGING_TABLE} (media_id, tags_id) VALUES (?, ?)", values)
+    finally:
+        cursor.close()
+    conn.exec_driver_sql(f"CREATE UNIQUE INDEX {STAGING_TABLE}_key ON {STAGING_TABLE} (media_id, tags_id)")
+    if dialect == "postgresql":
+        conn.exec_driver_sql(f"ANALYZE {STAGING_TABLE}")  # a temporary table has no statistics of its own
+
+
+def _merge_staged(conn: Connection) -> tuple[int, int]:
+    """Make ``media_tags_map`` hold exactly the staged pairs, set-based: (rows added, rows removed). The rows added
+    go in key order; a row both hold is left as it is (its id kept, no sequence value spent)."""
+    removed = conn.exec_driver_sql(
+        "DELETE FROM media_tags_map WHERE NOT EXISTS (SELECT 1 FROM "
+        f"{STAGING_TABLE} st WHERE st.media_id = media_tags_map.media_id AND st.tags_id = media_tags_map.tags_id)"
+    ).rowcount
+    added = conn.exec_driver_sql(
+        f"INSERT INTO media_tags_map (media_id, tags_id) SELECT st.media_id, st.tags_id FROM {STAGING_TABLE} st "
+        "WHERE NOT EXISTS (SELECT 1 FROM media_tags_map mt WHERE mt.media_id = st.media_id "
+        "AND mt.tags_id = st.tags_id) ORDER BY st.media_id, st.tags_id "
+        "ON CONFLICT (media_id, tags_id) DO NOTHING"
+    ).rowcount
+    return max(added or 0, 0), max(removed or 0, 0)
+
+
 def load_media_tags(store: TopicStore, rows: Sequence[MediaTagRow]) -> MediaTagsLoad:
     """Make ``media_tags_map`` hold exactly the tags of ``rows`` (one transaction; idempotent).
 
-    Rows naming a medium the store does not know are reported in ``unknown_media`` and otherwise skipped.
+    Rows naming a medium the store does not know are reported in ``unknown_media`` and otherwise skipped. The
+    pairs are staged in a temporary table and merged by two statements, so the load's time follows the file's
+    size: no row of the map is read into Python, and the rows added go in the order of the map's key.
     """
     report = MediaTagsLoad(rows=len(rows))
 
@@ -282,24 +352,15 @@ def load_media_tags(store: TopicStore, rows: Sequence[MediaTagRow]) -> MediaTags
         report.unknown_media = sorted({row.medium_url for row in rows if row.medium_url not in media_of})
         usable = [row for row in rows if row.medium_url in media_of]
         tag_ids = _ensure_tags(store, conn, {(row.tag_set, row.tag) for row in usable})
-        wanted = {
-            (media_id, tag_ids[(row.tag_set, row.tag)])
-            for row in usable
-            for media_id in media_of[row.medium_url]
-        }
-        mt = s.media_tags_map
-        present = {(int(m), int(t)) for m, t in conn.execute(select(mt.c.media_id, mt.c.tags_id))}
-        stale = sorted(present - wanted)
-        for chunk in chunks(stale):
-            conn.execute(delete(mt).where(tuple_(mt.c.media_id, mt.c.tags_id).in_(chunk)))
-        report.removed = len(stale)
-        added = 0  # counted here: a transaction run again (in_transaction) starts from 0
-        for chunk in chunks(sorted(wanted - present)):  # a row's parameters made as its chunk is written
-            added += store.insert_ignore(
-                conn, mt, [{"media_id": m, "tags_id": t} for m, t in chunk], ["media_id", "tags_id"]
-            )
-        report.added = added
-        report.media_tagged = len({media_id for media_id, _ in wanted})
+        packed, shift = _packed_pairs(usable, media_of, tag_ids)
+        report.media_tagged = len({pair >> shift for pair in packed})
+        try:
+            _stage(conn, packed, shift, store.dialect)
+            del packed
+            report.added, report.removed = _merge_staged(conn)
+        finally:
+            if store.dialect != "postgresql":  # PostgreSQL drops it with the transaction, done or rolled back
+                conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{STAGING_TABLE}")
         report.tags_by_set = dict(sorted(Counter(tag_set for tag_set, _ in tag_ids).items()))
 
     store.in_transaction(work)

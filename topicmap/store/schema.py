@@ -34,7 +34,7 @@ from sqlalchemy import (
 metadata = MetaData()
 
 #: The newest schema version; ``schema_version`` holds the version a store is at.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 16
 
 #: Every URL column is an indexed VARCHAR of this length that lookups match exactly (as Media Cloud's are). A
 #: longer URL is rejected or skipped with a reason, never cut: a cut URL is another URL.
@@ -113,6 +113,11 @@ stories = Table(
     Column("title_method", String(64), nullable=True, info=_since(6)),
     Column("language_method", String(32), nullable=True, info=_since(6)),
     Column("publish_utc_offset", Integer, nullable=True, info=_since(6)),
+    # Did the page give a time of day / a UTC offset with its date (topicmap.web.dates.DateGuess)? A date
+    # without a time is stored as midnight UTC of its day; null for stories stored before version 15 or
+    # dated by their source (an archive drop) rather than by extraction.
+    Column("publish_time_known", Boolean, nullable=True, info=_since(15)),
+    Column("publish_zone_known", Boolean, nullable=True, info=_since(15)),
     UniqueConstraint("media_id", "guid", name="stories_media_guid_key"),
     Index("stories_publish_date", "publish_date"),
     Index("stories_url", "url"),
@@ -180,6 +185,11 @@ topics = Table(
     Column("config_json", Text, nullable=False),
     Column("removed_from_config", Boolean, nullable=False, server_default=false()),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # the days whose stories' links were last mined ("start..end", "start..open"; topicmap.spider.respider):
+    # stories a widening brings into them are mined again
+    Column("mined_window", String(64), nullable=True, info=_since(16)),
+    # the last respider declaration applied (Respider.key): each is applied once
+    Column("respider_done", String(64), nullable=True, info=_since(16)),
     UniqueConstraint("name", name="topics_name_key"),
     info=_since(1),
 )

@@ -47,7 +47,7 @@ from topicmap.store.names import normalize_database_url as normalize_database_ur
 from topicmap.store.names import topicmap_home as topicmap_home
 from topicmap.store.sqlite_wal import FALLBACK_AUTOCHECKPOINT_PAGES, WalCheckpointer
 from topicmap.store.upgrade import apply_version, lock_for_upgrade, stored_version
-from topicmap.web.media import medium_url_and_name
+from topicmap.web.media import host_like, medium_url_and_name
 from topicmap.web.urls import normalize_url_lossy
 
 if TYPE_CHECKING:  # the store sits below the stages: a topic is only a parameter type here
@@ -132,11 +132,16 @@ class NewStory:
     text: str | None
     publish_date: datetime | None
     medium_name: str | None = None
+    #: the name the page gives its site (og:site_name): names a medium known only by its host, never looked up
+    site_name: str | None = None
     description: str | None = None
     language: str | None = None
     guid: str | None = None
     collect_date: datetime | None = None
     date_guess_method: str | None = None
+    #: did the page give a time of day / a zone with its date (None: unknown)
+    publish_time_known: bool | None = None
+    publish_zone_known: bool | None = None
     #: how the title and the language were found (``ExtractedStory.title_method`` / ``language_method``)
     title_method: str | None = None
     language_method: str | None = None
@@ -161,8 +166,11 @@ class NewStory:
             "description": extracted.description,
             "language": extracted.language,
             "date_guess_method": extracted.date_method,
+            "publish_time_known": extracted.date_time_known,
+            "publish_zone_known": extracted.date_zone_known,
             "title_method": extracted.title_method,
             "language_method": extracted.language_method,
+            "site_name": extracted.site_name,
         }
         return cls(url=url, **{**found, **fields})
 
@@ -182,11 +190,13 @@ class TopicStore:
         self._checkpointer = checkpointer  # SQLite: WAL checkpoints off the committing thread
         self.dialect = engine.dialect.name
         self._medium_cache: dict[str, int] = {}
+        self._named_media: set[int] = set()  # media whose name _name_medium has settled
         # INSERT ... ON CONFLICT statements by (table, keys, returning, update): built once, so SQLAlchemy's
         # compiled-statement cache is hit without recomputing the statement's cache key on every call.
         self._statements: dict[tuple, Any] = {}
         # Whether `stories` has the schema-6 reading columns (a store opened without upgrading may not).
         self._has_reading_columns: bool | None = None
+        self._has_date_certainty: bool | None = None
 
     # ------------------------------------------------------------------ opening and upgrading
 
@@ -235,6 +245,7 @@ class TopicStore:
             except Exception as exc:
                 # media created in the rolled-back transaction are gone: forget their ids
                 self._medium_cache.clear()
+                self._named_media.clear()
                 code = getattr(getattr(exc, "orig", None), "pgcode", None)
                 if not isinstance(exc, DBAPIError) or code not in _RETRYABLE_PGCODES or attempt == attempts:
                     raise
@@ -262,6 +273,7 @@ class TopicStore:
                 apply_version(conn, version, upgraded_at=now_utc())
                 log.info("topic store upgraded to schema version %d", version)
         self._has_reading_columns = None
+        self._has_date_certainty = None
         return max(current, target)
 
     # ------------------------------------------------------------------ idempotent writes
@@ -380,9 +392,14 @@ class TopicStore:
 
     # ------------------------------------------------------------------ media
 
-    def medium_for_url(self, conn: Connection, story_url: str, name: str | None = None) -> int:
+    def medium_for_url(
+        self, conn: Connection, story_url: str, name: str | None = None, site_name: str | None = None
+    ) -> int:
         """The medium of a story URL (Media Cloud's guess_medium): found by lossy medium URL or name, else
-        created.
+        created, named ``name`` (a drop's medium), else ``site_name`` (the page's og:site_name), else its host.
+        A medium known only by its host takes the first such name it meets (``_name_medium``): media are
+        shown by name wherever one is known. ``site_name`` is never looked up: sites share og:site_names
+        ("Blogger").
 
         The dup_media_id chain is followed to its end; a cycle raises StoreError naming the media.
         """
@@ -391,8 +408,11 @@ class TopicStore:
             raise StoreError(f"cannot derive a medium from url {story_url!r}")
         medium_url, host = guessed
         normalized = normalize_url_lossy(medium_url) or medium_url
+        proper = next((n.strip() for n in (name, site_name) if n and not host_like(n, host)), None)
         cached = self._medium_cache.get(normalized)
         if cached is not None:
+            if proper and cached not in self._named_media:
+                self._name_medium(conn, cached, proper, host)
             return cached
         media = s.media
         row = conn.execute(self._medium_statement("by_normalized_url"), {"m_url": normalized}).first()
@@ -401,11 +421,27 @@ class TopicStore:
                 select(media.c.media_id).where(func.lower(media.c.name) == name.lower()).limit(1)
             ).first()
         if row is None:
-            media_id = self._create_medium(conn, medium_url, normalized, name or host, host)
+            media_id = self._create_medium(conn, medium_url, normalized, name or proper or host, host)
         else:
             media_id = self.final_medium(conn, row.media_id)
+        if proper:
+            self._name_medium(conn, media_id, proper, host)
         self._medium_cache[normalized] = media_id
         return media_id
+
+    def _name_medium(self, conn: Connection, media_id: int, name: str, host: str) -> None:
+        """Give a medium known by its host (its name a host name) the name ``name``, unless another medium
+        has that name; a medium with a name keeps it. Once per medium and process."""
+        media = s.media
+        current = conn.execute(select(media.c.name).where(media.c.media_id == media_id)).scalar_one_or_none()
+        if current is not None and host_like(current, host):
+            taken = conn.execute(
+                select(media.c.media_id).where(func.lower(media.c.name) == name.lower()[:256]).limit(1)
+            ).first()
+            if taken is None:
+                conn.execute(update(media).where(media.c.media_id == media_id).values(name=name[:256]))
+                log.debug("medium %s named %r (was %r)", media_id, name, current)
+        self._named_media.add(media_id)
 
     def _create_medium(self, conn: Connection, medium_url: str, normalized: str, name: str, host: str) -> int:
         media = s.media
@@ -510,13 +546,20 @@ class TopicStore:
             self._has_reading_columns = {"title_method", "language_method", "publish_utc_offset"} <= names
         return self._has_reading_columns
 
+    def _date_certainty_columns(self, conn: Connection) -> bool:
+        """Does `stories` have the schema-15 columns (publish_time_known, publish_zone_known)?"""
+        if self._has_date_certainty is None:
+            names = {column["name"] for column in inspect(conn).get_columns("stories")}
+            self._has_date_certainty = {"publish_time_known", "publish_zone_known"} <= names
+        return self._has_date_certainty
+
     def insert_stories(self, conn: Connection, batch: Sequence[NewStory], source: str) -> AddStoriesResult:
         """``add_stories`` inside the caller's transaction (the spider writes a batch of URLs at once)."""
         st = s.stories
         now = now_utc()
         rows = []
         for story in batch:
-            media_id = self.medium_for_url(conn, story.url, story.medium_name)
+            media_id = self.medium_for_url(conn, story.url, story.medium_name, story.site_name)
             rows.append(
                 {
                     "media_id": media_id,
@@ -537,6 +580,12 @@ class TopicStore:
                     title_method=(story.title_method or "")[:64] or None,
                     language_method=(story.language_method or "")[:32] or None,
                     publish_utc_offset=utc_offset_minutes(story.publish_date),
+                )
+            if self._date_certainty_columns(conn):
+                known = story.publish_date is not None
+                rows[-1].update(
+                    publish_time_known=story.publish_time_known if known else None,
+                    publish_zone_known=story.publish_zone_known if known else None,
                 )
         created = self.insert_ignore(conn, st, rows, ["media_id", "guid"])
         # one indexed lookup per CHUNK guids instead of one per story

@@ -95,7 +95,11 @@ KNOWN_FIELDS = {
     "snapshot_periods",
     "focal_sets",
     "posts",
+    "respider",
 }
+RESPIDER_FIELDS = {"start_date", "end_date"}
+#: ``respider: all``: every story of the topic has its links mined again
+RESPIDER_ALL = "all"
 SNAPSHOT_PERIODS = ("overall", "monthly", "weekly", "custom")
 #: ``end_date: open`` (or no end_date): the topic keeps running, its dates reach the current day
 OPEN_END = "open"
@@ -117,6 +121,23 @@ class FetchSettings:
     default_interval: float | None = None
     obey_robots: bool | None = None
     max_fetches_per_iteration: int | None = None
+
+
+@dataclass(frozen=True)
+class Respider:
+    """Media Cloud's respider request (``respider_stories``, ``respider_start_date``, ``respider_end_date``): the
+    topic stories published in these days (both None: every story; stories without a date always) have their
+    links mined again, once per declaration."""
+
+    start_date: date | None = None
+    end_date: date | None = None
+
+    @property
+    def key(self) -> str:
+        """What the store records as done: the same declaration is not applied twice."""
+        if self.start_date is None and self.end_date is None:
+            return RESPIDER_ALL
+        return f"{self.start_date or ''}..{self.end_date or ''}"
 
 
 @dataclass(frozen=True)
@@ -190,6 +211,8 @@ class TopicConfig:
     focal_sets: tuple[FocalSetDefinition, ...] = ()
     #: post dumps whose shared URLs are seeds (``topicmap.topics.post_sources``)
     posts: tuple[PostSource, ...] = ()
+    #: links of these stories to be mined again (``topicmap.spider.respider``)
+    respider: Respider | None = None
 
     @property
     def parsed_query(self) -> TopicQuery:
@@ -219,6 +242,8 @@ class TopicConfig:
         declaration = asdict(self)
         if not self.posts:  # a topic without posts keeps the JSON (and the config hash) it had before posts
             del declaration["posts"]
+        if self.respider is None:  # likewise without a respider request
+            del declaration["respider"]
         if (
             not self.focal_sets
         ):  # a topic without foci keeps the JSON (and the config hash) it had before foci
@@ -420,6 +445,30 @@ def _parse_seed_urls(topic: str, raw: Any, base_dir: Path) -> tuple[SeedUrlList,
     return tuple(lists)
 
 
+def _parse_respider(topic: str, raw: Any) -> Respider | None:
+    """``respider: all``, or ``respider: {start_date, end_date}`` (either may be left out: no bound)."""
+    if raw is None:
+        return None
+    if isinstance(raw, str) and raw.strip().lower() == RESPIDER_ALL:
+        return Respider()
+    if not isinstance(raw, dict) or not raw:
+        raise TopicConfigError(
+            topic,
+            "respider",
+            f"expected {RESPIDER_ALL!r} or {{start_date, end_date}}, got {_shown.repr(raw)}",
+        )
+    reject_unknown(topic, "respider", raw, RESPIDER_FIELDS)
+    start, end = (
+        None if raw.get(key) is None else _as_date(topic, f"respider.{key}", raw[key])
+        for key in ("start_date", "end_date")
+    )
+    if start is None and end is None:
+        raise TopicConfigError(topic, "respider", f"give start_date, end_date or both (or {RESPIDER_ALL!r})")
+    if start is not None and end is not None and end < start:
+        raise TopicConfigError(topic, "respider.end_date", f"{end} is before respider.start_date {start}")
+    return Respider(start, end)
+
+
 def _folder_name(name: str) -> str:
     """The name a snapshot gives a focal set's or a focus's folder (topicmap.snapshots: the same rule)."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
@@ -595,6 +644,7 @@ def parse_topic(raw: Any, base_dir: Path, index: int = 0, today: date | None = N
         snapshot_periods=tuple(periods),
         focal_sets=_parse_focal_sets(name, raw.get("focal_sets")),
         posts=parse_post_sources(name, raw.get("posts"), base_dir),
+        respider=_parse_respider(name, raw.get("respider")),
     )
 
 

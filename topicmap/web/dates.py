@@ -66,6 +66,10 @@ class DateGuess:
 
     date: datetime | None
     method: str | None
+    #: did the page give a time of day / a UTC offset with the date? (None: not known; False for a date read
+    #: from the URL or found by htmldate, which give a day; a date without a time is midnight UTC of its day)
+    time_known: bool | None = None
+    zone_known: bool | None = None
 
     @property
     def found(self) -> bool:
@@ -206,10 +210,29 @@ def _declared(
     for method, value in candidates:
         if value is None:
             continue
-        moment = _in_window(parse_date_value(value), now)
+        parsed = parse_date_value(value)
+        moment = _in_window(parsed, now)
         if moment is not None:
-            return DateGuess(moment, method)
+            assert parsed is not None
+            time_known, zone_known = _stated_parts(value, parsed)
+            return DateGuess(moment, method, time_known, zone_known)
     return NOT_FOUND
+
+
+_TIME_OF_DAY_RE = re.compile(r"\d{1,2}:\d{2}|T\d{2}\d{2}")
+
+
+def _stated_parts(value: Any, parsed: datetime) -> tuple[bool, bool]:
+    """Did the stated value give a time of day, and a zone? A Unix timestamp gives both; a text gives a time
+    when it has one ("12:26", "T0426"), a zone when it parsed with an offset."""
+    if isinstance(value, list) and value:
+        value = value[0]
+    if isinstance(value, int | float) or (
+        isinstance(value, str) and value.strip().isdigit() and len(value.strip()) > 8
+    ):
+        return True, True
+    text = value if isinstance(value, str) else ""
+    return bool(_TIME_OF_DAY_RE.search(text)), parsed.tzinfo is not None
 
 
 _MONTH_NUMBERS = {
@@ -328,7 +351,7 @@ def _url_guess(found: UrlDate | None, now: datetime) -> DateGuess | None:
     moment = _in_window(moment, now)
     if moment is None:
         return None
-    return DateGuess(moment, METHOD_URL_MONTH if found.month_only else METHOD_URL)
+    return DateGuess(moment, METHOD_URL_MONTH if found.month_only else METHOD_URL, False, False)
 
 
 def undateable_reason(url: str | None) -> str | None:
@@ -382,7 +405,7 @@ def _searched(tree: HtmlElement, url: str | None, now: datetime) -> DateGuess:
     except ValueError:
         return NOT_FOUND
     moment = _in_window(datetime(day.year, day.month, day.day, tzinfo=UTC), now)
-    return DateGuess(moment, METHOD_HTMLDATE) if moment is not None else NOT_FOUND
+    return DateGuess(moment, METHOD_HTMLDATE, False, False) if moment is not None else NOT_FOUND
 
 
 def date_from_tree(
@@ -405,7 +428,10 @@ def date_from_tree(
         # another zone or local time mislabelled UTC ("…T00:38:07Z" for 16:38 the day before); further off
         # it is some other date (modification, template). The URL's date stands either way.
         return DateGuess(
-            url_guess.date, METHOD_URL_MONTH_OVER_MARKUP if in_url.month_only else METHOD_URL_OVER_MARKUP
+            url_guess.date,
+            METHOD_URL_MONTH_OVER_MARKUP if in_url.month_only else METHOD_URL_OVER_MARKUP,
+            False,
+            False,
         )
     if in_url.month_only:
         # The page may know the day the URL lacks (a byline, the og:image URL), but only a day in the URL's

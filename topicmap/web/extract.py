@@ -46,11 +46,11 @@ from topicmap.web.page import (
     parse_html,
     parse_text,
 )
-from topicmap.web.urls import distinctive_domain, is_http_url
+from topicmap.web.titles import MAX_TITLE_LENGTH, choose_title
+from topicmap.web.urls import is_http_url
 
 log = logging.getLogger(__name__)
 
-MAX_TITLE_LENGTH = 1024
 # Media Cloud treats content without a '<' in its first 1000 chars as plain text (its link extraction's rule).
 PLAIN_TEXT_PROBE_CHARS = 1000
 MAX_PLAIN_TEXT_CHARS = 1_000_000
@@ -71,144 +71,21 @@ class ExtractedStory:
     title_method: str | None = None
     date_method: str | None = None
     language_method: str | None = None
+    # did the page give a time of day / a zone with its date (``DateGuess.time_known`` / ``zone_known``)
+    date_time_known: bool | None = None
+    date_zone_known: bool | None = None
+    # the name the page gives its site (og:site_name, else the JSON-LD publisher's name), or None
+    site_name: str | None = None
 
 
 EMPTY_STORY = ExtractedStory(None, "", None, None, None, None)
 
-# --------------------------------------------------------------------------------------------------
-# title
 
-# Separators sites put between the headline and the site name or section ("X | CNN", "X - BBC News").
-_TITLE_SPLIT_RE = re.compile(r"\s+(?:[|\-–—»«·•~/:]{1,2}|::)\s+|\s*[|｜]\s*|\u3000+")
-# What may follow a clean title inside a longer one. Not ':' — "Brexit: what happens next" is one headline.
-_PREFIX_REMAINDER_RE = re.compile(r"^\s*(?:[|\-–—»«·•~/｜]|\u3000)")
-# What may precede a clean title inside a longer one ("Site - Headline"); here ':' too ("Site: Headline").
-_SUFFIX_REMAINDER_RE = re.compile(r"\S\s*(?:[|\-–—»«·•~/｜:]|\u3000)\s*$")
-_EDGE_SEPARATORS = " |-–—»«·•~/｜"
-_QUOTES = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"', "\u00a0": " "})
-
-
-def _title_key(text: str) -> str:
-    """Comparison key for titles: quotes unified, casefolded, whitespace collapsed, edge punctuation off."""
-    return collapse(text.translate(_QUOTES)).casefold().strip(" .!?\"'")
-
-
-def _site_names(meta: dict[str, str], ld_objects: list[dict[str, Any]], url: str) -> set[str]:
-    names = {meta.get("og:site_name", ""), meta.get("application-name", ""), meta.get("twitter:site", "")}
+def _site_name(meta: dict[str, str], ld_objects: list[dict[str, Any]]) -> str | None:
+    """The name the page gives its site: og:site_name, else the JSON-LD publisher's name (≤ 256 chars)."""
     publisher = json_ld_field(ld_objects, "publisher")
-    if isinstance(publisher, dict) and isinstance(publisher.get("name"), str):
-        names.add(publisher["name"])
-    domain = distinctive_domain(url) if url else None
-    if domain:
-        names.add(domain.split(".")[0])
-    return {key for key in (re.sub(r"\W+", "", name.casefold()) for name in names) if len(key) >= 2}
-
-
-def _is_site_name(part: str, site_names: set[str]) -> bool:
-    key = re.sub(r"\W+", "", part.casefold())
-    if not key:
-        return True  # a bare separator or punctuation
-    for name in site_names:
-        if key == name or (len(key) >= 3 and key in name):  # "Guardian" in "theguardian"
-            return True
-        # A short name must start or end the part ("CNN Politics"): "ft" is in "Soft border" too.
-        if name in key and (len(name) >= 4 or key.startswith(name) or key.endswith(name)):
-            return True
-    return False
-
-
-def _strip_site_name(title: str, site_names: set[str]) -> str:
-    """Drop leading/trailing title parts that name the site ("X | CNN Politics" → "X")."""
-    parts = [part for part in _TITLE_SPLIT_RE.split(title) if part and part.strip()]
-    if len(parts) < 2:
-        return title
-    kept = list(parts)
-    while len(kept) > 1 and _is_site_name(kept[-1], site_names):
-        kept.pop()
-    while len(kept) > 1 and _is_site_name(kept[0], site_names):
-        kept.pop(0)
-    if len(kept) == len(parts):
-        return title
-    # Cut the original string, so separators inside the kept headline (e.g. "A - B") stay as written.
-    start = title.find(kept[0])
-    end = title.rfind(kept[-1]) + len(kept[-1])
-    return title[start:end].strip() if 0 <= start < end else title
-
-
-def _choose_title(
-    tree: HtmlElement, meta: dict[str, str], ld_objects: list[dict[str, Any]], url: str
-) -> tuple[str | None, str | None]:
-    """The story's headline, without the site name the <title> usually carries, and how it was found.
-
-    Order of evidence: an <h1> that agrees with a metadata title (og/twitter/JSON-LD/<title>) wins as
-    written on the page; else a metadata title that is a prefix of <title> followed by a separator;
-    else <title> (or og:title, JSON-LD headline…) with site-name parts removed; else the first <h1>.
-    """
-    title_element = tree.find(".//head/title")
-    if title_element is None:
-        title_element = tree.find(".//title")
-    tag_title = collapse(title_element.text_content()) if title_element is not None else ""
-    headline = json_ld_field(ld_objects, "headline")
-    ld_title = collapse(headline) if isinstance(headline, str) else ""
-    og_title = collapse(meta.get("og:title"))
-    twitter_title = collapse(meta.get("twitter:title"))
-    h1s = [text for text in (collapse(h1.text_content()) for h1 in tree.iter("h1")) if 0 < len(text) <= 400][
-        :5
-    ]
-    named = {
-        "og:title": og_title,
-        "twitter:title": twitter_title,
-        "json-ld headline": ld_title,
-        "<title>": tag_title,
-    }
-    metadata_titles = {title: name for name, title in reversed(named.items()) if title}
-
-    # 1. the visible headline confirmed by the metadata
-    metadata_keys = {_title_key(title): name for title, name in metadata_titles.items()}
-    for h1 in h1s:
-        if _title_key(h1) in metadata_keys:
-            return h1[:MAX_TITLE_LENGTH], f"<h1> = {metadata_keys[_title_key(h1)]}"
-
-    # 2. a clean title that another title extends with a separator + site/section name (a blog whose
-    # <h1> is its own name, "Lost in JIT" in "Lost in JIT: PyPy and …", is not a headline)
-    site_names = _site_names(meta, ld_objects, url)
-    sources = {
-        title: name for name, title in reversed([*named.items(), *(("<h1>", h1) for h1 in h1s)]) if title
-    }
-    candidates = sorted({*h1s, og_title, twitter_title, ld_title} - {""}, key=len, reverse=True)
-    candidates = [candidate for candidate in candidates if not _is_site_name(candidate, site_names)]
-    for longer_name, longer in (
-        ("<title>", tag_title),
-        ("og:title", og_title),
-        ("twitter:title", twitter_title),
-        ("json-ld headline", ld_title),
-    ):
-        if not longer:
-            continue
-        longer_key = longer.translate(_QUOTES).casefold()
-        for candidate in candidates:
-            if len(candidate) >= len(longer) or len(candidate) < 10:
-                continue
-            candidate_key = candidate.translate(_QUOTES).casefold()
-            if longer_key.startswith(candidate_key) and _PREFIX_REMAINDER_RE.match(longer[len(candidate) :]):
-                return candidate[:MAX_TITLE_LENGTH], f"{sources[candidate]}, prefix of {longer_name}"
-            # "Site name - Headline": the clean title ends the longer one after a separator
-            if longer_key.endswith(candidate_key) and _SUFFIX_REMAINDER_RE.search(longer[: -len(candidate)]):
-                return candidate[:MAX_TITLE_LENGTH], f"{sources[candidate]}, suffix of {longer_name}"
-
-    # 3. the page's own title, site name removed
-    for name, title in (
-        ("<title>", tag_title),
-        ("og:title", og_title),
-        ("json-ld headline", ld_title),
-        ("twitter:title", twitter_title),
-    ):
-        if title:
-            stripped = _strip_site_name(title, site_names).strip(_EDGE_SEPARATORS)
-            if stripped and stripped != title:
-                return stripped[:MAX_TITLE_LENGTH], f"{name}, site name removed"
-            return title[:MAX_TITLE_LENGTH], name
-    return (h1s[0][:MAX_TITLE_LENGTH], "<h1>") if h1s else (None, None)
+    name = meta.get("og:site_name") or (publisher.get("name") if isinstance(publisher, dict) else None)
+    return collapse(name)[:256] or None if isinstance(name, str) else None
 
 
 _TITLE_OPEN_RE = re.compile(r"<title\b[^>]{0,1000}>", re.I)
@@ -430,7 +307,7 @@ def _extract_story(
         return StoryDocument(EMPTY_STORY)
     meta = meta_values(tree)
     ld_objects = json_ld_objects(tree)
-    title, title_method = _choose_title(tree, meta, ld_objects, url)
+    title, title_method = choose_title(tree, meta, ld_objects, url)
     dated = date_from_tree(tree, meta, ld_objects, url)
     declared_language = _declared_language(tree, meta, ld_objects)
     description = _description(meta, ld_objects)
@@ -454,6 +331,9 @@ def _extract_story(
         title_method,
         dated.method,
         language_method,
+        dated.time_known,
+        dated.zone_known,
+        _site_name(meta, ld_objects),
     )
     return StoryDocument(story, article_link_targets(anchors, text), seen_before_pruning)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from topicmap.web.urls import MAX_URL_LENGTH, normalize_url_lossy
 
 
@@ -28,3 +30,20 @@ def medium_url_and_name(story_url: str | None) -> tuple[str, str] | None:
     if not host:
         return None
     return f"{scheme}://{host}/", host
+
+
+_DOMAIN_NAME_RE = re.compile(r"(?:[\w-]+\.)+[a-z]{2,}\.?", re.I)
+
+
+def host_like(name: str | None, host: str | None = None) -> bool:
+    """Is a medium's name only a host name (``riversidegazette.test``, ``www.herald.test``, ``http://x.test/``),
+    as the spider names a site it knows nothing else about? A site's own name ("Riverside Gazette", "BBC
+    News") is not; neither is an empty one."""
+    if not name or not name.strip():
+        return False
+    name = name.strip().lower().removesuffix("/")
+    for scheme in ("http://", "https://"):
+        name = name.removeprefix(scheme)
+    if host and name.removeprefix("www.") == host.lower().removeprefix("www."):
+        return True
+    return _DOMAIN_NAME_RE.fullmatch(name) is not None
