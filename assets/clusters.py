@@ -11,7 +11,6 @@ for topics of any length.
 
 from collections import defaultdict
 from collections.abc import Iterator
-from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,7 @@ from assets.beta import beta_api
 from assets.conditions import CLUSTER_WEEKS_CONDITION
 from assets.jobs import POOL_ANALYSIS
 from assets.metadata import CODE_VERSIONS, OWNERS, png_markdown
-from assets.partitions import stored_topic_id, topics_partitions, weeks_end_day, weeks_start_day
+from assets.partitions import stored_topic_id, topics_partitions, weeks_partitions
 from resources.store import TopicStoreResource
 from topicmap.clusters.names import MIN_STORIES
 
@@ -34,14 +33,8 @@ CLUSTERS_GROUP = "clusters"
 CLUSTERS_TAGS = {"topicmap/stage": "clusters"}
 #: a run over many weeks logs one line every this many weeks (each week's figures are on its materialization)
 LOG_EVERY_WEEKS = 26
-#: the first week of the weekly partitions (a Monday; see weeks_start_day)
-WEEKS_START = weeks_start_day().isoformat()
-#: the Monday after the last week (see weeks_end_day): no week past every declared topic's end
-WEEKS_END = weeks_end_day(date.fromisoformat(WEEKS_START))
-
-weeks_partitions = dg.WeeklyPartitionsDefinition(
-    start_date=WEEKS_START, end_date=WEEKS_END and WEEKS_END.isoformat(), day_offset=1
-)
+#: the week dimension: the Mondays of the weeks the declared topics span, each once it is over (assets.partitions:
+#: the topic registry keeps the set equal to the topics file, an open-ended topic's new week coming in as it ends)
 topic_weeks_partitions = dg.MultiPartitionsDefinition({"topic": topics_partitions, "week": weeks_partitions})
 
 #: a topic's week reads the topic's whole partition; a beta class of Dagster

@@ -14,17 +14,16 @@ import dagster as dg
 from assets.beta import beta_api
 from assets.freshness import CCNEWS_FRESHNESS
 from assets.metadata import CODE_VERSIONS, OWNERS, counts_markdown, table
+from assets.partitions import ccnews_days_partitions
 from resources.commoncrawl import CommonCrawlResource
 from resources.store import TopicStoreResource
 from topicmap import settings
-from topicmap.archive.cc_settings import CCNEWS_START
 
 ARCHIVE_GROUP = "archive"
 
-#: One partition per day of CC-NEWS (UTC). end_offset=0: the last partition is yesterday, the last whole day.
-ccnews_days = dg.DailyPartitionsDefinition(
-    start_date=settings.CCNEWS_START.value() or CCNEWS_START.isoformat(), end_offset=0
-)
+#: One partition per day of CC-NEWS (UTC) a declared topic spans, to yesterday, the last whole day; with
+#: TOPICMAP_CCNEWS_START set, every day from it (assets.partitions: the topic registry keeps the set in step).
+ccnews_days = ccnews_days_partitions
 
 
 @dg.asset(
@@ -235,10 +234,18 @@ ccnews_daily_job = dg.define_asset_job(
     execution_timezone="UTC",
     name="ccnews_yesterday",
     default_status=dg.DefaultScheduleStatus.STOPPED,
-    description="Loads yesterday's CC-NEWS partition (the last whole UTC day) every morning; stopped until turned on.",
+    description=(
+        "Loads yesterday's CC-NEWS partition (the last whole UTC day) every morning, when it is one (a declared "
+        "topic spans it, or TOPICMAP_CCNEWS_START is set); stopped until turned on."
+    ),
 )
-def ccnews_yesterday_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+def ccnews_yesterday_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
     moment = context.scheduled_execution_time or datetime.now(UTC)
     day = (moment.astimezone(UTC).date() - timedelta(days=1)).isoformat()
+    if not context.instance.has_dynamic_partition(ccnews_days.name, day):
+        return dg.SkipReason(
+            f"{day} is not a CC-NEWS partition: no declared topic spans it (the topic registry adds an open-ended "
+            f"topic's day after midnight) and {settings.CCNEWS_START.name} is not set to load every day"
+        )
     # one run per day: a tick evaluated twice (daemon restart) does not load the day twice
     return dg.RunRequest(run_key=f"ccnews:{day}", partition_key=day)

@@ -15,8 +15,8 @@ class InDeclaredTopicWeeks(dg.AutomationCondition):
     at each evaluation): from the week of its ``start_date`` to the week of its ``end_date`` (an open-ended
     topic's: to the current week). False for every week of a topic the file does not declare (any longer).
 
-    The week dimension is shared by all topics: it runs from the earliest start to the latest end of them all, so
-    most topics have weeks in it that are not theirs. A Python condition, evaluated in the code server (the
+    The week dimension is shared by all topics: it holds the weeks of them all (the topic registry keeps it), so
+    with several topics most have weeks in it that are not theirs. A Python condition, evaluated in the code server (the
     `cluster_weeks_automation` sensor has ``use_user_code_server``): the daemon evaluates only Dagster's own."""
 
     @property
@@ -51,16 +51,16 @@ class InDeclaredTopicWeeks(dg.AutomationCondition):
         )
 
 
-#: A topic's week of clusters is requested when the week comes into being (the latest week only: older weeks are a
-#: backfill's) and whenever the topic's deduplicated stories are rebuilt (every week of the topic: its clusters are
-#: drawn from those stories, and the weeks are built in order from one another, so a rebuilt topic is rebuilt
-#: whole; `cluster_weeks` runs a topic's range as one run). Never while the stories are missing or being rebuilt,
-#: nor while the week is already being built, and never a week outside the topic's own dates (the week dimension
-#: is shared by all topics: a week of one topic past its end can be a week of another). Dagster's `eager()` with
-#: every week of the topic, not only the latest, following rebuilt stories.
+#: A topic's week of clusters is requested when the week comes into being (the topic registry adds it to the week
+#: dimension once it is over, or a new topic brings its weeks) and whenever the topic's deduplicated stories are
+#: rebuilt (every week of the topic: its clusters are drawn from those stories, and the weeks are built in order
+#: from one another, so a rebuilt topic is rebuilt whole; `cluster_weeks` runs a topic's range as one run). Never
+#: while the stories are missing or being rebuilt, nor while the week is already being built, and never a week
+#: outside the topic's own dates (the week dimension is shared by all topics: a week of one topic past its end can
+#: be a week of another). Dagster's `eager()` with every week of the topic following rebuilt stories.
 CLUSTER_WEEKS_CONDITION = (
     (
-        (AC.in_latest_time_window() & AC.newly_missing()).with_label("a new week")
+        AC.newly_missing().with_label("a new week")
         | AC.any_deps_updated().with_label("the topic's stories rebuilt")
     ).since_last_handled()
     & ~AC.any_deps_missing()

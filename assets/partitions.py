@@ -1,7 +1,8 @@
-"""Partitions shared by the asset groups, and where the publication-day and weekly partitions start."""
+"""Partitions shared by the asset groups: the topics, and the days and weeks they span (the rules in
+topicmap.topics.calendar), kept in step with the topics file by the topic registry sensor."""
 
 from collections.abc import Mapping
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,8 @@ import dagster as dg
 
 from topicmap import settings
 from topicmap.store.names import StoreError
+from topicmap.topics import calendar
+from topicmap.topics.calendar import monday_of
 from topicmap.topics.declarations import TopicConfig, TopicConfigError, load_topics
 
 if TYPE_CHECKING:
@@ -18,10 +21,21 @@ if TYPE_CHECKING:
 #: One partition per declared topic, kept in step with topics.yaml by the topic registry sensor.
 topics_partitions = dg.DynamicPartitionsDefinition(name="topics")
 
-#: without a setting and without a dated topic, click partitions cover this many recent days
-RECENT_DAYS = 90
-#: Media Cloud's earliest trusted publish date: no click partition before it
-EARLIEST_CLICKS_DAY = date(2008, 1, 1)
+#: One partition per publication day a declared topic spans (`click_totals`), per week a declared topic spans (the
+#: week dimension of `cluster_weeks`) and per CC-NEWS day a topic spans (`ccnews_stories`): the sets of
+#: topicmap.topics.calendar, kept equal to the topics file by the topic registry sensor (:func:`apply_calendar`),
+#: so no day or week that cannot hold data is offered, and an open-ended topic's days come in without a reload.
+click_days_partitions = dg.DynamicPartitionsDefinition(name="click_days")
+weeks_partitions = dg.DynamicPartitionsDefinition(name="weeks")
+ccnews_days_partitions = dg.DynamicPartitionsDefinition(name="ccnews_days")
+
+#: the asset whose materialized keys each calendar set keeps (they hold data) when the topics file no longer
+#: declares them
+CALENDAR_ASSETS = {
+    click_days_partitions.name: "click_totals",
+    weeks_partitions.name: "cluster_weeks",
+    ccnews_days_partitions.name: "ccnews_stories",
+}
 
 
 def _declared_topics(path: str | Path, today: date | None = None) -> list[TopicConfig]:
@@ -33,9 +47,8 @@ def _declared_topics(path: str | Path, today: date | None = None) -> list[TopicC
         return []
 
 
-def earliest_topic_start(path: str | Path) -> date | None:
-    """The earliest ``start_date`` in a topics file, or None (no file, no valid topic)."""
-    return min((topic.start_date for topic in _declared_topics(path)), default=None)
+def _today() -> date:
+    return datetime.now(UTC).date()
 
 
 def declared_topic_dates(path: str | Path, today: date | None = None) -> list[tuple[date, date]]:
@@ -59,112 +72,63 @@ def topics_file_path(environ: Mapping[str, str] | None = None) -> str:
     return settings.TOPICS_FILE.value(environ)
 
 
-def _start_setting(
-    environ: Mapping[str, str] | None, start: settings.Setting
-) -> tuple[date | None, date | None]:
-    """(the ISO day set in ``start``, else None; the earliest topic start of the topics file, else None)."""
-    setting = start.value(environ).strip()
-    if setting:
-        try:
-            return date.fromisoformat(setting), None
-        except ValueError as exc:
-            raise ValueError(f"{start.name} must be an ISO day like 2026-01-05, got {setting!r}") from exc
-    return None, earliest_topic_start(topics_file_path(environ))
+def declared_calendar(
+    topics: list[TopicConfig], today: date | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, list[str]]:
+    """``{partition set name: its keys}`` for the declared ``topics`` as of ``today``: the click days, the weeks
+    and the CC-NEWS days (topicmap.topics.calendar), with the settings that bound them."""
+    today = today or _today()
+    clicks_start = calendar.parse_day(settings.CLICKS_START_DATE.name, settings.CLICKS_START_DATE.value(environ))
+    weeks_start = calendar.parse_day(settings.WEEKS_START.name, settings.WEEKS_START.value(environ))
+    ccnews_start = calendar.parse_day(settings.CCNEWS_START.name, settings.CCNEWS_START.value(environ))
+    return {
+        click_days_partitions.name: calendar.click_days(topics, today, clicks_start),
+        weeks_partitions.name: calendar.all_weeks(topics, today, weeks_start),
+        ccnews_days_partitions.name: calendar.ccnews_days(topics, today, ccnews_start),
+    }
 
 
-def clicks_start_day(environ: dict[str, str] | None = None, today: date | None = None) -> date:
-    """First publication-day partition of `click_totals`: ``TOPICMAP_CLICKS_START_DATE`` if set, else the earliest
-    topic start in the topics file (``TOPICMAP_TOPICS_FILE``, default topics.yaml), else ``RECENT_DAYS`` ago.
+def apply_calendar(
+    instance: dg.DagsterInstance, topics: list[TopicConfig], today: date | None = None
+) -> list[str]:
+    """Bring the click days, weeks and CC-NEWS days of ``instance`` in step with ``topics`` (as of ``today``), in
+    date order; one note per set changed. A key its asset holds a materialization for is kept, declared or not
+    (its data stays readable; for weeks, any topic's).
 
-    Media Cloud's own partitions began in 2008, which gives some 7,000 days and a launch dialog whose default
-    window shows none of the days that matter; the first day a declared topic can have stories is where clicks
-    can start. A topic declared later with an earlier start needs the code location reloaded (or the setting)."""
-    today = today or datetime.now(UTC).date()
-    setting, earliest = _start_setting(environ, settings.CLICKS_START_DATE)
-    if setting is not None:
-        return max(setting, EARLIEST_CLICKS_DAY)
-    if earliest is not None:
-        return max(min(earliest, today - timedelta(days=1)), EARLIEST_CLICKS_DAY)
-    return today - timedelta(days=RECENT_DAYS)
-
-
-def latest_topic_end(environ: Mapping[str, str] | None = None) -> date | None:
-    """The latest ``end_date`` of the topics file the code location reads, or None: no file, no valid topic, or
-    an open-ended topic (whose days run on to the current one)."""
-    topics = _declared_topics(topics_file_path(environ))
-    if any(topic.open_ended for topic in topics):
-        return None
-    return max((topic.end_date for topic in topics if topic.end_date is not None), default=None)
-
-
-#: days of click partitions after the latest topic end: the 30-day refetch's window
-CLICKS_DAYS_AFTER_END = 30
+    Written to the instance at once, in bulk (the topic registry on each tick, `make demo`, `topicmap topic
+    add/run`): a sensor's dynamic partition requests are applied by the daemon one key at a time, a lookup per key,
+    which takes minutes for the first tick of a topic of years."""
+    notes: list[str] = []
+    for name, wanted in declared_calendar(topics, today).items():
+        current = instance.get_dynamic_partitions(name)
+        # keys that hold data stay offered (materializations under the time partitions of earlier versions too)
+        held = _materialized_keys(instance, CALENDAR_ASSETS[name])
+        plan = calendar.plan_key_sync(current, sorted(set(wanted) | held), held)
+        for key in (*plan.move, *plan.delete):
+            instance.delete_dynamic_partition(name, key)
+        if plan.add:
+            instance.add_dynamic_partitions(name, list(plan.add))
+        if plan:
+            notes.append(_sync_note(name, plan, len(wanted)))
+    return notes
 
 
-def clicks_end_day(first_day: date, environ: Mapping[str, str] | None = None) -> date | None:
-    """The end (exclusive: the day after the last) of `click_totals`' publication-day partitions: the latest topic
-    ``end_date`` plus ``CLICKS_DAYS_AFTER_END`` days, or None (up to yesterday) when no topic declares an end or
-    one is open-ended.
-
-    Topic stories are not all dated inside the topic's dates: the spider keeps relevant stories whatever their date
-    (and mines those up to a week past the end), and a story without a trustworthy publish date is counted on the
-    day it was collected, during spidering after the end. Days beyond these can never hold a topic story, so they
-    are not offered: they would stay "missing" forever, and the launch dialog, which defaults to the last days of
-    the partitions, would open on them instead of on the topics' days. A topic declared later with a later end
-    needs the code location reloaded."""
-    latest_end = latest_topic_end(environ)
-    if latest_end is None:
-        return None
-    end = latest_end + timedelta(days=CLICKS_DAYS_AFTER_END + 1)
-    if end <= first_day:
-        raise ValueError(
-            f"the click partitions would start on {first_day} ({settings.CLICKS_START_DATE.name} or the earliest topic start), "
-            f"after the last declared topic ends ({latest_end}) and its {CLICKS_DAYS_AFTER_END} days of refetch: "
-            f"set {settings.CLICKS_START_DATE.name} to a day before {end}"
-        )
-    return end
+def _sync_note(name: str, plan: calendar.KeySync, wanted: int) -> str:
+    parts = [f"+{len(plan.add) - len(plan.move)}" if plan.add else "", f"-{len(plan.delete)}" if plan.delete else ""]
+    span = f" ({plan.add[0]}..{plan.add[-1]} added)" if plan.add else ""
+    moved = f", {len(plan.move)} moved after the new ones (date order)" if plan.move else ""
+    return f"{name}: {' '.join(p for p in parts if p)} keys of {wanted}{span}{moved}"
 
 
-#: without a setting and without a dated topic, the weekly partitions cover this many recent weeks
-RECENT_WEEKS = 26
+def _materialized_keys(instance: dg.DagsterInstance, asset: str) -> set[str]:
+    """The keys of a calendar set the asset materialized: for the week dimension of a topic x week asset, the weeks
+    any topic built."""
+    return {key.split("|")[-1] for key in instance.get_materialized_partitions(dg.AssetKey(asset))}
 
 
-def monday_of(day: date) -> date:
-    return day - timedelta(days=day.weekday())
-
-
-def weeks_start_day(environ: dict[str, str] | None = None, today: date | None = None) -> date:
-    """First week (a Monday) of `cluster_weeks`: the Monday of ``TOPICMAP_WEEKS_START`` if set, else of the earliest
-    topic start in the topics file, else of ``RECENT_WEEKS`` weeks ago.
-
-    Weeks start where a declared topic can first have stories, not years before, so the launch dialog shows the
-    weeks that matter. A topic declared later with an earlier start needs the code location reloaded (or the
-    setting): its weeks before the first partition cannot be built."""
-    today = today or datetime.now(UTC).date()
-    setting, earliest = _start_setting(environ, settings.WEEKS_START)
-    if setting is not None:
-        return monday_of(setting)
-    if earliest is not None:
-        return monday_of(min(earliest, today))
-    return monday_of(today - timedelta(weeks=RECENT_WEEKS))
-
-
-def weeks_end_day(first_week: date, environ: Mapping[str, str] | None = None) -> date | None:
-    """The end (exclusive: the Monday after the last week) of `cluster_weeks`' weekly partitions: the week holding
-    the latest ``end_date`` of the topics file is the last one, so no week runs on past every topic's end (nor
-    past the current week, which Dagster's time partitions never pass). None, weeks up to the current one, when
-    no topic declares an end or one is open-ended (it keeps running: each new week is its week). A topic
-    declared later with a later end needs the code location reloaded."""
-    latest = latest_topic_end(environ)
-    if latest is None:
-        return None
-    end = monday_of(latest) + timedelta(weeks=1)
-    if end <= first_week:
-        raise ValueError(
-            f"the weekly partitions would start on {first_week} ({settings.WEEKS_START.name} or the earliest topic start), "
-            f"after the last declared topic ends ({latest}): set {settings.WEEKS_START.name} to a day before that end"
-        )
-    return end
+def apply_declared_calendar(instance: dg.DagsterInstance, today: date | None = None) -> list[str]:
+    """:func:`apply_calendar` for the topics of the code location's topics file."""
+    return apply_calendar(instance, _declared_topics(topics_file_path(), today), today)
 
 
 def undeclared_topic_failure(name: str, detail: str, path: str) -> dg.Failure:

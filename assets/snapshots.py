@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import Field
 
-from assets.freshness import SNAPSHOTS_FRESHNESS
 from assets.jobs import POOL_ANALYSIS
 from assets.metadata import CODE_VERSIONS, MARKDOWN_INLINE_LIMIT, OWNERS, page_picture, table
 from assets.partitions import declared_topic, topics_partitions
@@ -409,7 +408,6 @@ def _foci_metadata(built: "BuiltSnapshot", instance: dg.DagsterInstance) -> dict
     group_name=SNAPSHOTS_GROUP,
     owners=OWNERS,
     code_version=CODE_VERSIONS["snapshots"],
-    freshness_policy=SNAPSHOTS_FRESHNESS,
     kinds={"python", "parquet"},
     tags=SNAPSHOTS_TAGS,
     pool=POOL_ANALYSIS,

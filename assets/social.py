@@ -4,17 +4,16 @@ topicmap.social.refetch / topicmap.social.store."""
 
 from collections import Counter
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 import dagster as dg
 from pydantic import Field
 
 from assets.beta import beta_api
-from assets.freshness import CLICKS_FRESHNESS
 from assets.jobs import POOL_SOCIAL_API
 from assets.metadata import CODE_VERSIONS, OWNERS, counts_markdown, table
-from assets.partitions import clicks_end_day, clicks_start_day, stored_topic_id, topics_partitions
+from assets.partitions import click_days_partitions, stored_topic_id, topics_partitions
 from resources.social import BitlyResource, FacebookResource
 from resources.store import TopicStoreResource
 from topicmap import settings
@@ -26,19 +25,11 @@ if TYPE_CHECKING:
 
 SOCIAL_GROUP = "social"
 
-#: One partition per publication day (UTC), from the first day a declared topic can have stories (see
-#: assets.partitions.clicks_start_day). end_offset=0: the last partition is yesterday, the last complete day;
-#: nothing of today's stories is due before three days have passed, so a partition for today would only invite
-#: runs that have nothing to fetch.
-#: The days end CLICKS_DAYS_AFTER_END days after the latest topic end (assets.partitions.clicks_end_day), so no day
-#: that can never hold a topic story is offered, and the launch dialog's default range covers the topics' days.
-_first_click_day = clicks_start_day()
-_click_days_end = clicks_end_day(_first_click_day)
-publication_days = dg.DailyPartitionsDefinition(
-    start_date=_first_click_day.isoformat(),
-    end_date=_click_days_end.isoformat() if _click_days_end else None,
-    end_offset=0,
-)
+#: One partition per publication day (UTC) a declared topic spans, to yesterday, the last complete day
+#: (assets.partitions: the topic registry keeps the set equal to the topics file; an open-ended topic gains a day a
+#: day): no day that can never hold a topic story is offered, or shown missing.
+publication_days = click_days_partitions
+
 
 #: Steps that call an external API are retried after a pause that grows (a network or database hiccup); failures
 #: that a retry cannot fix (refused credentials, stories the API could not measure) raise with allow_retries=False.
@@ -141,7 +132,6 @@ def _run_metadata(stage: str, days: str, totals: "ClickTotals", raw_answers: str
     group_name=SOCIAL_GROUP,
     owners=OWNERS,
     code_version=CODE_VERSIONS["click_totals"],
-    freshness_policy=CLICKS_FRESHNESS,
     kinds={"python", "sql", "parquet"},
     tags=SOCIAL_TAGS,
     pool=POOL_SOCIAL_API,
@@ -166,8 +156,9 @@ def click_totals(
     from topicmap.social.store import click_stories
 
     # a generator: with output_required=False, yielding nothing is how a run materializes nothing
-    window = context.partition_time_window
-    first_day, last_day = window.start.date(), (window.end - timedelta(days=1)).date()
+    # a range run's days are consecutive keys of the day set, which the registry keeps in date order
+    days = sorted(date.fromisoformat(key) for key in context.partition_keys)
+    first_day, last_day = days[0], days[-1]
     if not bitly.configured:
         # Like story_statistics without Facebook: say why and materialize nothing, so the days stay missing (a
         # backfill or the sensors fill them once a token is set) instead of showing empty figures as a success.

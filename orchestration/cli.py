@@ -63,12 +63,14 @@ def declared_topic(name: str, say: Callable[[str], None] = print) -> TopicConfig
 def add_and_seed(topic: TopicConfig, instance: dg.DagsterInstance, say: Callable[[str], None]) -> None:
     """Add the topic's `topics` partition (if missing) and run its `seeds_job`, as the `topic_registry` sensor
     would (its run key: the sensor finds the work done)."""
+    from assets.partitions import apply_declared_calendar
     from orchestration.definitions import defs
     from orchestration.runs import seed_topic
 
     if not instance.has_dynamic_partition("topics", topic.name):
         instance.add_dynamic_partitions("topics", [topic.name])
         say(f"added partition {topic.name!r} of `topics`")
+    apply_declared_calendar(instance)  # the days and weeks the declared topics span, as the registry keeps them
     result = seed_topic(defs, instance, topic)
     meta = result.metadata("seeds")
     say(

@@ -8,6 +8,7 @@ import dagster as dg
 
 from assets.archive import archive_stories
 from assets.checks import ASSET_CHECKS
+from assets.freshness import FRESHNESS_CHECKS
 from assets.clusters import cluster_weeks, clusters
 from assets.jobs import ALL_JOBS
 from assets.media_tags import media_tags
@@ -70,7 +71,7 @@ defs = dg.Definitions.merge(
             spider_assets,
             story_warc_archive,
         ],
-        asset_checks=ASSET_CHECKS,
+        asset_checks=[*ASSET_CHECKS, *FRESHNESS_CHECKS],
         sensors=[
             topic_registry,
             archive_growth,

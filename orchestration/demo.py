@@ -132,12 +132,12 @@ def build_cluster_weeks(
     left. None when none of its weeks is a partition yet."""
     import dagster as dg
 
-    from assets.clusters import weeks_partitions
+    from assets.partitions import weeks_partitions
     from assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
     from orchestration.runs import run_job
     from topicmap.clusters.store import topic_weeks
 
-    partitions = set(weeks_partitions.get_partition_keys())
+    partitions = set(instance.get_dynamic_partitions(weeks_partitions.name))
     weeks = [week for week in topic_weeks(topic.start_date, topic.last_day()) if week in partitions]
     if not weeks:
         _say(f"  no week of {topic.name} is a partition yet")
@@ -217,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import dagster as dg
 
         from assets.jobs import topic_run_tags
+        from assets.partitions import apply_declared_calendar
         from orchestration.definitions import defs
         from orchestration.runs import as_sensor_run, run_job, seed_topic
         from topicmap.spider.plan import decide, read_spider_facts
@@ -232,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         instance.add_dynamic_partitions(
             "topics", [n for n in names if not instance.has_dynamic_partition("topics", n)]
         )
+        apply_declared_calendar(instance)  # the days and weeks the topics span, as the topic registry keeps them
 
         # Every run is a named job, tagged as the sensor that would have requested it (its run key), so the
         # sensors find this work done when the daemon starts (`make ui`) and request nothing again.

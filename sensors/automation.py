@@ -26,7 +26,7 @@ from assets.partitions import topics_partitions
 from assets.social import click_totals
 from resources.social import BitlyResource
 from resources.store import TopicStoreResource
-from sensors.clicks import bitly_not_configured, click_runs_in_progress, first_click_day, last_click_day
+from sensors.clicks import NO_CLICK_DAYS, bitly_not_configured, click_days, click_runs_in_progress
 from sensors.launched import drop_launched
 from sensors.topic_runs import topic_run_in_progress, topic_run_request
 from topicmap.social import refetch
@@ -43,8 +43,10 @@ CATCH_UP_MAX_DAYS = 366
 SPIDERED_STATE = "spidering completed"
 
 
-def catch_up_days(store: TopicStore, now: datetime, earliest: date, busy: set[date]) -> list[date]:
-    """Publication days (oldest first, at most CATCH_UP_MAX_DAYS) with topic stories lacking a stage that is due."""
+def catch_up_days(store: TopicStore, now: datetime, partitions: list[date], busy: set[date]) -> list[date]:
+    """Publication days of ``partitions`` (oldest first, at most CATCH_UP_MAX_DAYS) with topic stories lacking a
+    stage that is due."""
+    earliest = partitions[0]
     # the store's reads (SQLAlchemy) load with the tick, not with the code location
     from topicmap.social.store import days_lacking_stage
 
@@ -57,8 +59,7 @@ def catch_up_days(store: TopicStore, now: datetime, earliest: date, busy: set[da
         days.update(
             c.day for c in days_lacking_stage(store, stage, span[0], span[1], now, limit) if c.stories
         )
-    last = last_click_day()  # no partition (and no refetch window) past it
-    return sorted(day for day in days - busy if last is None or day <= last)[:CATCH_UP_MAX_DAYS]
+    return sorted(day for day in (days - busy) & set(partitions))[:CATCH_UP_MAX_DAYS]
 
 
 @dg.sensor(
@@ -92,7 +93,10 @@ def click_totals_catch_up(
     busy: set[date] = set()
     for stage in refetch.STAGES:
         busy |= refetch.busy_days(click_runs_in_progress(context.instance), stage)
-    days = catch_up_days(store.open(), now, first_click_day(), busy)
+    partitions = click_days(context.instance)
+    if not partitions:
+        return dg.SensorResult(skip_reason=dg.SkipReason(NO_CLICK_DAYS))
+    days = catch_up_days(store.open(), now, partitions, busy)
     if not days:
         return dg.SensorResult(
             skip_reason=dg.SkipReason("no publication day has a due click stage lacking"), cursor=today
@@ -220,8 +224,9 @@ cluster_weeks_automation = beta_api(
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=30,
     description=(
-        "Builds a topic's weeks of clusters (`cluster_weeks`, one backfill, one run per topic) when a new week "
-        "begins and whenever the topic's deduplicated stories are rebuilt (the topic's weeks, from the week of its "
+        "Builds a topic's weeks of clusters (`cluster_weeks`, one backfill, one run per topic) when a week comes "
+        "into the week dimension (the topic registry adds each week once it is over) and whenever the topic's "
+        "deduplicated stories are rebuilt (the topic's weeks, from the week of its "
         "start_date to the week of its end_date in the topics file: the week dimension, shared by all topics, "
         "holds weeks of other topics too), never while the stories are missing or being rebuilt. Evaluates the "
         "asset's automation condition in the code server; each evaluation shows on the asset's Automation tab."

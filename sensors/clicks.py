@@ -4,7 +4,7 @@ The decisions are in topicmap.social.refetch (see its docstring); a tick only re
 instance's in-progress runs, and requests runs with stable run keys, so replaying a tick requests nothing new.
 """
 
-from datetime import date, timedelta
+from datetime import date
 
 import dagster as dg
 
@@ -33,17 +33,13 @@ def click_runs_in_progress(instance: dg.DagsterInstance) -> list[dict[str, str]]
     ]
 
 
-def first_click_day() -> date:
-    """The first publication-day partition: no run is requested for a day the asset has no partition for."""
-    return date.fromisoformat(publication_days.get_first_partition_key())
+def click_days(instance: dg.DagsterInstance) -> list[date]:
+    """The publication-day partitions, oldest first: the days the declared topics span (the topic registry keeps
+    them), so no run is requested for a day the asset has no partition for (it would fail the tick)."""
+    return sorted(date.fromisoformat(key) for key in instance.get_dynamic_partitions(publication_days.name))
 
 
-def last_click_day() -> date | None:
-    """The last publication-day partition (the latest topic end + its 30-day refetch), None while the days run on to
-    yesterday: a story dated later is past every topic's refetch window, and a run for a day with no partition
-    would fail the tick."""
-    end = publication_days.end
-    return None if end is None else (end - timedelta(days=1)).date()
+NO_CLICK_DAYS = "no publication-day partition: no declared topic spans a past day (the topic registry adds them)"
 
 
 def bitly_not_configured(bitly: BitlyResource) -> dg.SkipReason | None:
@@ -69,7 +65,10 @@ def evaluate_click_refetch(
     if skip is not None:
         return dg.SensorResult(skip_reason=skip)
     now = refetch.current_time()
-    earliest = first_click_day()
+    days = click_days(context.instance)
+    if not days:
+        return dg.SensorResult(skip_reason=dg.SkipReason(NO_CLICK_DAYS))
+    earliest = days[0]
     span = refetch.stage_day_range(stage, now, earliest)
     if span is None:
         return dg.SensorResult(skip_reason=dg.SkipReason(f"no publication day has its {stage} stage due yet"))
@@ -80,8 +79,8 @@ def evaluate_click_refetch(
     candidates = days_lacking_stage(
         store.open(), stage, span[0], span[1], now, MAX_DAYS_PER_TICK + len(busy) + 1
     )
-    last = last_click_day()
-    candidates = [c for c in candidates if last is None or c.day <= last]
+    partitions = set(days)  # a story dated outside every topic's dates has no partition (docs/dagster.md)
+    candidates = [c for c in candidates if c.day in partitions]
     plan = refetch.plan_refetch(stage, candidates, context.cursor, now, busy, MAX_DAYS_PER_TICK, earliest)
     requests, launched = drop_launched(
         context.instance,

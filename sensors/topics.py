@@ -1,4 +1,5 @@
-"""The topic registry: keeps the `topics` dynamic partitions in step with the topics file.
+"""The topic registry: keeps the `topics` dynamic partitions, and the days and weeks the topics span
+(assets.partitions.apply_calendar), in step with the topics file.
 
 A partition whose topic the file does not declare (removed from the file, or added in the launch dialog by
 mistake) is deleted only when that loses nothing: no run ever used it, so no stage wrote anything for it. A
@@ -8,12 +9,14 @@ every tick.
 """
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
 
+from assets.freshness import freshness_evaluations
 from assets.jobs import seeds_job
-from assets.partitions import topics_partitions
+from assets.partitions import apply_calendar, topics_partitions
 from resources.topics import TopicsFileResource
 from sensors.launched import drop_launched
 from sensors.settings import SENSOR_INTERVAL_SECONDS
@@ -41,7 +44,12 @@ def read_cursor(cursor: str | None) -> dict[str, Any]:
         "declared": state["declared"],
         "removed": state.get("removed", []),
         "errors": state.get("errors", []),
+        "fresh_at": state.get("fresh_at", ""),
     }
+
+
+#: the freshness checks are evaluated on the first tick of each hour (UTC)
+FRESHNESS_EVERY = "%Y-%m-%dT%H"
 
 
 #: the sensor's name, under which it looks for the runs it launched
@@ -57,7 +65,10 @@ SENSOR_NAME = "topic_registry"
         "Adds a `topics` partition for each new topic in the topics file and requests its `seeds_job` run; re-seeds a "
         "topic whose declaration changed, and seeds a declared topic whose partition was added by hand. A partition of a topic the file does not declare is deleted if no run "
         "ever used it (added by mistake: nothing is lost); one that runs used is kept with its data and reported "
-        "once (runs for it fail at once). Invalid topics are reported once per change."
+        "once (runs for it fail at once). Invalid topics are reported once per change. Keeps the days and weeks "
+        "the declared topics span (`click_days`, `weeks`, `ccnews_days` partitions) equal to the file's dates, "
+        "an open-ended topic's growing day by day. Evaluates the freshness checks `clicks_fresh` and "
+        "`snapshots_fresh` once an hour."
     ),
 )
 def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileResource) -> dg.SensorResult:
@@ -70,6 +81,12 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
     for error in errors:
         if error not in last["errors"]:
             context.log.warning(f"rejected topic: {error}")
+    # the days and weeks the declared topics span (click days, weeks, CC-NEWS days), written at once: an
+    # open-ended topic's new day or week comes in on the first tick of it, a changed date range on the tick after
+    # the edit
+    calendar_notes = [f"partitions {note}" for note in apply_calendar(context.instance, loaded.topics)]
+    for note in calendar_notes:
+        context.log.info(note)
     declared = {topic.name: topic.config_hash for topic in loaded.topics}
     partitions = set(context.instance.get_dynamic_partitions(topics_partitions.name))
     # a partition added by hand (the launch dialog, `topicmap topic add`) for a declared topic is seeded too
@@ -87,7 +104,11 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
                 f"topic {name!r} is no longer in {topics_file.path}; its partition and data are kept, and runs for "
                 "it fail until it is declared again"
             )
-    state = {"declared": plan.state, "removed": kept, "errors": errors}
+    # the freshness checks (assets/freshness.py) read the topics file when evaluated: once an hour, stored as
+    # the checks' evaluations without a run
+    hour = datetime.now(UTC).strftime(FRESHNESS_EVERY)
+    fresh = freshness_evaluations(context.instance) if last["fresh_at"] != hour else []
+    state = {"declared": plan.state, "removed": kept, "errors": errors, "fresh_at": hour}
     run_requests, launched = drop_launched(
         context.instance,
         SENSOR_NAME,
@@ -102,10 +123,17 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
     if not run_requests and not requests and not news:
         kept_note = f"; kept with their data, not declared: {', '.join(kept)}" if kept else ""
         launched_note = "".join(f"; {note}" for note in launched)
+        calendar_note = "".join(f"; {note}" for note in calendar_notes)
         return dg.SensorResult(
-            skip_reason=dg.SkipReason(f"topics file and partitions agree{kept_note}{launched_note}"),
+            skip_reason=dg.SkipReason(
+                f"topics file and partitions agree{calendar_note}{kept_note}{launched_note}"
+            ),
             cursor=json.dumps(state),
+            asset_events=fresh,
         )
     return dg.SensorResult(
-        run_requests=run_requests, dynamic_partitions_requests=requests, cursor=json.dumps(state)
+        run_requests=run_requests,
+        dynamic_partitions_requests=requests,
+        cursor=json.dumps(state),
+        asset_events=fresh,
     )

@@ -19,10 +19,6 @@ from topicmap.store.topic_store import TopicStore, normalize_database_url
 
 DEFAULT_TEST_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
-# The click tests date their stories in 2024; the click partitions must reach back that far whatever topics.yaml
-# says (set before any asset module is imported, since the partitions are built at import).
-os.environ.setdefault("TOPICMAP_CLICKS_START_DATE", "2008-01-01")
-
 # Property tests explore new random examples on every local run; under CI they replay a fixed sequence, so a
 # commit's CI result depends on the commit, not on the draw (a new case found locally becomes a named test).
 # Loaded here, before the test modules build their settings from the current profile.

@@ -502,6 +502,33 @@ class LocalDagster(ProgressWaiter):
             for request in result["runRequests"] or []
         ]
 
+    def sensor_ticks(self, name: str) -> list[dict]:
+        """The sensor's finished ticks, newest first: status, skipReason, runKeys, and the dynamic partitions
+        each added and deleted."""
+        data = self.graphql.query(
+            "query($sel: SensorSelector!) { sensorOrError(sensorSelector: $sel) { __typename ... on Sensor { "
+            "sensorState { ticks(limit: 100) { status skipReason runKeys error { message } "
+            "dynamicPartitionsRequestResults { partitionsDefName partitionKeys type } } } } } }",
+            sel={**self.graphql.repository, "sensorName": name},
+        )
+        ticks = data["sensorOrError"]["sensorState"]["ticks"]
+        return [tick for tick in ticks if tick["status"] != "STARTED"]
+
+    def next_sensor_tick(self, name: str) -> dict:
+        """Start the sensor if it is stopped, and wait for its next finished tick (returned)."""
+        before = len(self.sensor_ticks(name))
+        sensor = next(s for s in self.graphql.sensors() if s["name"] == name)
+        if sensor["sensorState"]["status"] != "RUNNING":
+            self.graphql.set_sensor(sensor, running=True)
+
+        def ticked() -> dict | None:
+            ticks = self.sensor_ticks(name)
+            return ticks[0] if len(ticks) > before else None
+
+        tick = self.wait_for(f"a tick of {name}", ticked, poll=1.0)
+        assert tick["status"] != "FAILURE", tick
+        return tick
+
     def launch_job(self, job_name: str, tags: dict[str, str]) -> str:
         """A run of a named job with these tags (a partition's among them), as the UI launches it; its run id."""
         data = self.graphql.query(

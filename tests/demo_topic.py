@@ -119,6 +119,7 @@ def run_in_process(post_spider: bool) -> dict[str, int]:
     """archive_stories, seeds, every spider iteration, dedup (and with ``post_spider`` the later stages)."""
     import dagster as dg
 
+    from assets.partitions import apply_declared_calendar
     from orchestration.definitions import defs
     from orchestration.runs import run_job
     from topicmap.spider.plan import decide, read_spider_facts
@@ -128,6 +129,7 @@ def run_in_process(post_spider: bool) -> dict[str, int]:
     topic = load_topics(os.environ["TOPICMAP_TOPICS_FILE"]).by_name()[TOPIC]
     if not instance.has_dynamic_partition("topics", TOPIC):
         instance.add_dynamic_partitions("topics", [TOPIC])
+    apply_declared_calendar(instance)  # the topic's days and weeks, as the topic registry adds them
     run_job(defs, instance, "archive_job")
     run_job(defs, instance, "seeds_job", TOPIC)
     store = TopicStore.open()

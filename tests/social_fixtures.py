@@ -119,3 +119,15 @@ def social_resources(server: StandinServer, db_url: str, tmp_path: Path, **overr
 def click_table(store: TopicStore) -> dict[int, dict[str, Any]]:
     with store.engine.connect() as conn:
         return {row.stories_id: dict(row._mapping) for row in conn.execute(select(s.bitly_clicks_total))}
+
+
+def click_instance():  # noqa: ANN201 - a dg.DagsterInstance (dagster loads with the test)
+    """An ephemeral Dagster instance holding TOPIC's publication days (and weeks, CC-NEWS days), as the topic
+    registry adds them."""
+    import dagster as dg
+
+    from assets.partitions import apply_calendar
+
+    instance = dg.DagsterInstance.ephemeral()
+    apply_calendar(instance, [TOPIC], date(2024, 12, 31))
+    return instance

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import delete, insert, select, update
 
 from assets import checks
-from assets.freshness import CCNEWS_FRESHNESS, click_freshness, snapshot_freshness
+from assets.freshness import CCNEWS_FRESHNESS, click_verdict, last_deadline, snapshot_verdict
 from assets.metadata import CODE_VERSIONS, asset_owners
 from assets.partitions import topics_partitions
 from resources.archive import ArchiveDropsResource
@@ -504,19 +504,27 @@ def test_owners_come_from_the_setting_or_the_default() -> None:
 
 def test_freshness_applies_while_a_topic_has_a_cadence() -> None:
     spans = [(date(2026, 1, 1), date(2026, 4, 30))]
-    assert click_freshness(spans, date(2026, 1, 4)) is None  # no 3-day stage due yet
-    live = click_freshness(spans, date(2026, 5, 31))  # the last day's 30-day stage is due on June 1
-    assert isinstance(live, dg.FreshnessPolicy) and live.fail_window.to_timedelta() == timedelta(hours=48)
-    assert click_freshness(spans, date(2026, 6, 2)) is None  # over: nothing is late any more
-    assert snapshot_freshness(spans, date(2025, 12, 31)) is None
-    assert snapshot_freshness(spans, date(2026, 5, 1)).deadline_cron == "0 7 * * 1"
-    assert snapshot_freshness(spans, date(2026, 6, 2)) is None
-    assert snapshot_freshness([], date(2026, 5, 1)) is None
 
+    def at(day: date, hour: int = 12) -> datetime:
+        return datetime(day.year, day.month, day.day, hour, tzinfo=UTC)
 
-def test_a_click_totals_run_at_noon_is_fresh_for_two_days() -> None:
-    policy = click_freshness([(date(2026, 1, 1), date(2026, 4, 30))], date(2026, 2, 1))
-    assert policy.warn_window.to_timedelta() == timedelta(hours=26)
-    assert datetime(2026, 2, 1, 12, tzinfo=UTC) + policy.fail_window.to_timedelta() == datetime(
-        2026, 2, 3, 12, tzinfo=UTC
-    )
+    # no 3-day stage due yet, and after the last 30-day stage: nothing can be late, whatever the asset did
+    assert click_verdict(spans, at(date(2026, 1, 4)), None)[0]
+    assert click_verdict(spans, at(date(2026, 6, 2)), None)[0]
+    # the last day's 30-day stage is due on June 1: a click run two days old is an error, 30 hours a warning
+    now = at(date(2026, 5, 31))
+    passed, severity, why = click_verdict(spans, now, now - timedelta(hours=49))
+    assert not passed and severity == dg.AssetCheckSeverity.ERROR and "over 48 h" in why
+    passed, severity, _ = click_verdict(spans, now, now - timedelta(hours=30))
+    assert not passed and severity == dg.AssetCheckSeverity.WARN
+    assert click_verdict(spans, now, now - timedelta(hours=20))[0]
+    assert not click_verdict(spans, now, None)[0]
+    # snapshots: from the start to the end + 31 days, one written in the week before the last Monday 07:00
+    assert snapshot_verdict(spans, at(date(2025, 12, 31)), None)[0]
+    assert snapshot_verdict(spans, at(date(2026, 6, 2)), None)[0]
+    assert snapshot_verdict([], at(date(2026, 5, 1)), None)[0]
+    friday = at(date(2026, 5, 1))  # the last deadline: Monday April 27, 07:00
+    assert snapshot_verdict(spans, friday, datetime(2026, 4, 20, 8, tzinfo=UTC))[0]
+    passed, _, why = snapshot_verdict(spans, friday, datetime(2026, 4, 20, 6, tzinfo=UTC))
+    assert not passed and "2026-04-20 07:00" in why
+    assert last_deadline(datetime(2026, 4, 27, 6, tzinfo=UTC)) == datetime(2026, 4, 20, 7, tzinfo=UTC)

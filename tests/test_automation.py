@@ -12,13 +12,8 @@ import dagster as dg
 import pytest
 from sqlalchemy import insert, update
 
-from assets.partitions import (
-    clicks_end_day,
-    clicks_start_day,
-    earliest_topic_start,
-    latest_topic_end,
-)
-from assets.social import click_totals, publication_days
+from assets.partitions import apply_calendar, declared_calendar
+from assets.social import click_totals
 from orchestration.definitions import defs
 from resources.social import BitlyResource
 from resources.store import TopicStoreResource
@@ -29,6 +24,7 @@ from topicmap import settings
 from topicmap.social import refetch
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
+from topicmap.topics.declarations import load_topics
 
 JAN10 = date(2024, 1, 10)
 NOW = at(date(2024, 3, 15), 6)
@@ -124,55 +120,28 @@ def test_scheduled_backfills_run_by_default_and_are_described() -> None:
     assert ccnews.default_status == dg.DefaultScheduleStatus.STOPPED
 
 
-def test_click_partitions_start_at_the_setting_then_the_earliest_topic(tmp_path: Path) -> None:
+def test_click_days_are_the_declared_topics_days(tmp_path: Path) -> None:
     topics = tmp_path / "topics.yaml"
     topics.write_text(
         "topics:\n  - {name: a, query: x, start_date: 2026-02-01, end_date: 2026-03-01}\n"
         "  - {name: b, query: y, start_date: 2025-11-15, end_date: 2026-01-01}\n  - broken\n",
         encoding="utf-8",
     )
-    today = date(2026, 11, 26)
-    assert earliest_topic_start(topics) == date(2025, 11, 15)
-    assert clicks_start_day({"TOPICMAP_TOPICS_FILE": str(topics)}, today) == date(2025, 11, 15)
-    setting = {settings.CLICKS_START_DATE.name: "2026-01-05", "TOPICMAP_TOPICS_FILE": str(topics)}
-    assert clicks_start_day(setting, today) == date(2026, 1, 5)
-    # no topics file: a recent window, not 2008
-    assert clicks_start_day(
-        {"TOPICMAP_TOPICS_FILE": str(tmp_path / "none.yaml")}, today
-    ) == today - timedelta(90)
+    declared = load_topics(topics).topics
+    days = declared_calendar(declared, date(2026, 11, 26), {})["click_days"]
+    # each topic's days, no day between them (January 2 to 31) and none after the last end
+    assert days[0] == "2025-11-15" and days[-1] == "2026-03-01"
+    assert "2026-01-01" in days and "2026-01-15" not in days and "2026-02-01" in days
+    assert len(days) == 48 + 29
+    # the setting is a floor; a bad one is refused by name
+    floored = declared_calendar(declared, date(2026, 11, 26), {settings.CLICKS_START_DATE.name: "2025-12-31"})
+    assert floored["click_days"][0] == "2025-12-31"
     with pytest.raises(ValueError, match=settings.CLICKS_START_DATE.name):
-        clicks_start_day({settings.CLICKS_START_DATE.name: "last tuesday"}, today)
-
-
-def test_click_days_end_with_the_last_topic_and_its_30_day_refetch(tmp_path: Path) -> None:
-    topics = tmp_path / "topics.yaml"
-    topics.write_text(
-        "topics:\n  - {name: a, query: x, start_date: 2026-02-01, end_date: 2026-03-01}\n"
-        "  - {name: b, query: y, start_date: 2025-11-15, end_date: 2026-01-01}\n  - broken\n",
-        encoding="utf-8",
-    )
-    environ = {"TOPICMAP_TOPICS_FILE": str(topics)}
-    first = clicks_start_day(environ, date(2026, 11, 26))
-    end = clicks_end_day(first, environ)
-    assert end == date(2026, 4, 1)  # exclusive: the last day is March 1 + 30 days
-    days = dg.DailyPartitionsDefinition(start_date=first.isoformat(), end_date=end.isoformat())
-    keys = days.get_partition_keys()
-    assert keys[0] == "2025-11-15" and keys[-1] == "2026-03-31"
-    # the launch dialog opens on the last days of the partitions: they are the topics' days now, not "recent" ones
-    assert {"2026-02-01", "2026-03-01"} <= set(keys[-90:])
-    # no topic with an end: days run on to yesterday; a start setting after every end is refused by name
-    assert clicks_end_day(first, {"TOPICMAP_TOPICS_FILE": str(tmp_path / "none.yaml")}) is None
-    with pytest.raises(ValueError, match=settings.CLICKS_START_DATE.name):
-        clicks_end_day(date(2026, 6, 1), environ)
-
-
-def test_the_code_locations_click_days_end_after_the_declared_topics() -> None:
-    latest_end = latest_topic_end()
-    assert latest_end is not None  # the shipped topics.yaml dates its topics
-    assert publication_days.end is not None
-    assert publication_days.end.date() == latest_end + timedelta(days=31)
-    last_key = publication_days.get_last_partition_key()  # the end is past: it bounds the days, not today
-    assert last_key == (latest_end + timedelta(days=30)).isoformat()
+        declared_calendar(declared, date(2026, 11, 26), {settings.CLICKS_START_DATE.name: "last tuesday"})
+    # an open-ended topic's days run to yesterday; its first days only, before its start is over
+    topics.write_text("topics:\n  - {name: a, query: x, start_date: 2026-02-01, end_date: open}\n", encoding="utf-8")
+    open_ended = load_topics(topics, date(2026, 2, 10)).topics
+    assert declared_calendar(open_ended, date(2026, 2, 10), {})["click_days"][-1] == "2026-02-09"
 
 
 @pytest.fixture
@@ -184,6 +153,7 @@ def store_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dic
     monkeypatch.setattr(refetch, "current_time", lambda: NOW)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("topics", [TOPIC.name])
+        apply_calendar(instance, [TOPIC], NOW.date())  # its days, as the topic registry adds them
         yield {"store": store, "db_url": db_url, "instance": instance, "tmp": tmp_path}
     store.dispose()
 
@@ -274,20 +244,15 @@ def test_catch_up_launches_one_backfill_over_the_due_days_once_a_day(store_world
     }
 
 
-def test_no_click_run_is_requested_for_a_day_past_the_last_partition(
-    store_world: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Stories dated after every topic's refetch window (the last partition) are not requested: no partition."""
-    import sensors.clicks
-
-    ending = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-12")
-    monkeypatch.setattr(sensors.clicks, "publication_days", ending)
+def test_no_click_run_is_requested_for_a_day_that_is_no_partition(store_world: dict) -> None:
+    """Stories dated outside every topic's dates (no partition of the day) are not requested."""
+    store_world["instance"].delete_dynamic_partition("click_days", "2024-01-12")
     context = dg.build_sensor_context(
         instance=store_world["instance"], resources=_resources(store_world, "token"), definitions=defs
     )
     (request,) = click_totals_catch_up(context).run_requests
     days = {p.partition_key for p in request.asset_graph_subset.iterate_asset_partitions()}
-    assert days == {"2024-01-10", "2024-01-11"}  # the stories of the 12th are past the last day
+    assert days == {"2024-01-10", "2024-01-11"}  # the 12th is no partition
     refetches = click_refetch_30d(
         dg.build_sensor_context(instance=store_world["instance"], resources=_resources(store_world, "token"))
     ).run_requests

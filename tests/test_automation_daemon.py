@@ -16,7 +16,8 @@ import dagster as dg
 import pytest
 
 from assets.dagster_internals import BulkActionStatus
-from tests.social_fixtures import add_topic_stories, click_table, dataset_for, week_of_stories
+from assets.partitions import apply_calendar
+from tests.social_fixtures import TOPIC, add_topic_stories, click_table, dataset_for, week_of_stories
 from topicmap.demo.standins import run_standin_server
 from topicmap.store.topic_store import TopicStore
 
@@ -56,15 +57,17 @@ def test_the_catch_up_sensor_launches_one_backfill_the_daemon_completes(tmp_path
             "DAGSTER_HOME": str(dagster_home),
             "TOPICMAP_HOME": str(home),
             "TOPICMAP_TOPICS_FILE": str(tmp_path / "topics.yaml"),
-            "TOPICMAP_CLICKS_START_DATE": "2024-01-01",
             "TOPICMAP_BITLY_TOKEN": server.dataset.bitly_token,
             "TOPICMAP_BITLY_BASE_URL": server.base_url_bitly,
             "TOPICMAP_EXECUTOR": "in_process",  # steps in the run worker: the backfill is the subject
         }
         env.pop("TOPICMAP_DATABASE_URL", None)
-        # only the catch-up: the refetch sensors (running by default) would otherwise race it for the same days
-        for name in ("click_refetch_3d", "click_refetch_30d"):
+        # only the catch-up: the refetch sensors (running by default) would otherwise race it for the same days,
+        # and the topic registry, whose topics file declares none, would take the days away again
+        for name in ("click_refetch_3d", "click_refetch_30d", "topic_registry"):
             _dagster(["sensor", "stop", name], env, workspace)
+        with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+            apply_calendar(instance, [TOPIC], date(2024, 3, 15))  # the stories' topic's days, as the registry adds them
         _dagster(["sensor", "start", "click_totals_catch_up"], env, workspace)
         log_path = tmp_path / "daemon.log"
         log = open(log_path, "wb")  # noqa: SIM115 - closed in finally

@@ -74,6 +74,10 @@ def test_a_week_backfill_loads_each_day_once_with_its_own_figures(tmp_path: Path
             local_dagster(tmp_path, env) as dagster,
             dg.DagsterInstance.from_config(str(dagster.dagster_home)) as instance,
         ):
+            # the topic registry adds the CC-NEWS days: here every day from TOPICMAP_CCNEWS_START (no topic)
+            tick = dagster.next_sensor_tick("topic_registry")
+            days = instance.get_dynamic_partitions("ccnews_days")
+            assert days[0] == "2026-01-01" and days == sorted(days) and set(WEEK) <= set(days), tick
             first = dagster.launch_backfill("ccnews_stories", WEEK)
             assert dagster.wait_for_backfill(first) == "COMPLETED_SUCCESS", dagster.log_tails()
             runs = dagster.backfill_runs(first)

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import delete, func, insert, select
 
 import sensors.clicks as click_sensors
+from assets.partitions import apply_calendar
 from assets.social import click_totals
 from resources.store import TopicStoreResource
 from sensors.clicks import click_refetch_3d, click_refetch_30d
@@ -41,6 +42,8 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
     stories = [st for st in week_of_stories(JAN10, 5, 2) if st.publish_date.day != 12]
     stories = [st for st in stories if st.publish_date.day == 10 or st.url.endswith("-0")]
     add_topic_stories(store, stories)
+    instance = dg.DagsterInstance.ephemeral()
+    apply_calendar(instance, [TOPIC], date(2024, 12, 31))  # the topic's days, as the topic registry adds them
     with run_standin_server(dataset_for(stories, seed=9)) as server:
         yield {
             "store": store,
@@ -48,7 +51,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
             "server": server,
             "tmp": tmp_path,
             "stories": stories,
-            "instance": dg.DagsterInstance.ephemeral(),
+            "instance": instance,
         }
     store.dispose()
 

@@ -10,12 +10,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.clusters import TOPIC_OF_WEEK, weeks_partitions
+from assets.clusters import TOPIC_OF_WEEK
 from assets.conditions import CLUSTER_WEEKS_CONDITION
-from assets.partitions import declared_topic_weeks
+from assets.partitions import apply_calendar, apply_declared_calendar, declared_topic_weeks, weeks_partitions
 from orchestration.definitions import defs
 from sensors.automation import cluster_weeks_automation
 from topicmap.clusters.store import topic_weeks
+from topicmap.topics.declarations import load_topics
 
 CLUSTER_WEEKS = dg.AssetSelection.assets("cluster_weeks")
 CLUSTER_WEEKS_KEY = dg.AssetKey("cluster_weeks")
@@ -53,15 +54,13 @@ def test_the_sensor_ticks_in_the_code_server_and_requests_one_backfill_of_the_to
 ) -> None:
     """The sensor as the code server ticks it (``use_user_code_server``: the daemon runs only Dagster's own
     conditions, and this one reads the topics file): one backfill, over the declared topic's weeks alone."""
-    weeks = weeks_partitions.get_partition_keys()[3:7]  # the code location's weeks: those of topics.yaml
-    start, end = (
-        date.fromisoformat(weeks[0]) + timedelta(days=1),
-        date.fromisoformat(weeks[-1]) + timedelta(days=1),
-    )
-    _declare(tmp_path, monkeypatch, f"name: climate, query: a, start_date: {start}, end_date: {end}")
+    _declare(tmp_path, monkeypatch, "name: climate, query: a, start_date: 2026-01-20, end_date: 2026-02-10")
     repository = defs.get_repository_def()
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("topics", ["climate", "undeclared"])
+        apply_declared_calendar(instance)  # the weeks the declared topic spans, as the topic registry adds them
+        weeks = instance.get_dynamic_partitions(weeks_partitions.name)
+        assert weeks == ["2026-01-19", "2026-01-26", "2026-02-02", "2026-02-09"]
         first = cluster_weeks_automation.evaluate_tick(
             dg.build_sensor_context(instance=instance, repository_def=repository)
         )
@@ -78,16 +77,17 @@ def test_the_sensor_ticks_in_the_code_server_and_requests_one_backfill_of_the_to
 def test_a_topics_weeks_are_built_once_its_stories_land_and_again_when_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    weeks = weeks_partitions.get_partition_keys()
-    last_day = date.fromisoformat(weeks[-1]) + timedelta(days=6)
     _declare(
         tmp_path,
         monkeypatch,
-        f"name: climate, query: a, start_date: {weeks[0]}, end_date: {last_day}",
-        f"name: other, query: b, start_date: {weeks[0]}, end_date: {last_day}",
+        "name: climate, query: a, start_date: 2026-03-02, end_date: 2026-04-12",
+        "name: other, query: b, start_date: 2026-03-02, end_date: 2026-04-12",
     )
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("topics", ["climate", "other"])
+        apply_declared_calendar(instance)
+        weeks = instance.get_dynamic_partitions(weeks_partitions.name)
+        assert len(weeks) == 6
         # no deduplicated stories yet: nothing to cluster
         result = dg.evaluate_automation_conditions(
             defs=defs, instance=instance, asset_selection=CLUSTER_WEEKS
@@ -205,3 +205,43 @@ def test_a_topics_declared_weeks_run_from_the_week_of_its_start_to_the_week_of_i
         "closed": (date(2026, 1, 5), date(2026, 2, 16)),
         "running": (date(2026, 3, 2), date(2026, 11, 23)),  # to the current week
     }
+
+
+def test_a_week_the_registry_adds_is_requested_for_the_topic_it_belongs_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The code location's condition on the registry's week set: a week that comes in (an open-ended topic's, once
+    it is over) is requested for the topics whose stories are there and whose dates hold it, and only that week."""
+    _declare(
+        tmp_path,
+        monkeypatch,
+        "name: climate, query: a, start_date: 2026-01-05, end_date: open",
+        "name: ended, query: b, start_date: 2026-01-05, end_date: 2026-01-25",
+    )
+    monday = datetime(2026, 2, 2, 12, tzinfo=UTC)
+    topics = load_topics(tmp_path / "topics.yaml", monday.date()).topics
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("topics", ["climate", "ended"])
+        apply_calendar(instance, topics, monday.date())
+        assert instance.get_dynamic_partitions("weeks") == ["2026-01-05", "2026-01-12", "2026-01-19", "2026-01-26"]
+        before = dg.evaluate_automation_conditions(
+            defs=defs, instance=instance, asset_selection=CLUSTER_WEEKS, evaluation_time=monday
+        )
+        _stories_rebuilt(instance, "climate", "ended")
+        first = dg.evaluate_automation_conditions(
+            defs=defs, instance=instance, asset_selection=CLUSTER_WEEKS, evaluation_time=monday, cursor=before.cursor
+        )
+        assert len(first.get_requested_partitions(CLUSTER_WEEKS_KEY)) == 4 + 3
+        for key in first.get_requested_partitions(CLUSTER_WEEKS_KEY):  # built
+            instance.report_runless_asset_event(dg.AssetMaterialization("cluster_weeks", partition=key))
+        # a week later the registry adds the week that ended
+        apply_calendar(instance, topics, (monday + timedelta(days=7)).date())
+        assert instance.get_dynamic_partitions("weeks")[-1] == "2026-02-02"
+        later = dg.evaluate_automation_conditions(
+            defs=defs,
+            instance=instance,
+            asset_selection=CLUSTER_WEEKS,
+            evaluation_time=monday + timedelta(days=7),
+            cursor=first.cursor,
+        )
+        assert later.get_requested_partitions(CLUSTER_WEEKS_KEY) == {"climate|2026-02-02"}

@@ -77,9 +77,9 @@ def test_a_backfill_builds_the_weeks_in_one_run_and_a_rebuilt_week_marks_later_w
             local_dagster(tmp_path, env) as dagster,
             dg.DagsterInstance.from_config(str(dagster.dagster_home)) as instance,
         ):
-            instance.add_dynamic_partitions(
-                "topics", [TOPIC]
-            )  # the topic registry sensor's job, stopped here
+            # the topic registry sensor's job, stopped here: the topic and its weeks
+            instance.add_dynamic_partitions("topics", [TOPIC])
+            instance.add_dynamic_partitions("weeks", WEEKS)
             run_id = one_backfill_run(dagster, KEYS)
             # the weeks were materialized one by one, in order, as the run built them
             built = week_materializations(instance, run_id)

@@ -17,10 +17,10 @@ import pytest
 from PIL import Image
 from sklearn.metrics import adjusted_rand_score
 
-from assets.clusters import WEEKS_START, ClusterWeeksConfig, cluster_weeks, clusters
+from assets.clusters import ClusterWeeksConfig, cluster_weeks, clusters
 from assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG as RANGE_END
 from assets.dagster_internals import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
-from assets.partitions import weeks_end_day, weeks_start_day
+from assets.partitions import apply_calendar, declared_calendar, weeks_partitions
 from resources.store import TopicStoreResource
 from topicmap.clusters.model import (
     _projection,
@@ -38,7 +38,7 @@ from topicmap.clusters.pictures import draw_mutation_graph, draw_stream_graph
 from topicmap.clusters.store import READ_WEEKS, _WeeklyStories, topic_story_texts, topic_weeks
 from topicmap.store import schema as s
 from topicmap.store.topic_store import NewStory, TopicStore, now_utc
-from topicmap.topics.declarations import TopicConfig
+from topicmap.topics.declarations import TopicConfig, load_topics
 
 VOCABULARIES = {
     "election": [
@@ -441,6 +441,7 @@ def weeks_instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dg.Dagste
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("topics", [TOPIC])
+    instance.add_dynamic_partitions("weeks", WEEKS)  # as the topic registry adds the weeks of a topic
     return instance
 
 
@@ -578,55 +579,34 @@ def test_weeks_are_backfilled_in_one_run_per_topic() -> None:
     assert [d.asset_key for d in deps] == [dg.AssetKey("deduped_stories")]
 
 
-def test_weekly_partitions_end_with_the_last_declared_topic(tmp_path: Path) -> None:
+def test_the_week_dimension_holds_the_declared_topics_weeks_once_over(tmp_path: Path) -> None:
     topics = tmp_path / "topics.yaml"
     topics.write_text(
         "topics:\n  - {name: long, query: a, start_date: 2009-01-01, end_date: 2024-12-31}\n"
-        "  - {name: short, query: a, start_date: 2019-10-28, end_date: 2020-03-02}\n",
+        "  - {name: short, query: a, start_date: 2019-10-28, end_date: 2020-03-02}\n"
+        "  - {name: running, query: a, start_date: 2026-11-04, end_date: open}\n",
         encoding="utf-8",
     )
-    files = {"TOPICMAP_TOPICS_FILE": str(topics)}
-    first = weeks_start_day(files)
-    end = weeks_end_day(first, files)
-    assert (first, end) == (
-        date(2008, 12, 29),
-        date(2025, 1, 6),
-    )  # the Monday after the last topic's last week
-    weeks = dg.WeeklyPartitionsDefinition(
-        start_date=first.isoformat(), end_date=end.isoformat(), day_offset=1
-    ).get_partition_keys()
-    assert weeks[0] == "2008-12-29" and weeks[-1] == "2024-12-30" and len(weeks) == 836
-    # no topic with an end: the weeks run to the current one, as before
-    assert weeks_end_day(first, {"TOPICMAP_TOPICS_FILE": str(tmp_path / "none.yaml")}) is None
-    with pytest.raises(ValueError, match="set TOPICMAP_WEEKS_START to a day before that end"):
-        weeks_end_day(date(2025, 3, 3), files)
-    # the asset's weekly partitions are cut where the code location's topics file says
+    declared = load_topics(topics, date(2026, 11, 26)).topics
+    weeks = declared_calendar(declared, date(2026, 11, 26), {})["weeks"]
+    # from the Monday of the earliest start to the week of the last end; none between the topics; the running
+    # topic's weeks that are over (not the current one, which begins on the 23rd)
+    assert weeks[0] == "2008-12-29" and "2024-12-30" in weeks and "2025-01-06" not in weeks
+    assert weeks[-3:] == ["2026-11-02", "2026-11-09", "2026-11-16"] and len(weeks) == 836 + 3
+    # the setting is a floor (its Monday); a bad one is refused by name
+    floored = declared_calendar(declared, date(2026, 11, 26), {"TOPICMAP_WEEKS_START": "2019-10-30"})["weeks"]
+    assert floored[0] == "2019-10-28"
+    with pytest.raises(ValueError, match="TOPICMAP_WEEKS_START must be an ISO day"):
+        declared_calendar(declared, date(2026, 11, 26), {"TOPICMAP_WEEKS_START": "June"})
+    # the asset's week dimension is that set, kept by the topic registry
     week_dimension = next(d for d in cluster_weeks.partitions_def.partitions_defs if d.name == "week")
-    expected = weeks_end_day(date.fromisoformat(WEEKS_START))
-    assert (week_dimension.partitions_def.end and week_dimension.partitions_def.end.date()) == expected
+    assert week_dimension.partitions_def == weeks_partitions
 
 
 def test_topic_weeks_are_the_mondays_the_topic_spans() -> None:
     weeks = topic_weeks(date(2026, 1, 1), date(2026, 4, 30))
     assert weeks[0] == "2025-12-29" and weeks[-1] == "2026-04-27" and len(weeks) == 18
     assert all(date.fromisoformat(w).weekday() == 0 for w in weeks)
-
-
-def test_weeks_start_on_the_monday_of_the_setting_or_of_the_earliest_topic(tmp_path: Path) -> None:
-    topics = tmp_path / "topics.yaml"
-    topics.write_text(
-        "topics:\n  - {name: a, query: a, start_date: 2026-03-05}\n  - {name: b, query: b, start_date: 2026-02-12}\n",
-        encoding="utf-8",
-    )
-    today = date(2026, 11, 26)
-    files = {"TOPICMAP_TOPICS_FILE": str(topics)}
-    # the earliest topic's Monday: every week of every declared topic is a partition, years before are not
-    assert weeks_start_day(files, today) == date(2026, 2, 9)
-    assert weeks_start_day({**files, "TOPICMAP_WEEKS_START": "2026-06-03"}, today) == date(2026, 6, 1)
-    assert weeks_start_day({"TOPICMAP_TOPICS_FILE": str(tmp_path / "none.yaml")}, today) == date(2026, 5, 25)
-    with pytest.raises(ValueError, match="TOPICMAP_WEEKS_START must be an ISO day"):
-        weeks_start_day({"TOPICMAP_WEEKS_START": "June"}, today)
-    assert date.fromisoformat(WEEKS_START).weekday() == 0
 
 
 def test_the_demo_builds_a_topics_weeks_in_one_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -646,6 +626,7 @@ def test_the_demo_builds_a_topics_weeks_in_one_run(tmp_path: Path, monkeypatch: 
     topic = TopicConfig(name=TOPIC, query="news", start_date=date(2026, 2, 2), end_date=date(2026, 2, 22))
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("topics", [TOPIC])
+        apply_calendar(instance, [topic], date(2026, 11, 26))
         finished = build_cluster_weeks(defs, instance, topic)
         (run,) = instance.get_runs()
         assert finished is not None and run.run_id == finished.run_id and run.job_name == "cluster_weeks_job"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from sqlalchemy import select
 
 from assets.commoncrawl import ccnews_daily_job, ccnews_days, ccnews_stories, ccnews_yesterday_schedule
+from assets.partitions import apply_calendar
 from resources.commoncrawl import CommonCrawlResource
 from resources.store import TopicStoreResource
 from tests.ccservers import DataServer, capture_time, write_pages_warc
@@ -34,6 +36,7 @@ from topicmap.archive.commoncrawl import (
 from topicmap.demo.web import generate_demo_web
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
+from topicmap.topics.declarations import TopicConfig
 from topicmap.web.netguard import AddressPolicy
 
 
@@ -378,7 +381,20 @@ def test_ccnews_day_loads_streams_filters_and_resumes(tmp_path: Path, web, store
         data.close()
 
 
-def test_ccnews_partition_asset_and_yesterday_schedule(tmp_path: Path, web) -> None:
+@pytest.fixture
+def ccnews_instance() -> Iterator[dg.DagsterInstance]:
+    """An instance holding the CC-NEWS days of a topic of January and February 2026, as the topic registry adds
+    them (one with an instance reference: a schedule's context needs one)."""
+    with dg.instance_for_test() as instance:
+        topic = TopicConfig(name="t", query="a", start_date=date(2026, 1, 1), end_date=date(2026, 3, 1))
+        apply_calendar(instance, [topic], date(2026, 11, 26))
+        yield instance
+
+
+def test_ccnews_partition_asset_and_yesterday_schedule(
+    tmp_path: Path, web, ccnews_instance: dg.DagsterInstance
+) -> None:
+    instance = ccnews_instance
     _ccnews_layout(tmp_path, web)
     data = DataServer(tmp_path)
     try:
@@ -391,7 +407,9 @@ def test_ccnews_partition_asset_and_yesterday_schedule(tmp_path: Path, web) -> N
                 backoff_seconds=0.01,
             ),
         }
-        result = dg.materialize([ccnews_stories], resources=resources, partition_key="2026-01-05")
+        result = dg.materialize(
+            [ccnews_stories], resources=resources, partition_key="2026-01-05", instance=instance
+        )
         assert result.success
         metadata = result.asset_materializations_for_node("ccnews_stories")[0].metadata
         assert metadata["files"].value == 2 and metadata["files_failed"].value == 0
@@ -399,7 +417,11 @@ def test_ccnews_partition_asset_and_yesterday_schedule(tmp_path: Path, web) -> N
         assert "http 404" in metadata["rejected_by_reason"].value
         data.always["crawl-data/CC-NEWS/2026/01/CC-NEWS-20260104230000-00000.warc.gz"] = 503
         failed = dg.materialize(
-            [ccnews_stories], resources=resources, partition_key="2026-01-04", raise_on_error=False
+            [ccnews_stories],
+            resources=resources,
+            partition_key="2026-01-04",
+            raise_on_error=False,
+            instance=instance,
         )
         assert not failed.success
     finally:
@@ -416,11 +438,18 @@ def test_ccnews_partition_asset_and_yesterday_schedule(tmp_path: Path, web) -> N
     context = dg.build_schedule_context(
         scheduled_execution_time=datetime(2026, 3, 2, 6, 0, tzinfo=UTC),
         repository_def=defs.get_repository_def(),
+        instance=instance,
     )
     requests = list(schedule.evaluate_tick(context).run_requests or [])
     assert [r.partition_key for r in requests] == ["2026-03-01"]
-    # the partition it asks for is the last one there is at that moment (end_offset=0: yesterday, a whole day),
-    # and a tick evaluated twice asks for the same run (its run key)
-    with dg.partition_loading_context(effective_dt=datetime(2026, 3, 2, 6, 0, tzinfo=UTC)):
-        assert ccnews_days.get_last_partition_key() == "2026-03-01"
+    # the partition it asks for is the topic's last day, and a tick evaluated twice asks for the same run (its
+    # run key); a day no topic spans is no partition: the tick says so and asks for nothing
+    assert instance.get_dynamic_partitions(ccnews_days.name)[-1] == "2026-03-01"
+    later = dg.build_schedule_context(
+        scheduled_execution_time=datetime(2026, 3, 3, 6, 0, tzinfo=UTC),
+        repository_def=defs.get_repository_def(),
+        instance=instance,
+    )
+    skipped = schedule.evaluate_tick(later)
+    assert not skipped.run_requests and "2026-03-02 is not a CC-NEWS partition" in skipped.skip_message
     assert requests[0].run_key == "ccnews:2026-03-01" and requests[0].job_name in (None, "ccnews_daily")

@@ -18,7 +18,6 @@ import dagster as dg
 import pytest
 from sqlalchemy import update
 
-from assets.partitions import clicks_end_day, declared_topic_dates, weeks_end_day
 from assets.seeds import seeds
 from orchestration.cli import main
 from resources.store import TopicStoreResource
@@ -94,22 +93,63 @@ def test_a_misspelt_open_end_is_refused_naming_the_field_and_the_word() -> None:
     assert refused.value.field == "end_date" and "'open'" in str(refused.value)
 
 
-def test_an_open_ended_topic_runs_the_week_and_click_partitions_to_the_current_ones(tmp_path: Path) -> None:
+def _apply(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
+    """The registry's partition requests, applied in order as the sensor daemon applies them."""
+    for request in result.dynamic_partitions_requests or []:
+        if isinstance(request, dg.DeleteDynamicPartitionsRequest):
+            for key in request.partition_keys:
+                instance.delete_dynamic_partition(request.partitions_def_name, key)
+        else:
+            new = [k for k in request.partition_keys if not instance.has_dynamic_partition(request.partitions_def_name, k)]
+            instance.add_dynamic_partitions(request.partitions_def_name, new)
+
+
+def test_the_registry_keeps_the_days_and_weeks_to_the_declared_topics_tick_by_tick(tmp_path: Path) -> None:
+    """An open-ended topic's days reach yesterday, an ended topic's stop at its end; a topic extended or declared
+    in the file brings its days on the next tick, in date order; a day no longer declared goes unless it holds
+    data. The freshness checks are evaluated with the tick (once an hour)."""
+    today = datetime.now(UTC).date()
+    yesterday = today - timedelta(days=1)
     path = tmp_path / "topics.yaml"
-    path.write_text(
-        "topics:\n"
-        "  - {name: ended, query: a, start_date: 2025-01-01, end_date: 2025-03-31}\n"
-        "  - {name: running, query: b, start_date: 2025-06-01, end_date: open}\n",
-        encoding="utf-8",
+
+    def declare(*lines: str) -> None:
+        path.write_text("topics:\n" + "".join(f"  - {{{line}}}\n" for line in lines), encoding="utf-8")
+
+    def span(first: date, last: date) -> list[str]:
+        return [(first + timedelta(days=n)).isoformat() for n in range((last - first).days + 1)]
+
+    ended = (today - timedelta(days=40), today - timedelta(days=30))
+    declare(f"name: ended, query: a, start_date: {ended[0]}, end_date: {ended[1]}")
+    resources = {"topics_file": TopicsFileResource(path=str(path))}
+    instance = dg.DagsterInstance.ephemeral()
+    # a day materialized under the earlier time partitions (which ran 30 days past the end): it holds data
+    earlier_key = (ended[1] + timedelta(days=10)).isoformat()
+    instance.report_runless_asset_event(dg.AssetMaterialization("click_totals", partition=earlier_key))
+    first = topic_registry(dg.build_sensor_context(instance=instance, resources=resources))
+    _apply(instance, first)
+    assert instance.get_dynamic_partitions("click_days") == [*span(*ended), earlier_key]
+    assert instance.get_dynamic_partitions("ccnews_days") == span(*ended)
+    assert {e.check_name for e in first.asset_events} == {"clicks_fresh", "snapshots_fresh"}
+    # a day of its days holds data: it stays when the topic is shortened
+    instance.report_runless_asset_event(dg.AssetMaterialization("click_totals", partition=ended[1].isoformat()))
+
+    running = today - timedelta(days=9)
+    older = (today - timedelta(days=70), today - timedelta(days=60))
+    declare(
+        f"name: ended, query: a, start_date: {ended[0]}, end_date: {ended[1] - timedelta(days=2)}",
+        f"name: running, query: b, start_date: {running}, end_date: open",
+        f"name: older, query: c, start_date: {older[0]}, end_date: {older[1]}",
     )
-    environ = {"TOPICMAP_TOPICS_FILE": str(path)}
-    # with only the ended topic, the partitions stop after it; the open-ended one runs them to the current day
-    assert weeks_end_day(date(2024, 12, 30), environ) is None
-    assert clicks_end_day(date(2025, 1, 1), environ) is None
-    assert declared_topic_dates(path, today=date(2026, 11, 27)) == [
-        (date(2025, 1, 1), date(2025, 3, 31)),
-        (date(2025, 6, 1), date(2026, 11, 27)),
-    ]
+    second = topic_registry(dg.build_sensor_context(instance=instance, resources=resources, cursor=first.cursor))
+    _apply(instance, second)
+    declared = [*span(*older), *span(ended[0], ended[1] - timedelta(days=2)), *span(running, yesterday)]
+    assert instance.get_dynamic_partitions("click_days") == sorted([*declared, ended[1].isoformat(), earlier_key])
+    assert instance.get_dynamic_partitions("ccnews_days") == declared  # no data there: the shortened days go
+    weeks = instance.get_dynamic_partitions("weeks")
+    assert weeks == sorted(weeks) and weeks[-1] == (today - timedelta(days=today.weekday() + 7)).isoformat()
+    # nothing changed: the next tick asks for nothing
+    third = topic_registry(dg.build_sensor_context(instance=instance, resources=resources, cursor=second.cursor))
+    assert not third.dynamic_partitions_requests
 
 
 # ---------------------------------------------------------------------------------------------- seeding again

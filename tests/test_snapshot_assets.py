@@ -843,6 +843,7 @@ def test_code_location_wires_the_snapshots_asset() -> None:
         CHECK_DATES,
         "snapshot_files_intact",
         "timespan_counts_consistent",
+        "snapshots_fresh",  # the freshness check (assets/freshness.py)
     }
 
 

@@ -18,6 +18,7 @@ from tests.social_fixtures import (
     add_plain_story,
     add_topic_stories,
     at,
+    click_instance,
     click_table,
     dataset_for,
     social_resources,
@@ -261,7 +262,7 @@ def test_a_week_backfill_runs_in_one_run_and_writes_one_row_per_story(
     tracking = {st.url: st.url + "?utm_source=standin" for st in week if counts[st.url] == 3}
     ids = add_topic_stories(store, week + outside, redirects=tracking, extra_urls=other_scheme)
     _freeze(monkeypatch, NOW)
-    instance = dg.DagsterInstance.ephemeral()
+    instance = click_instance()
     with run_standin_server(dataset, StandinFaults(rate_limit_every=7)) as server:
         result = dg.materialize(
             [click_totals, clicks_30d_not_below_3d],
@@ -317,7 +318,7 @@ def test_3d_then_30d_runs_keep_both_figures_and_the_check_flags_30d_below_3d(
     day = week_of_stories(JAN10, 1, 3)
     dataset = dataset_for(day, bitlink_counts={st.url: 1 for st in day})
     ids = add_topic_stories(store, day)
-    instance = dg.DagsterInstance.ephemeral()
+    instance = click_instance()
     with run_standin_server(dataset) as server:
         resources = social_resources(server, db_url, tmp_path)
 
@@ -372,7 +373,7 @@ def test_story_statistics_records_counts_and_soft_failures_and_stops_on_refused_
     dataset = dataset_for(stories)
     ids = add_topic_stories(store, [*stories, NewStory(never, "search", "x", at(JAN10, 9))])
     _freeze(monkeypatch, NOW)
-    instance = dg.DagsterInstance.ephemeral()
+    instance = click_instance()
     instance.add_dynamic_partitions("topics", [TOPIC.name])
     faults = StandinFaults(facebook_url_errors={bad_param: 100}, rate_limit_every=5)
     with run_standin_server(dataset, faults) as server:
@@ -459,7 +460,7 @@ def test_click_totals_stop_clearly_on_a_refused_token(
         resources = social_resources(server, db_url, tmp_path, bitly_token="not-the-token-456")
         result = dg.materialize(
             [click_totals],
-            instance=dg.DagsterInstance.ephemeral(),
+            instance=click_instance(),
             resources=resources,
             partition_key=JAN10.isoformat(),
             raise_on_error=False,
@@ -484,7 +485,7 @@ def test_one_unmeasurable_story_fails_the_run_after_the_others_are_written(
     with run_standin_server(dataset) as server:
         result = dg.materialize(
             [click_totals],
-            instance=dg.DagsterInstance.ephemeral(),
+            instance=click_instance(),
             resources=social_resources(server, db_url, tmp_path),
             partition_key=JAN10.isoformat(),
             raise_on_error=False,
@@ -504,8 +505,8 @@ def test_social_definitions_load_without_deprecations() -> None:
     keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
     assert {"click_totals", "story_statistics"} <= keys
     assert click_totals.backfill_policy == dg.BackfillPolicy.multi_run(max_partitions_per_run=31)
-    # the tests set TOPICMAP_CLICKS_START_DATE=2008-01-01 (tests/conftest.py): the setting wins
-    assert publication_days.get_first_partition_key() == "2008-01-01"
+    # the publication days are the set the topic registry keeps (assets.partitions)
+    assert publication_days.name == "click_days" and click_totals.partitions_def == publication_days
     assert story_statistics.partitions_def.name == "topics"
     assert dg.AssetKey("relevant_stories") in story_statistics.asset_deps[story_statistics.key]
     sensors = {defs.resolve_sensor_def(n).name for n in ("click_refetch_3d", "click_refetch_30d")}
@@ -552,7 +553,7 @@ def test_a_backfill_after_dedup_counts_the_merged_story_and_lowers_no_figure(
     counts = {survivor.url: 0, merged.url: 2}
     ids = add_topic_stories(store, [survivor, merged])
     _freeze(monkeypatch, NOW)
-    instance = dg.DagsterInstance.ephemeral()
+    instance = click_instance()
 
     def backfill(server: StandinServer) -> dg.ExecuteInProcessResult:
         return dg.materialize(

@@ -130,16 +130,18 @@ SENSOR_INTERVAL_SECONDS = _declare(
 )
 CLICKS_START_DATE = _declare(
     "TOPICMAP_CLICKS_START_DATE",
-    "first `click_totals` partition (ISO day)",
-    unset="earliest topic start, else 90 days ago",
+    "no `click_totals` day before it (ISO day)",
+    unset="the declared topics' days",
 )
 WEEKS_START = _declare(
     "TOPICMAP_WEEKS_START",
-    "first `cluster_weeks` week (ISO day; its Monday)",
-    unset="Monday of the earliest topic start, else 26 weeks ago",
+    "no `cluster_weeks` week before it (ISO day; its Monday)",
+    unset="the declared topics' weeks",
 )
 CCNEWS_START = _declare(
-    "TOPICMAP_CCNEWS_START", "first `ccnews_stories` day (ISO day)", unset="CC-NEWS' first day, 2016-08-26"
+    "TOPICMAP_CCNEWS_START",
+    "every `ccnews_stories` day from it to yesterday (ISO day), beside the declared topics' days",
+    unset="the declared topics' days from CC-NEWS' first day, 2016-08-26",
 )
 ASSET_OWNERS = _declare(
     "TOPICMAP_ASSET_OWNERS",
