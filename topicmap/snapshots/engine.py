@@ -678,7 +678,7 @@ def _compute(
     word_sample: int,
     files: SnapshotFilesWriter | None,
 ) -> SnapshotResult:
-    ids = con.execute("SELECT stories_id, media_id, local_day FROM stories ORDER BY pos").to_arrow_table()
+    ids = _arrow(con, "SELECT stories_id, media_id, local_day FROM stories ORDER BY pos")
     story_ids = ids.column(0).to_numpy().astype(np.int64)
     day_ns = ids.column(2).cast(pa.int64()).fill_null(np.iinfo(np.int64).min).to_numpy()
     days = np.where(day_ns == np.iinfo(np.int64).min, day_ns, day_ns * _NS_PER_DAY)

@@ -22,6 +22,7 @@ from typing import Any
 from topicmap.snapshots.charts import render_attention_chart
 from topicmap.snapshots.checks import check_problems
 from topicmap.snapshots.compute import compute_snapshot
+from topicmap.snapshots.engine import OUT_OF_CORE_ROWS, TopicSource, compute_snapshot_ooc, frame_batches
 from topicmap.snapshots.files import SnapshotFilesWriter, sha256_of, timespan_folder
 from topicmap.snapshots.inputs import SnapshotInputs
 from topicmap.snapshots.key import SnapshotOptions, snapshot_provenance
@@ -234,6 +235,7 @@ def write_snapshot_folder(
     key: str,
     folder: Path,
     log: Callable[[str], None] = lambda _msg: None,
+    out_of_core: bool | None = None,
 ) -> WrittenSnapshot:
     """Compute the snapshot ``key`` and write it to ``folder`` unless it is already there, complete.
 
@@ -243,10 +245,10 @@ def write_snapshot_folder(
     The files go to a staging sibling first, which is renamed to ``folder`` at the end: a reader, a crash or a
     concurrent run never sees half a snapshot. If another process finished the same key first, its folder is
     kept (same key, same bytes) and ours is discarded. The whole topic's files are written while the foci are
-    computed (``SnapshotFilesWriter``).
+    computed (``SnapshotFilesWriter``). ``out_of_core`` chooses the path (``compute_inputs``; None: by size).
     """
     if folder_is_complete(folder, key):
-        result = compute_inputs(inputs, options)
+        result = compute_inputs(inputs, options, out_of_core=out_of_core)
         return WrittenSnapshot(result, check_problems(result, inputs.start_date, inputs.end_date), False)
     if folder.exists():
         log(f"{folder} is incomplete or inconsistent; moved to {_set_aside(folder)}")
@@ -255,7 +257,8 @@ def write_snapshot_folder(
     staging.mkdir()
     try:
         with SnapshotFilesWriter(staging, csv=True) as files:
-            result = compute_inputs(inputs, options, files)
+            engine_folder = staging.with_name(f"{staging.name}.engine")
+            result = compute_inputs(inputs, options, files, engine_folder, out_of_core)
             provenance = snapshot_provenance(inputs, options, key)
             problems = _write_folder(result, inputs, options, key, provenance, staging, log, files)
         try:
@@ -271,9 +274,39 @@ def write_snapshot_folder(
 
 
 def compute_inputs(
-    inputs: SnapshotInputs, options: SnapshotOptions, files: SnapshotFilesWriter | None = None
+    inputs: SnapshotInputs,
+    options: SnapshotOptions,
+    files: SnapshotFilesWriter | None = None,
+    engine_folder: Path | None = None,
+    out_of_core: bool | None = None,
 ) -> SnapshotResult:
-    """``compute_snapshot`` of what was read, with the options' choices (``files``: write while computing)."""
+    """``compute_snapshot`` of what was read, with the options' choices (``files``: write while computing).
+
+    A topic given as record batches (``inputs.source``), or of more than ``OUT_OF_CORE_ROWS`` stories + links,
+    is computed out of core by DuckDB (``topicmap.snapshots.engine``; its database and spill files in
+    ``engine_folder``, removed afterwards): the same files, in bounded memory. A smaller one in memory by numpy,
+    which is faster there. ``out_of_core`` True or False forces one path (a source is always out of core)."""
+    source = inputs.source
+    if out_of_core is None:
+        out_of_core = len(inputs.stories) + len(inputs.links) > OUT_OF_CORE_ROWS
+    if source is None and out_of_core:
+        source = frames_source(inputs)
+    if source is not None:
+        try:
+            return compute_snapshot_ooc(
+                source,
+                inputs.timespans,
+                folder=engine_folder,
+                count_syndicated_once=options.count_syndicated_once,
+                foci=inputs.foci,
+                media_tags=inputs.media_tags,
+                texts=inputs.texts,
+                word_sample=options.word_sample,
+                files=files,
+            )
+        finally:
+            if engine_folder is not None:
+                shutil.rmtree(engine_folder, ignore_errors=True)
     return compute_snapshot(
         inputs.stories,
         inputs.media,
@@ -287,4 +320,15 @@ def compute_inputs(
         texts=inputs.texts,
         word_sample=options.word_sample,
         files=files,
+    )
+
+
+def frames_source(inputs: SnapshotInputs) -> TopicSource:
+    """The frames of ``inputs`` as the engine reads them, a bounded batch at a time."""
+    return TopicSource(
+        stories=frame_batches(inputs.stories, "stories"),
+        media=frame_batches(inputs.media, "media"),
+        links=frame_batches(inputs.links, "links"),
+        story_stats=frame_batches(inputs.story_stats, "story_stats"),
+        near_dup_groups=frame_batches(inputs.near_dup_groups, "near_dup_groups"),
     )

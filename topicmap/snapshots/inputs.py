@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, func, select
 
+from topicmap.snapshots.engine import TopicSource
 from topicmap.snapshots.foci import Focus, TextChunk
 from topicmap.snapshots.ids import positions
 from topicmap.snapshots.names import PERIODS
@@ -59,6 +60,11 @@ class SnapshotInputs:
     foci: tuple[Focus, ...] = ()
     #: the stories' titles, texts and languages (query foci, top words); None: the ``stories`` frame's columns
     texts: StoreTexts | None = None
+    #: the topic as bounded record batches for the out-of-core engine (``topicmap.snapshots.engine``); when
+    #: given, it is what the snapshot is computed from, and the frames above may be empty
+    source: TopicSource | None = None
+    #: rows per input when ``source`` is given (``row_counts``); None: the frames' lengths
+    source_rows: dict[str, int] | None = None
 
     def frames(self) -> Iterator[tuple[str, pd.DataFrame]]:
         yield "stories", self.stories
@@ -69,7 +75,8 @@ class SnapshotInputs:
         yield "media_tags", self.media_tags
 
     def row_counts(self) -> dict[str, int]:
-        return {name: len(frame) for name, frame in self.frames()}
+        counted = {name: len(frame) for name, frame in self.frames()}
+        return counted if self.source_rows is None else {**counted, **self.source_rows}
 
 
 def resolve_chains(sources: np.ndarray, targets: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
