@@ -218,3 +218,36 @@ def test_stream_rows_rejects_a_batch_of_nothing(store: TopicStore) -> None:
 
     with pytest.raises(ValueError, match="batch_rows must be at least 1"):
         next(store_stream.stream_rows(store, select(s.media.c.media_id), 0))
+
+
+def test_a_big_topic_is_read_in_batches_and_keyed_the_same_twice(
+    store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from topicmap.snapshots import store as snapshot_store
+    from topicmap.snapshots.key import SnapshotOptions, snapshot_key
+
+    topics_file = tmp_path / "topics.yaml"
+    topics_file.write_text(TOPICS_YAML, encoding="utf-8")
+    build_topic(store, topics_file)
+    whole = read_snapshot_inputs(store, TOPIC)
+    streamed = store_stream.read_streamed_inputs(store, TOPIC, batch_rows=4)
+    assert streamed.dedup_state == whole.dedup_state
+    assert streamed.iteration == whole.iteration
+    pd.testing.assert_frame_equal(streamed.media_tags, whole.media_tags)
+    assert streamed.row_counts()["stories"] == len(whole.stories)
+    options = SnapshotOptions()
+    assert snapshot_key(streamed, options) == snapshot_key(store_stream.read_streamed_inputs(store, TOPIC, batch_rows=4), options)
+
+    home = tmp_path / "home"
+    built = snapshot_store.build_snapshot(store, TOPIC, home=home)
+    monkeypatch.setattr(snapshot_store, "OUT_OF_CORE_ROWS", 0)
+    built_streamed = snapshot_store.build_snapshot(store, TOPIC, home=home)
+    assert built_streamed.inputs.source is not None and built_streamed.written
+    assert built_streamed.snapshot_key != built.snapshot_key
+    assert not any(built_streamed.problems.values())
+    ours, theirs = _hashes(built.folder), _hashes(built_streamed.folder)
+    assert sorted(ours) == sorted(theirs)
+    differ = sorted(name for name in ours if ours[name] != theirs[name])
+    assert differ == ["manifest.json", "provenance.json"]  # the key and its read, named in both
+    again = snapshot_store.build_snapshot(store, TOPIC, home=home)
+    assert again.snapshot_key == built_streamed.snapshot_key and not again.written
