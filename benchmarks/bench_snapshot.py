@@ -424,13 +424,13 @@ def _file_inputs(folder: Path, spans: list[Timespan], n_foci: int, n_queries: in
         media_tags=pd.read_parquet(folder / "media_tags.parquet"),
         foci=tuple(bench_foci(n_foci, n_queries)),
         source=source,
-        source_rows={
-            name: pq.ParquetFile(folder / f"{name}.parquet").metadata.num_rows for name in INPUTS
-        },
+        source_rows={name: pq.ParquetFile(folder / f"{name}.parquet").metadata.num_rows for name in INPUTS},
     )
 
 
-def _frame_inputs(data: dict[str, pd.DataFrame], spans: list[Timespan], n_foci: int, n_queries: int) -> object:
+def _frame_inputs(
+    data: dict[str, pd.DataFrame], spans: list[Timespan], n_foci: int, n_queries: int
+) -> object:
     from topicmap.snapshots.inputs import SnapshotInputs
 
     return SnapshotInputs(
@@ -556,7 +556,9 @@ def main() -> None:
         metavar="STORIES",
         help="--scaling: also time the in-memory path up to this size (it needs ~3.3 GB per million stories)",
     )
-    parser.add_argument("--scaling-foci", action="store_true", help="--scaling: with the six foci of --foci-scaling")
+    parser.add_argument(
+        "--scaling-foci", action="store_true", help="--scaling: with the six foci of --foci-scaling"
+    )
     args = parser.parse_args()
     if args.job:
         report = run_job(args.job, args.stories, args.links, args.foci, args.query_foci, args.files)

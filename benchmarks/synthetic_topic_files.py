@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from bench_snapshot import PARTISANSHIP, TAG_SET, TOPIC_END, TOPIC_START, synthetic_texts
+
 from topicmap.snapshots.engine import INPUT_SCHEMAS
 
 CHUNK = 1_000_000
@@ -125,7 +125,9 @@ def write_topic_files(n_stories: int, n_links: int, folder: Path, n_media: int =
     )
     grouped = rng.permutation(n_stories)[: int(0.12 * n_stories)]
     pq.write_table(
-        pa.table({"stories_id": stories_id[grouped], "group_id": np.arange(len(grouped), dtype=np.int64) // 3}),
+        pa.table(
+            {"stories_id": stories_id[grouped], "group_id": np.arange(len(grouped), dtype=np.int64) // 3}
+        ),
         folder / "near_dup_groups.parquet",
     )
     tagged = np.sort(rng.choice(media_ids, size=int(0.8 * n_media), replace=False))

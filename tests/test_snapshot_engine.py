@@ -41,8 +41,10 @@ def generated_topic(seed: int, n_stories: int = 400, n_media: int = 9) -> dict[s
     ids = rng.choice(np.arange(1, 5 * n_stories), size=n_stories, replace=False)
     # February is left without stories: its month and weeks are empty timespans
     days = rng.choice(np.r_[0:31, 59:90], size=n_stories)
-    dates = pd.Timestamp(START, tz="UTC") + pd.to_timedelta(days, unit="D") + pd.to_timedelta(
-        rng.integers(0, 86_400, n_stories), unit="s"
+    dates = (
+        pd.Timestamp(START, tz="UTC")
+        + pd.to_timedelta(days, unit="D")
+        + pd.to_timedelta(rng.integers(0, 86_400, n_stories), unit="s")
     )
     dates = dates.where(rng.random(n_stories) > 0.05)  # undated
     outside = rng.random(n_stories) < 0.04
@@ -73,8 +75,12 @@ def generated_topic(seed: int, n_stories: int = 400, n_media: int = 9) -> dict[s
         {
             "stories_id": ids,
             "facebook_share_count": pd.arrays.IntegerArray(rng.integers(0, 50, n_stories), ~known),
-            "bitly_clicks_3d": pd.arrays.IntegerArray(rng.integers(0, 9, n_stories), rng.random(n_stories) < 0.5),
-            "bitly_clicks_30d": pd.arrays.IntegerArray(rng.integers(0, 30, n_stories), rng.random(n_stories) < 0.5),
+            "bitly_clicks_3d": pd.arrays.IntegerArray(
+                rng.integers(0, 9, n_stories), rng.random(n_stories) < 0.5
+            ),
+            "bitly_clicks_30d": pd.arrays.IntegerArray(
+                rng.integers(0, 30, n_stories), rng.random(n_stories) < 0.5
+            ),
         }
     )
     grouped = rng.choice(ids, size=n_stories // 4, replace=False)
@@ -85,7 +91,11 @@ def generated_topic(seed: int, n_stories: int = 400, n_media: int = 9) -> dict[s
     return {
         "stories": stories,
         "media": pd.DataFrame(
-            {"media_id": media_ids, "name": [f"M{m}" for m in media_ids], "url": [f"https://m{m}.test/" for m in media_ids]}
+            {
+                "media_id": media_ids,
+                "name": [f"M{m}" for m in media_ids],
+                "url": [f"https://m{m}.test/" for m in media_ids],
+            }
         ),
         "links": links,
         "story_stats": stats,
@@ -111,7 +121,9 @@ FOCI = (
 @pytest.mark.parametrize(("seed", "once"), [(1, False), (2, True)])
 def test_both_paths_write_the_same_files(tmp_path: Path, seed: int, once: bool) -> None:
     data = generated_topic(seed)
-    spans = build_timespans(START, END, custom=[("Early", "2026-01-05", "2026-01-20"), ("Gap", "2026-02-03", "2026-02-09")])
+    spans = build_timespans(
+        START, END, custom=[("Early", "2026-01-05", "2026-01-20"), ("Gap", "2026-02-03", "2026-02-09")]
+    )
     options = {"count_syndicated_once": once, "foci": FOCI, "word_sample": 50}
     with SnapshotFilesWriter(tmp_path / "numpy") as files:
         ours = compute_snapshot(**data, timespans=spans, files=files, **options)
@@ -138,7 +150,9 @@ def test_both_paths_write_the_same_files(tmp_path: Path, seed: int, once: bool) 
 def test_streamed_checks_find_a_contradiction(tmp_path: Path) -> None:
     data = generated_topic(3, n_stories=120)
     spans = build_timespans(START, END)
-    source = TopicSource(**{name: frame_batches(data[name], name) for name in TopicSource.__dataclass_fields__})
+    source = TopicSource(
+        **{name: frame_batches(data[name], name) for name in TopicSource.__dataclass_fields__}
+    )
     result = compute_snapshot_ooc(source, spans, folder=tmp_path / "engine")
     overall = result["overall"]
     assert overall.streamed is not None and overall.streamed.story_links == overall.counts.story_link_count
@@ -150,7 +164,9 @@ def test_streamed_checks_find_a_contradiction(tmp_path: Path) -> None:
 def test_bad_input_is_named(tmp_path: Path) -> None:
     data = generated_topic(4, n_stories=50)
     data["stories"] = pd.concat([data["stories"], data["stories"].iloc[:1]], ignore_index=True)
-    source = TopicSource(**{name: frame_batches(data[name], name) for name in TopicSource.__dataclass_fields__})
+    source = TopicSource(
+        **{name: frame_batches(data[name], name) for name in TopicSource.__dataclass_fields__}
+    )
     with pytest.raises(ValueError, match="stories.stories_id repeats"):
         compute_snapshot_ooc(source, build_timespans(START, END), folder=tmp_path / "engine")
 
@@ -177,7 +193,9 @@ def test_stream_writer_cuts_the_same_row_groups(tmp_path: Path, monkeypatch: pyt
     assert (tmp_path / "whole.csv").read_bytes() == csv.read_bytes()
 
 
-def test_store_streams_in_bounded_batches(store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_streams_in_bounded_batches(
+    store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     topics_file = tmp_path / "topics.yaml"
     topics_file.write_text(TOPICS_YAML, encoding="utf-8")
     topics_id = build_topic(store, topics_file)
@@ -194,14 +212,22 @@ def test_store_streams_in_bounded_batches(store: TopicStore, tmp_path: Path, mon
     monkeypatch.setattr(store_stream, "stream_rows", counted)
     with SnapshotFilesWriter(tmp_path / "whole") as files:
         whole = compute_snapshot(
-            inputs.stories, inputs.media, inputs.links, inputs.timespans, story_stats=inputs.story_stats,
-            near_dup_groups=inputs.near_dup_groups, texts=inputs.texts, files=files,
+            inputs.stories,
+            inputs.media,
+            inputs.links,
+            inputs.timespans,
+            story_stats=inputs.story_stats,
+            near_dup_groups=inputs.near_dup_groups,
+            texts=inputs.texts,
+            files=files,
         )
         files.finish(whole)
     with SnapshotFilesWriter(tmp_path / "streamed") as files:
         streamed = compute_snapshot_ooc(
-            store_stream.store_source(store, topics_id, batch_rows=3), inputs.timespans,
-            folder=tmp_path / "engine", files=files,
+            store_stream.store_source(store, topics_id, batch_rows=3),
+            inputs.timespans,
+            folder=tmp_path / "engine",
+            files=files,
         )
         files.finish(streamed)
     assert batches and max(batches) <= 3 and len(batches) > 5
@@ -236,7 +262,9 @@ def test_a_big_topic_is_read_in_batches_and_keyed_the_same_twice(
     pd.testing.assert_frame_equal(streamed.media_tags, whole.media_tags)
     assert streamed.row_counts()["stories"] == len(whole.stories)
     options = SnapshotOptions()
-    assert snapshot_key(streamed, options) == snapshot_key(store_stream.read_streamed_inputs(store, TOPIC, batch_rows=4), options)
+    assert snapshot_key(streamed, options) == snapshot_key(
+        store_stream.read_streamed_inputs(store, TOPIC, batch_rows=4), options
+    )
 
     home = tmp_path / "home"
     built = snapshot_store.build_snapshot(store, TOPIC, home=home)

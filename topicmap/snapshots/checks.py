@@ -89,7 +89,12 @@ def _streamed_problems(key: str, snap: TimespanSnapshot, in_focus: bool) -> list
         problems.append(f"{key}: story_link_counts counts stories that are not topic stories")
     elif in_focus and facts.counted_outside_focus:
         problems.append(f"{key}: story_link_counts counts stories that are not topic stories of the focus")
-    expected = (facts.story_link_counts, facts.story_links, len(snap.medium_link_counts), len(snap.medium_links))
+    expected = (
+        facts.story_link_counts,
+        facts.story_links,
+        len(snap.medium_link_counts),
+        len(snap.medium_links),
+    )
     actual = (
         snap.counts.story_count,
         snap.counts.story_link_count,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,13 @@ from topicmap.snapshots.results import (
 )
 from topicmap.snapshots.summaries import StoryInfo, empty_summary, summarize_timespan
 from topicmap.snapshots.timespans import Timespan
-from topicmap.snapshots.words import DEFAULT_WORD_SAMPLE, count_words, sample_order, sample_positions, top_words
+from topicmap.snapshots.words import (
+    DEFAULT_WORD_SAMPLE,
+    count_words,
+    sample_order,
+    sample_positions,
+    top_words,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -154,7 +160,9 @@ def frame_batches(frame: pd.DataFrame, name: str, batch_rows: int = BATCH_ROWS) 
                         columns[f.name] = pa.array(stat, type=pa.int64())
                     else:
                         if part[f.name].isna().any():
-                            raise ValueError(f"{name}.{f.name} has {int(part[f.name].isna().sum())} missing value(s)")
+                            raise ValueError(
+                                f"{name}.{f.name} has {int(part[f.name].isna().sum())} missing value(s)"
+                            )
                         columns[f.name] = _int_column(part[f.name], f"{name}.{f.name}")
                 else:
                     values = part[f.name].to_numpy(dtype=object)
@@ -240,7 +248,7 @@ def _fail_on(con: duckdb.DuckDBPyConnection, sql: str, message: str) -> None:
         raise ValueError(f"{message}: {found}")
 
 
-def _prepare(con: duckdb.DuckDBPyConnection, has_groups: bool) -> dict[str, int]:
+def _prepare(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """The validated topic: ``media``, ``stories`` (with position, dates, statistics, group) and the distinct
     cross-media links ``cross_links``; returns the dropped links by reason."""
     _fail_on(
@@ -268,7 +276,9 @@ def _prepare(con: duckdb.DuckDBPyConnection, has_groups: bool) -> dict[str, int]
         "SELECT stories_id FROM raw_near_dup_groups GROUP BY stories_id HAVING count(*) > 1",
         "near_dup_groups.stories_id repeats: a story belongs to one group at most",
     )
-    con.execute("CREATE OR REPLACE TABLE media AS SELECT media_id, name, url FROM raw_media ORDER BY media_id")
+    con.execute(
+        "CREATE OR REPLACE TABLE media AS SELECT media_id, name, url FROM raw_media ORDER BY media_id"
+    )
     # local_ns: the publisher's clock (the instant moved by the page's UTC offset), which places a story in its
     # timespans; sort_key orders the stories by it, undated last; the files floor both to seconds and days.
     con.execute(
@@ -337,7 +347,9 @@ COUNTS_SELECT = f"""
            {", ".join(f"p.{c}" for c in STAT_COLUMNS)}, p.utc_s, p.local_day
     FROM period p
 """
-STORY_LINKS_SELECT = "SELECT source AS source_stories_id, ref AS ref_stories_id FROM period_links ORDER BY 1, 2"
+STORY_LINKS_SELECT = (
+    "SELECT source AS source_stories_id, ref AS ref_stories_id FROM period_links ORDER BY 1, 2"
+)
 #: Media Cloud's stories.csv of a timespan, most media inlinks first
 STORIES_CSV_SELECT = f"""
     SELECT p.stories_id,
@@ -363,15 +375,6 @@ MEDIUM_LINK_COUNTS_SELECT = f"""
 """
 
 
-@dataclass
-class _Scope:
-    """The stories (``scope_stories``) and cross-media links (``scope_links``) a timespan is computed on: the
-    whole topic, or a focus's stories and the links among them."""
-
-    focus: Focus | None
-    stories_id: np.ndarray  # ascending
-
-
 def _use_scope(con: duckdb.DuckDBPyConnection, focus_ids: np.ndarray | None) -> None:
     if focus_ids is None:
         con.execute("CREATE OR REPLACE VIEW scope_stories AS SELECT * FROM stories")
@@ -379,7 +382,9 @@ def _use_scope(con: duckdb.DuckDBPyConnection, focus_ids: np.ndarray | None) -> 
         return
     ids = pa.table({"stories_id": pa.array(focus_ids, type=pa.int64())})  # noqa: F841 (DuckDB reads it)
     con.execute("CREATE OR REPLACE TABLE focus_ids AS SELECT stories_id FROM ids")
-    con.execute("CREATE OR REPLACE TABLE scope_stories_t AS SELECT * FROM stories SEMI JOIN focus_ids USING (stories_id)")
+    con.execute(
+        "CREATE OR REPLACE TABLE scope_stories_t AS SELECT * FROM stories SEMI JOIN focus_ids USING (stories_id)"
+    )
     con.execute(
         """
         CREATE OR REPLACE TABLE scope_links_t AS
@@ -392,7 +397,7 @@ def _use_scope(con: duckdb.DuckDBPyConnection, focus_ids: np.ndarray | None) -> 
 
 
 def _compute_timespan(
-    con: duckdb.DuckDBPyConnection, ts: Timespan, has_groups: bool, syndicated_once: bool, in_focus: bool
+    con: duckdb.DuckDBPyConnection, ts: Timespan, has_groups: bool, syndicated_once: bool
 ) -> tuple[int, int]:
     """The timespan's ``window``, ``period_links``, ``period``, ``period_medium_links`` tables; returns (window
     stories, syndicated repeat links)."""
@@ -545,10 +550,14 @@ class _Titles:
 
     def __getitem__(self, positions: np.ndarray) -> np.ndarray:
         wanted = pa.table({"pos": pa.array(np.asarray(positions, dtype=np.int64))})  # noqa: F841
-        found = self.con.cursor().sql(
-            f"SELECT w.pos, t.{self.column} FROM wanted w JOIN stories s USING (pos) "
-            "JOIN story_text t USING (stories_id)"
-        ).to_arrow_table()
+        found = (
+            self.con.cursor()
+            .sql(
+                f"SELECT w.pos, t.{self.column} FROM wanted w JOIN stories s USING (pos) "
+                "JOIN story_text t USING (stories_id)"
+            )
+            .to_arrow_table()
+        )
         by_pos = dict(zip(found.column(0).to_pylist(), found.column(1).to_pylist(), strict=True))
         return np.array([by_pos.get(int(p)) for p in np.asarray(positions)], dtype=object)
 
@@ -572,14 +581,18 @@ def _timespans(work: _Work, timespans: Sequence[Timespan], focus: Focus | None) 
 
     con = work.con
     snaps: list[TimespanSnapshot] = []
-    empty_tables = {name: pd.DataFrame({f.name: [] for f in schema}) for name, schema in TIMESPAN_SCHEMAS.items()}
+    empty_tables = {
+        name: pd.DataFrame({f.name: [] for f in schema}) for name, schema in TIMESPAN_SCHEMAS.items()
+    }
     shared_empty = empty_summary()
     for ts in timespans:
-        window, repeats = _compute_timespan(con, ts, work.has_groups, work.syndicated_once, focus is not None)
+        window, repeats = _compute_timespan(con, ts, work.has_groups, work.syndicated_once)
         if window == 0:
             snaps.append(
                 TimespanSnapshot(
-                    ts, *(empty_tables[name] for name in empty_tables), TimespanCounts(0, 0, 0, 0, 0),
+                    ts,
+                    *(empty_tables[name] for name in empty_tables),
+                    TimespanCounts(0, 0, 0, 0, 0),
                     summary=shared_empty,
                 )
             )
@@ -656,9 +669,18 @@ def compute_snapshot_ooc(
     try:
         _load(con, source)
         has_groups = source.near_dup_groups is not None
-        dropped = _prepare(con, has_groups)
+        dropped = _prepare(con)
         return _compute(
-            con, timespans, dropped, has_groups, count_syndicated_once, foci, media_tags, texts, word_sample, files
+            con,
+            timespans,
+            dropped,
+            has_groups,
+            count_syndicated_once,
+            foci,
+            media_tags,
+            texts,
+            word_sample,
+            files,
         )
     finally:
         con.close()
@@ -706,7 +728,9 @@ def _compute(
         for focus, mask in zip(foci, masks, strict=True):
             focus_ids = story_ids[mask]
             _use_scope(con, focus_ids)
-            focus_snaps.append(FocusSnapshot(focus=focus, stories_id=focus_ids, timespans=_timespans(work, timespans, focus)))
+            focus_snaps.append(
+                FocusSnapshot(focus=focus, stories_id=focus_ids, timespans=_timespans(work, timespans, focus))
+            )
     result = SnapshotResult(
         timespans=snaps,
         stories=pd.DataFrame({"stories_id": story_ids, "media_id": story_media}),
@@ -720,8 +744,6 @@ def _compute(
         union = np.unique(np.concatenate([sample for _, sample in work.samples]))
         words = count_words(texts, story_ids[union])
         stop_cache: dict[tuple[str, ...], np.ndarray] = {}
-        from dataclasses import replace
-
         for snap, sample in work.samples:
             assert snap.summary is not None
             snap.summary = replace(

@@ -392,9 +392,9 @@ class SnapshotFilesWriter:
     ) -> None:
         """The files of one timespan computed out of core (``topicmap.snapshots.engine``): the same bytes as
         ``submit`` writes from frames. ``story_links`` and ``stories_list`` (the rows of ``stories.csv``, in
-        its order) are streams read here, now; ``story_link_counts`` (ordered by id, with ``utc_s`` and
-        ``local_day``: seconds and days since the epoch) and the media tables are written on the writing
-        thread."""
+        its order) are streams read here, now, as ``story_link_counts`` (ordered by id, with ``utc_s`` and
+        ``local_day``: seconds and days since the epoch) and the media tables are: written before the next
+        timespan is computed, so no more than one timespan's tables are ever held."""
         out = self.root / timespan_folder(focus, snap.timespan)
         paths = _write_stream(
             story_links(),
@@ -406,9 +406,9 @@ class SnapshotFilesWriter:
             schema = _stories_list_schema()
             paths += _write_stream(stories_list(), schema, None, out / "stories.csv")
         entries = {path: file_entry(path) for path in paths}
-        name = timespan_folder(focus, snap.timespan)
-        self._args[name] = (snap, out, story_link_counts, entries)
-        self._jobs[name] = self._early.submit(_write_streamed_rest, snap, out, story_link_counts, entries, self.csv)
+        done: Future[dict[Path, dict[str, Any]]] = Future()
+        done.set_result(_write_streamed_rest(snap, out, story_link_counts, entries, self.csv))
+        self._jobs[timespan_folder(focus, snap.timespan)] = done
 
     def submit(self, focus: Focus | None, snaps: Sequence[TimespanSnapshot]) -> None:
         """Start writing the files of these timespans (of the whole topic, or of ``focus``)."""
@@ -435,12 +435,7 @@ class SnapshotFilesWriter:
             self.submit(found.focus, found.timespans)
         for name, job in self._jobs.items():
             if job.cancel():  # not started yet: to the pool of WRITE_THREADS
-                args = self._args[name]
-                self._jobs[name] = (
-                    self._pool.submit(_write_streamed_rest, *args, self.csv)
-                    if len(args) == 4
-                    else self._pool.submit(_write_timespan, *args)
-                )
+                self._jobs[name] = self._pool.submit(_write_timespan, *self._args[name])
         root = self.root
         written: dict[str, list[Path]] = {
             timespan_folder(focus, snap.timespan): [] for focus, snap in result.all_timespans()

@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
+from topicmap.snapshots.engine import OUT_OF_CORE_ROWS
 from topicmap.snapshots.foci import Focus
 from topicmap.snapshots.folder import (
     ATTENTION_NAME,
@@ -37,11 +38,10 @@ from topicmap.snapshots.folder import (
     snapshot_folder,
     write_snapshot_folder,
 )
-from topicmap.snapshots.engine import OUT_OF_CORE_ROWS
 from topicmap.snapshots.inputs import SnapshotInputs, read_snapshot_inputs
-from topicmap.snapshots.store_stream import read_streamed_inputs, topic_rows
 from topicmap.snapshots.key import SnapshotOptions, snapshot_key, snapshot_provenance
 from topicmap.snapshots.results import SnapshotResult
+from topicmap.snapshots.store_stream import read_streamed_inputs, topic_rows
 from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, topicmap_home, utc
 

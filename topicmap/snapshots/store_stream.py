@@ -10,12 +10,11 @@ are held whole; no reader ever holds more than one batch of rows.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import hashlib
-import json
 
 import numpy as np
 import pandas as pd
@@ -23,8 +22,8 @@ import pyarrow as pa
 from sqlalchemy import Select, and_, func, select
 
 from topicmap.snapshots.engine import BATCH_ROWS, INPUT_SCHEMAS, TopicSource
-from topicmap.snapshots.ids import positions
 from topicmap.snapshots.foci import Focus
+from topicmap.snapshots.ids import positions
 from topicmap.snapshots.inputs import SnapshotInputs, resolve_chains
 from topicmap.snapshots.names import PERIODS
 from topicmap.snapshots.timespans import build_timespans
@@ -41,8 +40,7 @@ def stream_rows(
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
     with store.engine.connect().execution_options(stream_results=True, yield_per=batch_rows) as conn:
         result = conn.execute(query)
-        for rows in result.partitions(batch_rows):
-            yield rows
+        yield from result.partitions(batch_rows)
 
 
 def _int64(values: Sequence[Any]) -> np.ndarray:
@@ -65,10 +63,13 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
     ts, st, md = s.topic_stories, s.stories, s.media
     with store.engine.connect() as conn:
         merges = conn.execute(
-            select(s.topic_merged_stories_map.c.source_stories_id, s.topic_merged_stories_map.c.target_stories_id)
-            .where(s.topic_merged_stories_map.c.topics_id == topics_id)
+            select(
+                s.topic_merged_stories_map.c.source_stories_id, s.topic_merged_stories_map.c.target_stories_id
+            ).where(s.topic_merged_stories_map.c.topics_id == topics_id)
         ).all()
-        dup_edges = conn.execute(select(md.c.media_id, md.c.dup_media_id).where(md.c.dup_media_id.is_not(None))).all()
+        dup_edges = conn.execute(
+            select(md.c.media_id, md.c.dup_media_id).where(md.c.dup_media_id.is_not(None))
+        ).all()
     merge_sources, merge_finals = resolve_chains(
         _int64([m[0] for m in merges]), _int64([m[1] for m in merges]), "merged-stories map"
     )
@@ -79,8 +80,14 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
     def stories() -> Iterator[pa.RecordBatch]:
         query = (
             select(
-                st.c.stories_id, st.c.media_id, st.c.publish_date, st.c.publish_utc_offset, st.c.url, st.c.title,
-                st.c.text, st.c.language,
+                st.c.stories_id,
+                st.c.media_id,
+                st.c.publish_date,
+                st.c.publish_utc_offset,
+                st.c.url,
+                st.c.title,
+                st.c.text,
+                st.c.language,
             )
             .join(ts, ts.c.stories_id == st.c.stories_id)
             .where(ts.c.topics_id == topics_id)
@@ -95,9 +102,7 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
                 {
                     "stories_id": pa.array(ids[live], type=pa.int64()),
                     "media_id": pa.array(_map(_int64([r[1] for r in kept]), dup_sources, dup_finals)),
-                    "utc_ns": pa.array(
-                        [None if d is None else _ns(d) for d in dates], type=pa.int64()
-                    ),
+                    "utc_ns": pa.array([None if d is None else _ns(d) for d in dates], type=pa.int64()),
                     "offset_min": _nullable([r[3] for r in kept]),
                     "url": pa.array([r[4] for r in kept], type=pa.string()),
                     "title": pa.array([r[5] for r in kept], type=pa.string()),
@@ -109,7 +114,11 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
 
     def media() -> Iterator[pa.RecordBatch]:
         # the final media of the topic's stories (the engine keeps those its stories name)
-        query = select(md.c.media_id, md.c.name, md.c.url).where(md.c.dup_media_id.is_(None)).order_by(md.c.media_id)
+        query = (
+            select(md.c.media_id, md.c.name, md.c.url)
+            .where(md.c.dup_media_id.is_(None))
+            .order_by(md.c.media_id)
+        )
         for rows in stream_rows(store, query, batch_rows):
             yield pa.record_batch(
                 [
@@ -141,11 +150,16 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
             .select_from(ts)
             .outerjoin(ss, ss.c.stories_id == ts.c.stories_id)
             .outerjoin(bc, bc.c.stories_id == ts.c.stories_id)
-            .where(ts.c.topics_id == topics_id, and_(ss.c.stories_id.is_not(None) | bc.c.stories_id.is_not(None)))
+            .where(
+                ts.c.topics_id == topics_id, and_(ss.c.stories_id.is_not(None) | bc.c.stories_id.is_not(None))
+            )
         )
         for rows in stream_rows(store, query, batch_rows):
             yield pa.record_batch(
-                [pa.array(_int64([r[0] for r in rows])), *(_nullable([r[i] for r in rows]) for i in (1, 2, 3))],
+                [
+                    pa.array(_int64([r[0] for r in rows])),
+                    *(_nullable([r[i] for r in rows]) for i in (1, 2, 3)),
+                ],
                 schema=INPUT_SCHEMAS["story_stats"],
             )
 
@@ -170,7 +184,9 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
 def topic_rows(store: TopicStore, topics_id: int) -> int:
     """The topic's stories + resolved links: what decides whether it is read in batches."""
     with store.engine.connect() as conn:
-        stories = conn.execute(select(func.count()).where(s.topic_stories.c.topics_id == topics_id)).scalar_one()
+        stories = conn.execute(
+            select(func.count()).where(s.topic_stories.c.topics_id == topics_id)
+        ).scalar_one()
         links = conn.execute(
             select(func.count()).where(
                 s.topic_links.c.topics_id == topics_id, s.topic_links.c.ref_stories_id.is_not(None)
@@ -241,19 +257,29 @@ def read_streamed_inputs(
 
 def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
     """The iteration, dedup state, media tags and row counts of a topic, by aggregates in the store."""
-    ts, st, md, mg, nd = s.topic_stories, s.stories, s.media, s.topic_merged_stories_map, s.topic_near_dup_groups
+    ts, st, md, mg, nd = (
+        s.topic_stories,
+        s.stories,
+        s.media,
+        s.topic_merged_stories_map,
+        s.topic_near_dup_groups,
+    )
     merged = select(mg.c.source_stories_id).where(mg.c.topics_id == topics_id)
     live = and_(ts.c.topics_id == topics_id, ts.c.stories_id.not_in(merged))
     with store.engine.connect() as conn:
         reasons = dict(
-            conn.execute(select(mg.c.reason, func.count()).where(mg.c.topics_id == topics_id).group_by(mg.c.reason)).all()
+            conn.execute(
+                select(mg.c.reason, func.count()).where(mg.c.topics_id == topics_id).group_by(mg.c.reason)
+            ).all()
         )
         still_listed = conn.execute(
             select(func.count()).where(ts.c.topics_id == topics_id, ts.c.stories_id.in_(merged))
         ).scalar_one()
         on_dups = conn.execute(
             select(func.count(), func.count(func.distinct(st.c.media_id)))
-            .select_from(ts.join(st, st.c.stories_id == ts.c.stories_id).join(md, md.c.media_id == st.c.media_id))
+            .select_from(
+                ts.join(st, st.c.stories_id == ts.c.stories_id).join(md, md.c.media_id == st.c.media_id)
+            )
             .where(live, md.c.dup_media_id.is_not(None))
         ).one()
         tl = s.topic_links
@@ -271,16 +297,27 @@ def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
             .where(nd.c.topics_id == topics_id, nd.c.stories_id.not_in(merged))
         ).one()
         iteration = conn.execute(
-            select(func.max(s.topic_spider_metrics.c.iteration)).where(s.topic_spider_metrics.c.topics_id == topics_id)
+            select(func.max(s.topic_spider_metrics.c.iteration)).where(
+                s.topic_spider_metrics.c.topics_id == topics_id
+            )
         ).scalar_one_or_none()
         if iteration is None:
-            iteration = conn.execute(select(func.max(ts.c.iteration)).where(ts.c.topics_id == topics_id)).scalar_one()
+            iteration = conn.execute(
+                select(func.max(ts.c.iteration)).where(ts.c.topics_id == topics_id)
+            ).scalar_one()
         story_media = _int64(
             conn.execute(
-                select(st.c.media_id).distinct().select_from(ts.join(st, st.c.stories_id == ts.c.stories_id)).where(live)
-            ).scalars().all()
+                select(st.c.media_id)
+                .distinct()
+                .select_from(ts.join(st, st.c.stories_id == ts.c.stories_id))
+                .where(live)
+            )
+            .scalars()
+            .all()
         )
-        dup_edges = conn.execute(select(md.c.media_id, md.c.dup_media_id).where(md.c.dup_media_id.is_not(None))).all()
+        dup_edges = conn.execute(
+            select(md.c.media_id, md.c.dup_media_id).where(md.c.dup_media_id.is_not(None))
+        ).all()
         tags = declared_media_tags(conn)
         rows = {
             "stories": conn.execute(select(func.count()).select_from(ts).where(live)).scalar_one(),
@@ -293,10 +330,14 @@ def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
     )
     media_ids = np.unique(_map(story_media, dup_sources, dup_finals))
     tag_media = _map(_int64([m for m, _, _ in tags]), dup_sources, dup_finals)
-    media_tags = pd.DataFrame({"media_id": tag_media, "tag_set": [t[1] for t in tags], "tag": [t[2] for t in tags]})
+    media_tags = pd.DataFrame(
+        {"media_id": tag_media, "tag_set": [t[1] for t in tags], "tag": [t[2] for t in tags]}
+    )
     media_tags = media_tags[positions(media_ids, tag_media) >= 0]
     media_tags = (
-        media_tags.drop_duplicates().sort_values(["media_id", "tag_set", "tag"], kind="mergesort").reset_index(drop=True)
+        media_tags.drop_duplicates()
+        .sort_values(["media_id", "tag_set", "tag"], kind="mergesort")
+        .reset_index(drop=True)
     )
     rows["media"] = len(media_ids)
     return {
