@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -168,6 +168,9 @@ _SCHEMAS: dict[str, pa.Schema] = {
     ),
 }
 
+#: the columns of each timespan table's file
+TIMESPAN_SCHEMAS: dict[str, pa.Schema] = {name: _SCHEMAS[name] for name in TIMESPAN_TABLES}
+
 
 _SCHEMAS["media"] = pa.schema([_SCHEMAS["medium_link_counts"].field(name) for name in MEDIA_CSV_COLUMNS])
 #: every data file of a snapshot (by its name) -> (its table in topicmap.snapshots.dictionary, its schema)
@@ -250,25 +253,109 @@ def _write_parquet(
     return _write_arrow(table.select(schema.names), path, name)
 
 
+def _parquet_options(schema: pa.Schema, store_schema: bool = False) -> dict[str, Any]:
+    """Integers delta-encoded, text with its dictionary; the Arrow schema stored only with ``store_schema``."""
+    integers = [f.name for f in schema if pa.types.is_integer(f.type)]
+    others = [f.name for f in schema if f.name not in integers]
+    return {
+        "compression": "snappy",
+        # the Arrow schema in the file keeps the fields' descriptions (and the same bytes for the same data)
+        "store_schema": store_schema,
+        "use_dictionary": others or False,
+        "column_encoding": dict.fromkeys(integers, "DELTA_BINARY_PACKED"),
+    }
+
+
 def _write_arrow(table: pa.Table, path: Path, name: str | None = None) -> Path:
     """An Arrow table as Parquet, integers delta-encoded, text with its dictionary, no schema metadata; with
     ``name`` (a table of ``topicmap.snapshots.dictionary``), each field carries its description."""
     table = table.replace_schema_metadata(None)
     if name is not None:
         table = pa.Table.from_arrays(table.columns, schema=describe(table.schema, name))
-    integers = [f.name for f in table.schema if pa.types.is_integer(f.type)]
-    others = [f.name for f in table.schema if f.name not in integers]
-    return _atomic_write(
-        path,
-        lambda tmp: pq.write_table(
-            table,
-            tmp,
-            compression="snappy",
-            # the Arrow schema in the file keeps the fields' descriptions (and the same bytes for the same data)
-            store_schema=name is not None,
-            use_dictionary=others or False,
-            column_encoding=dict.fromkeys(integers, "DELTA_BINARY_PACKED"),
-        ),
+    options = _parquet_options(table.schema, store_schema=name is not None)
+    return _atomic_write(path, lambda tmp: pq.write_table(table, tmp, **options))
+
+
+#: rows per Parquet row group: pyarrow's default, which ``_write_arrow`` uses
+ROW_GROUP_ROWS = 1024 * 1024
+
+
+def _row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.Table]:
+    """Record batches regrouped into contiguous tables of ROW_GROUP_ROWS rows (the last one shorter), cast to
+    ``schema``: what ``pq.write_table`` cuts a whole table into, so a stream is written to the same bytes."""
+    pending: list[pa.RecordBatch] = []
+    held, written = 0, False
+    for batch in batches:
+        batch = batch.cast(schema) if batch.schema != schema else batch
+        while batch.num_rows:
+            take = min(batch.num_rows, ROW_GROUP_ROWS - held)
+            pending.append(batch.slice(0, take))
+            held += take
+            batch = batch.slice(take)
+            if held == ROW_GROUP_ROWS:
+                yield pa.Table.from_batches(pending, schema).combine_chunks()
+                pending, held, written = [], 0, True
+    if held or not written:
+        yield pa.Table.from_batches(pending, schema).combine_chunks()
+
+
+def _write_stream(
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    path: Path | None,
+    csv: Path | None,
+    name: str | None = None,
+) -> list[Path]:
+    """A stream of record batches as Parquet at ``path`` (byte for byte what ``_write_arrow`` writes of the
+    whole table, ``name`` as there) and/or as CSV at ``csv`` (what ``_write_csv`` writes); one row group in
+    memory at a time."""
+    schema = schema.remove_metadata()
+    if name is not None:
+        schema = describe(schema, name)
+    targets = [p for p in (path, csv) if p is not None]
+    temps = {p: p.with_name(f".{p.name}.tmp-{os.getpid()}") for p in targets}
+    for target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    writer = (
+        pq.ParquetWriter(temps[path], schema, **_parquet_options(schema, name is not None))
+        if path is not None
+        else None
+    )
+    handle = temps[csv].open("wb") if csv is not None else None
+    try:
+        if handle is not None:
+            handle.write((",".join(schema.names) + "\n").encode("utf-8"))
+        options = _csv_options(schema)
+        for group in _row_groups(batches, schema):
+            if writer is not None:
+                writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
+            if handle is not None and group.num_rows:
+                pacsv.write_csv(group, handle, options)
+        if writer is not None:
+            writer.close()
+            writer = None
+        if handle is not None:
+            handle.close()
+            handle = None
+        for target in targets:
+            os.replace(temps[target], target)
+    finally:
+        if writer is not None:
+            writer.close()
+        if handle is not None:
+            handle.close()
+        for temp in temps.values():
+            if temp.exists():
+                temp.unlink()
+    return targets
+
+
+def _csv_options(schema: pa.Schema) -> pacsv.WriteOptions:
+    # Numbers never need quotes: the "none" style writes the same bytes for them, a third faster.
+    numeric = all(pa.types.is_integer(f.type) for f in schema)
+    # Batches of 64k rows rather than pyarrow's 1,024: the same bytes, a third less CPU on the link lists.
+    return pacsv.WriteOptions(
+        include_header=False, quoting_style="none" if numeric else "needed", batch_size=1 << 16
     )
 
 
@@ -277,12 +364,7 @@ def _write_csv(frame: pd.DataFrame | pa.Table, path: Path) -> Path:
     fields, values quoted where pyarrow's "needed" style quotes them; every CSV reader reads it the same."""
     table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
     header = (",".join(table.column_names) + "\n").encode("utf-8")
-    # Numbers never need quotes: the "none" style writes the same bytes for them, a third faster.
-    numeric = all(pa.types.is_integer(column.type) for column in table.columns)
-    # Batches of 64k rows rather than pyarrow's 1,024: the same bytes, a third less CPU on the link lists.
-    options = pacsv.WriteOptions(
-        include_header=False, quoting_style="none" if numeric else "needed", batch_size=1 << 16
-    )
+    options = _csv_options(table.schema)
 
     def write(tmp: Path) -> None:
         with tmp.open("wb") as handle:
@@ -449,6 +531,38 @@ class SnapshotFilesWriter:
             }
         )
         self._context = (story_dates, story_info, IdIndex(stories["stories_id"].to_numpy()))
+
+    def start_streamed(self) -> None:
+        """Start a snapshot whose timespans come through ``write_streamed`` (computed out of core)."""
+        self._context = (pa.table({}), None, IdIndex(np.zeros(0, dtype=np.int64)))
+
+    def write_streamed(
+        self,
+        focus: Focus | None,
+        snap: TimespanSnapshot,
+        story_links: Callable[[], Iterable[pa.RecordBatch]],
+        story_link_counts: pa.Table,
+        stories_list: Callable[[], Iterable[pa.RecordBatch]] | None,
+    ) -> None:
+        """The files of one timespan computed out of core (``topicmap.snapshots.engine``): the same bytes as
+        ``submit`` writes from frames. ``story_links`` and ``stories_list`` (the rows of ``stories.csv``, in
+        its order) are streams read here, now, as ``story_link_counts`` (ordered by id, with ``utc_s`` and
+        ``local_day``: seconds and days since the epoch) and the media tables are: written before the next
+        timespan is computed, so no more than one timespan's tables are ever held."""
+        out = self.root / timespan_folder(focus, snap.timespan)
+        paths = _write_stream(
+            story_links(),
+            _SCHEMAS["story_links"],
+            out / "story_links.parquet",
+            out / "story_links.csv" if self.csv else None,
+        )
+        if stories_list is not None:
+            schema = _stories_list_schema()
+            paths += _write_stream(stories_list(), schema, None, out / "stories.csv")
+        entries = {path: file_entry(path) for path in paths}
+        done: Future[dict[Path, dict[str, Any]]] = Future()
+        done.set_result(_write_streamed_rest(snap, out, story_link_counts, entries, self.csv))
+        self._jobs[timespan_folder(focus, snap.timespan)] = done
 
     def submit(self, focus: Focus | None, snaps: Sequence[TimespanSnapshot]) -> None:
         """Start writing the files of these timespans (of the whole topic, or of ``focus``)."""
@@ -631,14 +745,9 @@ def _write_timespan(
         text_dates = _date_strings(listed.select(list(STORY_DATE_COLUMNS)))
         for name in STORY_DATE_COLUMNS:
             listed = listed.set_column(listed.schema.get_field_index(name), name, text_dates.column(name))
-        media_list = snap.medium_link_counts.sort_values(
-            ["media_inlink_count", "inlink_count", "media_id"],
-            ascending=[False, False, True],
-            kind="mergesort",
-        )
         paths += [
             _write_csv(listed, out / "stories.csv"),
-            _write_csv(media_list[list(MEDIA_CSV_COLUMNS)], out / "media.csv"),
+            _write_csv(_media_list(snap.medium_link_counts), out / "media.csv"),
             _write_csv(snap.story_links, out / "story_links.csv"),
             _write_csv(snap.medium_links, out / "medium_links.csv"),
         ]
@@ -671,6 +780,46 @@ def _stories_table(snap: TimespanSnapshot, dates: pa.Table, info: pa.Table) -> p
         columns[name] = pa.array(counts[name], type=pa.int64(), from_pandas=True)
     schema = _SCHEMAS["stories"]
     return pa.table([columns[field.name] for field in schema], schema=schema)
+
+
+def _stories_list_schema() -> pa.Schema:
+    """The columns of ``stories.csv`` as ``_write_timespan`` types them."""
+    types = {name: pa.string() for name in ("title", "url", "media_name", *STORY_DATE_COLUMNS)}
+    return pa.schema([(name, types.get(name, pa.int64())) for name in STORY_CSV_COLUMNS])
+
+
+def _write_streamed_rest(
+    snap: TimespanSnapshot, out: Path, counts: pa.Table, entries: dict[Path, dict[str, Any]], csv: bool
+) -> dict[Path, dict[str, Any]]:
+    """The files of an out-of-core timespan other than its streams: story_link_counts (from the engine's
+    columns) and the media tables."""
+    schema = _SCHEMAS["story_link_counts"]
+    dates = {
+        "publish_date_utc": counts.column("utc_s").cast(pa.timestamp("s", tz="UTC")),
+        "publish_day_local": counts.column("local_day").cast(pa.int32()).cast(pa.date32()),
+    }
+    table = pa.table(
+        {f.name: dates[f.name] if f.name in dates else counts.column(f.name) for f in schema}, schema=schema
+    )
+    paths = _write_stream(table.to_batches(), schema, out / "story_link_counts.parquet", None)
+    paths += [
+        _write_parquet(getattr(snap, name), _SCHEMAS[name], out / f"{name}.parquet")
+        for name in ("medium_links", "medium_link_counts")
+    ]
+    if csv:
+        paths += [
+            _write_csv(_media_list(snap.medium_link_counts), out / "media.csv"),
+            _write_csv(snap.medium_links, out / "medium_links.csv"),
+        ]
+    return {**entries, **{path: file_entry(path) for path in paths}}
+
+
+def _media_list(medium_link_counts: pd.DataFrame) -> pd.DataFrame:
+    """Media Cloud's media.csv: most media inlinks first."""
+    ordered = medium_link_counts.sort_values(
+        ["media_inlink_count", "inlink_count", "media_id"], ascending=[False, False, True], kind="mergesort"
+    )
+    return ordered[list(MEDIA_CSV_COLUMNS)]
 
 
 def sha256_of(path: Path) -> str:

@@ -1,0 +1,281 @@
+"""The out-of-core snapshot (DuckDB, ``topicmap.snapshots.engine``) writes the very files of the in-memory one.
+
+Generated topics (foci of both kinds, custom and empty timespans, undated stories and stories dated outside the
+topic, pages' own UTC offsets, statistics, syndication groups counted both ways) are computed by both paths and
+every file compared byte for byte; the store's topic (merged stories, duplicate media) streamed in batches of a
+few rows gives the same files as the store read whole; the streams never hold more than their batch; the Parquet
+stream writer cuts the same row groups as pyarrow's whole-table writer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from tests.test_snapshot_assets import TOPIC, TOPICS_YAML, build_topic
+from topicmap.snapshots import files as snapshot_files
+from topicmap.snapshots import store_stream
+from topicmap.snapshots.checks import check_problems
+from topicmap.snapshots.compute import compute_snapshot
+from topicmap.snapshots.engine import TopicSource, compute_snapshot_ooc, frame_batches
+from topicmap.snapshots.files import SnapshotFilesWriter
+from topicmap.snapshots.foci import Focus
+from topicmap.snapshots.inputs import read_snapshot_inputs
+from topicmap.snapshots.timespans import build_timespans
+from topicmap.store.topic_store import TopicStore
+from topicmap.topics.focus_kinds import MediaTagSelection, QuerySelection
+
+START, END = date(2026, 1, 1), date(2026, 3, 31)
+WORDS = np.array(["climate", "carbon", "tax", "river", "city", "school", "the", "and", "vote", "market"])
+
+
+def generated_topic(seed: int, n_stories: int = 400, n_media: int = 9) -> dict[str, pd.DataFrame]:
+    rng = np.random.default_rng(seed)
+    media_ids = np.arange(1, n_media + 1) * 7
+    ids = rng.choice(np.arange(1, 5 * n_stories), size=n_stories, replace=False)
+    # February is left without stories: its month and weeks are empty timespans
+    days = rng.choice(np.r_[0:31, 59:90], size=n_stories)
+    dates = (
+        pd.Timestamp(START, tz="UTC")
+        + pd.to_timedelta(days, unit="D")
+        + pd.to_timedelta(rng.integers(0, 86_400, n_stories), unit="s")
+    )
+    dates = dates.where(rng.random(n_stories) > 0.05)  # undated
+    outside = rng.random(n_stories) < 0.04
+    dates = dates.where(~outside, dates - pd.Timedelta(days=200))
+    offsets = rng.integers(-720, 720, n_stories).astype(float)
+    offsets[rng.random(n_stories) < 0.4] = np.nan
+    stories = pd.DataFrame(
+        {
+            "stories_id": ids,
+            "media_id": rng.choice(media_ids, n_stories),
+            "publish_date": dates,
+            "publish_utc_offset": offsets,
+            "url": [f"https://x.test/{i}" for i in ids],
+            "title": [f"Story {i}" if i % 11 else None for i in ids],
+            "text": [" ".join(rng.choice(WORDS, 12)) for _ in ids],
+            "language": ["en"] * n_stories,
+        }
+    )
+    n_links = 6 * n_stories
+    links = pd.DataFrame(
+        {
+            "stories_id": np.r_[rng.choice(ids, n_links), [5 * n_stories + 1]],
+            "ref_stories_id": np.r_[rng.choice(ids, n_links), ids[:1]],
+        }
+    )
+    known = rng.random(n_stories) < 0.7
+    stats = pd.DataFrame(
+        {
+            "stories_id": ids,
+            "facebook_share_count": pd.arrays.IntegerArray(rng.integers(0, 50, n_stories), ~known),
+            "bitly_clicks_3d": pd.arrays.IntegerArray(
+                rng.integers(0, 9, n_stories), rng.random(n_stories) < 0.5
+            ),
+            "bitly_clicks_30d": pd.arrays.IntegerArray(
+                rng.integers(0, 30, n_stories), rng.random(n_stories) < 0.5
+            ),
+        }
+    )
+    grouped = rng.choice(ids, size=n_stories // 4, replace=False)
+    groups = pd.DataFrame({"stories_id": grouped, "group_id": np.arange(len(grouped)) // 3})
+    tags = pd.DataFrame(
+        {"media_id": media_ids, "tag_set": "lean", "tag": ["left", "right", "center"] * (n_media // 3)}
+    )
+    return {
+        "stories": stories,
+        "media": pd.DataFrame(
+            {
+                "media_id": media_ids,
+                "name": [f"M{m}" for m in media_ids],
+                "url": [f"https://m{m}.test/" for m in media_ids],
+            }
+        ),
+        "links": links,
+        "story_stats": stats,
+        "near_dup_groups": groups,
+        "media_tags": tags,
+    }
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    return {
+        path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+FOCI = (
+    Focus("Lean", "Left", MediaTagSelection({"lean": ["left"]})),
+    Focus("Subjects", "Climate", QuerySelection("climate AND tax")),
+)
+
+
+@pytest.mark.parametrize(("seed", "once"), [(1, False), (2, True)])
+def test_both_paths_write_the_same_files(tmp_path: Path, seed: int, once: bool) -> None:
+    data = generated_topic(seed)
+    spans = build_timespans(
+        START, END, custom=[("Early", "2026-01-05", "2026-01-20"), ("Gap", "2026-02-03", "2026-02-09")]
+    )
+    options = {"count_syndicated_once": once, "foci": FOCI, "word_sample": 50}
+    with SnapshotFilesWriter(tmp_path / "numpy") as files:
+        ours = compute_snapshot(**data, timespans=spans, files=files, **options)
+        files.finish(ours)
+    source = TopicSource(
+        **{name: frame_batches(data[name], name, batch_rows=64) for name in TopicSource.__dataclass_fields__}
+    )
+    with SnapshotFilesWriter(tmp_path / "duckdb") as files:
+        streamed = compute_snapshot_ooc(
+            source, spans, folder=tmp_path / "engine", media_tags=data["media_tags"], files=files, **options
+        )
+        files.finish(streamed)
+    numpy_files, duckdb_files = _hashes(tmp_path / "numpy"), _hashes(tmp_path / "duckdb")
+    assert any(name.startswith("foci/") for name in numpy_files)
+    assert any(snap.empty for snap in ours.timespans) and any(not snap.empty for snap in ours.timespans)
+    assert any(snap.counts.syndicated_repeat_link_count for snap in ours.timespans)
+    assert sorted(numpy_files) == sorted(duckdb_files)
+    assert [name for name in numpy_files if numpy_files[name] != duckdb_files[name]] == []
+    assert streamed.dropped_links == ours.dropped_links
+    assert check_problems(streamed, START, END) == check_problems(ours, START, END)
+    assert not any(check_problems(streamed, START, END).values())
+
+
+def test_streamed_checks_find_a_contradiction(tmp_path: Path) -> None:
+    data = generated_topic(3, n_stories=120)
+    spans = build_timespans(START, END)
+    source = TopicSource(
+        **{name: frame_batches(data[name], name) for name in TopicSource.__dataclass_fields__}
+    )
+    result = compute_snapshot_ooc(source, spans, folder=tmp_path / "engine")
+    overall = result["overall"]
+    assert overall.streamed is not None and overall.streamed.story_links == overall.counts.story_link_count
+    overall.medium_links.loc[0, "link_count"] += 1
+    problems = check_problems(result, START, END)
+    assert any("medium link counts sum to" in p for found in problems.values() for p in found)
+
+
+def test_bad_input_is_named(tmp_path: Path) -> None:
+    data = generated_topic(4, n_stories=50)
+    data["stories"] = pd.concat([data["stories"], data["stories"].iloc[:1]], ignore_index=True)
+    source = TopicSource(
+        **{name: frame_batches(data[name], name) for name in TopicSource.__dataclass_fields__}
+    )
+    with pytest.raises(ValueError, match="stories.stories_id repeats"):
+        compute_snapshot_ooc(source, build_timespans(START, END), folder=tmp_path / "engine")
+
+
+def test_stream_writer_cuts_the_same_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(5)
+    table = pa.table(
+        {
+            "source_stories_id": np.sort(rng.integers(0, 10**9, 25_000)),
+            "ref_stories_id": rng.integers(0, 10**9, 25_000),
+        }
+    )
+    monkeypatch.setattr(snapshot_files, "ROW_GROUP_ROWS", 4096)
+    whole = tmp_path / "whole.parquet"
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, whole, row_group_size=4096, **snapshot_files._parquet_options(table.schema))
+    streamed = tmp_path / "streamed.parquet"
+    csv = tmp_path / "streamed.csv"
+    snapshot_files._write_stream(table.to_batches(max_chunksize=1000), table.schema, streamed, csv)
+    assert whole.read_bytes() == streamed.read_bytes()
+    assert pq.ParquetFile(streamed).metadata.num_row_groups == 7
+    snapshot_files._write_csv(table, tmp_path / "whole.csv")
+    assert (tmp_path / "whole.csv").read_bytes() == csv.read_bytes()
+
+
+def test_store_streams_in_bounded_batches(
+    store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topics_file = tmp_path / "topics.yaml"
+    topics_file.write_text(TOPICS_YAML, encoding="utf-8")
+    topics_id = build_topic(store, topics_file)
+    inputs = read_snapshot_inputs(store, TOPIC)
+
+    batches: list[int] = []
+    stream = store_stream.stream_rows
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        for rows in stream(*args, **kwargs):
+            batches.append(len(rows))
+            yield rows
+
+    monkeypatch.setattr(store_stream, "stream_rows", counted)
+    with SnapshotFilesWriter(tmp_path / "whole") as files:
+        whole = compute_snapshot(
+            inputs.stories,
+            inputs.media,
+            inputs.links,
+            inputs.timespans,
+            story_stats=inputs.story_stats,
+            near_dup_groups=inputs.near_dup_groups,
+            texts=inputs.texts,
+            files=files,
+        )
+        files.finish(whole)
+    with SnapshotFilesWriter(tmp_path / "streamed") as files:
+        streamed = compute_snapshot_ooc(
+            store_stream.store_source(store, topics_id, batch_rows=3),
+            inputs.timespans,
+            folder=tmp_path / "engine",
+            files=files,
+        )
+        files.finish(streamed)
+    assert batches and max(batches) <= 3 and len(batches) > 5
+    whole_files, streamed_files = _hashes(tmp_path / "whole"), _hashes(tmp_path / "streamed")
+    assert sorted(whole_files) == sorted(streamed_files)
+    assert [name for name in whole_files if whole_files[name] != streamed_files[name]] == []
+    assert streamed.dropped_links == whole.dropped_links
+
+
+def test_stream_rows_rejects_a_batch_of_nothing(store: TopicStore) -> None:
+    from sqlalchemy import select
+
+    from topicmap.store import schema as s
+
+    with pytest.raises(ValueError, match="batch_rows must be at least 1"):
+        next(store_stream.stream_rows(store, select(s.media.c.media_id), 0))
+
+
+def test_a_big_topic_is_read_in_batches_and_keyed_the_same_twice(
+    store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from topicmap.snapshots import store as snapshot_store
+    from topicmap.snapshots.key import SnapshotOptions, snapshot_key
+
+    topics_file = tmp_path / "topics.yaml"
+    topics_file.write_text(TOPICS_YAML, encoding="utf-8")
+    build_topic(store, topics_file)
+    whole = read_snapshot_inputs(store, TOPIC)
+    streamed = store_stream.read_streamed_inputs(store, TOPIC, batch_rows=4)
+    assert streamed.dedup_state == whole.dedup_state
+    assert streamed.iteration == whole.iteration
+    pd.testing.assert_frame_equal(streamed.media_tags, whole.media_tags)
+    assert streamed.row_counts()["stories"] == len(whole.stories)
+    options = SnapshotOptions()
+    assert snapshot_key(streamed, options) == snapshot_key(
+        store_stream.read_streamed_inputs(store, TOPIC, batch_rows=4), options
+    )
+
+    home = tmp_path / "home"
+    built = snapshot_store.build_snapshot(store, TOPIC, home=home)
+    monkeypatch.setattr(snapshot_store, "OUT_OF_CORE_ROWS", 0)
+    built_streamed = snapshot_store.build_snapshot(store, TOPIC, home=home)
+    assert built_streamed.inputs.source is not None and built_streamed.written
+    assert built_streamed.snapshot_key != built.snapshot_key
+    assert not any(built_streamed.problems.values())
+    ours, theirs = _hashes(built.folder), _hashes(built_streamed.folder)
+    assert sorted(ours) == sorted(theirs)
+    differ = sorted(name for name in ours if ours[name] != theirs[name])
+    assert differ == ["manifest.json", "provenance.json"]  # the key and its read, named in both
+    again = snapshot_store.build_snapshot(store, TOPIC, home=home)
+    assert again.snapshot_key == built_streamed.snapshot_key and not again.written
