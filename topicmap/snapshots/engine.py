@@ -24,6 +24,8 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,7 @@ import pandas as pd
 import pyarrow as pa
 
 from topicmap.snapshots.foci import Focus, StoryTexts, TextChunk, check_foci, focus_story_masks
+from topicmap.snapshots.post_counts import PostShares, add_post_counts
 from topicmap.snapshots.results import (
     STAT_COLUMNS,
     FocusSnapshot,
@@ -54,7 +57,6 @@ if TYPE_CHECKING:
     import duckdb
 
     from topicmap.snapshots.files import SnapshotFilesWriter
-    from topicmap.snapshots.post_counts import PostShares
 
 #: stories + links above which a snapshot is computed out of core. Below, numpy in memory is faster (at 1M stories
 #: / 10M links it took 45 CPU s where DuckDB took 103) and fits: about 3.7 GB per million stories, so 2 million
@@ -65,6 +67,7 @@ BATCH_ROWS = 1 << 17
 _NS_PER_S = 1_000_000_000
 _NS_PER_DAY = 86_400 * _NS_PER_S
 _SORT_LAST = np.iinfo(np.int64).max
+_EPOCH = date(1970, 1, 1)
 
 #: the columns DuckDB is given of each input (a record batch of a source is cast to these)
 INPUT_SCHEMAS: dict[str, pa.Schema] = {
@@ -78,6 +81,9 @@ INPUT_SCHEMAS: dict[str, pa.Schema] = {
             ("title", pa.string()),
             ("text", pa.string()),
             ("language", pa.string()),
+            ("date_method", pa.string()),  # how the date was found (stories.date_guess_method)
+            ("time_known", pa.int64()),  # did the page give a time of day: 1 yes, 0 no, null unknown
+            ("zone_known", pa.int64()),  # did it give a zone: 1 yes, 0 no, null unknown
         ]
     ),
     "media": pa.schema([("media_id", pa.int64()), ("name", pa.string()), ("url", pa.string())]),
@@ -130,6 +136,16 @@ def _int_column(values: pd.Series, what: str) -> pa.Array:
         raise ValueError(f"{what} must be integer ids: {err}") from None
 
 
+def _flag_column(values: pd.Series | None, rows: int) -> pa.Array:
+    """A nullable yes/no column as int64: 1 yes, 0 no, null unknown (or absent)."""
+    if values is None:
+        return pa.nulls(rows, pa.int64())
+    raw = values.to_numpy(dtype=object)
+    known = pd.notna(raw)
+    flags = np.where(known, raw, False).astype(bool).astype(np.int64)
+    return pa.array(flags, type=pa.int64(), mask=~known)
+
+
 def frame_batches(frame: pd.DataFrame, name: str, batch_rows: int = BATCH_ROWS) -> BatchSource:
     """A DataFrame of ``SnapshotInputs`` as record batches of ``INPUT_SCHEMAS[name]`` (``stories``: its
     ``publish_date`` and ``publish_utc_offset`` become ``utc_ns`` and ``offset_min``)."""
@@ -150,6 +166,8 @@ def frame_batches(frame: pd.DataFrame, name: str, batch_rows: int = BATCH_ROWS) 
                         if numeric is None
                         else pa.array(numeric.fillna(0).to_numpy(np.int64), type=pa.int64())
                     )
+                elif name == "stories" and f.name in ("time_known", "zone_known"):
+                    columns[f.name] = _flag_column(part.get(f.name), len(part))
                 elif f.name not in part.columns:
                     if f.name in ("stories_id", "media_id", "ref_stories_id", "group_id", "url", "title"):
                         raise ValueError(f"{name}: missing column {f.name!r}; has {list(part.columns)}")
@@ -188,13 +206,25 @@ def parquet_batches(path: str | Path, name: str, batch_rows: int = BATCH_ROWS) -
     return batches
 
 
+_OPTIONAL_STORY_COLUMNS = (
+    "url",
+    "title",
+    "text",
+    "language",
+    "offset_min",
+    "date_method",
+    "time_known",
+    "zone_known",
+)
+
+
 def _conform(batch: pa.RecordBatch, schema: pa.Schema, name: str) -> pa.RecordBatch:
     """A source's batch with exactly the columns of ``schema`` (missing optional ones null)."""
     columns = []
     for f in schema:
         if f.name in batch.schema.names:
             columns.append(batch.column(f.name).cast(f.type))
-        elif f.name in ("url", "title", "text", "language", "offset_min", *STAT_COLUMNS):
+        elif f.name in (*_OPTIONAL_STORY_COLUMNS, *STAT_COLUMNS):
             columns.append(pa.nulls(batch.num_rows, f.type))
         else:
             raise ValueError(f"{name}: missing column {f.name!r}; has {batch.schema.names}")
@@ -293,6 +323,7 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
                {_floor_div("s.utc_ns", _NS_PER_S)} AS utc_s,
                {_floor_div("s.utc_ns + coalesce(s.offset_min, 0) * 60000000000", _NS_PER_DAY)} AS local_day,
                {", ".join(f"st.{c}" for c in STAT_COLUMNS)},
+               s.time_known, s.zone_known, coalesce(s.offset_min, 0) AS offset_min,
                g.group_id AS grp
         FROM raw_stories s
         LEFT JOIN raw_story_stats st USING (stories_id)
@@ -301,7 +332,8 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         """
     )
     con.execute(
-        "CREATE OR REPLACE TABLE story_text AS SELECT stories_id, title, url, text, language FROM raw_stories"
+        "CREATE OR REPLACE TABLE story_text AS "
+        "SELECT stories_id, title, url, text, language, date_method FROM raw_stories"
     )
     dropped = con.execute(
         """
@@ -350,19 +382,68 @@ COUNTS_SELECT = f"""
            {", ".join(f"p.{c}" for c in STAT_COLUMNS)}, p.utc_s, p.local_day
     FROM period p
 """
+#: the publisher's day of a story as a date, and its instant (null when the page gave a day only)
+_DAY = "CAST(DATE '1970-01-01' + CAST(p.local_day AS INTEGER) AS DATE)"
+_INSTANT = "CASE WHEN s.time_known = 0 THEN NULL ELSE make_timestamp(p.utc_s * 1000000) END"
+#: which day publish_day_local is (``topicmap.snapshots.files._day_basis``)
+_DAY_BASIS = """CASE WHEN p.local_day IS NULL THEN NULL WHEN s.time_known = 0 THEN 'page day'
+    WHEN s.zone_known = 1 AND s.offset_min <> 0 THEN 'page offset' WHEN s.zone_known = 1 THEN 'utc stated'
+    WHEN s.time_known = 1 THEN 'utc assumed' ELSE 'unknown' END"""
+#: the timespan's post counts per story (``period_posts``: stories_id and POST_COLUMNS)
+_POST_EXPRESSIONS = {c: f"pp.{c}" for c in ("post_count", "author_count", "channel_count")}
+
+
+def story_link_counts_select() -> str:
+    """The timespan's story_link_counts (``files._SCHEMAS``), by story id."""
+    from topicmap.snapshots.files import TIMESPAN_SCHEMAS
+
+    exprs = {"publish_date_utc": _INSTANT, "publish_day_local": _DAY, **_POST_EXPRESSIONS}
+    columns = [
+        f"{exprs.get(f.name, f'p.{f.name}')} AS {f.name}" for f in TIMESPAN_SCHEMAS["story_link_counts"]
+    ]
+    return (
+        f"SELECT {', '.join(columns)} FROM period p JOIN stories s USING (stories_id) "
+        "LEFT JOIN period_posts pp USING (stories_id) ORDER BY p.stories_id"
+    )
+
+
+def stories_select(ts: Timespan, csv: bool) -> str:
+    """The timespan's stories table (``files.STORIES_SCHEMA``): by story id, or with ``csv`` Media Cloud's
+    stories.csv (most media inlinks first, the dates as text)."""
+    from topicmap.snapshots.files import STORIES_SCHEMA
+
+    lo = (ts.start_date - _EPOCH).days
+    hi = (ts.end_date - _EPOCH).days
+    exprs = {
+        "publish_date_utc": _INSTANT,
+        "publish_day_local": _DAY,
+        "date_method": "t.date_method",
+        "time_known": "s.time_known = 1",
+        "zone_known": "s.zone_known = 1",
+        "day_basis": _DAY_BASIS,
+        "in_timespan": f"CASE WHEN p.local_day IS NULL THEN 'undated' WHEN p.local_day >= {lo} "
+        f"AND p.local_day < {hi} THEN 'published' ELSE 'linked' END",
+        "title": "t.title",
+        "url": "t.url",
+        "language": "t.language",
+        "media_name": "m.name",
+        **_POST_EXPRESSIONS,
+    }
+    if csv:
+        exprs["publish_date_utc"] = f"strftime({_INSTANT}, '%Y-%m-%dT%H:%M:%SZ')"
+        exprs["publish_day_local"] = f"CAST({_DAY} AS VARCHAR)"
+    columns = [f"{exprs.get(f.name, f'p.{f.name}')} AS {f.name}" for f in STORIES_SCHEMA]
+    order = "p.media_inlink_count DESC, p.inlink_count DESC, p.stories_id" if csv else "p.stories_id"
+    return (
+        f"SELECT {', '.join(columns)} FROM period p JOIN stories s USING (stories_id) "
+        "JOIN story_text t USING (stories_id) JOIN media m ON m.media_id = p.media_id "
+        f"LEFT JOIN period_posts pp USING (stories_id) ORDER BY {order}"
+    )
+
+
 STORY_LINKS_SELECT = (
     "SELECT source AS source_stories_id, ref AS ref_stories_id FROM period_links ORDER BY 1, 2"
 )
-#: Media Cloud's stories.csv of a timespan, most media inlinks first
-STORIES_CSV_SELECT = f"""
-    SELECT p.stories_id,
-           strftime(make_timestamp(p.utc_s * 1000000), '%Y-%m-%dT%H:%M:%SZ') AS publish_date_utc,
-           CAST(DATE '1970-01-01' + CAST(p.local_day AS INTEGER) AS VARCHAR) AS publish_day_local,
-           t.title, t.url, p.media_id, m.name AS media_name,
-           p.media_inlink_count, p.inlink_count, p.outlink_count, {", ".join(f"p.{c}" for c in STAT_COLUMNS)}
-    FROM period p JOIN story_text t USING (stories_id) JOIN media m USING (media_id)
-    ORDER BY p.media_inlink_count DESC, p.inlink_count DESC, p.stories_id
-"""
 MEDIUM_LINK_COUNTS_SELECT = f"""
     SELECT m.media_id, m.name, m.url, count(*) AS story_count,
            coalesce(any_value(mi.n), 0) AS media_inlink_count,
@@ -576,6 +657,7 @@ class _Work:
     has_groups: bool
     syndicated_once: bool
     files: SnapshotFilesWriter | None
+    posts: PostShares | None = None
     samples: list[tuple[TimespanSnapshot, np.ndarray]] = field(default_factory=list)
 
 
@@ -591,14 +673,14 @@ def _timespans(work: _Work, timespans: Sequence[Timespan], focus: Focus | None) 
     for ts in timespans:
         window, repeats = _compute_timespan(con, ts, work.has_groups, work.syndicated_once)
         if window == 0:
-            snaps.append(
-                TimespanSnapshot(
-                    ts,
-                    *(empty_tables[name] for name in empty_tables),
-                    TimespanCounts(0, 0, 0, 0, 0),
-                    summary=shared_empty,
-                )
+            empty = TimespanSnapshot(
+                ts,
+                *(empty_tables[name] for name in empty_tables),
+                TimespanCounts(0, 0, 0, 0, 0),
+                summary=shared_empty,
             )
+            add_post_counts(empty, work.posts)
+            snaps.append(empty)
             continue
         medium_links = _frame(_arrow(con, "SELECT * FROM period_medium_links ORDER BY 1, 2"))
         medium_link_counts = _frame(_arrow(con, MEDIUM_LINK_COUNTS_SELECT))
@@ -626,16 +708,23 @@ def _timespans(work: _Work, timespans: Sequence[Timespan], focus: Focus | None) 
             ts, period_frame, medium_link_counts, positions, work.info, shared_empty.top_words
         )
         work.samples.append((snap, sample_positions(positions, work.sample_keys, work.word_sample)))
-        del period_frame
+        # the post columns of the media and the timespan's post_count, as the in-memory path adds them
+        snap.story_link_counts = period_frame
+        add_post_counts(snap, work.posts)
+        snap.story_link_counts = empty_tables["story_link_counts"]
+        del period_frame, period
+        post_counts = (work.posts or PostShares()).story_counts(ts)  # noqa: F841 (DuckDB reads it)
+        con.execute("CREATE OR REPLACE TEMP TABLE period_posts AS SELECT * FROM post_counts")
         if work.files is not None:
+            csv = work.files.csv
             work.files.write_streamed(
                 focus,
                 snap,
-                story_links=lambda: _reader(con, STORY_LINKS_SELECT),
-                story_link_counts=period.drop_columns(["pos"]),
-                stories_list=(lambda: _reader(con, STORIES_CSV_SELECT)) if work.files.csv else None,
+                story_links=partial(_reader, con, STORY_LINKS_SELECT),
+                story_link_counts=partial(_reader, con, story_link_counts_select()),
+                stories=partial(_reader, con, stories_select(ts, csv=False)),
+                stories_list=partial(_reader, con, stories_select(ts, csv=True)) if csv else None,
             )
-        del period
         snaps.append(snap)
     return snaps
 
@@ -691,6 +780,7 @@ def compute_snapshot_ooc(
             texts,
             word_sample,
             files,
+            posts,
         )
     finally:
         con.close()
@@ -709,6 +799,7 @@ def _compute(
     texts: StoryTexts | None,
     word_sample: int,
     files: SnapshotFilesWriter | None,
+    posts: PostShares | None = None,
 ) -> SnapshotResult:
     ids = _arrow(con, "SELECT stories_id, media_id, local_day FROM stories ORDER BY pos")
     story_ids = ids.column(0).to_numpy().astype(np.int64)
@@ -727,7 +818,7 @@ def _compute(
         media_names=media["name"].to_numpy(dtype=object),
     )
     texts = texts if texts is not None else DuckTexts(con)
-    work = _Work(con, info, sample_order(story_ids), word_sample, has_groups, syndicated_once, files)
+    work = _Work(con, info, sample_order(story_ids), word_sample, has_groups, syndicated_once, files, posts)
     if files is not None:
         files.start_streamed()
     _use_scope(con, None)

@@ -168,6 +168,8 @@ _SCHEMAS: dict[str, pa.Schema] = {
     ),
 }
 
+#: the columns of a timespan's stories table (stories.parquet)
+STORIES_SCHEMA: pa.Schema = _SCHEMAS["stories"]
 #: the columns of each timespan table's file
 TIMESPAN_SCHEMAS: dict[str, pa.Schema] = {name: _SCHEMAS[name] for name in TIMESPAN_TABLES}
 
@@ -541,27 +543,36 @@ class SnapshotFilesWriter:
         focus: Focus | None,
         snap: TimespanSnapshot,
         story_links: Callable[[], Iterable[pa.RecordBatch]],
-        story_link_counts: pa.Table,
+        story_link_counts: Callable[[], Iterable[pa.RecordBatch]],
+        stories: Callable[[], Iterable[pa.RecordBatch]],
         stories_list: Callable[[], Iterable[pa.RecordBatch]] | None,
     ) -> None:
         """The files of one timespan computed out of core (``topicmap.snapshots.engine``): the same bytes as
-        ``submit`` writes from frames. ``story_links`` and ``stories_list`` (the rows of ``stories.csv``, in
-        its order) are streams read here, now, as ``story_link_counts`` (ordered by id, with ``utc_s`` and
-        ``local_day``: seconds and days since the epoch) and the media tables are: written before the next
-        timespan is computed, so no more than one timespan's tables are ever held."""
+        ``submit`` writes from frames. ``story_links``, ``story_link_counts`` and ``stories`` (by id, as their
+        files hold them) and ``stories_list`` (the rows of ``stories.csv``, in its order, dates as text) are
+        streams read here, now, as the media tables are: written before the next timespan is computed, so no
+        more than a row group of a timespan's story tables is ever held."""
         out = self.root / timespan_folder(focus, snap.timespan)
         paths = _write_stream(
             story_links(),
             _SCHEMAS["story_links"],
             out / "story_links.parquet",
             out / "story_links.csv" if self.csv else None,
+            "story_links",
         )
+        paths += _write_stream(
+            story_link_counts(),
+            _SCHEMAS["story_link_counts"],
+            out / "story_link_counts.parquet",
+            None,
+            "story_link_counts",
+        )
+        paths += _write_stream(stories(), STORIES_SCHEMA, out / "stories.parquet", None, "stories")
         if stories_list is not None:
-            schema = _stories_list_schema()
-            paths += _write_stream(stories_list(), schema, None, out / "stories.csv")
+            paths += _write_stream(stories_list(), _stories_list_schema(), None, out / "stories.csv")
         entries = {path: file_entry(path) for path in paths}
         done: Future[dict[Path, dict[str, Any]]] = Future()
-        done.set_result(_write_streamed_rest(snap, out, story_link_counts, entries, self.csv))
+        done.set_result(_write_streamed_rest(snap, out, entries, self.csv))
         self._jobs[timespan_folder(focus, snap.timespan)] = done
 
     def submit(self, focus: Focus | None, snaps: Sequence[TimespanSnapshot]) -> None:
@@ -783,27 +794,16 @@ def _stories_table(snap: TimespanSnapshot, dates: pa.Table, info: pa.Table) -> p
 
 
 def _stories_list_schema() -> pa.Schema:
-    """The columns of ``stories.csv`` as ``_write_timespan`` types them."""
-    types = {name: pa.string() for name in ("title", "url", "media_name", *STORY_DATE_COLUMNS)}
-    return pa.schema([(name, types.get(name, pa.int64())) for name in STORY_CSV_COLUMNS])
+    """The columns of ``stories.csv`` as ``_write_timespan`` types them: the stories table's, dates as text."""
+    return pa.schema([(f.name, pa.string()) if f.name in STORY_DATE_COLUMNS else f for f in STORIES_SCHEMA])
 
 
 def _write_streamed_rest(
-    snap: TimespanSnapshot, out: Path, counts: pa.Table, entries: dict[Path, dict[str, Any]], csv: bool
+    snap: TimespanSnapshot, out: Path, entries: dict[Path, dict[str, Any]], csv: bool
 ) -> dict[Path, dict[str, Any]]:
-    """The files of an out-of-core timespan other than its streams: story_link_counts (from the engine's
-    columns) and the media tables."""
-    schema = _SCHEMAS["story_link_counts"]
-    dates = {
-        "publish_date_utc": counts.column("utc_s").cast(pa.timestamp("s", tz="UTC")),
-        "publish_day_local": counts.column("local_day").cast(pa.int32()).cast(pa.date32()),
-    }
-    table = pa.table(
-        {f.name: dates[f.name] if f.name in dates else counts.column(f.name) for f in schema}, schema=schema
-    )
-    paths = _write_stream(table.to_batches(), schema, out / "story_link_counts.parquet", None)
-    paths += [
-        _write_parquet(getattr(snap, name), _SCHEMAS[name], out / f"{name}.parquet")
+    """The files of an out-of-core timespan other than its streams: the media tables."""
+    paths = [
+        _write_parquet(getattr(snap, name), _SCHEMAS[name], out / f"{name}.parquet", name=name)
         for name in ("medium_links", "medium_link_counts")
     ]
     if csv:

@@ -19,13 +19,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from sqlalchemy import Select, and_, func, select
+from sqlalchemy import Connection, Select, and_, func, select
 
 from topicmap.snapshots.engine import BATCH_ROWS, INPUT_SCHEMAS, TopicSource
 from topicmap.snapshots.foci import Focus
 from topicmap.snapshots.ids import positions
 from topicmap.snapshots.inputs import SnapshotInputs, resolve_chains
 from topicmap.snapshots.names import PERIODS
+from topicmap.snapshots.post_counts import read_post_shares
 from topicmap.snapshots.timespans import build_timespans
 from topicmap.store import schema as s
 from topicmap.store.media_tags import declared_media_tags
@@ -77,6 +78,9 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
         _int64([e[0] for e in dup_edges]), _int64([e[1] for e in dup_edges]), "duplicate-media"
     )
 
+    # the stories of the topic's current version (topicmap.topics.versions), as read_snapshot_inputs reads them
+    current = and_(ts.c.topics_id == topics_id, ts.c.left_version.is_(None))
+
     def stories() -> Iterator[pa.RecordBatch]:
         query = (
             select(
@@ -88,9 +92,12 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
                 st.c.title,
                 st.c.text,
                 st.c.language,
+                st.c.date_guess_method,
+                st.c.publish_time_known,
+                st.c.publish_zone_known,
             )
             .join(ts, ts.c.stories_id == st.c.stories_id)
-            .where(ts.c.topics_id == topics_id)
+            .where(current)
             .order_by(st.c.stories_id)
         )
         for rows in stream_rows(store, query, batch_rows):
@@ -108,6 +115,9 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
                     "title": pa.array([r[5] for r in kept], type=pa.string()),
                     "text": pa.array([r[6] for r in kept], type=pa.string()),
                     "language": pa.array([r[7] for r in kept], type=pa.string()),
+                    "date_method": pa.array([r[8] for r in kept], type=pa.string()),
+                    "time_known": _nullable([r[9] for r in kept]),
+                    "zone_known": _nullable([r[10] for r in kept]),
                 },
                 schema=INPUT_SCHEMAS["stories"],
             )
@@ -150,9 +160,7 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
             .select_from(ts)
             .outerjoin(ss, ss.c.stories_id == ts.c.stories_id)
             .outerjoin(bc, bc.c.stories_id == ts.c.stories_id)
-            .where(
-                ts.c.topics_id == topics_id, and_(ss.c.stories_id.is_not(None) | bc.c.stories_id.is_not(None))
-            )
+            .where(current, and_(ss.c.stories_id.is_not(None) | bc.c.stories_id.is_not(None)))
         )
         for rows in stream_rows(store, query, batch_rows):
             yield pa.record_batch(
@@ -168,7 +176,7 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
         query = (
             select(nd.c.stories_id, nd.c.group_stories_id)
             .join(ts, and_(ts.c.stories_id == nd.c.stories_id, ts.c.topics_id == nd.c.topics_id))
-            .where(nd.c.topics_id == topics_id)
+            .where(nd.c.topics_id == topics_id, ts.c.left_version.is_(None))
         )
         for rows in stream_rows(store, query, batch_rows):
             yield pa.record_batch(
@@ -185,7 +193,9 @@ def topic_rows(store: TopicStore, topics_id: int) -> int:
     """The topic's stories + resolved links: what decides whether it is read in batches."""
     with store.engine.connect() as conn:
         stories = conn.execute(
-            select(func.count()).where(s.topic_stories.c.topics_id == topics_id)
+            select(func.count()).where(
+                s.topic_stories.c.topics_id == topics_id, s.topic_stories.c.left_version.is_(None)
+            )
         ).scalar_one()
         links = conn.execute(
             select(func.count()).where(
@@ -233,11 +243,23 @@ def read_streamed_inputs(
     )
     source = store_source(store, topics_id, batch_rows)
     facts = _streamed_facts(store, topics_id)
+    with store.engine.connect() as conn:
+        posts = read_post_shares(
+            conn,
+            topics_id,
+            _live_story_ids(store, topics_id, batch_rows),
+            _merges(conn, topics_id),
+            config.get("bot_policy") or "all",
+        )
+        version = conn.execute(
+            select(func.max(s.topic_versions.c.version)).where(s.topic_versions.c.topics_id == topics_id)
+        ).scalar_one_or_none()
     empty = pd.DataFrame()
     return SnapshotInputs(
         topic_name=topic_name,
         topics_id=topics_id,
         config_json=row["config_json"],
+        mode=config.get("mode") or "web",
         start_date=row["start_date"],
         end_date=row["end_date"],
         timespans=timespans,
@@ -252,7 +274,33 @@ def read_streamed_inputs(
         foci=tuple(foci),
         source=source,
         source_rows=facts.pop("rows"),
+        posts=posts,
+        topic_version=int(version) if version is not None else None,
     )
+
+
+def _merges(conn: Connection, topics_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each merged story -> its final survivor."""
+    mg = s.topic_merged_stories_map
+    merges = conn.execute(
+        select(mg.c.source_stories_id, mg.c.target_stories_id).where(mg.c.topics_id == topics_id)
+    ).all()
+    return resolve_chains(
+        _int64([m[0] for m in merges]), _int64([m[1] for m in merges]), "merged-stories map"
+    )
+
+
+def _live_story_ids(store: TopicStore, topics_id: int, batch_rows: int) -> np.ndarray:
+    """The ids (ascending) of the topic's current stories not merged away: what the post shares map to."""
+    ts, mg = s.topic_stories, s.topic_merged_stories_map
+    merged = select(mg.c.source_stories_id).where(mg.c.topics_id == topics_id)
+    query = (
+        select(ts.c.stories_id)
+        .where(ts.c.topics_id == topics_id, ts.c.left_version.is_(None), ts.c.stories_id.not_in(merged))
+        .order_by(ts.c.stories_id)
+    )
+    parts = [_int64([r[0] for r in rows]) for rows in stream_rows(store, query, batch_rows)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
@@ -265,7 +313,7 @@ def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
         s.topic_near_dup_groups,
     )
     merged = select(mg.c.source_stories_id).where(mg.c.topics_id == topics_id)
-    live = and_(ts.c.topics_id == topics_id, ts.c.stories_id.not_in(merged))
+    live = and_(ts.c.topics_id == topics_id, ts.c.left_version.is_(None), ts.c.stories_id.not_in(merged))
     with store.engine.connect() as conn:
         reasons = dict(
             conn.execute(
@@ -273,7 +321,9 @@ def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
             ).all()
         )
         still_listed = conn.execute(
-            select(func.count()).where(ts.c.topics_id == topics_id, ts.c.stories_id.in_(merged))
+            select(func.count()).where(
+                ts.c.topics_id == topics_id, ts.c.left_version.is_(None), ts.c.stories_id.in_(merged)
+            )
         ).scalar_one()
         on_dups = conn.execute(
             select(func.count(), func.count(func.distinct(st.c.media_id)))
@@ -294,7 +344,7 @@ def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
         groups = conn.execute(
             select(func.count(func.distinct(nd.c.group_stories_id)), func.count())
             .select_from(nd.join(ts, in_topic))
-            .where(nd.c.topics_id == topics_id, nd.c.stories_id.not_in(merged))
+            .where(nd.c.topics_id == topics_id, ts.c.left_version.is_(None), nd.c.stories_id.not_in(merged))
         ).one()
         iteration = conn.execute(
             select(func.max(s.topic_spider_metrics.c.iteration)).where(
