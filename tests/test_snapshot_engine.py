@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tests.test_snapshot_assets import TOPIC, TOPICS_YAML, build_topic
@@ -26,7 +27,10 @@ from topicmap.snapshots.compute import compute_snapshot
 from topicmap.snapshots.engine import TopicSource, compute_snapshot_ooc, frame_batches
 from topicmap.snapshots.files import SnapshotFilesWriter
 from topicmap.snapshots.foci import Focus
-from topicmap.snapshots.inputs import read_snapshot_inputs
+from topicmap.snapshots.folder import compute_inputs
+from topicmap.snapshots.inputs import SnapshotInputs, read_snapshot_inputs
+from topicmap.snapshots.key import SnapshotOptions
+from topicmap.snapshots.post_counts import PostShares, add_all_post_counts
 from topicmap.snapshots.timespans import build_timespans
 from topicmap.store.topic_store import TopicStore
 from topicmap.topics.focus_kinds import MediaTagSelection, QuerySelection
@@ -60,7 +64,11 @@ def generated_topic(seed: int, n_stories: int = 400, n_media: int = 9) -> dict[s
             "url": [f"https://x.test/{i}" for i in ids],
             "title": [f"Story {i}" if i % 11 else None for i in ids],
             "text": [" ".join(rng.choice(WORDS, 12)) for _ in ids],
-            "language": ["en"] * n_stories,
+            "language": rng.choice(np.array(["en", "de", None], dtype=object), n_stories),
+            "date_method": rng.choice(np.array(["html", "url (month)", None], dtype=object), n_stories),
+            # a day without a time of day, a time without a zone, unknown (stored before it was recorded)
+            "time_known": rng.choice(np.array([True, False, None], dtype=object), n_stories),
+            "zone_known": rng.choice(np.array([True, False, None], dtype=object), n_stories),
         }
     )
     n_links = 6 * n_stories
@@ -104,6 +112,26 @@ def generated_topic(seed: int, n_stories: int = 400, n_media: int = 9) -> dict[s
     }
 
 
+def generated_posts(data: dict[str, pd.DataFrame], seed: int, n_posts: int = 300) -> PostShares:
+    """Posts sharing the generated topic's stories, over its dates (some before it), a few authors and channels."""
+    rng = np.random.default_rng(seed)
+    ids = np.sort(data["stories"]["stories_id"].to_numpy())
+    post_ids = np.arange(1, n_posts + 1)
+    shares = pd.DataFrame(
+        {
+            "topic_posts_id": np.repeat(post_ids, 2),
+            "stories_id": rng.choice(ids, 2 * n_posts),
+            "author": rng.choice([f"a{i}" for i in range(12)], 2 * n_posts),
+            "channel": rng.choice(["c1", "c2", "c3"], 2 * n_posts),
+            "publish_date": np.repeat(
+                pd.Timestamp(START, tz="UTC") + pd.to_timedelta(rng.integers(-20, 95, n_posts), unit="D"), 2
+            ),
+        }
+    ).drop_duplicates(["topic_posts_id", "stories_id"])
+    shares["publish_date"] = shares["publish_date"].astype("datetime64[ns, UTC]")
+    return PostShares(shares=shares.sort_values(["topic_posts_id", "stories_id"]).reset_index(drop=True))
+
+
 def _hashes(folder: Path) -> dict[str, str]:
     return {
         path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
@@ -118,25 +146,49 @@ FOCI = (
 )
 
 
-@pytest.mark.parametrize(("seed", "once"), [(1, False), (2, True)])
-def test_both_paths_write_the_same_files(tmp_path: Path, seed: int, once: bool) -> None:
+@pytest.mark.parametrize(
+    ("seed", "once", "with_posts"), [(1, False, False), (2, True, False), (3, False, True)]
+)
+def test_both_paths_write_the_same_files(tmp_path: Path, seed: int, once: bool, with_posts: bool) -> None:
     data = generated_topic(seed)
+    posts = generated_posts(data, seed) if with_posts else None
     spans = build_timespans(
         START, END, custom=[("Early", "2026-01-05", "2026-01-20"), ("Gap", "2026-02-03", "2026-02-09")]
     )
     options = {"count_syndicated_once": once, "foci": FOCI, "word_sample": 50}
-    with SnapshotFilesWriter(tmp_path / "numpy") as files:
+    notes = ("A note of the topic version.",)
+    with SnapshotFilesWriter(tmp_path / "numpy", csv=True, posts=posts, notes=notes) as files:
         ours = compute_snapshot(**data, timespans=spans, files=files, **options)
+        add_all_post_counts(ours, posts)
         files.finish(ours)
     source = TopicSource(
         **{name: frame_batches(data[name], name, batch_rows=64) for name in TopicSource.__dataclass_fields__}
     )
-    with SnapshotFilesWriter(tmp_path / "duckdb") as files:
+    with SnapshotFilesWriter(tmp_path / "duckdb", csv=True, posts=posts, notes=notes) as files:
         streamed = compute_snapshot_ooc(
-            source, spans, folder=tmp_path / "engine", media_tags=data["media_tags"], files=files, **options
+            source,
+            spans,
+            folder=tmp_path / "engine",
+            media_tags=data["media_tags"],
+            files=files,
+            posts=posts,
+            **options,
         )
         files.finish(streamed)
     numpy_files, duckdb_files = _hashes(tmp_path / "numpy"), _hashes(tmp_path / "duckdb")
+    # the stories tables, with every kind of date and the post columns, are among the files compared
+    assert "overall/stories.parquet" in numpy_files and "overall/stories.csv" in numpy_files
+    assert "datapackage.json" in numpy_files and "README.md" in numpy_files
+    overall = pq.read_table(tmp_path / "duckdb" / "overall" / "stories.parquet")
+    assert set(overall.column("day_basis").drop_null().to_pylist()) >= {"page day", "page offset", "unknown"}
+    assert set(overall.column("in_timespan").to_pylist()) == {"published", "linked", "undated"}
+    assert overall.schema.field("in_timespan").metadata  # described
+    if with_posts:
+        assert overall.column("post_count").drop_null().to_pylist()
+        assert [s.counts.post_count for s in streamed.timespans] == [
+            s.counts.post_count for s in ours.timespans
+        ]
+        assert any(s.counts.post_count for s in streamed.timespans)
     assert any(name.startswith("foci/") for name in numpy_files)
     assert any(snap.empty for snap in ours.timespans) and any(not snap.empty for snap in ours.timespans)
     assert any(snap.counts.syndicated_repeat_link_count for snap in ours.timespans)
@@ -235,6 +287,35 @@ def test_store_streams_in_bounded_batches(
     assert sorted(whole_files) == sorted(streamed_files)
     assert [name for name in whole_files if whole_files[name] != streamed_files[name]] == []
     assert streamed.dropped_links == whole.dropped_links
+
+
+def test_the_engine_refuses_url_sharing_and_compute_inputs_computes_it_in_memory(tmp_path: Path) -> None:
+    data = generated_topic(4, n_stories=60)
+    spans = build_timespans(START, END)
+    source = TopicSource(
+        **{name: frame_batches(data[name], name) for name in TopicSource.__dataclass_fields__}
+    )
+    with pytest.raises(ValueError, match="mode 'url_sharing'"):
+        compute_snapshot_ooc(source, spans, folder=tmp_path / "engine", mode="url_sharing")
+    posts = generated_posts(data, 4, n_posts=40)
+    inputs = SnapshotInputs(
+        topic_name="t",
+        topics_id=1,
+        config_json="{}",
+        start_date=START,
+        end_date=END,
+        timespans=spans,
+        iteration=1,
+        mode="url_sharing",
+        posts=posts,
+        **{name: data[name] for name in ("stories", "media", "links", "story_stats", "near_dup_groups")},
+    )
+    result = compute_inputs(inputs, SnapshotOptions(), out_of_core=True)  # forced, yet computed in memory
+    overall = next(snap for snap in result.timespans if snap.timespan.key == "overall")
+    assert overall.streamed is None
+    shared = set(posts.shares["stories_id"].tolist())
+    published = set(overall.story_link_counts["stories_id"].tolist())
+    assert shared <= published and len(published) > 0
 
 
 def test_stream_rows_rejects_a_batch_of_nothing(store: TopicStore) -> None:

@@ -208,8 +208,11 @@ def build_snapshot(
     """Read, key, compute, write (once) and record the snapshot of ``topic_name`` with its ``foci``."""
     options = options or SnapshotOptions()
     home = home or topicmap_home()
-    topics_id = int(store.topic_row(topic_name)["topics_id"])
-    if topic_rows(store, topics_id) > OUT_OF_CORE_ROWS:  # read in batches, computed out of core
+    row = store.topic_row(topic_name)
+    topics_id = int(row["topics_id"])
+    # read in batches, computed out of core; a url_sharing topic in memory (the engine computes 'web' topics)
+    web = (json.loads(row["config_json"]).get("mode") or "web") == "web"
+    if web and topic_rows(store, topics_id) > OUT_OF_CORE_ROWS:
         inputs = read_streamed_inputs(store, topic_name, foci)
     else:
         inputs = read_snapshot_inputs(store, topic_name, foci)
