@@ -360,3 +360,55 @@ def test_a_big_topic_is_read_in_batches_and_keyed_the_same_twice(
     assert differ == ["manifest.json", "provenance.json"]  # the key and its read, named in both
     again = snapshot_store.build_snapshot(store, TOPIC, home=home)
     assert again.snapshot_key == built_streamed.snapshot_key and not again.written
+
+
+def test_a_streamed_topic_counts_its_posts_and_only_its_current_version(
+    store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy import update
+
+    from tests.test_snapshot_posts import _stored_topic_with_posts
+    from topicmap.snapshots import store as snapshot_store
+    from topicmap.store import schema as s
+
+    _stored_topic_with_posts(store, tmp_path)
+    topics_id = int(store.topic_row(TOPIC)["topics_id"])
+    assert 12 in set(read_snapshot_inputs(store, TOPIC).stories["stories_id"].tolist())
+    with store.engine.begin() as conn:  # story 12 left the topic when it changed: no snapshot counts it
+        conn.execute(
+            update(s.topic_stories)
+            .where(s.topic_stories.c.topics_id == topics_id, s.topic_stories.c.stories_id == 12)
+            .values(left_version=1)
+        )
+    streamed_inputs = store_stream.read_streamed_inputs(store, TOPIC, batch_rows=4)
+    whole_inputs = read_snapshot_inputs(store, TOPIC)
+    assert 12 not in set(whole_inputs.stories["stories_id"].tolist())
+    assert streamed_inputs.row_counts()["stories"] == len(whole_inputs.stories)
+    assert streamed_inputs.dedup_state == whole_inputs.dedup_state
+    pd.testing.assert_frame_equal(streamed_inputs.posts.shares, whole_inputs.posts.shares)
+    assert len(whole_inputs.posts.shares)
+
+    home = tmp_path / "home"
+    built = snapshot_store.build_snapshot(store, TOPIC, home=home)
+    monkeypatch.setattr(snapshot_store, "OUT_OF_CORE_ROWS", 0)
+    built_streamed = snapshot_store.build_snapshot(store, TOPIC, home=home)
+    assert built_streamed.inputs.source is not None and not any(built_streamed.problems.values())
+    ours, theirs = _hashes(built.folder), _hashes(built_streamed.folder)
+    assert sorted(ours) == sorted(theirs)
+    assert sorted(name for name in ours if ours[name] != theirs[name]) == ["manifest.json", "provenance.json"]
+    overall = pq.read_table(built_streamed.folder / "overall" / "stories.parquet").to_pylist()
+    assert 12 not in {row["stories_id"] for row in overall}
+    assert any(row["post_count"] for row in overall)
+
+
+def test_a_big_url_sharing_topic_is_read_and_computed_in_memory(
+    store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_snapshot_posts import _stored_topic_with_posts
+    from topicmap.snapshots import store as snapshot_store
+
+    _stored_topic_with_posts(store, tmp_path, "    mode: url_sharing\n")
+    monkeypatch.setattr(snapshot_store, "OUT_OF_CORE_ROWS", 0)
+    built = snapshot_store.build_snapshot(store, TOPIC, home=tmp_path / "home")
+    assert built.inputs.source is None and built.written and not any(built.problems.values())
+    assert all(snap.streamed is None for snap in built.result.timespans)
