@@ -15,7 +15,8 @@ stories' columns for the summary (one timespan at a time, dropped once summed up
 consistency checks' facts, measured in SQL on the streamed tables (``StreamedFacts``). The rules are
 ``compute``'s (its docstring): a timespan's links are the cross-media links whose source was published in it,
 its stories those plus every story such a link points to, syndicated copies linking one story counted once
-when asked, a focus its stories and the links among them.
+when asked, a focus its stories and the links among them. Only ``mode: web`` topics: a ``url_sharing`` one
+(timespans of the stories its posts share) is refused, and computed in memory (``topicmap.snapshots.folder``).
 """
 
 from __future__ import annotations
