@@ -66,6 +66,10 @@ def write_topic_files(n_stories: int, n_links: int, folder: Path, n_media: int =
                         "title": [f"Story {i}" for i in ids],
                         "text": synthetic_texts(rng, n),
                         "language": pa.array(["en"] * n),
+                        # dates found in the pages' HTML with a time of day, their zone unknown
+                        "date_method": pa.array(["html"] * n),
+                        "time_known": pa.array(np.ones(n, dtype=np.int64)),
+                        "zone_known": pa.nulls(n, pa.int64()),
                     },
                     schema=INPUT_SCHEMAS["stories"],
                 )
