@@ -21,7 +21,7 @@ import pytest
 
 from tests.test_snapshot_assets import TOPIC, TOPICS_YAML, build_topic
 from topicmap.snapshots import files as snapshot_files
-from topicmap.snapshots import store_stream
+from topicmap.snapshots import store_stream, streams
 from topicmap.snapshots.checks import check_problems
 from topicmap.snapshots.compute import compute_snapshot
 from topicmap.snapshots.engine import TopicSource, compute_snapshot_ooc, frame_batches
@@ -231,14 +231,14 @@ def test_stream_writer_cuts_the_same_row_groups(tmp_path: Path, monkeypatch: pyt
             "ref_stories_id": rng.integers(0, 10**9, 25_000),
         }
     )
-    monkeypatch.setattr(snapshot_files, "ROW_GROUP_ROWS", 4096)
+    monkeypatch.setattr(streams, "ROW_GROUP_ROWS", 4096)
     whole = tmp_path / "whole.parquet"
     import pyarrow.parquet as pq
 
-    pq.write_table(table, whole, row_group_size=4096, **snapshot_files._parquet_options(table.schema))
+    pq.write_table(table, whole, row_group_size=4096, **streams.parquet_options(table.schema))
     streamed = tmp_path / "streamed.parquet"
     csv = tmp_path / "streamed.csv"
-    snapshot_files._write_stream(table.to_batches(max_chunksize=1000), table.schema, streamed, csv)
+    streams.write_stream(table.to_batches(max_chunksize=1000), table.schema, streamed, csv)
     assert whole.read_bytes() == streamed.read_bytes()
     assert pq.ParquetFile(streamed).metadata.num_row_groups == 7
     snapshot_files._write_csv(table, tmp_path / "whole.csv")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -38,6 +38,7 @@ from topicmap.snapshots.results import (
     SnapshotResult,
     TimespanSnapshot,
 )
+from topicmap.snapshots.streams import csv_options, parquet_options, write_stream
 from topicmap.snapshots.summaries import SUMMARY_SCHEMAS, summary_tables
 from topicmap.snapshots.timespans import Timespan
 
@@ -255,110 +256,14 @@ def _write_parquet(
     return _write_arrow(table.select(schema.names), path, name)
 
 
-def _parquet_options(schema: pa.Schema, store_schema: bool = False) -> dict[str, Any]:
-    """Integers delta-encoded, text with its dictionary; the Arrow schema stored only with ``store_schema``."""
-    integers = [f.name for f in schema if pa.types.is_integer(f.type)]
-    others = [f.name for f in schema if f.name not in integers]
-    return {
-        "compression": "snappy",
-        # the Arrow schema in the file keeps the fields' descriptions (and the same bytes for the same data)
-        "store_schema": store_schema,
-        "use_dictionary": others or False,
-        "column_encoding": dict.fromkeys(integers, "DELTA_BINARY_PACKED"),
-    }
-
-
 def _write_arrow(table: pa.Table, path: Path, name: str | None = None) -> Path:
     """An Arrow table as Parquet, integers delta-encoded, text with its dictionary, no schema metadata; with
     ``name`` (a table of ``topicmap.snapshots.dictionary``), each field carries its description."""
     table = table.replace_schema_metadata(None)
     if name is not None:
         table = pa.Table.from_arrays(table.columns, schema=describe(table.schema, name))
-    options = _parquet_options(table.schema, store_schema=name is not None)
+    options = parquet_options(table.schema, store_schema=name is not None)
     return _atomic_write(path, lambda tmp: pq.write_table(table, tmp, **options))
-
-
-#: rows per Parquet row group: pyarrow's default, which ``_write_arrow`` uses
-ROW_GROUP_ROWS = 1024 * 1024
-
-
-def _row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.Table]:
-    """Record batches regrouped into contiguous tables of ROW_GROUP_ROWS rows (the last one shorter), cast to
-    ``schema``: what ``pq.write_table`` cuts a whole table into, so a stream is written to the same bytes."""
-    pending: list[pa.RecordBatch] = []
-    held, written = 0, False
-    for batch in batches:
-        batch = batch.cast(schema) if batch.schema != schema else batch
-        while batch.num_rows:
-            take = min(batch.num_rows, ROW_GROUP_ROWS - held)
-            pending.append(batch.slice(0, take))
-            held += take
-            batch = batch.slice(take)
-            if held == ROW_GROUP_ROWS:
-                yield pa.Table.from_batches(pending, schema).combine_chunks()
-                pending, held, written = [], 0, True
-    if held or not written:
-        yield pa.Table.from_batches(pending, schema).combine_chunks()
-
-
-def _write_stream(
-    batches: Iterable[pa.RecordBatch],
-    schema: pa.Schema,
-    path: Path | None,
-    csv: Path | None,
-    name: str | None = None,
-) -> list[Path]:
-    """A stream of record batches as Parquet at ``path`` (byte for byte what ``_write_arrow`` writes of the
-    whole table, ``name`` as there) and/or as CSV at ``csv`` (what ``_write_csv`` writes); one row group in
-    memory at a time."""
-    schema = schema.remove_metadata()
-    if name is not None:
-        schema = describe(schema, name)
-    targets = [p for p in (path, csv) if p is not None]
-    temps = {p: p.with_name(f".{p.name}.tmp-{os.getpid()}") for p in targets}
-    for target in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    writer = (
-        pq.ParquetWriter(temps[path], schema, **_parquet_options(schema, name is not None))
-        if path is not None
-        else None
-    )
-    handle = temps[csv].open("wb") if csv is not None else None
-    try:
-        if handle is not None:
-            handle.write((",".join(schema.names) + "\n").encode("utf-8"))
-        options = _csv_options(schema)
-        for group in _row_groups(batches, schema):
-            if writer is not None:
-                writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
-            if handle is not None and group.num_rows:
-                pacsv.write_csv(group, handle, options)
-        if writer is not None:
-            writer.close()
-            writer = None
-        if handle is not None:
-            handle.close()
-            handle = None
-        for target in targets:
-            os.replace(temps[target], target)
-    finally:
-        if writer is not None:
-            writer.close()
-        if handle is not None:
-            handle.close()
-        for temp in temps.values():
-            if temp.exists():
-                temp.unlink()
-    return targets
-
-
-def _csv_options(schema: pa.Schema) -> pacsv.WriteOptions:
-    # Numbers never need quotes: the "none" style writes the same bytes for them, a third faster.
-    numeric = all(pa.types.is_integer(f.type) for f in schema)
-    # Batches of 64k rows rather than pyarrow's 1,024: the same bytes, a third less CPU on the link lists.
-    return pacsv.WriteOptions(
-        include_header=False, quoting_style="none" if numeric else "needed", batch_size=1 << 16
-    )
 
 
 def _write_csv(frame: pd.DataFrame | pa.Table, path: Path) -> Path:
@@ -366,7 +271,7 @@ def _write_csv(frame: pd.DataFrame | pa.Table, path: Path) -> Path:
     fields, values quoted where pyarrow's "needed" style quotes them; every CSV reader reads it the same."""
     table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
     header = (",".join(table.column_names) + "\n").encode("utf-8")
-    options = _csv_options(table.schema)
+    options = csv_options(table.schema)
 
     def write(tmp: Path) -> None:
         with tmp.open("wb") as handle:
@@ -553,23 +458,23 @@ class SnapshotFilesWriter:
         streams read here, now, as the media tables are: written before the next timespan is computed, so no
         more than a row group of a timespan's story tables is ever held."""
         out = self.root / timespan_folder(focus, snap.timespan)
-        paths = _write_stream(
+        paths = write_stream(
             story_links(),
             _SCHEMAS["story_links"],
             out / "story_links.parquet",
             out / "story_links.csv" if self.csv else None,
             "story_links",
         )
-        paths += _write_stream(
+        paths += write_stream(
             story_link_counts(),
             _SCHEMAS["story_link_counts"],
             out / "story_link_counts.parquet",
             None,
             "story_link_counts",
         )
-        paths += _write_stream(stories(), STORIES_SCHEMA, out / "stories.parquet", None, "stories")
+        paths += write_stream(stories(), STORIES_SCHEMA, out / "stories.parquet", None, "stories")
         if stories_list is not None:
-            paths += _write_stream(stories_list(), _stories_list_schema(), None, out / "stories.csv")
+            paths += write_stream(stories_list(), _stories_list_schema(), None, out / "stories.csv")
         entries = {path: file_entry(path) for path in paths}
         done: Future[dict[Path, dict[str, Any]]] = Future()
         done.set_result(_write_streamed_rest(snap, out, entries, self.csv))
