@@ -361,17 +361,79 @@ class _Clock:
 
 
 def whole_snapshot(
-    data: dict[str, pd.DataFrame], folder: Path, n_foci: int = 0, n_queries: int = 0
+    data: dict[str, pd.DataFrame] | Path,
+    folder: Path,
+    n_foci: int = 0,
+    n_queries: int = 0,
+    out_of_core: bool | None = None,
 ) -> dict[str, object]:
     """What one materialization does after reading the store: compute, check, write the folder (files, maps,
     pictures, manifest), with ``bench_foci(n_foci, n_queries)`` and the link maps coloured by the tag set.
     Returns the clock and what was written."""
     from topicmap.snapshots.folder import write_snapshot_folder
-    from topicmap.snapshots.inputs import SnapshotInputs
     from topicmap.snapshots.key import SnapshotOptions
 
     spans = timespans()
-    inputs = SnapshotInputs(
+    if isinstance(data, Path):  # the topic's Parquet files: computed out of core, read a batch at a time
+        inputs = _file_inputs(data, spans, n_foci, n_queries)
+    else:
+        inputs = _frame_inputs(data, spans, n_foci, n_queries)
+    options = SnapshotOptions(link_map_tag_set=TAG_SET)
+    clock = _Clock()
+    target = folder / "snapshot"
+    # compute (the files of each group of timespans written as soon as it is computed), check, maps, manifest
+    done = write_snapshot_folder(inputs, options, "0" * 64, target, out_of_core=out_of_core)
+    total = clock.read()
+    result = done.result
+    problems = [problem for found in done.problems.values() for problem in found]
+    files = json.loads((target / "manifest.json").read_text())["files"]
+    return {
+        "total": total,
+        "files": len(files),
+        "png": sum(name.endswith(".png") for name in files),
+        "mb": sum(f["bytes"] for f in files.values()) / 1e6,
+        "problems": len(problems),
+        "story_links_all_timespans": sum(s.counts.story_link_count for s in result.timespans),
+        "focus_stories": [f.story_count for f in result.foci],
+        "sha256": {name: f["sha256"] for name, f in files.items()},
+    }
+
+
+def _file_inputs(folder: Path, spans: list[Timespan], n_foci: int, n_queries: int) -> object:
+    import pyarrow.parquet as pq
+    from synthetic_topic_files import INPUTS
+
+    from topicmap.snapshots.engine import TopicSource, parquet_batches
+    from topicmap.snapshots.inputs import SnapshotInputs
+
+    empty = pd.DataFrame()
+    source = TopicSource(**{name: parquet_batches(folder / f"{name}.parquet", name) for name in INPUTS[:-1]})
+    return SnapshotInputs(
+        topic_name="bench",
+        topics_id=1,
+        config_json="{}",
+        start_date=TOPIC_START,
+        end_date=TOPIC_END,
+        timespans=spans,
+        stories=empty,
+        media=empty,
+        links=empty,
+        story_stats=empty,
+        near_dup_groups=empty,
+        iteration=1,
+        media_tags=pd.read_parquet(folder / "media_tags.parquet"),
+        foci=tuple(bench_foci(n_foci, n_queries)),
+        source=source,
+        source_rows={name: pq.ParquetFile(folder / f"{name}.parquet").metadata.num_rows for name in INPUTS},
+    )
+
+
+def _frame_inputs(
+    data: dict[str, pd.DataFrame], spans: list[Timespan], n_foci: int, n_queries: int
+) -> object:
+    from topicmap.snapshots.inputs import SnapshotInputs
+
+    return SnapshotInputs(
         topic_name="bench",
         topics_id=1,
         config_json="{}",
@@ -387,27 +449,14 @@ def whole_snapshot(
         media_tags=data["media_tags"],
         foci=tuple(bench_foci(n_foci, n_queries)),
     )
-    options = SnapshotOptions(link_map_tag_set=TAG_SET)
-    clock = _Clock()
-    target = folder / "snapshot"
-    # compute (the files of each group of timespans written as soon as it is computed), check, maps, manifest
-    done = write_snapshot_folder(inputs, options, "0" * 64, target)
-    total = clock.read()
-    result = done.result
-    problems = [problem for found in done.problems.values() for problem in found]
-    files = json.loads((target / "manifest.json").read_text())["files"]
-    return {
-        "total": total,
-        "files": len(files),
-        "png": sum(name.endswith(".png") for name in files),
-        "mb": sum(f["bytes"] for f in files.values()) / 1e6,
-        "problems": len(problems),
-        "story_links_all_timespans": sum(s.counts.story_link_count for s in result.timespans),
-        "focus_stories": [f.story_count for f in result.foci],
-    }
 
 
-def run_job(job: str, n_stories: int, n_links: int, n_foci: int = 0, n_queries: int = 0) -> dict[str, object]:
+def run_job(
+    job: str, n_stories: int, n_links: int, n_foci: int = 0, n_queries: int = 0, files: Path | None = None
+) -> dict[str, object]:
+    if job in ("generate", "whole-duckdb", "whole-numpy"):  # the topic in Parquet files (--scaling)
+        assert files is not None
+        return _file_job(job, n_stories, n_links, n_foci, n_queries, files)
     data = synthetic_topic(n_stories, n_links)
     spans = timespans()
     report: dict[str, object] = {"job": job, "timespans": len(spans)}
@@ -455,11 +504,34 @@ def run_job(job: str, n_stories: int, n_links: int, n_foci: int = 0, n_queries: 
     return report
 
 
+def _file_job(
+    job: str, n_stories: int, n_links: int, n_foci: int, n_queries: int, files: Path
+) -> dict[str, object]:
+    """Write the topic's files (``generate``), or the whole snapshot of them out of core (``whole-duckdb``:
+    read a batch at a time) or in memory (``whole-numpy``: read into DataFrames first, as the store's reader
+    does)."""
+    from synthetic_topic_files import topic_frames, write_topic_files
+
+    report: dict[str, object] = {"job": job}
+    with tempfile.TemporaryDirectory(dir=files.parent) as folder:
+        if job == "generate":
+            write_topic_files(n_stories, n_links, files)
+        elif job == "whole-duckdb":
+            report.update(whole_snapshot(files, Path(folder), n_foci, n_queries, out_of_core=True))
+        else:
+            data = topic_frames(files)
+            report.update(whole_snapshot(data, Path(folder), n_foci, n_queries, out_of_core=False))
+    report["peak_mb"] = _peak_mb()
+    return report
+
+
 def _in_subprocess(
-    job: str, n_stories: int, n_links: int, n_foci: int = 0, n_queries: int = 0
+    job: str, n_stories: int, n_links: int, n_foci: int = 0, n_queries: int = 0, files: Path | None = None
 ) -> dict[str, object]:
     command = [sys.executable, __file__, "--job", job, "--stories", str(n_stories), "--links", str(n_links)]
     command += ["--foci", str(n_foci), "--query-foci", str(n_queries)]
+    if files is not None:
+        command += ["--files", str(files)]
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -476,12 +548,24 @@ def main() -> None:
     parser.add_argument("--foci", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--query-foci", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
+    parser.add_argument("--files", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--numpy-up-to",
+        type=int,
+        default=1_000_000,
+        metavar="STORIES",
+        help="--scaling: also time the in-memory path up to this size (it needs ~3.3 GB per million stories)",
+    )
+    parser.add_argument(
+        "--scaling-foci", action="store_true", help="--scaling: with the six foci of --foci-scaling"
+    )
     args = parser.parse_args()
     if args.job:
-        print(json.dumps(run_job(args.job, args.stories, args.links, args.foci, args.query_foci)))
+        report = run_job(args.job, args.stories, args.links, args.foci, args.query_foci, args.files)
+        print(json.dumps(report))
         return
     if args.scaling:
-        scaling(args.scaling)
+        scaling(args.scaling, args.numpy_up_to, args.scaling_foci)
         return
     if args.foci_scaling:
         foci_scaling(args.foci_scaling)
@@ -533,22 +617,36 @@ def main() -> None:
             print(f"  DIFFERENCE {line}")
 
 
-def scaling(sizes: list[int]) -> None:
-    """The whole snapshot at several sizes, each in a fresh process: the cost per million rows stays flat."""
+def scaling(sizes: list[int], numpy_up_to: int, with_foci: bool) -> None:
+    """The whole snapshot at several sizes, each in a fresh process, out of core (DuckDB) and, up to
+    ``numpy_up_to`` stories, in memory (numpy) on the same topic files: the cost per million rows stays flat,
+    and both paths write the same bytes."""
+    n_foci, n_queries = (len(TAG_FOCI), 1) if with_foci else (0, 0)
     print(
-        "| stories | links | story links, all timespans | files (PNG) | MB "
-        "| whole snapshot s wall | CPU | user CPU | CPU s per M stories+links | peak RSS MB |"
+        "| stories | links | path | story links, all timespans | files (PNG) | MB "
+        "| whole snapshot s wall | CPU | user CPU | CPU s per M stories+links | peak RSS MB | same files |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for n in sizes:
-        r = _in_subprocess("whole", n, 10 * n)
-        w = r["total"]
-        print(
-            f"| {n:,} | {10 * n:,} | {r['story_links_all_timespans']:,} | {r['files']} ({r['png']}) | {r['mb']:.0f} "
-            f"| {w['wall']:.2f} | {w['cpu']:.2f} | {w['user']:.2f} "
-            f"| {w['cpu'] / (11 * n / 1e6):.2f} | {r['peak_mb']:.0f} |",
-            flush=True,
-        )
+        with tempfile.TemporaryDirectory(prefix="bench-snapshot-") as folder:
+            files = Path(folder) / "topic"
+            _in_subprocess("generate", n, 10 * n, files=files)
+            runs = {"duckdb": _in_subprocess("whole-duckdb", n, 10 * n, n_foci, n_queries, files)}
+            if n <= numpy_up_to:
+                runs["numpy"] = _in_subprocess("whole-numpy", n, 10 * n, n_foci, n_queries, files)
+        same = "-"
+        if len(runs) == 2:
+            a, b = runs["duckdb"]["sha256"], runs["numpy"]["sha256"]
+            differ = sorted(name for name in set(a) | set(b) if a.get(name) != b.get(name))
+            same = "all" if not differ else f"{len(differ)} differ: {', '.join(differ[:4])}"
+        for path, r in runs.items():
+            w = r["total"]
+            print(
+                f"| {n:,} | {10 * n:,} | {path} | {r['story_links_all_timespans']:,} | {r['files']} ({r['png']}) "
+                f"| {r['mb']:.0f} | {w['wall']:.2f} | {w['cpu']:.2f} | {w['user']:.2f} "
+                f"| {w['cpu'] / (11 * n / 1e6):.2f} | {r['peak_mb']:.0f} | {same} |",
+                flush=True,
+            )
 
 
 #: (label, media-tag foci, query foci, foci counted for the cost per focus) of --foci-scaling

@@ -3,6 +3,8 @@
 - ``timespans``: the topic's overall, monthly, weekly and custom timespans.
 - ``compute``: each timespan's link tables and counts from DataFrames (pure), into ``results``; ``ids`` holds the
   id lookups it joins with.
+- ``engine``: the same tables out of core (DuckDB) for topics too big for memory, streamed to the same files;
+  ``store_stream``: such a topic read from the store in bounded batches.
 - ``foci``: subtopics, each one kind of focus; ``summaries`` and ``words``: what a timespan's summary shows.
 - ``files``: a snapshot's Parquet/CSV files and manifest; ``checks``: its consistency checks.
 - ``inputs``: the deduplicated topic read from the store; ``key``: the options and the key that name a snapshot;

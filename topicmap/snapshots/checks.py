@@ -7,7 +7,7 @@ from typing import Any
 from topicmap.snapshots.files import timespan_folder
 from topicmap.snapshots.ids import IdIndex
 from topicmap.snapshots.names import CHECK_DATES, CHECK_LINK_COUNTS, CHECK_NAMES, CHECK_TOPIC_STORIES
-from topicmap.snapshots.results import TIMESPAN_TABLES, SnapshotResult
+from topicmap.snapshots.results import TIMESPAN_TABLES, SnapshotResult, TimespanSnapshot
 from topicmap.snapshots.timespans import ONE_DAY, as_date
 
 
@@ -31,6 +31,9 @@ def snapshot_problems(result: SnapshotResult, topic_start: Any, topic_end: Any) 
             problems.append(f"{key}: {ts.start_date}..{ts.last_date} is outside the topic's dates")
         if snap.empty and not any(len(getattr(snap, table)) for table in TIMESPAN_TABLES):
             continue  # nothing counted, nothing to contradict (most timespans of a topic over decades)
+        if snap.streamed is not None:
+            problems += _streamed_problems(key, snap, focus is not None)
+            continue
         link_sum = int(snap.medium_links["link_count"].sum())
         if link_sum != len(snap.story_links):
             problems.append(
@@ -65,6 +68,41 @@ def snapshot_problems(result: SnapshotResult, topic_start: Any, topic_end: Any) 
         )
         if expected != actual:
             problems.append(f"{key}: counts {actual} do not match the tables {expected}")
+    return problems
+
+
+def _streamed_problems(key: str, snap: TimespanSnapshot, in_focus: bool) -> list[str]:
+    """The same checks on the facts measured on a timespan's streamed tables (computed out of core)."""
+    facts = snap.streamed
+    assert facts is not None
+    problems = []
+    link_sum = facts.medium_link_sum
+    if int(snap.medium_links["link_count"].sum()) != link_sum or link_sum != facts.story_links:
+        problems.append(
+            f"{key}: medium link counts sum to {link_sum}, but there are {facts.story_links} story links"
+        )
+    if facts.links_outside_topic:
+        problems.append(f"{key}: story links name stories that are not topic stories")
+    elif facts.same_medium_links:
+        problems.append(f"{key}: {facts.same_medium_links} same-medium story links")
+    if facts.counted_outside_topic:
+        problems.append(f"{key}: story_link_counts counts stories that are not topic stories")
+    elif in_focus and facts.counted_outside_focus:
+        problems.append(f"{key}: story_link_counts counts stories that are not topic stories of the focus")
+    expected = (
+        facts.story_link_counts,
+        facts.story_links,
+        len(snap.medium_link_counts),
+        len(snap.medium_links),
+    )
+    actual = (
+        snap.counts.story_count,
+        snap.counts.story_link_count,
+        snap.counts.medium_count,
+        snap.counts.medium_link_count,
+    )
+    if expected != actual:
+        problems.append(f"{key}: counts {actual} do not match the tables {expected}")
     return problems
 
 

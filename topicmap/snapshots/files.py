@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -38,6 +38,7 @@ from topicmap.snapshots.results import (
     SnapshotResult,
     TimespanSnapshot,
 )
+from topicmap.snapshots.streams import csv_options, parquet_options, write_stream
 from topicmap.snapshots.summaries import SUMMARY_SCHEMAS, summary_tables
 from topicmap.snapshots.timespans import Timespan
 
@@ -168,6 +169,11 @@ _SCHEMAS: dict[str, pa.Schema] = {
     ),
 }
 
+#: the columns of a timespan's stories table (stories.parquet)
+STORIES_SCHEMA: pa.Schema = _SCHEMAS["stories"]
+#: the columns of each timespan table's file
+TIMESPAN_SCHEMAS: dict[str, pa.Schema] = {name: _SCHEMAS[name] for name in TIMESPAN_TABLES}
+
 
 _SCHEMAS["media"] = pa.schema([_SCHEMAS["medium_link_counts"].field(name) for name in MEDIA_CSV_COLUMNS])
 #: every data file of a snapshot (by its name) -> (its table in topicmap.snapshots.dictionary, its schema)
@@ -256,20 +262,8 @@ def _write_arrow(table: pa.Table, path: Path, name: str | None = None) -> Path:
     table = table.replace_schema_metadata(None)
     if name is not None:
         table = pa.Table.from_arrays(table.columns, schema=describe(table.schema, name))
-    integers = [f.name for f in table.schema if pa.types.is_integer(f.type)]
-    others = [f.name for f in table.schema if f.name not in integers]
-    return _atomic_write(
-        path,
-        lambda tmp: pq.write_table(
-            table,
-            tmp,
-            compression="snappy",
-            # the Arrow schema in the file keeps the fields' descriptions (and the same bytes for the same data)
-            store_schema=name is not None,
-            use_dictionary=others or False,
-            column_encoding=dict.fromkeys(integers, "DELTA_BINARY_PACKED"),
-        ),
-    )
+    options = parquet_options(table.schema, store_schema=name is not None)
+    return _atomic_write(path, lambda tmp: pq.write_table(table, tmp, **options))
 
 
 def _write_csv(frame: pd.DataFrame | pa.Table, path: Path) -> Path:
@@ -277,12 +271,7 @@ def _write_csv(frame: pd.DataFrame | pa.Table, path: Path) -> Path:
     fields, values quoted where pyarrow's "needed" style quotes them; every CSV reader reads it the same."""
     table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
     header = (",".join(table.column_names) + "\n").encode("utf-8")
-    # Numbers never need quotes: the "none" style writes the same bytes for them, a third faster.
-    numeric = all(pa.types.is_integer(column.type) for column in table.columns)
-    # Batches of 64k rows rather than pyarrow's 1,024: the same bytes, a third less CPU on the link lists.
-    options = pacsv.WriteOptions(
-        include_header=False, quoting_style="none" if numeric else "needed", batch_size=1 << 16
-    )
+    options = csv_options(table.schema)
 
     def write(tmp: Path) -> None:
         with tmp.open("wb") as handle:
@@ -449,6 +438,47 @@ class SnapshotFilesWriter:
             }
         )
         self._context = (story_dates, story_info, IdIndex(stories["stories_id"].to_numpy()))
+
+    def start_streamed(self) -> None:
+        """Start a snapshot whose timespans come through ``write_streamed`` (computed out of core)."""
+        self._context = (pa.table({}), None, IdIndex(np.zeros(0, dtype=np.int64)))
+
+    def write_streamed(
+        self,
+        focus: Focus | None,
+        snap: TimespanSnapshot,
+        story_links: Callable[[], Iterable[pa.RecordBatch]],
+        story_link_counts: Callable[[], Iterable[pa.RecordBatch]],
+        stories: Callable[[], Iterable[pa.RecordBatch]],
+        stories_list: Callable[[], Iterable[pa.RecordBatch]] | None,
+    ) -> None:
+        """The files of one timespan computed out of core (``topicmap.snapshots.engine``): the same bytes as
+        ``submit`` writes from frames. ``story_links``, ``story_link_counts`` and ``stories`` (by id, as their
+        files hold them) and ``stories_list`` (the rows of ``stories.csv``, in its order, dates as text) are
+        streams read here, now, as the media tables are: written before the next timespan is computed, so no
+        more than a row group of a timespan's story tables is ever held."""
+        out = self.root / timespan_folder(focus, snap.timespan)
+        paths = write_stream(
+            story_links(),
+            _SCHEMAS["story_links"],
+            out / "story_links.parquet",
+            out / "story_links.csv" if self.csv else None,
+            "story_links",
+        )
+        paths += write_stream(
+            story_link_counts(),
+            _SCHEMAS["story_link_counts"],
+            out / "story_link_counts.parquet",
+            None,
+            "story_link_counts",
+        )
+        paths += write_stream(stories(), STORIES_SCHEMA, out / "stories.parquet", None, "stories")
+        if stories_list is not None:
+            paths += write_stream(stories_list(), _stories_list_schema(), None, out / "stories.csv")
+        entries = {path: file_entry(path) for path in paths}
+        done: Future[dict[Path, dict[str, Any]]] = Future()
+        done.set_result(_write_streamed_rest(snap, out, entries, self.csv))
+        self._jobs[timespan_folder(focus, snap.timespan)] = done
 
     def submit(self, focus: Focus | None, snaps: Sequence[TimespanSnapshot]) -> None:
         """Start writing the files of these timespans (of the whole topic, or of ``focus``)."""
@@ -631,14 +661,9 @@ def _write_timespan(
         text_dates = _date_strings(listed.select(list(STORY_DATE_COLUMNS)))
         for name in STORY_DATE_COLUMNS:
             listed = listed.set_column(listed.schema.get_field_index(name), name, text_dates.column(name))
-        media_list = snap.medium_link_counts.sort_values(
-            ["media_inlink_count", "inlink_count", "media_id"],
-            ascending=[False, False, True],
-            kind="mergesort",
-        )
         paths += [
             _write_csv(listed, out / "stories.csv"),
-            _write_csv(media_list[list(MEDIA_CSV_COLUMNS)], out / "media.csv"),
+            _write_csv(_media_list(snap.medium_link_counts), out / "media.csv"),
             _write_csv(snap.story_links, out / "story_links.csv"),
             _write_csv(snap.medium_links, out / "medium_links.csv"),
         ]
@@ -671,6 +696,35 @@ def _stories_table(snap: TimespanSnapshot, dates: pa.Table, info: pa.Table) -> p
         columns[name] = pa.array(counts[name], type=pa.int64(), from_pandas=True)
     schema = _SCHEMAS["stories"]
     return pa.table([columns[field.name] for field in schema], schema=schema)
+
+
+def _stories_list_schema() -> pa.Schema:
+    """The columns of ``stories.csv`` as ``_write_timespan`` types them: the stories table's, dates as text."""
+    return pa.schema([(f.name, pa.string()) if f.name in STORY_DATE_COLUMNS else f for f in STORIES_SCHEMA])
+
+
+def _write_streamed_rest(
+    snap: TimespanSnapshot, out: Path, entries: dict[Path, dict[str, Any]], csv: bool
+) -> dict[Path, dict[str, Any]]:
+    """The files of an out-of-core timespan other than its streams: the media tables."""
+    paths = [
+        _write_parquet(getattr(snap, name), _SCHEMAS[name], out / f"{name}.parquet", name=name)
+        for name in ("medium_links", "medium_link_counts")
+    ]
+    if csv:
+        paths += [
+            _write_csv(_media_list(snap.medium_link_counts), out / "media.csv"),
+            _write_csv(snap.medium_links, out / "medium_links.csv"),
+        ]
+    return {**entries, **{path: file_entry(path) for path in paths}}
+
+
+def _media_list(medium_link_counts: pd.DataFrame) -> pd.DataFrame:
+    """Media Cloud's media.csv: most media inlinks first."""
+    ordered = medium_link_counts.sort_values(
+        ["media_inlink_count", "inlink_count", "media_id"], ascending=[False, False, True], kind="mergesort"
+    )
+    return ordered[list(MEDIA_CSV_COLUMNS)]
 
 
 def sha256_of(path: Path) -> str:

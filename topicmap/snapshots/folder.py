@@ -24,6 +24,7 @@ import pandas as pd
 from topicmap.snapshots.charts import render_attention_chart, render_focal_set_chart
 from topicmap.snapshots.checks import check_problems
 from topicmap.snapshots.compute import compute_snapshot
+from topicmap.snapshots.engine import OUT_OF_CORE_ROWS, TopicSource, compute_snapshot_ooc, frame_batches
 from topicmap.snapshots.files import FOCI_FOLDER, SnapshotFilesWriter, sha256_of, timespan_folder
 from topicmap.snapshots.inputs import SnapshotInputs
 from topicmap.snapshots.key import SnapshotOptions, snapshot_provenance
@@ -272,6 +273,7 @@ def write_snapshot_folder(
     key: str,
     folder: Path,
     log: Callable[[str], None] = lambda _msg: None,
+    out_of_core: bool | None = None,
 ) -> WrittenSnapshot:
     """Compute the snapshot ``key`` and write it to ``folder`` unless it is already there, complete.
 
@@ -281,10 +283,10 @@ def write_snapshot_folder(
     The files go to a staging sibling first, which is renamed to ``folder`` at the end: a reader, a crash or a
     concurrent run never sees half a snapshot. If another process finished the same key first, its folder is
     kept (same key, same bytes) and ours is discarded. The whole topic's files are written while the foci are
-    computed (``SnapshotFilesWriter``).
+    computed (``SnapshotFilesWriter``). ``out_of_core`` chooses the path (``compute_inputs``; None: by size).
     """
     if folder_is_complete(folder, key):
-        result = compute_inputs(inputs, options)
+        result = compute_inputs(inputs, options, out_of_core=out_of_core)
         return WrittenSnapshot(result, check_problems(result, inputs.start_date, inputs.end_date), False)
     if folder.exists():
         log(f"{folder} is incomplete or inconsistent; moved to {_set_aside(folder)}")
@@ -295,7 +297,8 @@ def write_snapshot_folder(
         with SnapshotFilesWriter(
             staging, csv=True, posts=inputs.posts, notes=(version_note(inputs),)
         ) as files:
-            result = compute_inputs(inputs, options, files)
+            engine_folder = staging.with_name(f"{staging.name}.engine")
+            result = compute_inputs(inputs, options, files, engine_folder, out_of_core)
             provenance = snapshot_provenance(inputs, options, key)
             problems = _write_folder(result, inputs, options, key, provenance, staging, log, files)
         try:
@@ -311,10 +314,46 @@ def write_snapshot_folder(
 
 
 def compute_inputs(
-    inputs: SnapshotInputs, options: SnapshotOptions, files: SnapshotFilesWriter | None = None
+    inputs: SnapshotInputs,
+    options: SnapshotOptions,
+    files: SnapshotFilesWriter | None = None,
+    engine_folder: Path | None = None,
+    out_of_core: bool | None = None,
 ) -> SnapshotResult:
     """``compute_snapshot`` of what was read, with the options' choices (``files``: write while computing), and
-    the post counts of every timespan (``topicmap.snapshots.post_counts``)."""
+    the post counts of every timespan (``topicmap.snapshots.post_counts``).
+
+    A topic given as record batches (``inputs.source``), or of more than ``OUT_OF_CORE_ROWS`` stories + links,
+    is computed out of core by DuckDB (``topicmap.snapshots.engine``; its database and spill files in
+    ``engine_folder``, removed afterwards): the same files, in bounded memory. A smaller one in memory by numpy,
+    which is faster there. ``out_of_core`` True or False forces one path (a source is always out of core). A
+    ``url_sharing`` topic is computed in memory (the engine selects timespans' stories by publication date
+    only); given only as a source, it is refused (``compute_snapshot_ooc``)."""
+    source = inputs.source
+    if out_of_core is None:
+        out_of_core = len(inputs.stories) + len(inputs.links) > OUT_OF_CORE_ROWS
+    if inputs.mode == "url_sharing" and source is None:
+        out_of_core = False
+    if source is None and out_of_core:
+        source = frames_source(inputs)
+    if source is not None:
+        try:
+            return compute_snapshot_ooc(
+                source,
+                inputs.timespans,
+                folder=engine_folder,
+                count_syndicated_once=options.count_syndicated_once,
+                foci=inputs.foci,
+                media_tags=inputs.media_tags,
+                texts=inputs.texts,
+                word_sample=options.word_sample,
+                files=files,
+                posts=inputs.posts,
+                mode=inputs.mode,
+            )
+        finally:
+            if engine_folder is not None:
+                shutil.rmtree(engine_folder, ignore_errors=True)
     result = compute_snapshot(
         inputs.stories,
         inputs.media,
@@ -332,3 +371,14 @@ def compute_inputs(
     )
     add_all_post_counts(result, inputs.posts)
     return result
+
+
+def frames_source(inputs: SnapshotInputs) -> TopicSource:
+    """The frames of ``inputs`` as the engine reads them, a bounded batch at a time."""
+    return TopicSource(
+        stories=frame_batches(inputs.stories, "stories"),
+        media=frame_batches(inputs.media, "media"),
+        links=frame_batches(inputs.links, "links"),
+        story_stats=frame_batches(inputs.story_stats, "story_stats"),
+        near_dup_groups=frame_batches(inputs.near_dup_groups, "near_dup_groups"),
+    )

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, func, select
 
+from topicmap.snapshots.engine import TopicSource
 from topicmap.snapshots.foci import Focus, TextChunk
 from topicmap.snapshots.ids import positions
 from topicmap.snapshots.names import PERIODS
@@ -69,6 +70,11 @@ class SnapshotInputs:
     posts: PostShares = field(default_factory=PostShares)
     #: the topic version (``topicmap.topics.versions``) whose stories these are; None: no version recorded
     topic_version: int | None = None
+    #: the topic as bounded record batches for the out-of-core engine (``topicmap.snapshots.engine``); when
+    #: given, it is what the snapshot is computed from, and the frames above may be empty
+    source: TopicSource | None = None
+    #: rows per input when ``source`` is given (``row_counts``); None: the frames' lengths
+    source_rows: dict[str, int] | None = None
 
     def frames(self) -> Iterator[tuple[str, pd.DataFrame]]:
         yield "stories", self.stories
@@ -80,7 +86,8 @@ class SnapshotInputs:
         yield "post_shares", self.posts.shares
 
     def row_counts(self) -> dict[str, int]:
-        return {name: len(frame) for name, frame in self.frames()}
+        counted = {name: len(frame) for name, frame in self.frames()}
+        return counted if self.source_rows is None else {**counted, **self.source_rows}
 
 
 def resolve_chains(sources: np.ndarray, targets: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:

@@ -142,6 +142,10 @@ def snapshot_key(inputs: SnapshotInputs, options: SnapshotOptions) -> str:
             part(f"{name}.{column}", _column_bytes(frame[column]))
     part("foci", canonical([focus.definition() for focus in inputs.foci]))
     part("posts", canonical({"mode": inputs.mode, **inputs.posts.bot_report}))
+    if inputs.source is not None:  # read in batches (too big to read whole): the batches, texts included
+        from topicmap.snapshots.store_stream import source_digest
+
+        part("source", source_digest(inputs.source).encode("ascii"))
     if inputs.texts is not None:
         part("texts", inputs.texts.digest().encode("ascii"))
     return digest.hexdigest()

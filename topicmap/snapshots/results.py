@@ -47,6 +47,20 @@ STORY_COUNT_PARTS: tuple[str, ...] = ("published_story_count", "linked_story_cou
 TIMESPAN_TABLES: tuple[str, ...] = ("story_links", "story_link_counts", "medium_links", "medium_link_counts")
 
 
+@dataclass(frozen=True)
+class StreamedFacts:
+    """What the consistency checks test of a timespan whose link tables were streamed to its files rather than
+    kept (``topicmap.snapshots.engine``), measured in SQL on those very tables."""
+
+    story_links: int
+    medium_link_sum: int  # the medium links' link counts summed
+    links_outside_topic: int  # story links naming a story that is not a topic story
+    same_medium_links: int
+    story_link_counts: int
+    counted_outside_topic: int
+    counted_outside_focus: int
+
+
 @dataclass
 class TimespanSnapshot:
     """The four tables of one timespan (sorted by their ids) and its counts."""
@@ -61,6 +75,8 @@ class TimespanSnapshot:
     summary: TimespanSummary | None = None
     #: each counted story's position in ``SnapshotResult.stories`` (row-aligned with story_link_counts)
     story_positions: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: out of core: the story tables went to the files (the frames above are empty); the checks' facts
+    streamed: StreamedFacts | None = field(default=None, repr=False, compare=False)
 
     @property
     def empty(self) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
+from topicmap.snapshots.engine import OUT_OF_CORE_ROWS
 from topicmap.snapshots.foci import Focus
 from topicmap.snapshots.folder import (
     ATTENTION_NAME,
@@ -40,6 +41,7 @@ from topicmap.snapshots.folder import (
 from topicmap.snapshots.inputs import SnapshotInputs, read_snapshot_inputs
 from topicmap.snapshots.key import SnapshotOptions, snapshot_key, snapshot_provenance
 from topicmap.snapshots.results import SnapshotResult
+from topicmap.snapshots.store_stream import read_streamed_inputs, topic_rows
 from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, topicmap_home, utc
 
@@ -206,9 +208,17 @@ def build_snapshot(
     """Read, key, compute, write (once) and record the snapshot of ``topic_name`` with its ``foci``."""
     options = options or SnapshotOptions()
     home = home or topicmap_home()
-    inputs = read_snapshot_inputs(store, topic_name, foci)
+    row = store.topic_row(topic_name)
+    topics_id = int(row["topics_id"])
+    # read in batches, computed out of core; a url_sharing topic in memory (the engine computes 'web' topics)
+    web = (json.loads(row["config_json"]).get("mode") or "web") == "web"
+    if web and topic_rows(store, topics_id) > OUT_OF_CORE_ROWS:
+        inputs = read_streamed_inputs(store, topic_name, foci)
+    else:
+        inputs = read_snapshot_inputs(store, topic_name, foci)
+    rows = inputs.row_counts()
     log(
-        f"{topic_name}: {len(inputs.stories)} stories, {len(inputs.media)} media, {len(inputs.links)} links, "
+        f"{topic_name}: {rows['stories']} stories, {rows['media']} media, {rows['links']} links, "
         f"{len(inputs.timespans)} timespans, {len(inputs.foci)} foci, {len(inputs.media_tags)} media tags"
     )
     key = snapshot_key(inputs, options)

@@ -1,0 +1,780 @@
+"""Snapshots out of core: the same tables as ``topicmap.snapshots.compute``, computed by DuckDB.
+
+A topic too big for memory (tens of millions of stories, hundreds of millions of links) is loaded into a DuckDB
+database file in the run's own folder, one bounded Arrow record batch at a time (``TopicSource``: from the store,
+Parquet files or DataFrames), and every timespan's tables are SQL over named columns. DuckDB keeps what does not
+fit in ``memory_limit`` on disk (``temp_directory`` under the same folder), sorts and joins on every core
+(``threads``), and hands each result back as a stream of Arrow record batches, which the pyarrow writers of
+``topicmap.snapshots.files`` turn into the very bytes the in-memory path writes (the same row groups, encodings
+and CSV text). So the two paths write byte-identical files; ``compute_snapshot_ooc`` is chosen for topics above
+``OUT_OF_CORE_ROWS`` stories + links (``topicmap.snapshots.folder``), where numpy's in-memory arrays would
+outgrow the machine.
+
+Only small results come back into Python: each timespan's media tables (a few hundred media), its counted
+stories' columns for the summary (one timespan at a time, dropped once summed up), the word samples and the
+consistency checks' facts, measured in SQL on the streamed tables (``StreamedFacts``). The rules are
+``compute``'s (its docstring): a timespan's links are the cross-media links whose source was published in it,
+its stories those plus every story such a link points to, syndicated copies linking one story counted once
+when asked, a focus its stories and the links among them. Only ``mode: web`` topics: a ``url_sharing`` one
+(timespans of the stories its posts share) is refused, and computed in memory (``topicmap.snapshots.folder``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from topicmap.snapshots.engine_sql import (
+    COUNTS_SELECT,
+    MEDIUM_LINK_COUNTS_SELECT,
+    STORY_LINKS_SELECT,
+    stories_select,
+    story_link_counts_select,
+)
+from topicmap.snapshots.foci import Focus, StoryTexts, TextChunk, check_foci, focus_story_masks
+from topicmap.snapshots.post_counts import PostShares, add_post_counts
+from topicmap.snapshots.results import (
+    STAT_COLUMNS,
+    FocusSnapshot,
+    SnapshotResult,
+    StreamedFacts,
+    TimespanCounts,
+    TimespanSnapshot,
+)
+from topicmap.snapshots.summaries import StoryInfo, empty_summary, summarize_timespan
+from topicmap.snapshots.timespans import Timespan
+from topicmap.snapshots.words import (
+    DEFAULT_WORD_SAMPLE,
+    count_words,
+    sample_order,
+    sample_positions,
+    top_words,
+)
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from topicmap.snapshots.files import SnapshotFilesWriter
+
+#: stories + links above which a snapshot is computed out of core. Below, numpy in memory is faster (at 1M stories
+#: / 10M links it took 45 CPU s where DuckDB took 103) and fits: about 3.7 GB per million stories, so 2 million
+#: stories with their 20 million links stay under 8 GB (``benchmarks/RESULTS.md``, ``bench_snapshot.py``).
+OUT_OF_CORE_ROWS = 22_000_000
+#: rows per Arrow record batch read from a source into DuckDB (the most any reader holds at once)
+BATCH_ROWS = 1 << 17
+_NS_PER_S = 1_000_000_000
+_NS_PER_DAY = 86_400 * _NS_PER_S
+_SORT_LAST = np.iinfo(np.int64).max
+
+#: the columns DuckDB is given of each input (a record batch of a source is cast to these)
+INPUT_SCHEMAS: dict[str, pa.Schema] = {
+    "stories": pa.schema(
+        [
+            ("stories_id", pa.int64()),
+            ("media_id", pa.int64()),
+            ("utc_ns", pa.int64()),  # the instant, ns since the epoch (null: undated)
+            ("offset_min", pa.int64()),  # the page's own UTC offset in minutes (null: unknown, counts as UTC)
+            ("url", pa.string()),
+            ("title", pa.string()),
+            ("text", pa.string()),
+            ("language", pa.string()),
+            ("date_method", pa.string()),  # how the date was found (stories.date_guess_method)
+            ("time_known", pa.int64()),  # did the page give a time of day: 1 yes, 0 no, null unknown
+            ("zone_known", pa.int64()),  # did it give a zone: 1 yes, 0 no, null unknown
+        ]
+    ),
+    "media": pa.schema([("media_id", pa.int64()), ("name", pa.string()), ("url", pa.string())]),
+    "links": pa.schema([("stories_id", pa.int64()), ("ref_stories_id", pa.int64())]),
+    "story_stats": pa.schema([("stories_id", pa.int64()), *((c, pa.int64()) for c in STAT_COLUMNS)]),
+    "near_dup_groups": pa.schema([("stories_id", pa.int64()), ("group_id", pa.int64())]),
+}
+
+BatchSource = Callable[[], Iterator[pa.RecordBatch]]
+
+
+@dataclass
+class TopicSource:
+    """Where the engine reads a topic from: per input, a function that yields its record batches (each at most
+    ``BATCH_ROWS`` rows, any column order; missing optional columns are null). ``near_dup_groups`` and
+    ``story_stats`` may be None (no syndication groups, no statistics)."""
+
+    stories: BatchSource
+    media: BatchSource
+    links: BatchSource
+    story_stats: BatchSource | None = None
+    near_dup_groups: BatchSource | None = None
+
+    def inputs(self) -> Iterator[tuple[str, BatchSource | None]]:
+        yield "stories", self.stories
+        yield "media", self.media
+        yield "links", self.links
+        yield "story_stats", self.story_stats
+        yield "near_dup_groups", self.near_dup_groups
+
+
+def _utc_ns_column(values: pd.Series) -> pa.Array:
+    """A publish_date column (datetimes, naive = UTC, or ISO 8601 strings) as int64 ns, null when undated."""
+    try:
+        iso = {} if pd.api.types.is_datetime64_any_dtype(values) else {"format": "ISO8601"}
+        dates = pd.to_datetime(values, utc=True, **iso).astype("datetime64[ns, UTC]")
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"stories.publish_date is not a date/time column: {err}") from None
+    ns = dates.dt.tz_convert(None).to_numpy(dtype="datetime64[ns]").view(np.int64)
+    return pa.array(ns, type=pa.int64(), mask=dates.isna().to_numpy())
+
+
+def _int_column(values: pd.Series, what: str) -> pa.Array:
+    try:
+        array = pa.array(values, from_pandas=True)
+        if pa.types.is_floating(array.type):
+            array = array.cast(pa.int64())  # raises on a fractional value
+        return array.cast(pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as err:
+        raise ValueError(f"{what} must be integer ids: {err}") from None
+
+
+def _flag_column(values: pd.Series | None, rows: int) -> pa.Array:
+    """A nullable yes/no column as int64: 1 yes, 0 no, null unknown (or absent)."""
+    if values is None:
+        return pa.nulls(rows, pa.int64())
+    raw = values.to_numpy(dtype=object)
+    known = pd.notna(raw)
+    flags = np.where(known, raw, False).astype(bool).astype(np.int64)
+    return pa.array(flags, type=pa.int64(), mask=~known)
+
+
+def frame_batches(frame: pd.DataFrame, name: str, batch_rows: int = BATCH_ROWS) -> BatchSource:
+    """A DataFrame of ``SnapshotInputs`` as record batches of ``INPUT_SCHEMAS[name]`` (``stories``: its
+    ``publish_date`` and ``publish_utc_offset`` become ``utc_ns`` and ``offset_min``)."""
+    schema = INPUT_SCHEMAS[name]
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for start in range(0, max(len(frame), 1), batch_rows):
+            part = frame.iloc[start : start + batch_rows]
+            columns: dict[str, pa.Array] = {}
+            for f in schema:
+                if name == "stories" and f.name == "utc_ns":
+                    columns[f.name] = _utc_ns_column(part["publish_date"])
+                elif name == "stories" and f.name == "offset_min":
+                    offsets = part.get("publish_utc_offset")
+                    numeric = None if offsets is None else pd.to_numeric(offsets, errors="coerce")
+                    columns[f.name] = (
+                        pa.nulls(len(part), pa.int64())
+                        if numeric is None
+                        else pa.array(numeric.fillna(0).to_numpy(np.int64), type=pa.int64())
+                    )
+                elif name == "stories" and f.name in ("time_known", "zone_known"):
+                    columns[f.name] = _flag_column(part.get(f.name), len(part))
+                elif f.name not in part.columns:
+                    if f.name in ("stories_id", "media_id", "ref_stories_id", "group_id", "url", "title"):
+                        raise ValueError(f"{name}: missing column {f.name!r}; has {list(part.columns)}")
+                    columns[f.name] = pa.nulls(len(part), f.type)
+                elif pa.types.is_integer(f.type):
+                    if f.name in STAT_COLUMNS:
+                        try:
+                            stat = pd.array(part[f.name], dtype="Int64")
+                        except (TypeError, ValueError) as err:
+                            raise ValueError(f"{name}.{f.name} must hold whole numbers: {err}") from None
+                        columns[f.name] = pa.array(stat, type=pa.int64())
+                    else:
+                        if part[f.name].isna().any():
+                            raise ValueError(
+                                f"{name}.{f.name} has {int(part[f.name].isna().sum())} missing value(s)"
+                            )
+                        columns[f.name] = _int_column(part[f.name], f"{name}.{f.name}")
+                else:
+                    values = part[f.name].to_numpy(dtype=object)
+                    columns[f.name] = pa.array(
+                        [v if isinstance(v, str) else None for v in values], type=pa.string()
+                    )
+            yield pa.record_batch(columns, schema=schema)
+
+    return batches
+
+
+def parquet_batches(path: str | Path, name: str, batch_rows: int = BATCH_ROWS) -> BatchSource:
+    """A Parquet file with the columns of ``INPUT_SCHEMAS[name]``, read ``batch_rows`` rows at a time."""
+    import pyarrow.parquet as pq
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        with pq.ParquetFile(path) as handle:
+            yield from handle.iter_batches(batch_size=batch_rows)
+
+    return batches
+
+
+_OPTIONAL_STORY_COLUMNS = (
+    "url",
+    "title",
+    "text",
+    "language",
+    "offset_min",
+    "date_method",
+    "time_known",
+    "zone_known",
+)
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema, name: str) -> pa.RecordBatch:
+    """A source's batch with exactly the columns of ``schema`` (missing optional ones null)."""
+    columns = []
+    for f in schema:
+        if f.name in batch.schema.names:
+            columns.append(batch.column(f.name).cast(f.type))
+        elif f.name in (*_OPTIONAL_STORY_COLUMNS, *STAT_COLUMNS):
+            columns.append(pa.nulls(batch.num_rows, f.type))
+        else:
+            raise ValueError(f"{name}: missing column {f.name!r}; has {batch.schema.names}")
+    return pa.record_batch(columns, schema=schema)
+
+
+@dataclass
+class EngineSettings:
+    """DuckDB's resources: ``memory_limit`` (e.g. "4GB": above it DuckDB spills to ``temp_directory``) and
+    ``threads`` (None: every core)."""
+
+    memory_limit: str = "4GB"
+    threads: int | None = None
+
+
+def connect(folder: Path, settings: EngineSettings) -> duckdb.DuckDBPyConnection:
+    """A DuckDB database file in ``folder``, spilling to ``folder/spill``."""
+    import duckdb
+
+    folder.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(folder / "topic.duckdb"))
+    con.execute(f"SET memory_limit = '{settings.memory_limit}'")
+    con.execute(f"SET temp_directory = '{(folder / 'spill').as_posix()}'")
+    con.execute("SET preserve_insertion_order = false")  # every output has its ORDER BY
+    con.execute("SET TimeZone = 'UTC'")
+    if settings.threads:
+        con.execute(f"SET threads = {int(settings.threads)}")
+    return con
+
+
+def _load(con: duckdb.DuckDBPyConnection, source: TopicSource) -> None:
+    """Every input into its ``raw_<name>`` table, a bounded batch at a time."""
+    for name, batches in source.inputs():
+        schema = INPUT_SCHEMAS[name]
+        con.execute(f"DROP TABLE IF EXISTS raw_{name}")
+        con.execute(
+            f"CREATE TABLE raw_{name} ({', '.join(f'{f.name} {_SQL_TYPES[str(f.type)]}' for f in schema)})"
+        )
+        if batches is None:
+            continue
+        for batch in batches():
+            if batch.num_rows:
+                chunk = _conform(batch, schema, name)  # noqa: F841 (read by DuckDB's replacement scan)
+                con.execute(f"INSERT INTO raw_{name} SELECT * FROM chunk")
+
+
+_SQL_TYPES = {"int64": "BIGINT", "string": "VARCHAR"}
+
+
+def _fail_on(con: duckdb.DuckDBPyConnection, sql: str, message: str) -> None:
+    """Raise ``ValueError(message + the first ids)`` when ``sql`` (a list of ids) finds any."""
+    found = [row[0] for row in con.execute(sql + " LIMIT 10").fetchall()]
+    if found:
+        raise ValueError(f"{message}: {found}")
+
+
+def _prepare(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """The validated topic: ``media``, ``stories`` (with position, dates, statistics, group) and the distinct
+    cross-media links ``cross_links``; returns the dropped links by reason."""
+    _fail_on(
+        con,
+        "SELECT media_id FROM raw_media GROUP BY media_id HAVING count(*) > 1 ORDER BY media_id",
+        "media.media_id repeats (merge duplicate media first)",
+    )
+    _fail_on(
+        con,
+        "SELECT stories_id FROM raw_stories GROUP BY stories_id HAVING count(*) > 1 ORDER BY stories_id",
+        "stories.stories_id repeats (merge duplicate stories first)",
+    )
+    _fail_on(
+        con,
+        "SELECT DISTINCT media_id FROM raw_stories ANTI JOIN raw_media USING (media_id) ORDER BY media_id",
+        "stories refer to media_id(s) not in media",
+    )
+    _fail_on(
+        con,
+        "SELECT stories_id FROM raw_story_stats GROUP BY stories_id HAVING count(*) > 1",
+        "story_stats.stories_id repeats: one statistics row per story",
+    )
+    _fail_on(
+        con,
+        "SELECT stories_id FROM raw_near_dup_groups GROUP BY stories_id HAVING count(*) > 1",
+        "near_dup_groups.stories_id repeats: a story belongs to one group at most",
+    )
+    con.execute(
+        "CREATE OR REPLACE TABLE media AS SELECT media_id, name, url FROM raw_media ORDER BY media_id"
+    )
+    # local_ns: the publisher's clock (the instant moved by the page's UTC offset), which places a story in its
+    # timespans; sort_key orders the stories by it, undated last; the files floor both to seconds and days.
+    con.execute(
+        f"""
+        CREATE OR REPLACE TABLE stories AS
+        SELECT row_number() OVER (ORDER BY s.stories_id) - 1 AS pos, s.stories_id, s.media_id,
+               s.utc_ns + coalesce(s.offset_min, 0) * 60000000000 AS local_ns,
+               coalesce(s.utc_ns + coalesce(s.offset_min, 0) * 60000000000, {_SORT_LAST}) AS sort_key,
+               {_floor_div("s.utc_ns", _NS_PER_S)} AS utc_s,
+               {_floor_div("s.utc_ns + coalesce(s.offset_min, 0) * 60000000000", _NS_PER_DAY)} AS local_day,
+               {", ".join(f"st.{c}" for c in STAT_COLUMNS)},
+               s.time_known, s.zone_known, coalesce(s.offset_min, 0) AS offset_min,
+               g.group_id AS grp
+        FROM raw_stories s
+        LEFT JOIN raw_story_stats st USING (stories_id)
+        LEFT JOIN raw_near_dup_groups g USING (stories_id)
+        ORDER BY s.stories_id
+        """
+    )
+    con.execute(
+        "CREATE OR REPLACE TABLE story_text AS "
+        "SELECT stories_id, title, url, text, language, date_method FROM raw_stories"
+    )
+    dropped = con.execute(
+        """
+        SELECT count(*) FILTER (WHERE s.stories_id IS NULL),
+               count(*) FILTER (WHERE s.stories_id IS NOT NULL AND r.stories_id IS NULL),
+               count(*) FILTER (WHERE s.media_id = r.media_id),
+               count(*) FILTER (WHERE s.media_id <> r.media_id)
+        FROM raw_links l
+        LEFT JOIN stories s ON s.stories_id = l.stories_id
+        LEFT JOIN stories r ON r.stories_id = l.ref_stories_id
+        """
+    ).fetchall()[0]
+    assert dropped is not None
+    con.execute(
+        """
+        CREATE OR REPLACE TABLE cross_links AS
+        SELECT DISTINCT l.stories_id AS source, l.ref_stories_id AS ref,
+               s.media_id AS source_media, r.media_id AS ref_media
+        FROM raw_links l
+        JOIN stories s ON s.stories_id = l.stories_id
+        JOIN stories r ON r.stories_id = l.ref_stories_id
+        WHERE s.media_id <> r.media_id
+        """
+    )
+    con.execute("DROP TABLE raw_links")
+    distinct = con.execute("SELECT count(*) FROM cross_links").fetchall()[0]
+    assert distinct is not None
+    return {
+        "source_not_in_topic": int(dropped[0]),
+        "ref_not_in_topic": int(dropped[1]),
+        "same_medium": int(dropped[2]),
+        "duplicate": int(dropped[3]) - int(distinct[0]),
+    }
+
+
+def _floor_div(expr: str, unit: int) -> str:
+    """SQL for floor(expr / unit) on integers (numpy's rounding of datetimes to a coarser unit)."""
+    return f"CASE WHEN ({expr}) >= 0 THEN ({expr}) // {unit} ELSE -((-({expr}) - 1) // {unit}) - 1 END"
+
+
+# --------------------------------------------------------------------------------------------- per timespan
+
+
+#: a timespan's story_link_counts, as the files and the summary take them (adding a column: one line here)
+def _use_scope(con: duckdb.DuckDBPyConnection, focus_ids: np.ndarray | None) -> None:
+    if focus_ids is None:
+        con.execute("CREATE OR REPLACE VIEW scope_stories AS SELECT * FROM stories")
+        con.execute("CREATE OR REPLACE VIEW scope_links AS SELECT * FROM cross_links")
+        return
+    ids = pa.table({"stories_id": pa.array(focus_ids, type=pa.int64())})  # noqa: F841 (DuckDB reads it)
+    con.execute("CREATE OR REPLACE TABLE focus_ids AS SELECT stories_id FROM ids")
+    con.execute(
+        "CREATE OR REPLACE TABLE scope_stories_t AS SELECT * FROM stories SEMI JOIN focus_ids USING (stories_id)"
+    )
+    con.execute(
+        """
+        CREATE OR REPLACE TABLE scope_links_t AS
+        SELECT * FROM cross_links c
+        WHERE c.source IN (SELECT stories_id FROM focus_ids) AND c.ref IN (SELECT stories_id FROM focus_ids)
+        """
+    )
+    con.execute("CREATE OR REPLACE VIEW scope_stories AS SELECT * FROM scope_stories_t")
+    con.execute("CREATE OR REPLACE VIEW scope_links AS SELECT * FROM scope_links_t")
+
+
+def _compute_timespan(
+    con: duckdb.DuckDBPyConnection, ts: Timespan, has_groups: bool, syndicated_once: bool
+) -> tuple[int, int]:
+    """The timespan's ``window``, ``period_links``, ``period``, ``period_medium_links`` tables; returns (window
+    stories, syndicated repeat links)."""
+    lo, hi = ts.window_ns()
+    undated = " OR local_ns IS NULL" if ts.period == "overall" else ""
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE in_window AS SELECT stories_id FROM scope_stories "
+        f"WHERE (local_ns >= {int(lo)} AND local_ns < {int(hi)}){undated}"
+    )
+    found = con.execute("SELECT count(*) FROM in_window").fetchall()[0]
+    assert found is not None
+    if found[0] == 0:
+        return 0, 0
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE period_links AS SELECT c.* FROM scope_links c "
+        "WHERE c.source IN (SELECT stories_id FROM in_window)"
+    )
+    repeats = 0
+    if has_groups:
+        # Copies of one syndicated story linking the same ref: the earliest copy (publish date, then id) stands
+        # for the group; the others' links are repeats (reported; dropped with count_syndicated_once).
+        con.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE repeats AS
+            SELECT source, ref FROM (
+                SELECT l.source, l.ref,
+                       row_number() OVER (PARTITION BY s.grp, l.ref ORDER BY s.sort_key, l.source) AS nth
+                FROM period_links l JOIN stories s ON s.stories_id = l.source
+                WHERE s.grp IS NOT NULL
+            ) WHERE nth > 1
+            """
+        )
+        counted = con.execute("SELECT count(*) FROM repeats").fetchall()[0]
+        assert counted is not None
+        repeats = int(counted[0])
+        if syndicated_once and repeats:
+            con.execute(
+                "DELETE FROM period_links USING repeats r "
+                "WHERE period_links.source = r.source AND period_links.ref = r.ref"
+            )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE period AS
+        WITH inl AS (SELECT ref AS stories_id, count(*) AS inlink_count,
+                            count(DISTINCT source_media) AS media_inlink_count
+                     FROM period_links GROUP BY ref),
+             outl AS (SELECT source AS stories_id, count(*) AS outlink_count FROM period_links GROUP BY source),
+             ids AS (SELECT stories_id FROM in_window UNION SELECT stories_id FROM inl)
+        SELECT s.pos, s.stories_id, s.media_id,
+               coalesce(inl.inlink_count, 0) AS inlink_count, coalesce(outl.outlink_count, 0) AS outlink_count,
+               coalesce(inl.media_inlink_count, 0) AS media_inlink_count,
+               {", ".join(f"s.{c}" for c in STAT_COLUMNS)}, s.utc_s, s.local_day
+        FROM ids JOIN stories s USING (stories_id)
+        LEFT JOIN inl USING (stories_id) LEFT JOIN outl USING (stories_id)
+        """
+    )
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE period_medium_links AS
+        SELECT source_media AS source_media_id, ref_media AS ref_media_id, count(*) AS link_count
+        FROM period_links GROUP BY ALL
+        """
+    )
+    return int(found[0]), repeats
+
+
+def _facts(con: duckdb.DuckDBPyConnection, in_focus: bool) -> StreamedFacts:
+    """What the consistency checks test, measured on the timespan's tables as they were streamed."""
+    links = con.execute(
+        """
+        SELECT count(*),
+               count(*) FILTER (WHERE s.stories_id IS NULL OR r.stories_id IS NULL),
+               count(*) FILTER (WHERE s.media_id = r.media_id)
+        FROM period_links l
+        LEFT JOIN stories s ON s.stories_id = l.source LEFT JOIN stories r ON r.stories_id = l.ref
+        """
+    ).fetchall()[0]
+    counted = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE s.stories_id IS NULL), "
+        "count(*) FILTER (WHERE f.stories_id IS NULL) FROM period p "
+        "LEFT JOIN stories s USING (stories_id) LEFT JOIN scope_stories f USING (stories_id)"
+    ).fetchall()[0]
+    link_sum = con.execute("SELECT coalesce(sum(link_count), 0) FROM period_medium_links").fetchall()[0]
+    assert links is not None and counted is not None and link_sum is not None
+    return StreamedFacts(
+        story_links=int(links[0]),
+        medium_link_sum=int(link_sum[0]),
+        links_outside_topic=int(links[1]),
+        same_medium_links=int(links[2]),
+        story_link_counts=int(counted[0]),
+        counted_outside_topic=int(counted[1]),
+        counted_outside_focus=int(counted[2]) if in_focus else 0,
+    )
+
+
+def _arrow(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    return con.sql(sql).to_arrow_table()
+
+
+def _reader(con: duckdb.DuckDBPyConnection, sql: str) -> pa.RecordBatchReader:
+    return con.sql(sql).to_arrow_reader(BATCH_ROWS)
+
+
+def _frame(table: pa.Table, drop: Sequence[str] = ()) -> pd.DataFrame:
+    """An Arrow result as the in-memory path's frame: int64 columns, the statistics nullable (Int64)."""
+    columns: dict[str, Any] = {}
+    for name in table.column_names:
+        if name in drop:
+            continue
+        column = table.column(name)
+        if name in STAT_COLUMNS:
+            mask = column.is_null().to_numpy(zero_copy_only=False)
+            values = column.fill_null(0).to_numpy().astype(np.int64)
+            columns[name] = pd.arrays.IntegerArray(values, mask)
+        elif pa.types.is_integer(column.type):
+            columns[name] = column.to_numpy().astype(np.int64)
+        else:
+            columns[name] = column.to_numpy(zero_copy_only=False)
+    return pd.DataFrame(columns)
+
+
+class DuckTexts:
+    """The stories' titles, texts and languages as loaded into the engine, read a chunk at a time."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, chunk: int = 50_000) -> None:
+        self.con = con
+        self.chunk = chunk
+
+    def chunks(self, stories_ids: np.ndarray) -> Iterator[TextChunk]:
+        con = self.con.cursor()
+        for start in range(0, len(stories_ids), self.chunk):
+            ids = pa.table({"stories_id": pa.array(stories_ids[start : start + self.chunk], type=pa.int64())})  # noqa: F841
+            rows = con.sql(
+                "SELECT t.stories_id, t.title, t.text, t.language FROM ids JOIN story_text t USING (stories_id) "
+                "ORDER BY t.stories_id"
+            ).to_arrow_table()
+            yield TextChunk(
+                stories_id=rows.column(0).to_numpy().astype(np.int64),
+                title=rows.column(1).to_pylist(),
+                text=rows.column(2).to_pylist(),
+                language=rows.column(3).to_pylist(),
+            )
+
+
+class _Titles:
+    """``StoryInfo.title`` / ``url`` looked up by story position for the few stories a summary lists."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, column: str) -> None:
+        self.con, self.column = con, column
+
+    def __getitem__(self, positions: np.ndarray) -> np.ndarray:
+        wanted = pa.table({"pos": pa.array(np.asarray(positions, dtype=np.int64))})  # noqa: F841
+        found = (
+            self.con.cursor()
+            .sql(
+                f"SELECT w.pos, t.{self.column} FROM wanted w JOIN stories s USING (pos) "
+                "JOIN story_text t USING (stories_id)"
+            )
+            .to_arrow_table()
+        )
+        by_pos = dict(zip(found.column(0).to_pylist(), found.column(1).to_pylist(), strict=True))
+        return np.array([by_pos.get(int(p)) for p in np.asarray(positions)], dtype=object)
+
+
+@dataclass
+class _Work:
+    """What one out-of-core computation carries from timespan to timespan."""
+
+    con: duckdb.DuckDBPyConnection
+    info: StoryInfo
+    sample_keys: np.ndarray
+    word_sample: int
+    has_groups: bool
+    syndicated_once: bool
+    files: SnapshotFilesWriter | None
+    posts: PostShares | None = None
+    samples: list[tuple[TimespanSnapshot, np.ndarray]] = field(default_factory=list)
+
+
+def _timespans(work: _Work, timespans: Sequence[Timespan], focus: Focus | None) -> list[TimespanSnapshot]:
+    from topicmap.snapshots.files import TIMESPAN_SCHEMAS
+
+    con = work.con
+    snaps: list[TimespanSnapshot] = []
+    empty_tables = {
+        name: pd.DataFrame({f.name: [] for f in schema}) for name, schema in TIMESPAN_SCHEMAS.items()
+    }
+    shared_empty = empty_summary()
+    for ts in timespans:
+        window, repeats = _compute_timespan(con, ts, work.has_groups, work.syndicated_once)
+        if window == 0:
+            empty = TimespanSnapshot(
+                ts,
+                *(empty_tables[name] for name in empty_tables),
+                TimespanCounts(0, 0, 0, 0, 0),
+                summary=shared_empty,
+            )
+            add_post_counts(empty, work.posts)
+            snaps.append(empty)
+            continue
+        medium_links = _frame(_arrow(con, "SELECT * FROM period_medium_links ORDER BY 1, 2"))
+        medium_link_counts = _frame(_arrow(con, MEDIUM_LINK_COUNTS_SELECT))
+        facts = _facts(con, focus is not None)
+        counts = TimespanCounts(
+            story_count=facts.story_link_counts,
+            story_link_count=facts.story_links,
+            medium_count=len(medium_link_counts),
+            medium_link_count=len(medium_links),
+            syndicated_repeat_link_count=repeats,
+        )
+        period = _arrow(con, COUNTS_SELECT + " ORDER BY p.stories_id")
+        positions = period.column("pos").to_numpy().astype(np.int64)
+        period_frame = _frame(period, drop=("pos", "utc_s", "local_day"))
+        snap = TimespanSnapshot(
+            ts,
+            empty_tables["story_links"],
+            empty_tables["story_link_counts"],
+            medium_links,
+            medium_link_counts,
+            counts,
+            streamed=facts,
+        )
+        snap.summary = summarize_timespan(
+            ts, period_frame, medium_link_counts, positions, work.info, shared_empty.top_words
+        )
+        work.samples.append((snap, sample_positions(positions, work.sample_keys, work.word_sample)))
+        # the post columns of the media and the timespan's post_count, as the in-memory path adds them
+        snap.story_link_counts = period_frame
+        add_post_counts(snap, work.posts)
+        snap.story_link_counts = empty_tables["story_link_counts"]
+        del period_frame, period
+        post_counts = (work.posts or PostShares()).story_counts(ts)  # noqa: F841 (DuckDB reads it)
+        con.execute("CREATE OR REPLACE TEMP TABLE period_posts AS SELECT * FROM post_counts")
+        if work.files is not None:
+            csv = work.files.csv
+            work.files.write_streamed(
+                focus,
+                snap,
+                story_links=partial(_reader, con, STORY_LINKS_SELECT),
+                story_link_counts=partial(_reader, con, story_link_counts_select()),
+                stories=partial(_reader, con, stories_select(ts, csv=False)),
+                stories_list=partial(_reader, con, stories_select(ts, csv=True)) if csv else None,
+            )
+        snaps.append(snap)
+    return snaps
+
+
+def compute_snapshot_ooc(
+    source: TopicSource,
+    timespans: Sequence[Timespan],
+    folder: Path | None = None,
+    count_syndicated_once: bool = False,
+    foci: Sequence[Focus] = (),
+    media_tags: pd.DataFrame | None = None,
+    texts: StoryTexts | None = None,
+    word_sample: int = DEFAULT_WORD_SAMPLE,
+    files: SnapshotFilesWriter | None = None,
+    settings: EngineSettings | None = None,
+    posts: PostShares | None = None,
+    mode: str = "web",
+) -> SnapshotResult:
+    """``compute_snapshot`` out of core: the same timespans, foci and summaries from a ``TopicSource``, the
+    per-timespan tables streamed to ``files`` (which writes them as the in-memory path would) while they are
+    computed. ``folder`` holds DuckDB's database and spill files for the run (a temporary folder when None; it
+    is removed afterwards). The result holds each timespan's media tables, counts, summary and the checks'
+    facts (``TimespanSnapshot.streamed``); its ``story_links`` / ``story_link_counts`` frames are empty: those
+    went to the files."""
+    if mode != "web":
+        raise ValueError(
+            f"the out-of-core engine computes only mode 'web' topics, not mode {mode!r}: its timespans take "
+            "the stories published in them (compute a url_sharing topic in memory)"
+        )
+    keys = [ts.key for ts in timespans]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"timespan keys repeat: {keys}")
+    check_foci(foci)
+    if isinstance(word_sample, bool) or not isinstance(word_sample, int) or word_sample < 0:
+        raise ValueError(f"word_sample must be a whole number >= 0 (0: every story), got {word_sample!r}")
+    if count_syndicated_once and source.near_dup_groups is None:
+        raise ValueError("count_syndicated_once needs near_dup_groups")
+    own = folder is None
+    work_folder = Path(tempfile.mkdtemp(prefix="snapshot-engine-")) if own else Path(folder)
+    con = connect(work_folder, settings or EngineSettings())
+    try:
+        _load(con, source)
+        has_groups = source.near_dup_groups is not None
+        dropped = _prepare(con)
+        return _compute(
+            con,
+            timespans,
+            dropped,
+            has_groups,
+            count_syndicated_once,
+            foci,
+            media_tags,
+            texts,
+            word_sample,
+            files,
+            posts,
+        )
+    finally:
+        con.close()
+        if own:
+            shutil.rmtree(work_folder, ignore_errors=True)
+
+
+def _compute(
+    con: duckdb.DuckDBPyConnection,
+    timespans: Sequence[Timespan],
+    dropped: dict[str, int],
+    has_groups: bool,
+    syndicated_once: bool,
+    foci: Sequence[Focus],
+    media_tags: pd.DataFrame | None,
+    texts: StoryTexts | None,
+    word_sample: int,
+    files: SnapshotFilesWriter | None,
+    posts: PostShares | None = None,
+) -> SnapshotResult:
+    ids = _arrow(con, "SELECT stories_id, media_id, local_day FROM stories ORDER BY pos")
+    story_ids = ids.column(0).to_numpy().astype(np.int64)
+    day_ns = ids.column(2).cast(pa.int64()).fill_null(np.iinfo(np.int64).min).to_numpy()
+    days = np.where(day_ns == np.iinfo(np.int64).min, day_ns, day_ns * _NS_PER_DAY)
+    story_media = ids.column(1).to_numpy().astype(np.int64)
+    del ids
+    media = _frame(_arrow(con, "SELECT media_id, name, url FROM media ORDER BY media_id"))
+    info = StoryInfo(
+        story_ids=story_ids,
+        story_days=days,
+        title=_Titles(con, "title"),  # type: ignore[arg-type]
+        url=_Titles(con, "url"),  # type: ignore[arg-type]
+        publish_day_local=days.view("datetime64[ns]"),
+        media_ids=media["media_id"].to_numpy(dtype=np.int64),
+        media_names=media["name"].to_numpy(dtype=object),
+    )
+    texts = texts if texts is not None else DuckTexts(con)
+    work = _Work(con, info, sample_order(story_ids), word_sample, has_groups, syndicated_once, files, posts)
+    if files is not None:
+        files.start_streamed()
+    _use_scope(con, None)
+    snaps = _timespans(work, timespans, None)
+    focus_snaps = []
+    if foci:
+        masks = focus_story_masks(foci, story_ids, story_media, media_tags, texts)
+        for focus, mask in zip(foci, masks, strict=True):
+            focus_ids = story_ids[mask]
+            _use_scope(con, focus_ids)
+            focus_snaps.append(
+                FocusSnapshot(focus=focus, stories_id=focus_ids, timespans=_timespans(work, timespans, focus))
+            )
+    result = SnapshotResult(
+        timespans=snaps,
+        stories=pd.DataFrame({"stories_id": story_ids, "media_id": story_media}),
+        media=media,
+        count_syndicated_once=syndicated_once,
+        dropped_links=dropped,
+        foci=focus_snaps,
+        word_sample=word_sample,
+    )
+    if work.samples:
+        union = np.unique(np.concatenate([sample for _, sample in work.samples]))
+        words = count_words(texts, story_ids[union])
+        stop_cache: dict[tuple[str, ...], np.ndarray] = {}
+        for snap, sample in work.samples:
+            assert snap.summary is not None
+            snap.summary = replace(
+                snap.summary,
+                top_words=top_words(words, story_ids[sample], stop_cache=stop_cache),
+                words_sampled=len(sample),
+            )
+    return result

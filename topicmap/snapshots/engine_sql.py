@@ -1,0 +1,97 @@
+"""The SQL of the out-of-core engine's per-timespan tables (``topicmap.snapshots.engine``).
+
+Each select reads the timespan's tables the engine builds (``period``: its counted stories with their counts,
+``period_links``, ``period_medium_links``, ``period_posts``: its post counts per story) joined to the topic's
+``stories``, ``story_text`` and ``media``, and names its columns as ``topicmap.snapshots.files`` writes them, so
+the streams become the very files the in-memory path writes.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from topicmap.snapshots.results import STAT_COLUMNS
+from topicmap.snapshots.timespans import Timespan
+
+_EPOCH = date(1970, 1, 1)
+
+COUNTS_SELECT = f"""
+    SELECT p.pos, p.stories_id, p.media_id, p.inlink_count, p.outlink_count, p.media_inlink_count,
+           {", ".join(f"p.{c}" for c in STAT_COLUMNS)}, p.utc_s, p.local_day
+    FROM period p
+"""
+#: the publisher's day of a story as a date, and its instant (null when the page gave a day only)
+_DAY = "CAST(DATE '1970-01-01' + CAST(p.local_day AS INTEGER) AS DATE)"
+_INSTANT = "CASE WHEN s.time_known = 0 THEN NULL ELSE make_timestamp(p.utc_s * 1000000) END"
+#: which day publish_day_local is (``topicmap.snapshots.files._day_basis``)
+_DAY_BASIS = """CASE WHEN p.local_day IS NULL THEN NULL WHEN s.time_known = 0 THEN 'page day'
+    WHEN s.zone_known = 1 AND s.offset_min <> 0 THEN 'page offset' WHEN s.zone_known = 1 THEN 'utc stated'
+    WHEN s.time_known = 1 THEN 'utc assumed' ELSE 'unknown' END"""
+#: the timespan's post counts per story (``period_posts``: stories_id and POST_COLUMNS)
+_POST_EXPRESSIONS = {c: f"pp.{c}" for c in ("post_count", "author_count", "channel_count")}
+
+
+def story_link_counts_select() -> str:
+    """The timespan's story_link_counts (``files._SCHEMAS``), by story id."""
+    from topicmap.snapshots.files import TIMESPAN_SCHEMAS
+
+    exprs = {"publish_date_utc": _INSTANT, "publish_day_local": _DAY, **_POST_EXPRESSIONS}
+    columns = [
+        f"{exprs.get(f.name, f'p.{f.name}')} AS {f.name}" for f in TIMESPAN_SCHEMAS["story_link_counts"]
+    ]
+    return (
+        f"SELECT {', '.join(columns)} FROM period p JOIN stories s USING (stories_id) "
+        "LEFT JOIN period_posts pp USING (stories_id) ORDER BY p.stories_id"
+    )
+
+
+def stories_select(ts: Timespan, csv: bool) -> str:
+    """The timespan's stories table (``files.STORIES_SCHEMA``): by story id, or with ``csv`` Media Cloud's
+    stories.csv (most media inlinks first, the dates as text)."""
+    from topicmap.snapshots.files import STORIES_SCHEMA
+
+    lo = (ts.start_date - _EPOCH).days
+    hi = (ts.end_date - _EPOCH).days
+    exprs = {
+        "publish_date_utc": _INSTANT,
+        "publish_day_local": _DAY,
+        "date_method": "t.date_method",
+        "time_known": "s.time_known = 1",
+        "zone_known": "s.zone_known = 1",
+        "day_basis": _DAY_BASIS,
+        "in_timespan": f"CASE WHEN p.local_day IS NULL THEN 'undated' WHEN p.local_day >= {lo} "
+        f"AND p.local_day < {hi} THEN 'published' ELSE 'linked' END",
+        "title": "t.title",
+        "url": "t.url",
+        "language": "t.language",
+        "media_name": "m.name",
+        **_POST_EXPRESSIONS,
+    }
+    if csv:
+        exprs["publish_date_utc"] = f"strftime({_INSTANT}, '%Y-%m-%dT%H:%M:%SZ')"
+        exprs["publish_day_local"] = f"CAST({_DAY} AS VARCHAR)"
+    columns = [f"{exprs.get(f.name, f'p.{f.name}')} AS {f.name}" for f in STORIES_SCHEMA]
+    order = "p.media_inlink_count DESC, p.inlink_count DESC, p.stories_id" if csv else "p.stories_id"
+    return (
+        f"SELECT {', '.join(columns)} FROM period p JOIN stories s USING (stories_id) "
+        "JOIN story_text t USING (stories_id) JOIN media m ON m.media_id = p.media_id "
+        f"LEFT JOIN period_posts pp USING (stories_id) ORDER BY {order}"
+    )
+
+
+STORY_LINKS_SELECT = (
+    "SELECT source AS source_stories_id, ref AS ref_stories_id FROM period_links ORDER BY 1, 2"
+)
+MEDIUM_LINK_COUNTS_SELECT = f"""
+    SELECT m.media_id, m.name, m.url, count(*) AS story_count,
+           coalesce(any_value(mi.n), 0) AS media_inlink_count,
+           CAST(sum(p.inlink_count) AS BIGINT) AS inlink_count,
+           CAST(sum(p.outlink_count) AS BIGINT) AS outlink_count,
+           CAST(sum(p.media_inlink_count) AS BIGINT) AS sum_media_inlink_count,
+           {", ".join(f"CAST(sum(p.{c}) AS BIGINT) AS {c}" for c in STAT_COLUMNS)}
+    FROM period p JOIN media m USING (media_id)
+    LEFT JOIN (SELECT ref_media_id, count(*) AS n FROM period_medium_links GROUP BY ref_media_id) mi
+           ON mi.ref_media_id = m.media_id
+    GROUP BY m.media_id, m.name, m.url
+    ORDER BY m.media_id
+"""
