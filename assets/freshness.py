@@ -50,13 +50,25 @@ def click_verdict(
     start + 4 days to its end + 31 days), click_totals must have materialized within 26 hours (else a warning)
     and 48 hours (else an error)."""
     if not click_cadence(spans, now.date()):
-        return True, dg.AssetCheckSeverity.WARN, "no declared topic has a click stage due: nothing can be late"
+        return (
+            True,
+            dg.AssetCheckSeverity.WARN,
+            "no declared topic has a click stage due: nothing can be late",
+        )
     if last is None:
-        return False, dg.AssetCheckSeverity.ERROR, "a declared topic has click stages due; click_totals never materialized"
+        return (
+            False,
+            dg.AssetCheckSeverity.ERROR,
+            "a declared topic has click stages due; click_totals never materialized",
+        )
     age = now - last
     hours = f"{age.total_seconds() / 3600:.1f} h"
     if age > CLICKS_FAIL_AFTER:
-        return False, dg.AssetCheckSeverity.ERROR, f"last click_totals materialization {hours} ago (over 48 h)"
+        return (
+            False,
+            dg.AssetCheckSeverity.ERROR,
+            f"last click_totals materialization {hours} ago (over 48 h)",
+        )
     if age > CLICKS_WARN_AFTER:
         return False, dg.AssetCheckSeverity.WARN, f"last click_totals materialization {hours} ago (over 26 h)"
     return True, dg.AssetCheckSeverity.WARN, f"last click_totals materialization {hours} ago"
@@ -69,12 +81,20 @@ def snapshot_verdict(
     (its start to its end + 31 days), a snapshot must have been written in the week before the last Monday
     07:00 UTC."""
     if not snapshot_cadence(spans, now.date()):
-        return True, dg.AssetCheckSeverity.WARN, "no declared topic is running or getting clicks: nothing can be late"
+        return (
+            True,
+            dg.AssetCheckSeverity.WARN,
+            "no declared topic is running or getting clicks: nothing can be late",
+        )
     deadline = last_deadline(now)
     since = deadline - timedelta(weeks=1)
     if last is None or last < since:
         when = "never" if last is None else last.isoformat(timespec="minutes")
-        return False, dg.AssetCheckSeverity.ERROR, f"no snapshot between {since:%Y-%m-%d %H:%M} and {deadline:%Y-%m-%d %H:%M} UTC (last: {when})"
+        return (
+            False,
+            dg.AssetCheckSeverity.ERROR,
+            f"no snapshot between {since:%Y-%m-%d %H:%M} and {deadline:%Y-%m-%d %H:%M} UTC (last: {when})",
+        )
     return True, dg.AssetCheckSeverity.WARN, f"last snapshot {last.isoformat(timespec='minutes')}"
 
 
@@ -88,7 +108,11 @@ def _result(
 ) -> dg.AssetCheckResult:
     passed, severity, why = verdict
     return dg.AssetCheckResult(
-        asset_key=asset, check_name=name, passed=passed, severity=severity, description=why,
+        asset_key=asset,
+        check_name=name,
+        passed=passed,
+        severity=severity,
+        description=why,
         metadata={"why": why, "topics_file": topics_file_path()},
     )
 
@@ -98,12 +122,18 @@ def freshness_results(instance: dg.DagsterInstance, now: datetime | None = None)
     now = now or datetime.now(UTC)
     spans = declared_topic_dates(topics_file_path(), now.date())
     return [
-        _result(CLICK_TOTALS, CLICKS_FRESH, click_verdict(spans, now, _last_materialized(instance, CLICK_TOTALS))),
-        _result(SNAPSHOTS, SNAPSHOTS_FRESH, snapshot_verdict(spans, now, _last_materialized(instance, SNAPSHOTS))),
+        _result(
+            CLICK_TOTALS, CLICKS_FRESH, click_verdict(spans, now, _last_materialized(instance, CLICK_TOTALS))
+        ),
+        _result(
+            SNAPSHOTS, SNAPSHOTS_FRESH, snapshot_verdict(spans, now, _last_materialized(instance, SNAPSHOTS))
+        ),
     ]
 
 
-def freshness_evaluations(instance: dg.DagsterInstance, now: datetime | None = None) -> list[dg.AssetCheckEvaluation]:
+def freshness_evaluations(
+    instance: dg.DagsterInstance, now: datetime | None = None
+) -> list[dg.AssetCheckEvaluation]:
     """The checks' evaluations, as a sensor stores them (``SensorResult.asset_events``)."""
     return [
         dg.AssetCheckEvaluation(

@@ -78,7 +78,9 @@ def declared_calendar(
     """``{partition set name: its keys}`` for the declared ``topics`` as of ``today``: the click days, the weeks
     and the CC-NEWS days (topicmap.topics.calendar), with the settings that bound them."""
     today = today or _today()
-    clicks_start = calendar.parse_day(settings.CLICKS_START_DATE.name, settings.CLICKS_START_DATE.value(environ))
+    clicks_start = calendar.parse_day(
+        settings.CLICKS_START_DATE.name, settings.CLICKS_START_DATE.value(environ)
+    )
     weeks_start = calendar.parse_day(settings.WEEKS_START.name, settings.WEEKS_START.value(environ))
     ccnews_start = calendar.parse_day(settings.CCNEWS_START.name, settings.CCNEWS_START.value(environ))
     return {
@@ -114,7 +116,10 @@ def apply_calendar(
 
 
 def _sync_note(name: str, plan: calendar.KeySync, wanted: int) -> str:
-    parts = [f"+{len(plan.add) - len(plan.move)}" if plan.add else "", f"-{len(plan.delete)}" if plan.delete else ""]
+    parts = [
+        f"+{len(plan.add) - len(plan.move)}" if plan.add else "",
+        f"-{len(plan.delete)}" if plan.delete else "",
+    ]
     span = f" ({plan.add[0]}..{plan.add[-1]} added)" if plan.add else ""
     moved = f", {len(plan.move)} moved after the new ones (date order)" if plan.move else ""
     return f"{name}: {' '.join(p for p in parts if p)} keys of {wanted}{span}{moved}"

@@ -70,7 +70,9 @@ def add_and_seed(topic: TopicConfig, instance: dg.DagsterInstance, say: Callable
     if not instance.has_dynamic_partition("topics", topic.name):
         instance.add_dynamic_partitions("topics", [topic.name])
         say(f"added partition {topic.name!r} of `topics`")
-    apply_declared_calendar(instance)  # the days and weeks the declared topics span, as the registry keeps them
+    apply_declared_calendar(
+        instance
+    )  # the days and weeks the declared topics span, as the registry keeps them
     result = seed_topic(defs, instance, topic)
     meta = result.metadata("seeds")
     say(

@@ -8,8 +8,8 @@ import dagster as dg
 
 from assets.archive import archive_stories
 from assets.checks import ASSET_CHECKS
-from assets.freshness import FRESHNESS_CHECKS
 from assets.clusters import cluster_weeks, clusters
+from assets.freshness import FRESHNESS_CHECKS
 from assets.jobs import ALL_JOBS
 from assets.media_tags import media_tags
 from assets.seeds import seeds

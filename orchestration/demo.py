@@ -132,8 +132,8 @@ def build_cluster_weeks(
     left. None when none of its weeks is a partition yet."""
     import dagster as dg
 
-    from assets.partitions import weeks_partitions
     from assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+    from assets.partitions import weeks_partitions
     from orchestration.runs import run_job
     from topicmap.clusters.store import topic_weeks
 
@@ -233,7 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         instance.add_dynamic_partitions(
             "topics", [n for n in names if not instance.has_dynamic_partition("topics", n)]
         )
-        apply_declared_calendar(instance)  # the days and weeks the topics span, as the topic registry keeps them
+        apply_declared_calendar(
+            instance
+        )  # the days and weeks the topics span, as the topic registry keeps them
 
         # Every run is a named job, tagged as the sensor that would have requested it (its run key), so the
         # sensors find this work done when the daemon starts (`make ui`) and request nothing again.

@@ -39,7 +39,9 @@ def click_days(instance: dg.DagsterInstance) -> list[date]:
     return sorted(date.fromisoformat(key) for key in instance.get_dynamic_partitions(publication_days.name))
 
 
-NO_CLICK_DAYS = "no publication-day partition: no declared topic spans a past day (the topic registry adds them)"
+NO_CLICK_DAYS = (
+    "no publication-day partition: no declared topic spans a past day (the topic registry adds them)"
+)
 
 
 def bitly_not_configured(bitly: BitlyResource) -> dg.SkipReason | None:

@@ -139,7 +139,9 @@ def test_click_days_are_the_declared_topics_days(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=settings.CLICKS_START_DATE.name):
         declared_calendar(declared, date(2026, 11, 26), {settings.CLICKS_START_DATE.name: "last tuesday"})
     # an open-ended topic's days run to yesterday; its first days only, before its start is over
-    topics.write_text("topics:\n  - {name: a, query: x, start_date: 2026-02-01, end_date: open}\n", encoding="utf-8")
+    topics.write_text(
+        "topics:\n  - {name: a, query: x, start_date: 2026-02-01, end_date: open}\n", encoding="utf-8"
+    )
     open_ended = load_topics(topics, date(2026, 2, 10)).topics
     assert declared_calendar(open_ended, date(2026, 2, 10), {})["click_days"][-1] == "2026-02-09"
 

@@ -67,7 +67,9 @@ def test_the_catch_up_sensor_launches_one_backfill_the_daemon_completes(tmp_path
         for name in ("click_refetch_3d", "click_refetch_30d", "topic_registry"):
             _dagster(["sensor", "stop", name], env, workspace)
         with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-            apply_calendar(instance, [TOPIC], date(2024, 3, 15))  # the stories' topic's days, as the registry adds them
+            apply_calendar(
+                instance, [TOPIC], date(2024, 3, 15)
+            )  # the stories' topic's days, as the registry adds them
         _dagster(["sensor", "start", "click_totals_catch_up"], env, workspace)
         log_path = tmp_path / "daemon.log"
         log = open(log_path, "wb")  # noqa: SIM115 - closed in finally

@@ -22,7 +22,9 @@ FUTURE = TopicConfig(name="future", query="a", start_date=date(2026, 11, 24), en
 def test_days_run_from_each_start_to_its_end_or_yesterday() -> None:
     days = click_days([ENDED, RUNNING, FUTURE], TODAY)
     assert days[:4] == ["2026-01-30", "2026-01-31", "2026-02-01", "2026-02-02"]
-    assert days[4] == "2026-11-10" and days[-1] == "2026-11-25" and len(days) == 4 + 16  # overlap counted once
+    assert (
+        days[4] == "2026-11-10" and days[-1] == "2026-11-25" and len(days) == 4 + 16
+    )  # overlap counted once
     assert click_days([ENDED], TODAY, first=date(2026, 2, 1)) == ["2026-02-01", "2026-02-02"]
     assert click_days([], TODAY) == []
     # CC-NEWS: the same days; a start setting adds every day from it to yesterday

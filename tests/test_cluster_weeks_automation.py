@@ -58,7 +58,9 @@ def test_the_sensor_ticks_in_the_code_server_and_requests_one_backfill_of_the_to
     repository = defs.get_repository_def()
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("topics", ["climate", "undeclared"])
-        apply_declared_calendar(instance)  # the weeks the declared topic spans, as the topic registry adds them
+        apply_declared_calendar(
+            instance
+        )  # the weeks the declared topic spans, as the topic registry adds them
         weeks = instance.get_dynamic_partitions(weeks_partitions.name)
         assert weeks == ["2026-01-19", "2026-01-26", "2026-02-02", "2026-02-09"]
         first = cluster_weeks_automation.evaluate_tick(
@@ -223,13 +225,22 @@ def test_a_week_the_registry_adds_is_requested_for_the_topic_it_belongs_to(
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("topics", ["climate", "ended"])
         apply_calendar(instance, topics, monday.date())
-        assert instance.get_dynamic_partitions("weeks") == ["2026-01-05", "2026-01-12", "2026-01-19", "2026-01-26"]
+        assert instance.get_dynamic_partitions("weeks") == [
+            "2026-01-05",
+            "2026-01-12",
+            "2026-01-19",
+            "2026-01-26",
+        ]
         before = dg.evaluate_automation_conditions(
             defs=defs, instance=instance, asset_selection=CLUSTER_WEEKS, evaluation_time=monday
         )
         _stories_rebuilt(instance, "climate", "ended")
         first = dg.evaluate_automation_conditions(
-            defs=defs, instance=instance, asset_selection=CLUSTER_WEEKS, evaluation_time=monday, cursor=before.cursor
+            defs=defs,
+            instance=instance,
+            asset_selection=CLUSTER_WEEKS,
+            evaluation_time=monday,
+            cursor=before.cursor,
         )
         assert len(first.get_requested_partitions(CLUSTER_WEEKS_KEY)) == 4 + 3
         for key in first.get_requested_partitions(CLUSTER_WEEKS_KEY):  # built

@@ -100,7 +100,11 @@ def _apply(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
             for key in request.partition_keys:
                 instance.delete_dynamic_partition(request.partitions_def_name, key)
         else:
-            new = [k for k in request.partition_keys if not instance.has_dynamic_partition(request.partitions_def_name, k)]
+            new = [
+                k
+                for k in request.partition_keys
+                if not instance.has_dynamic_partition(request.partitions_def_name, k)
+            ]
             instance.add_dynamic_partitions(request.partitions_def_name, new)
 
 
@@ -131,7 +135,9 @@ def test_the_registry_keeps_the_days_and_weeks_to_the_declared_topics_tick_by_ti
     assert instance.get_dynamic_partitions("ccnews_days") == span(*ended)
     assert {e.check_name for e in first.asset_events} == {"clicks_fresh", "snapshots_fresh"}
     # a day of its days holds data: it stays when the topic is shortened
-    instance.report_runless_asset_event(dg.AssetMaterialization("click_totals", partition=ended[1].isoformat()))
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization("click_totals", partition=ended[1].isoformat())
+    )
 
     running = today - timedelta(days=9)
     older = (today - timedelta(days=70), today - timedelta(days=60))
@@ -140,15 +146,21 @@ def test_the_registry_keeps_the_days_and_weeks_to_the_declared_topics_tick_by_ti
         f"name: running, query: b, start_date: {running}, end_date: open",
         f"name: older, query: c, start_date: {older[0]}, end_date: {older[1]}",
     )
-    second = topic_registry(dg.build_sensor_context(instance=instance, resources=resources, cursor=first.cursor))
+    second = topic_registry(
+        dg.build_sensor_context(instance=instance, resources=resources, cursor=first.cursor)
+    )
     _apply(instance, second)
     declared = [*span(*older), *span(ended[0], ended[1] - timedelta(days=2)), *span(running, yesterday)]
-    assert instance.get_dynamic_partitions("click_days") == sorted([*declared, ended[1].isoformat(), earlier_key])
+    assert instance.get_dynamic_partitions("click_days") == sorted(
+        [*declared, ended[1].isoformat(), earlier_key]
+    )
     assert instance.get_dynamic_partitions("ccnews_days") == declared  # no data there: the shortened days go
     weeks = instance.get_dynamic_partitions("weeks")
     assert weeks == sorted(weeks) and weeks[-1] == (today - timedelta(days=today.weekday() + 7)).isoformat()
     # nothing changed: the next tick asks for nothing
-    third = topic_registry(dg.build_sensor_context(instance=instance, resources=resources, cursor=second.cursor))
+    third = topic_registry(
+        dg.build_sensor_context(instance=instance, resources=resources, cursor=second.cursor)
+    )
     assert not third.dynamic_partitions_requests
 
 

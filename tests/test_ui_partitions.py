@@ -103,7 +103,12 @@ def test_the_ui_offers_only_the_declared_days_and_follows_the_topics_file_withou
         "TOPICMAP_TOPICS_FILE": str(topics),
         "TOPICMAP_EXECUTOR": "in_process",
     }
-    for name in ("TOPICMAP_BITLY_TOKEN", "TOPICMAP_CLICKS_START_DATE", "TOPICMAP_WEEKS_START", "TOPICMAP_CCNEWS_START"):
+    for name in (
+        "TOPICMAP_BITLY_TOKEN",
+        "TOPICMAP_CLICKS_START_DATE",
+        "TOPICMAP_WEEKS_START",
+        "TOPICMAP_CCNEWS_START",
+    ):
         env.pop(name, None)
     with (
         local_dagster(tmp_path, env) as dagster,

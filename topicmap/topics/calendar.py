@@ -64,7 +64,9 @@ def topic_week_keys(topic: TopicConfig, today: date, first: date | None = None) 
     return weeks
 
 
-def topic_weeks_by_name(topics: Sequence[TopicConfig], today: date, first: date | None = None) -> dict[str, list[str]]:
+def topic_weeks_by_name(
+    topics: Sequence[TopicConfig], today: date, first: date | None = None
+) -> dict[str, list[str]]:
     """``{topic: its weeks}`` (a topic declared twice keeps its first declaration, as the topic registry does)."""
     weeks: dict[str, list[str]] = {}
     for topic in topics:
@@ -145,7 +147,9 @@ def plan_key_sync(current: Sequence[str], wanted: Sequence[str], keep: Iterable[
     present = set(remaining)
     missing = sorted(key for key in wanted_set if key not in present)
     if remaining != sorted(remaining):
-        first_out = next(i for i, (a, b) in enumerate(zip(remaining, sorted(remaining), strict=True)) if a != b)
+        first_out = next(
+            i for i, (a, b) in enumerate(zip(remaining, sorted(remaining), strict=True)) if a != b
+        )
         move = remaining[first_out:]
     elif missing:
         move = [key for key in remaining if key > missing[0]]
