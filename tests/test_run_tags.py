@@ -24,6 +24,7 @@ from assets.dagster_internals import (
     consume_new_runs_for_automatic_reexecution,
 )
 from assets.jobs import POST_SPIDER_ASSETS, SPIDER_ASSETS, run_tags, topic_run_tags
+from assets.partitions import click_days_partitions
 from orchestration.coordinator import NAMED_JOB_TAG, TaggingRunCoordinator, named_job_for
 from orchestration.run_tags import LAUNCHED_BY_TAG, run_topic
 from orchestration.runs import REPOSITORY_NAME, code_location
@@ -98,6 +99,10 @@ def ui(tmp_path: Path) -> Iterator[WorkspaceRequestContext]:
     with dg.DagsterInstance.from_config(str(tmp_path / "home")) as instance:
         assert isinstance(instance.run_coordinator, TaggingRunCoordinator)
         instance.add_dynamic_partitions("topics", ["t"])
+        # click days as the topic registry keeps them (assets/partitions.py): the days a range below launches
+        instance.add_dynamic_partitions(
+            click_days_partitions.name, ["2026-01-10", "2026-01-11", "2026-01-12"]
+        )
         origin = code_location(instance).origin
         assert isinstance(origin, InProcessCodeLocationOrigin)
         with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(origin)) as process:
