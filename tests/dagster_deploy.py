@@ -507,7 +507,7 @@ class LocalDagster(ProgressWaiter):
         each added and deleted."""
         data = self.graphql.query(
             "query($sel: SensorSelector!) { sensorOrError(sensorSelector: $sel) { __typename ... on Sensor { "
-            "sensorState { ticks(limit: 100) { status skipReason runKeys error { message } "
+            "sensorState { ticks(limit: 100) { timestamp status skipReason runKeys error { message } "
             "dynamicPartitionsRequestResults { partitionsDefName partitionKeys type } } } } } }",
             sel={**self.graphql.repository, "sensorName": name},
         )
@@ -515,15 +515,16 @@ class LocalDagster(ProgressWaiter):
         return [tick for tick in ticks if tick["status"] != "STARTED"]
 
     def next_sensor_tick(self, name: str) -> dict:
-        """Start the sensor if it is stopped, and wait for its next finished tick (returned)."""
-        before = len(self.sensor_ticks(name))
+        """Start the sensor if it is stopped, and wait for its next tick that started after this call, finished
+        (returned): a tick already under way may have read what the caller has just changed, or not."""
+        called = time.time()
         sensor = next(s for s in self.graphql.sensors() if s["name"] == name)
         if sensor["sensorState"]["status"] != "RUNNING":
             self.graphql.set_sensor(sensor, running=True)
 
         def ticked() -> dict | None:
-            ticks = self.sensor_ticks(name)
-            return ticks[0] if len(ticks) > before else None
+            ticks = [tick for tick in self.sensor_ticks(name) if tick["timestamp"] > called]
+            return ticks[-1] if ticks else None  # newest first: the first one to start after the call
 
         tick = self.wait_for(f"a tick of {name}", ticked, poll=1.0)
         assert tick["status"] != "FAILURE", tick
