@@ -1,4 +1,5 @@
-"""A topic's stories written out as WARC in Media Cloud's story-indexer layout, and read back to check.
+"""A topic's stories (those of its current version) written out as WARC in Media Cloud's story-indexer layout,
+and read back to check.
 
 Each story becomes a ``response`` record (its stored page) and a ``metadata`` record with the
 story-indexer JSON (``rss_entry``, ``http_metadata``, ``content_metadata``), so Media Cloud's own tools and
@@ -20,6 +21,7 @@ from sqlalchemy import func, select
 from topicmap.archive.warc_stories import StoryArchiveWriter, StoryRecord, read_story_archive
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, decompress_page, utc
+from topicmap.store.version_stories import in_current_version, version_story_ids
 from topicmap.web.urls import distinctive_domain, normalize_url
 
 #: story-indexer's metadata documentation: "Media Cloud WARC files should contain no more than 5000 stories"
@@ -99,6 +101,7 @@ def _topic_story_records(store: TopicStore, topic: str, topics_id: int) -> Itera
             tl.c.topics_id == topics_id,
             tl.c.ref_stories_id.is_not(None),
             tl.c.ref_stories_id != tl.c.stories_id,
+            tl.c.stories_id.in_(version_story_ids(topics_id)),
         )
         .group_by(tl.c.ref_stories_id)
         .subquery()
@@ -130,7 +133,7 @@ def _topic_story_records(store: TopicStore, topic: str, topics_id: int) -> Itera
             .outerjoin(dl, dl.c.stories_id == st.c.stories_id)
             .outerjoin(linking, linking.c.ref_stories_id == st.c.stories_id)
             .outerjoin(linker, linker.c.stories_id == linking.c.linking_stories_id)
-            .where(ts.c.topics_id == topics_id)
+            .where(in_current_version(topics_id))
             .order_by(st.c.stories_id)
         )
         for row in rows:

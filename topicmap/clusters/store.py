@@ -1,4 +1,5 @@
-"""Story clusters of one topic: read its stories from the store, cluster them, write the exports.
+"""Story clusters of one topic: read the stories of its current version from the store, cluster them, write the
+exports.
 
 Two ways, under ``TOPICMAP_HOME/exports/clusters/<topic>/``:
 
@@ -56,6 +57,7 @@ from topicmap.clusters.oneshot import StoryBatch, cluster_story_batches
 from topicmap.clusters.pictures import draw_mutation_graph, draw_sse_curve, draw_stream_graph
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, topicmap_home, utc
+from topicmap.store.version_stories import in_current_version, version_story_count
 
 T = TypeVar("T")
 
@@ -74,14 +76,14 @@ def topic_story_texts(
     limit: int | None = None,
     ids: Sequence[int] | None = None,
 ) -> pd.DataFrame:
-    """The topic's stories (published in [start, end) when given; with stories_id above ``after_id``, the first
+    """The stories of the topic's current version (published in [start, end) when given; with stories_id above ``after_id``, the first
     ``limit``, among ``ids``, when given): stories_id, title, text (title + body), language, publish_date (UTC,
     may be NaT), ordered by stories_id."""
     ts, st = s.topic_stories, s.stories
     query = (
         select(st.c.stories_id, st.c.title, st.c.text, st.c.language, st.c.publish_date)
         .join(ts, ts.c.stories_id == st.c.stories_id)
-        .where(ts.c.topics_id == topics_id)
+        .where(in_current_version(topics_id))
         .order_by(st.c.stories_id)
     )
     if start is not None:
@@ -187,7 +189,7 @@ def build_topic_clusters(
         ).set_index("stories_id")["text"]
         return found.reindex(wanted).fillna("").tolist()
 
-    if store.table_count(s.topic_stories, topics_id=topics_id) < MIN_STORIES:
+    if version_story_count(store, topics_id) < MIN_STORIES:
         return None
     result = cluster_story_batches(batches(), texts_of, k_min=k_min, k_max=k_max, seed=seed)
     frame = pd.concat(parts, ignore_index=True)

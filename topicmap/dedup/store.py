@@ -1,10 +1,12 @@
 """Dedup applied to the topic store: duplicate media, duplicate stories, near-duplicates across media.
 
-``topicmap.dedup.rules`` and ``topicmap.dedup.simhash`` decide (pure); this module reads a topic's stories,
+``topicmap.dedup.rules`` and ``topicmap.dedup.simhash`` decide (pure); this module reads the stories of a
+topic's current version (a story that left it when the topic's settings changed is neither merged nor grouped),
 asks them, and applies the answer in place, in one transaction per topic, idempotently (as Media Cloud's
 ``_merge_dup_story`` and ``merge_dup_media_stories`` do):
 
-- a merged story leaves ``topic_stories``; its survivor joins the topic with the smaller iteration;
+- a merged story leaves ``topic_stories``; its survivor joins the topic (and its current version) with the
+  smaller iteration;
 - its outgoing links are copied to the survivor, incoming links re-pointed, links that became self-loops
   only through the merge are dropped;
 - ``topic_merged_stories_map`` records every merge (source → target, reason), seed and fetch rows are
@@ -40,6 +42,7 @@ from topicmap.dedup.simhash import (
 )
 from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, utc
+from topicmap.store.version_stories import in_current_version, version_story_ids
 from topicmap.web.urls import normalize_url_lossy
 
 #: bump when the simhash features change: stored fingerprints of an older version are recomputed
@@ -82,7 +85,8 @@ STORY_FRAME_COLUMNS = [
 def _story_frame(
     conn: Connection, topics_id: int | None = None, media_ids: list[int] | None = None
 ) -> pd.DataFrame:
-    """Stories as the dedup planners want them: the topic's live stories (with their iteration), or all
+    """Stories as the dedup planners want them: the live stories of the topic's current version (with their
+    iteration), or all
     stories of some media (the candidates a duplicate medium's stories may merge into)."""
     ts, st, media = s.topic_stories, s.stories, s.media
     columns = [
@@ -99,7 +103,7 @@ def _story_frame(
     names = list(STORY_FRAME_COLUMNS)
     if topics_id is not None:
         query = query.add_columns(ts.c.iteration).join(ts, ts.c.stories_id == st.c.stories_id)
-        query = query.where(ts.c.topics_id == topics_id)
+        query = query.where(in_current_version(topics_id))
         names.append("iteration")
     if media_ids is not None:
         query = query.where(st.c.media_id.in_(media_ids))
@@ -110,19 +114,24 @@ def _story_frame(
 
 
 def topic_stories_frame(conn: Connection, topics_id: int) -> pd.DataFrame:
-    """The topic's live stories with their medium (as stored), title, url, date, text length, iteration."""
+    """The live stories of the topic's current version with their medium (as stored), title, url, date, text
+    length, iteration."""
     return _story_frame(conn, topics_id=topics_id)
 
 
 def cross_media_link_count(conn: Connection, topics_id: int) -> int:
-    """Distinct (source, ref) topic links between stories of different final media: what snapshots count."""
+    """Distinct (source, ref) topic links between stories of the topic's current version in different final
+    media: what snapshots count."""
     tl, st = s.topic_links, s.stories
     ref = st.alias("ref")
+    in_version = version_story_ids(topics_id)
     rows = conn.execute(
         select(tl.c.stories_id, tl.c.ref_stories_id, st.c.media_id, ref.c.media_id)
         .join(st, st.c.stories_id == tl.c.stories_id)
         .join(ref, ref.c.stories_id == tl.c.ref_stories_id)
-        .where(tl.c.topics_id == topics_id)
+        .where(
+            tl.c.topics_id == topics_id, tl.c.stories_id.in_(in_version), tl.c.ref_stories_id.in_(in_version)
+        )
     ).all()
     final = resolve_dup_media(dict(conn.execute(select(s.media.c.media_id, s.media.c.dup_media_id)).all()))
     return len({(a, b) for a, b, ma, mb in rows if final.get(ma, ma) != final.get(mb, mb)})
@@ -276,9 +285,11 @@ def _apply_merges(
         return
     ts, tl = s.topic_stories, s.topic_links
     final = resolve_merge_map(merges)
-    iterations = dict(
-        conn.execute(select(ts.c.stories_id, ts.c.iteration).where(ts.c.topics_id == topics_id)).all()
-    )
+    rows = conn.execute(
+        select(ts.c.stories_id, ts.c.iteration, ts.c.left_version).where(ts.c.topics_id == topics_id)
+    ).all()
+    iterations = {row.stories_id: row.iteration for row in rows}
+    outside_version = {row.stories_id for row in rows if row.left_version is not None}
     now = now_utc()
     for source, target in sorted(final.items()):
         if source not in iterations:
@@ -303,6 +314,14 @@ def _apply_merges(
             .where(ts.c.topics_id == topics_id, ts.c.stories_id == target, ts.c.iteration > iteration)
             .values(iteration=iteration)
         )
+        if source not in outside_version and target in outside_version:
+            # the survivor stands for a story of the current version: a copy that had left it is back in it
+            conn.execute(
+                update(ts)
+                .where(ts.c.topics_id == topics_id, ts.c.stories_id == target)
+                .values(left_version=None)
+            )
+            outside_version.discard(target)
         iterations[target] = iteration
         outgoing = (
             conn.execute(

@@ -1,7 +1,7 @@
 """Which topics' snapshots are stale: the newest snapshot of a topic against the newest change of what it reads.
 
-A snapshot reads the topic's stories, the merges dedup recorded, the stories' Bit.ly clicks and their Facebook
-statistics. When any of them changed after the topic's newest completed snapshot, the snapshot is stale (the
+A snapshot reads the stories of the topic's current version, the merges dedup recorded, the stories' Bit.ly
+clicks and their Facebook statistics. When any of them changed after the topic's newest completed snapshot, the snapshot is stale (the
 ``weekly_snapshots`` schedule and the ``snapshot_refresh`` sensor request a new one); a topic with no snapshot
 yet needs one.
 """
@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
+from topicmap.store.version_stories import version_story_ids
 
 
 @dataclass(frozen=True)
@@ -57,10 +58,11 @@ def topic_freshness(store: TopicStore, topic: str) -> TopicFreshness | None:
         ).first()
         if row is None:
             return None
-        story_ids = select(ts.c.stories_id).where(ts.c.topics_id == row.topics_id)
+        story_ids = version_story_ids(row.topics_id)
         clicks = s.bitly_clicks_total
         stats = s.story_statistics
         merged = s.topic_merged_stories_map
+        versions = s.topic_versions
         snapshot_at = conn.execute(
             select(func.max(snap.c.snapshot_date)).where(
                 snap.c.topics_id == row.topics_id, snap.c.state == "completed"
@@ -84,6 +86,12 @@ def topic_freshness(store: TopicStore, topic: str) -> TopicFreshness | None:
             _utc(
                 conn.execute(
                     select(func.max(merged.c.merged_at)).where(merged.c.topics_id == row.topics_id)
+                ).scalar_one()
+            ),
+            # a new version's stories judged again: some left it, or came back
+            _utc(
+                conn.execute(
+                    select(func.max(versions.c.judged_at)).where(versions.c.topics_id == row.topics_id)
                 ).scalar_one()
             ),
         ]

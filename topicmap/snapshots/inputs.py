@@ -31,6 +31,7 @@ from topicmap.snapshots.timespans import Timespan, build_timespans
 from topicmap.store import schema as s
 from topicmap.store.media_tags import declared_media_tags
 from topicmap.store.topic_store import StoreError, TopicStore, utc
+from topicmap.store.version_stories import in_current_version
 
 #: ids per IN list (one every database takes)
 _CHUNK = 500
@@ -253,7 +254,7 @@ def _read_topic(conn: Connection, topics_id: int, config: dict[str, Any]) -> dic
         )
         .join(ts, ts.c.stories_id == st.c.stories_id)
         # the stories of the topic's current version: one that left it when the topic changed is not counted
-        .where(ts.c.topics_id == topics_id, ts.c.left_version.is_(None))
+        .where(in_current_version(topics_id))
         .order_by(st.c.stories_id)
     ).all()
     story_ids = _int64([r[0] for r in story_rows])
@@ -386,12 +387,12 @@ def _read_statistics(conn: Connection, topics_id: int, story_ids: np.ndarray) ->
     facebook = conn.execute(
         select(ss.c.stories_id, ss.c.facebook_share_count)
         .join(ts, ts.c.stories_id == ss.c.stories_id)
-        .where(ts.c.topics_id == topics_id)
+        .where(in_current_version(topics_id))
     ).all()
     clicks = conn.execute(
         select(bc.c.stories_id, bc.c.clicks_3d, bc.c.clicks_30d)
         .join(ts, ts.c.stories_id == bc.c.stories_id)
-        .where(ts.c.topics_id == topics_id)
+        .where(in_current_version(topics_id))
     ).all()
     shares = pd.DataFrame(
         {

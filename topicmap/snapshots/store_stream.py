@@ -31,6 +31,7 @@ from topicmap.snapshots.timespans import build_timespans
 from topicmap.store import schema as s
 from topicmap.store.media_tags import declared_media_tags
 from topicmap.store.topic_store import TopicStore, utc
+from topicmap.store.version_stories import in_current_version
 
 
 def stream_rows(
@@ -79,7 +80,7 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
     )
 
     # the stories of the topic's current version (topicmap.topics.versions), as read_snapshot_inputs reads them
-    current = and_(ts.c.topics_id == topics_id, ts.c.left_version.is_(None))
+    current = in_current_version(topics_id)
 
     def stories() -> Iterator[pa.RecordBatch]:
         query = (
@@ -176,7 +177,7 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
         query = (
             select(nd.c.stories_id, nd.c.group_stories_id)
             .join(ts, and_(ts.c.stories_id == nd.c.stories_id, ts.c.topics_id == nd.c.topics_id))
-            .where(nd.c.topics_id == topics_id, ts.c.left_version.is_(None))
+            .where(nd.c.topics_id == topics_id, in_current_version(topics_id))
         )
         for rows in stream_rows(store, query, batch_rows):
             yield pa.record_batch(
@@ -192,11 +193,7 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
 def topic_rows(store: TopicStore, topics_id: int) -> int:
     """The topic's stories + resolved links: what decides whether it is read in batches."""
     with store.engine.connect() as conn:
-        stories = conn.execute(
-            select(func.count()).where(
-                s.topic_stories.c.topics_id == topics_id, s.topic_stories.c.left_version.is_(None)
-            )
-        ).scalar_one()
+        stories = conn.execute(select(func.count()).where(in_current_version(topics_id))).scalar_one()
         links = conn.execute(
             select(func.count()).where(
                 s.topic_links.c.topics_id == topics_id, s.topic_links.c.ref_stories_id.is_not(None)
@@ -296,7 +293,7 @@ def _live_story_ids(store: TopicStore, topics_id: int, batch_rows: int) -> np.nd
     merged = select(mg.c.source_stories_id).where(mg.c.topics_id == topics_id)
     query = (
         select(ts.c.stories_id)
-        .where(ts.c.topics_id == topics_id, ts.c.left_version.is_(None), ts.c.stories_id.not_in(merged))
+        .where(in_current_version(topics_id), ts.c.stories_id.not_in(merged))
         .order_by(ts.c.stories_id)
     )
     parts = [_int64([r[0] for r in rows]) for rows in stream_rows(store, query, batch_rows)]
@@ -313,7 +310,7 @@ def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
         s.topic_near_dup_groups,
     )
     merged = select(mg.c.source_stories_id).where(mg.c.topics_id == topics_id)
-    live = and_(ts.c.topics_id == topics_id, ts.c.left_version.is_(None), ts.c.stories_id.not_in(merged))
+    live = and_(in_current_version(topics_id), ts.c.stories_id.not_in(merged))
     with store.engine.connect() as conn:
         reasons = dict(
             conn.execute(
@@ -321,9 +318,7 @@ def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
             ).all()
         )
         still_listed = conn.execute(
-            select(func.count()).where(
-                ts.c.topics_id == topics_id, ts.c.left_version.is_(None), ts.c.stories_id.in_(merged)
-            )
+            select(func.count()).where(in_current_version(topics_id), ts.c.stories_id.in_(merged))
         ).scalar_one()
         on_dups = conn.execute(
             select(func.count(), func.count(func.distinct(st.c.media_id)))
@@ -344,7 +339,7 @@ def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
         groups = conn.execute(
             select(func.count(func.distinct(nd.c.group_stories_id)), func.count())
             .select_from(nd.join(ts, in_topic))
-            .where(nd.c.topics_id == topics_id, ts.c.left_version.is_(None), nd.c.stories_id.not_in(merged))
+            .where(nd.c.topics_id == topics_id, in_current_version(topics_id), nd.c.stories_id.not_in(merged))
         ).one()
         iteration = conn.execute(
             select(func.max(s.topic_spider_metrics.c.iteration)).where(

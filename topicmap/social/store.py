@@ -2,7 +2,9 @@
 
 Click totals are kept per story in ``bitly_clicks_total`` and partitioned by *publication day*: the UTC day of
 :func:`topicmap.social.clicks.story_timestamp` (the publish date, or the collect date when the publish date is missing,
-before 2008 or in the future). Only topic stories (in ``topic_stories`` for at least one topic) are measured.
+before 2008 or in the future). Only topic stories are measured: those in the current version of at least one
+topic (``topicmap.store.version_stories``; a story that left every topic's version keeps its figures, no longer
+fetched or exported).
 The same timestamp rule is written once in Python (:func:`topicmap.social.clicks.story_timestamp`) and once in SQL
 (:func:`story_timestamp_sql`) so the sensors can group a whole table by day without loading it; the Python rule
 re-checks every row the SQL selects.
@@ -50,6 +52,7 @@ from topicmap.social.facebook import EngagementResult, never_works_reason
 from topicmap.social.refetch import DayCandidate, day_start
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, decompress_page, topicmap_home, utc
+from topicmap.store.version_stories import any_version_story_ids, in_current_version, version_story_ids
 from topicmap.web.urls import (
     fix_common_url_mistakes,
     is_homepage_url,
@@ -87,10 +90,6 @@ def _as_date(value: Any) -> date:
     if isinstance(value, date):
         return value
     return date.fromisoformat(str(value)[:10])
-
-
-def _topic_story_ids() -> Any:
-    return select(s.topic_stories.c.stories_id).distinct()
 
 
 def _in_days(timestamp: ColumnElement[Any], first_day: date, last_day: date) -> ColumnElement[bool]:
@@ -143,7 +142,7 @@ def days_lacking_stage(
             )
         )
         .where(
-            st.c.stories_id.in_(_topic_story_ids()),
+            st.c.stories_id.in_(any_version_story_ids()),
             _in_days(timestamp, first_day, last_day),
             or_(b.c.stories_id.is_(None), fetched.is_(None), merged_since),
         )
@@ -160,7 +159,7 @@ def topic_story_days(store: TopicStore, now: datetime) -> list[date]:
     """Every publication day that has topic stories, oldest first (what a full backfill would cover)."""
     timestamp = story_timestamp_sql(now)
     day = _day_sql(store.dialect, timestamp).label("day")
-    query = select(day).where(s.stories.c.stories_id.in_(_topic_story_ids())).group_by(day).order_by(day)
+    query = select(day).where(s.stories.c.stories_id.in_(any_version_story_ids())).group_by(day).order_by(day)
     with store.engine.connect() as conn:
         return [_as_date(value) for value in conn.execute(query).scalars()]
 
@@ -171,7 +170,7 @@ def topic_story_timestamps(store: TopicStore, now: datetime) -> dict[str, dateti
     st, m = s.stories, s.topic_merged_stories_map
     query = select(st.c.url, st.c.publish_date, st.c.collect_date).where(
         or_(
-            st.c.stories_id.in_(_topic_story_ids()),
+            st.c.stories_id.in_(any_version_story_ids()),
             st.c.stories_id.in_(select(m.c.source_stories_id).distinct()),
         )
     )
@@ -302,7 +301,7 @@ def click_stories(store: TopicStore, first_day: date, last_day: date, now: datet
     timestamp = story_timestamp_sql(now)
     query = (
         select(st.c.stories_id, st.c.url, st.c.publish_date, st.c.collect_date)
-        .where(st.c.stories_id.in_(_topic_story_ids()), _in_days(timestamp, first_day, last_day))
+        .where(st.c.stories_id.in_(any_version_story_ids()), _in_days(timestamp, first_day, last_day))
         .order_by(st.c.stories_id)
     )
     stories: list[ClickStory] = []
@@ -461,7 +460,7 @@ def click_rows(store: TopicStore, first_day: date, last_day: date) -> list[dict[
             b.c.publish_day >= first_day,
             b.c.publish_day <= last_day,
             # a story merged into another counts there (its row stays, as the story does, but is not exported)
-            b.c.stories_id.in_(_topic_story_ids()),
+            b.c.stories_id.in_(any_version_story_ids()),
         )
         .order_by(b.c.publish_day, b.c.stories_id)
     )
@@ -538,7 +537,7 @@ def clicks_30d_below_3d(store: TopicStore, limit: int = 50) -> tuple[int, list[d
         b.c.clicks_30d.is_not(None),
         b.c.clicks_3d.is_not(None),
         b.c.clicks_30d < b.c.clicks_3d,
-        b.c.stories_id.in_(_topic_story_ids()),
+        b.c.stories_id.in_(any_version_story_ids()),
     )
     with store.engine.connect() as conn:
         count = int(conn.execute(select(func.count()).select_from(b).where(condition)).scalar_one())
@@ -566,10 +565,10 @@ def facebook_url_never_works(url: str | None) -> bool:
 def stories_needing_statistics(
     store: TopicStore, topics_id: int, retry_errors_before: datetime
 ) -> list[dict[str, Any]]:
-    """The topic's stories to ask Facebook about: those without statistics, and those whose last attempt was a
-    soft failure collected before ``retry_errors_before`` (a URL nobody had shared may be shared since) — unless
-    the URL can never work. Rows ``{"stories_id", "url"}`` by id."""
-    st, ts, ss = s.stories, s.topic_stories, s.story_statistics
+    """The stories of the topic's current version to ask Facebook about: those without statistics, and those
+    whose last attempt was a soft failure collected before ``retry_errors_before`` (a URL nobody had shared may
+    be shared since) — unless the URL can never work. Rows ``{"stories_id", "url"}`` by id."""
+    st, ss = s.stories, s.story_statistics
     retry = and_(
         ss.c.facebook_api_error.is_not(None),
         or_(ss.c.facebook_api_collect_date.is_(None), ss.c.facebook_api_collect_date < retry_errors_before),
@@ -578,7 +577,7 @@ def stories_needing_statistics(
         select(st.c.stories_id, st.c.url, ss.c.stories_id.label("has_row"))
         .select_from(st.outerjoin(ss, ss.c.stories_id == st.c.stories_id))
         .where(
-            st.c.stories_id.in_(select(ts.c.stories_id).where(ts.c.topics_id == topics_id)),
+            st.c.stories_id.in_(version_story_ids(topics_id)),
             or_(ss.c.stories_id.is_(None), retry),
         )
         .order_by(st.c.stories_id)
@@ -599,7 +598,7 @@ def stories_awaiting_statistics(store: TopicStore, topics_id: int) -> tuple[int,
     query = (
         select(func.count(), func.max(ts.c.stories_id))
         .select_from(ts.outerjoin(ss, ss.c.stories_id == ts.c.stories_id))
-        .where(ts.c.topics_id == topics_id, ss.c.stories_id.is_(None))
+        .where(in_current_version(topics_id), ss.c.stories_id.is_(None))
     )
     with store.engine.connect() as conn:
         count, newest = conn.execute(query).one()
@@ -631,7 +630,7 @@ def upsert_story_statistics(store: TopicStore, results: Iterable[tuple[int, Enga
 def statistics_summary(store: TopicStore, topics_id: int) -> dict[str, int]:
     """Counts and totals of the topic's Facebook statistics."""
     ts, ss = s.topic_stories, s.story_statistics
-    in_topic = ss.c.stories_id.in_(select(ts.c.stories_id).where(ts.c.topics_id == topics_id))
+    in_topic = ss.c.stories_id.in_(version_story_ids(topics_id))
     with store.engine.connect() as conn:
         row = conn.execute(
             select(
@@ -643,7 +642,7 @@ def statistics_summary(store: TopicStore, topics_id: int) -> dict[str, int]:
             ).where(in_topic)
         ).one()
         topic_stories = conn.execute(
-            select(func.count(func.distinct(ts.c.stories_id))).where(ts.c.topics_id == topics_id)
+            select(func.count(func.distinct(ts.c.stories_id))).where(in_current_version(topics_id))
         ).scalar_one()
     summary = {key: int(value) for key, value in row._mapping.items()}
     summary["topic_stories"] = int(topic_stories)
@@ -652,7 +651,7 @@ def statistics_summary(store: TopicStore, topics_id: int) -> dict[str, int]:
 
 def statistics_rows(store: TopicStore, topics_id: int, limit: int = 20) -> list[dict[str, Any]]:
     """The topic's statistics with story URLs, most shared first (a preview)."""
-    ts, ss, st = s.topic_stories, s.story_statistics, s.stories
+    ss, st = s.story_statistics, s.stories
     query = (
         select(
             ss.c.stories_id,
@@ -663,7 +662,7 @@ def statistics_rows(store: TopicStore, topics_id: int, limit: int = 20) -> list[
             ss.c.facebook_api_error,
         )
         .join(st, st.c.stories_id == ss.c.stories_id)
-        .where(ss.c.stories_id.in_(select(ts.c.stories_id).where(ts.c.topics_id == topics_id)))
+        .where(ss.c.stories_id.in_(version_story_ids(topics_id)))
         .order_by(ss.c.facebook_share_count.desc().nulls_last(), ss.c.stories_id)
         .limit(limit)
     )

@@ -27,6 +27,7 @@ from sqlalchemy import Connection, Row, Select, and_, bindparam, func, select, t
 from topicmap.spider.claims import claim_keys
 from topicmap.store import schema as s
 from topicmap.store.topic_store import SPIDER_SOURCE, NewStory, TopicStore, chunks, now_utc, utc
+from topicmap.store.version_stories import in_current_version
 
 # The states of a topic_fetch_urls row, as Media Cloud's fetch_link names them; "python error" is Media Cloud's
 # name for a bug.
@@ -165,7 +166,7 @@ class SpiderStore:
                 ).scalar_one()
             iterations_done = self._iterations_done(conn)
             unmined = conn.execute(
-                select(func.count()).where(ts.c.topics_id == self.topics_id, ts.c.link_mined.is_(False))
+                select(func.count()).where(in_current_version(self.topics_id), ts.c.link_mined.is_(False))
             ).scalar_one()
             seed_counts = dict(
                 conn.execute(
@@ -346,9 +347,7 @@ class SpiderStore:
             found.update(
                 conn.execute(
                     select(ts.c.stories_id).where(
-                        ts.c.topics_id == self.topics_id,
-                        ts.c.stories_id.in_(chunk),
-                        ts.c.left_version.is_(None),
+                        in_current_version(self.topics_id), ts.c.stories_id.in_(chunk)
                     )
                 ).scalars()
             )
@@ -517,13 +516,14 @@ class SpiderStore:
         )
 
     def unmined_stories(self) -> list[Row]:
-        """Topic stories whose links are not mined yet (stories_id, iteration, url, publish_date), by id."""
+        """Stories of the topic's current version whose links are not mined yet (stories_id, iteration, url,
+        publish_date), by id: one that left the version is mined if it comes back."""
         ts, st = s.topic_stories, s.stories
         with self.store.engine.connect() as conn:
             return conn.execute(
                 select(ts.c.stories_id, ts.c.iteration, st.c.url, st.c.publish_date)
                 .join(st, st.c.stories_id == ts.c.stories_id)
-                .where(ts.c.topics_id == self.topics_id, ts.c.link_mined.is_(False))
+                .where(in_current_version(self.topics_id), ts.c.link_mined.is_(False))
                 .order_by(ts.c.stories_id)
             ).all()
 

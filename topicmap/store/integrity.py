@@ -21,6 +21,7 @@ from sqlalchemy import Connection, and_, case, func, or_, select
 
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, now_utc, utc
+from topicmap.store.version_stories import in_current_version
 
 #: rows of each finding kept as examples (all are counted)
 MAX_EXAMPLES = 50
@@ -244,15 +245,16 @@ def media_pointing_to_duplicates(store: TopicStore) -> Finding:
 
 
 def topic_stories_in_duplicate_media(store: TopicStore, topics: Sequence[str] | None) -> Finding:
-    """Topic stories whose medium is a duplicate (``dup_media_id`` set): media dedup merges or moves every one of
-    them into the final medium, so after it none is left."""
+    """Stories of a topic's current version whose medium is a duplicate (``dup_media_id`` set): media dedup merges
+    or moves every one of them into the final medium, so after it none is left (a story that left the version is
+    not deduplicated)."""
     finding = Finding()
     ts, st, media = s.topic_stories, s.stories, s.media
     with store.engine.connect() as conn:
         names = topic_ids(conn, topics, finding)
         if not names:
             return finding
-        scope = ts.c.topics_id.in_(list(names))
+        scope = and_(ts.c.topics_id.in_(list(names)), in_current_version(ts.c.topics_id))
         finding.checked = int(conn.execute(select(func.count()).where(scope)).scalar_one())
         rows = conn.execute(
             select(ts.c.topics_id, st.c.stories_id, st.c.url, media.c.name, media.c.dup_media_id)
@@ -327,10 +329,11 @@ def near_duplicate_groups_inconsistent(store: TopicStore, topics: Sequence[str] 
 def stories_without_cluster(
     store: TopicStore, topics: Sequence[str] | None, min_stories: int, home: Path
 ) -> Finding:
-    """Per topic clustered at once (``exports/clusters/{topic}/overall``): topic stories missing from its
-    ``stories.parquet``, stories there without a cluster or with a cluster ``clusters.parquet`` does not list, and
-    a topic with at least ``min_stories`` stories but no clustering written. Stories missing mean the clustering
-    predates the topic's latest stories (re-materialize ``clusters``); a bad label means a broken file."""
+    """Per topic clustered at once (``exports/clusters/{topic}/overall``): stories of the topic's current version
+    missing from its ``stories.parquet``, stories there without a cluster or with a cluster ``clusters.parquet``
+    does not list, and a topic with at least ``min_stories`` stories but no clustering written. Stories missing
+    mean the clustering predates the topic's latest stories (re-materialize ``clusters``); a bad label means a
+    broken file."""
     import pyarrow.parquet as pq  # with the check, not with the module
 
     finding = Finding()
@@ -338,7 +341,9 @@ def stories_without_cluster(
     with store.engine.connect() as conn:
         names = topic_ids(conn, topics, finding)
         members = {
-            topics_id: set(conn.execute(select(ts.c.stories_id).where(ts.c.topics_id == topics_id)).scalars())
+            topics_id: set(
+                conn.execute(select(ts.c.stories_id).where(in_current_version(topics_id))).scalars()
+            )
             for topics_id in names
         }
     for topics_id, name in names.items():

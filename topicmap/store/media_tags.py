@@ -39,6 +39,7 @@ from topicmap.store import schema as s
 from topicmap.store.names import StoreError
 from topicmap.store.tag_names import tag_problem, tag_set_problem
 from topicmap.store.topic_store import TopicStore, chunks
+from topicmap.store.version_stories import in_current_version
 from topicmap.web.urls import normalize_url_lossy
 
 MEDIA_TAGS_COLUMNS: tuple[str, ...] = ("medium_url", "tag_set", "tag")
@@ -430,7 +431,7 @@ def topic_tag_coverage(store: TopicStore, topics_id: int) -> TopicTagCoverage:
             for (m,) in conn.execute(
                 select(s.stories.c.media_id)
                 .join(s.topic_stories, s.topic_stories.c.stories_id == s.stories.c.stories_id)
-                .where(s.topic_stories.c.topics_id == topics_id)
+                .where(in_current_version(topics_id))
             )
         ]
         tags = final_media_tags(conn)
