@@ -78,7 +78,8 @@ def last_seeding(instance: dg.DagsterInstance, topic: str) -> "tuple[bool, Archi
         "open-ended topic gains each day); `archive_scan` records what it read. A `respider` declaration, or "
         "dates that widened, has the links of the stories concerned mined again (`respidered_stories`). A changed "
         "query, dates or seed lists start the topic's next version (`topic_versions`): its stories are judged "
-        "again and those no longer matching leave the version (`stories_left_version`), nothing deleted."
+        "again and those no longer matching its query or dated outside its dates leave the version "
+        "(`stories_left_version`, `stories_outside_dates`), nothing deleted."
     ),
 )
 def seeds(
@@ -161,6 +162,7 @@ def seeds(
                 {
                     "stories_left_version": rejudged.left,
                     "stories_back_in_version": rejudged.back,
+                    "stories_outside_dates": rejudged.outside_dates,
                     "rejudged": dg.MetadataValue.text(rejudged.summary()),
                 }
                 if rejudged is not None

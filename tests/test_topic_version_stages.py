@@ -87,6 +87,59 @@ def left_versions(store: TopicStore, topics_id: int) -> dict[int, int | None]:
         )
 
 
+# ----------------------------------------------------------------------------------------------- dates
+
+
+JANUARY = "https://news.example.com/2026/01/10/climate-talks"
+LATE_JANUARY = "https://news.example.com/2026/01/27/climate-week"  # within 7 days of 1 February
+FEBRUARY = "https://news.example.com/2026/02/10/climate-plan"
+UNDATED = "https://news.example.com/about/climate"
+OLD = "https://archive.example.org/2019/05/01/climate-report"  # a page the spider found: no version reached 2019
+
+
+def test_narrowed_dates_send_stories_out_and_widened_dates_bring_them_back(store: TopicStore) -> None:
+    topics_id, ids = topic_with(
+        store,
+        [
+            story(JANUARY, "Climate talks", "The climate talks opened.", at(2026, 1, 10)),
+            story(LATE_JANUARY, "Climate week", "The climate week began.", at(2026, 1, 27)),
+            story(FEBRUARY, "Climate plan", "The climate plan was announced.", at(2026, 2, 10)),
+            story(UNDATED, "About climate", "A climate page without a date.", None),
+            story(OLD, "Climate report", "An old climate report.", at(2019, 5, 1)),
+        ],
+    )
+
+    narrowed = new_version(store, topics_id, start_date=date(2026, 2, 1), end_date=date(2026, 3, 31))
+    assert (narrowed.left, narrowed.outside, narrowed.outside_dates) == (1, 1, 1)
+    # out: the January story (its day more than 7 days before the new start); in: the undated page, the story of
+    # 27 January (Media Cloud's 7 days), and the 2019 page that no version's dates ever covered
+    assert left_versions(store, topics_id) == {
+        ids[JANUARY]: 2,
+        ids[LATE_JANUARY]: None,
+        ids[FEBRUARY]: None,
+        ids[UNDATED]: None,
+        ids[OLD]: None,
+    }
+
+    # another query, the same dates: the January story stays out (its date still excludes it)
+    requeried = new_version(
+        store, topics_id, query="climate OR storm", start_date=date(2026, 2, 1), end_date=date(2026, 3, 31)
+    )
+    assert (requeried.back, requeried.outside_dates) == (0, 1)
+    assert left_versions(store, topics_id)[ids[JANUARY]] == 2
+
+    # the dates widened again: it matches the query, so it is back; the archive kept it all along
+    widened = new_version(store, topics_id, query="climate OR storm")
+    assert (widened.back, widened.outside, widened.outside_dates) == (1, 0, 0)
+    assert set(left_versions(store, topics_id).values()) == {None}
+
+    # a story outside both the query and the dates counts as not matching the query
+    moved = new_version(
+        store, topics_id, query="storm", start_date=date(2026, 2, 1), end_date=date(2026, 3, 31)
+    )
+    assert (moved.outside, moved.outside_dates) == (5, 0)
+
+
 # ----------------------------------------------------------------------------------------------- stages
 
 

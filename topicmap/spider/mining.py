@@ -17,7 +17,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, Row
 
-from topicmap.spider.respider import mining_window
+from topicmap.spider.respider import mining_window, within_window
 from topicmap.spider.store import SpiderStore, error_text
 from topicmap.store import schema as s
 from topicmap.store.topic_store import chunks, utc
@@ -77,9 +77,7 @@ class LinkMiner:
         topic's dates have no end)."""
         if publish_date is None:
             return True
-        day = utc(publish_date).date()
-        first, last = mining_window(self.topic)
-        return first <= day and (last is None or day <= last)
+        return within_window(utc(publish_date).date(), mining_window(self.topic))
 
     def mine_batch(self, conn: Connection, stories: list[StoryLinks]) -> int:
         """Record the stories' links as topic links, queue them for the next iteration (within

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from typing import Protocol
 
 from sqlalchemy import Connection
 
@@ -34,10 +35,24 @@ Window = tuple[date, date | None]  # first and last day; None: no end (an open-e
 Days = tuple[date | None, date | None]  # inclusive; None: no bound on that side
 
 
-def mining_window(topic: TopicConfig) -> Window:
+class Dated(Protocol):
+    """A topic's dates: its declaration (``TopicConfig``) or one of its versions (``TopicVersion``)."""
+
+    @property
+    def start_date(self) -> date: ...
+
+    @property
+    def end_date(self) -> date | None: ...  # None: open-ended
+
+
+def mining_window(topic: Dated) -> Window:
     """The days whose stories have their links mined: the topic's dates ± 7 days (no end if open-ended)."""
     margin = timedelta(days=MINING_MARGIN_DAYS)
     return topic.start_date - margin, None if topic.end_date is None else topic.end_date + margin
+
+
+def within_window(day: date, window: Window) -> bool:
+    return window[0] <= day and (window[1] is None or day <= window[1])
 
 
 def window_text(window: Window) -> str:
