@@ -19,6 +19,8 @@ from topicmap.dedup.store import (
     merge_duplicate_media,
     merge_duplicate_stories,
 )
+from topicmap.snapshots.inputs import read_snapshot_inputs
+from topicmap.snapshots.key import SnapshotOptions, snapshot_key
 from topicmap.social.store import click_stories, stories_awaiting_statistics, stories_needing_statistics
 from topicmap.spider.rejudge import RejudgeReport, rejudge_topic
 from topicmap.spider.store import SpiderStore
@@ -252,3 +254,18 @@ def test_dedup_reads_the_version_and_a_survivor_joins_it(store: TopicStore) -> N
     # near-duplicates are grouped among the version's stories: the copy that left is in no group
     groups = find_near_duplicates(store, topics_id)
     assert groups.stories == version_story_count(store, topics_id) == 2
+
+
+# ----------------------------------------------------------------------------------------------- snapshot key
+
+
+def test_a_topics_first_version_keeps_the_key_of_a_snapshot_built_before_it(store: TopicStore) -> None:
+    """A topic from a store older than versions, snapshotted before its first seeding records version 1, is not
+    snapshotted again for that alone; a later version is a snapshot of its own."""
+    topic_with(store, [story(url, "Climate", "Climate story.", at(2026, 2, 3)) for url in CLIMATE])
+    inputs = read_snapshot_inputs(store, "weather")
+    assert inputs.topic_version == 1
+    keys = {
+        v: snapshot_key(dataclasses.replace(inputs, topic_version=v), SnapshotOptions()) for v in (None, 1, 2)
+    }
+    assert keys[None] == keys[1] != keys[2]

@@ -134,7 +134,10 @@ def snapshot_key(inputs: SnapshotInputs, options: SnapshotOptions) -> str:
     part("topic", canonical({"name": inputs.topic_name, "config": json.loads(inputs.config_json)}))
     part("options", canonical(options.as_dict()))
     part("iteration", canonical(inputs.iteration))
-    part("topic_version", canonical(inputs.topic_version))
+    if inputs.topic_version not in (None, 1):
+        # a topic's first version holds the settings and stories it had before versions were recorded: a topic
+        # from an older store, snapshotted before its first seeding records that version, keeps its key then
+        part("topic_version", canonical(inputs.topic_version))
     part("dedup", canonical(inputs.dedup_state))
     for name, frame in inputs.frames():
         part(f"frame:{name}", canonical(list(frame.columns)))
