@@ -92,7 +92,7 @@ class SnapshotInputs:
 
 def resolve_chains(sources: np.ndarray, targets: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Follow ``source -> target`` chains to their ends, vectorized (pointer doubling: log2(longest chain)
-    rounds of array lookups instead of one query per medium as ``TopicStore.final_medium`` does).
+    rounds of array lookups instead of one query per medium as ``TopicStore.media.final_medium`` does).
 
     Returns ``(sorted sources, final target of each)``. A target that is not itself a source is final. A
     repeated source or a cycle raises ``StoreError`` naming the ids (``what`` says which map it is).

@@ -2,8 +2,9 @@
 
 - ``schema``: every table and column with the schema version that introduced it; ``upgrade``: the in-place
   upgrade to a version.
-- ``topic_store``: ``TopicStore`` (the engine, opening and upgrading, the writes every stage shares: media, stories,
+- ``topic_store``: ``TopicStore`` (the engine, opening and upgrading, the writes every stage shares: stories,
   topics, seeds), the idempotent-write helpers (``insert_ignore``, ``upsert``) and page compression.
+- ``media``: the medium of a story URL and the end of a duplicate-media chain (``TopicStore.media``).
 - ``names``: where the store lives (``topicmap_home``) and its error (``StoreError``), free of SQLAlchemy.
 - ``throttle``: the politeness intervals the fetchers share through the store.
 
