@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_snapshot_store.py [--stories 100000] [--links 1000000]
 
-The synthetic topic of benchmarks/bench_snapshot.py (same seed) is written into a fresh SQLite store, with
+The synthetic topic of benchmarks/synthetic_topic.py (same seed) is written into a fresh SQLite store, with
 dedup's traces added: 10 % of the media are duplicates (``dup_media_id``, some in chains of two), 1 % of the
 stories were merged away (in ``topic_merged_stories_map``, no longer topic stories, still named by links),
 near-duplicate groups, Facebook and Bit.ly statistics, one spider metrics row. Links to stories outside the
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_snapshot import CUSTOM, TOPIC_END, TOPIC_START, synthetic_topic  # noqa: E402
+from synthetic_topic import CUSTOM, TOPIC_END, TOPIC_START, synthetic_topic  # noqa: E402
 
 from topicmap.store.topic_store import TopicStore  # noqa: E402
 from topicmap.topics.declarations import CustomTimespan, TopicConfig  # noqa: E402
