@@ -14,7 +14,6 @@ asks them, and applies the answer in place, in one transaction per topic, idempo
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 from collections import Counter
 from dataclasses import dataclass, field
@@ -129,16 +128,6 @@ def cross_media_link_count(conn: Connection, topics_id: int) -> int:
 
 
 # --------------------------------------------------------------------------------------------- media
-
-
-def media_dups_digest(path: str | Path | None) -> str | None:
-    """sha256 of the duplicate-media list as stored (None when there is no list): what says it changed."""
-    if path is None:
-        return None
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except FileNotFoundError:
-        return None
 
 
 def read_media_dups_csv(path: str | Path) -> tuple[list[tuple[str, str]], list[str]]:
