@@ -368,7 +368,3 @@ class FingerprintCatalog:
             )
         )
         return value, matches[:limit]
-
-    def stored_story_count(self) -> int:
-        with self.store.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(s.stories)).scalar_one())

@@ -188,7 +188,7 @@ class TopicStore:
         self.engine = engine
         self._checkpointer = checkpointer  # SQLite: WAL checkpoints off the committing thread
         self.dialect = engine.dialect.name
-        # INSERT ... ON CONFLICT statements by (table, keys, returning, update): built once, so SQLAlchemy's
+        # INSERT ... ON CONFLICT statements by (table, keys, update): built once, so SQLAlchemy's
         # compiled-statement cache is hit without recomputing the statement's cache key on every call.
         self._statements: dict[tuple, Any] = {}
         # Whether `stories` has the schema-6 reading columns (a store opened without upgrading may not).
@@ -274,12 +274,10 @@ class TopicStore:
 
     # ------------------------------------------------------------------ idempotent writes
 
-    def _on_conflict(
-        self, table: Table, keys: Sequence[str], returning: Sequence[str] = (), update: Sequence[str] = ()
-    ) -> Any:
+    def _on_conflict(self, table: Table, keys: Sequence[str], update: Sequence[str] = ()) -> Any:
         """INSERT into ``table`` that skips rows clashing on ``keys`` (or overwrites their ``update``
-        columns), handing back the ``returning`` columns of the rows it wrote."""
-        cache_key = (table.fullname, tuple(keys), tuple(returning), tuple(update))
+        columns)."""
+        cache_key = (table.fullname, tuple(keys), tuple(update))
         stmt = self._statements.get(cache_key)
         if stmt is None:
             stmt = (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
@@ -289,8 +287,6 @@ class TopicStore:
                 )
             else:
                 stmt = stmt.on_conflict_do_nothing(index_elements=list(keys))
-            if returning:
-                stmt = stmt.returning(*(table.c[name] for name in returning))
             self._statements[cache_key] = stmt
         return stmt
 
@@ -305,24 +301,6 @@ class TopicStore:
             inserted += max(result.rowcount or 0, 0)
         return inserted
 
-    def insert_ignore_returning(
-        self,
-        conn: Connection,
-        table: Table,
-        rows: Sequence[dict],
-        keys: Sequence[str],
-        returning: Sequence[str],
-    ) -> list[Any]:
-        """``insert_ignore`` that hands back the ``returning`` columns of the rows it inserted (not of those
-        skipped), in one round of statements (INSERT ... ON CONFLICT DO NOTHING RETURNING)."""
-        if not rows:
-            return []
-        stmt = self._on_conflict(table, keys, returning=returning)
-        inserted: list[Any] = []
-        for chunk in chunks(rows):
-            inserted += conn.execute(stmt, chunk).all()
-        return inserted
-
     def insert_ignore_returning_tuples(
         self,
         conn: Connection,
@@ -332,7 +310,8 @@ class TopicStore:
         keys: Sequence[str],
         returning: Sequence[str],
     ) -> list[tuple]:
-        """``insert_ignore_returning`` for many small rows given as tuples in ``columns`` order: one multi-row
+        """``insert_ignore`` that hands back the ``returning`` columns of the rows it inserted (not of those
+        skipped), for many small rows given as tuples in ``columns`` order: one multi-row
         ``INSERT ... VALUES (...), (...) ON CONFLICT DO NOTHING RETURNING`` per chunk, written here. SQLAlchemy's
         executemany builds and processes a parameter dict per row (~5 us a row in Python); the spider claims
         ~50 sentences a page with this, where those dicts cost more than SQLite's own inserts."""
