@@ -32,6 +32,7 @@ from topicmap.dedup.rules import (
 )
 from topicmap.dedup.simhash import (
     DEFAULT_CANDIDATE_DISTANCE,
+    FEATURE_VERSION,
     FINGERPRINT_BITS,
     fingerprints,
     near_duplicate_groups,
@@ -40,9 +41,6 @@ from topicmap.dedup.simhash import (
 from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, utc
 from topicmap.web.urls import normalize_url_lossy
-
-#: bump when the simhash features change: stored fingerprints of an older version are recomputed
-SIMHASH_FEATURE_VERSION = 1
 
 
 @dataclass
@@ -387,7 +385,7 @@ def ensure_fingerprints(store: TopicStore, stories_ids: list[int], chunk: int = 
             known.update(
                 conn.execute(
                     select(sh.c.stories_id).where(
-                        sh.c.stories_id.in_(asked), sh.c.feature_version == SIMHASH_FEATURE_VERSION
+                        sh.c.stories_id.in_(asked), sh.c.feature_version == FEATURE_VERSION
                     )
                 ).scalars()
             )
@@ -403,7 +401,7 @@ def ensure_fingerprints(store: TopicStore, stories_ids: list[int], chunk: int = 
                 conn,
                 sh,
                 [
-                    {"stories_id": i, "simhash": v, "feature_version": SIMHASH_FEATURE_VERSION}
+                    {"stories_id": i, "simhash": v, "feature_version": FEATURE_VERSION}
                     for i, v in zip(ids, simhashes_to_db(values), strict=True)
                 ],
                 ["stories_id"],
