@@ -50,10 +50,10 @@ def deduped_media(
     from topicmap.dedup.rules import MergeCycleError
     from topicmap.dedup.store import (
         declare_duplicate_media,
-        media_dups_digest,
         merge_duplicate_media,
         read_media_dups_csv,
     )
+    from topicmap.store.curated_files import curated_file_digest
 
     topic_store = store.open()
     topics_id = stored_topic_id(topic_store, context.partition_key)
@@ -61,7 +61,7 @@ def deduped_media(
     path = media_dups.file()
     # The list's content is part of this asset's data version: a run with another list is another result
     # (sensors/dedup.py re-runs dedup when the list changes).
-    dups_digest = media_dups_digest(path)
+    dups_digest = curated_file_digest(path)
     if path is not None:
         pairs, problems = read_media_dups_csv(path)
         declared, refused = declare_duplicate_media(topic_store, pairs)

@@ -148,30 +148,29 @@ def freshness_evaluations(
     ]
 
 
-@dg.asset_check(
-    asset=CLICK_TOTALS,
-    name=CLICKS_FRESH,
-    description=(
+def _freshness_check(asset: dg.AssetKey, name: str, description: str) -> dg.AssetChecksDefinition:
+    """The asset check ``name``: its result of :func:`freshness_results`, evaluated when executed."""
+
+    @dg.asset_check(asset=asset, name=name, description=description)
+    def freshness_check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return next(result for result in freshness_results(context.instance) if result.check_name == name)
+
+    return freshness_check
+
+
+FRESHNESS_CHECKS = [
+    _freshness_check(
+        CLICK_TOTALS,
+        CLICKS_FRESH,
         "While a declared topic's publication days have a 3-day or 30-day click stage due, click_totals "
         "materialized within 26 hours (a warning past that) and 48 hours (an error). Passes while no topic has a "
-        "stage due. Reads the topics file when evaluated (hourly, by the topic_registry sensor)."
+        "stage due. Reads the topics file when evaluated (hourly, by the topic_registry sensor).",
     ),
-)
-def clicks_fresh(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-    return freshness_results(context.instance)[0]
-
-
-@dg.asset_check(
-    asset=SNAPSHOTS,
-    name=SNAPSHOTS_FRESH,
-    description=(
+    _freshness_check(
+        SNAPSHOTS,
+        SNAPSHOTS_FRESH,
         "While a declared topic is running or still gets clicks, a snapshot was written in the week before the "
         "last Monday 07:00 UTC (weekly_snapshots runs Mondays at 05:00). Passes while no topic is. Reads the "
-        "topics file when evaluated (hourly, by the topic_registry sensor)."
+        "topics file when evaluated (hourly, by the topic_registry sensor).",
     ),
-)
-def snapshots_fresh(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-    return freshness_results(context.instance)[1]
-
-
-FRESHNESS_CHECKS = [clicks_fresh, snapshots_fresh]
+]

@@ -54,9 +54,9 @@ def _listing(lines: list[str]) -> dg.MarkdownMetadataValue:
 def media_tags(
     context: dg.AssetExecutionContext, store: TopicStoreResource, media_tags_file: MediaTagsResource
 ) -> dg.MaterializeResult:
+    from topicmap.store.curated_files import curated_file_digest
     from topicmap.store.media_tags import (
         load_media_tags,
-        media_tags_digest,
         read_media_tags_csv,
         topic_tag_coverage,
     )
@@ -98,7 +98,7 @@ def media_tags(
             )
         metadata.update(
             {
-                "media_tags_sha256": media_tags_digest(path) or "",
+                "media_tags_sha256": curated_file_digest(path) or "",
                 "rows_loaded": len(found.rows),
                 "bad_rows": len(found.problems),
                 "bad_row_lines": _listing(found.problems),

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_snapshot_sparse.py [--stories 133] [--links 400] [--start 2000-01-01]
         [--end 2026-12-31]
 
-The synthetic topic of benchmarks/bench_snapshot.py (same generator, 25 media, stories published uniformly over
+The synthetic topic of benchmarks/synthetic_topic.py (same generator, 25 media, stories published uniformly over
 the topic's dates, 1.5 % undated, 1.5 % before the start) is written into a fresh SQLite store with dedup's traces
 (benchmarks/bench_snapshot_store.py's ``build_store``, no custom timespans), then ``build_snapshot`` runs in a fresh
 subprocess with the default options (pictures for overall, monthly and custom timespans): what one

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_snapshot_store.py [--stories 100000] [--links 1000000]
 
-The synthetic topic of benchmarks/bench_snapshot.py (same seed) is written into a fresh SQLite store, with
+The synthetic topic of benchmarks/synthetic_topic.py (same seed) is written into a fresh SQLite store, with
 dedup's traces added: 10 % of the media are duplicates (``dup_media_id``, some in chains of two), 1 % of the
 stories were merged away (in ``topic_merged_stories_map``, no longer topic stories, still named by links),
 near-duplicate groups, Facebook and Bit.ly statistics, one spider metrics row. Links to stories outside the
@@ -14,7 +14,7 @@ Each job runs in a fresh subprocess (peak RSS = its VmHWM):
 * build_snapshot: read, key, compute, write Parquet/CSV, GEXF for every timespan, PNGs for overall/monthly/custom,
   record the rows (what one materialization of the `snapshots` asset does);
 * build_snapshot again: same inputs, same key, the folder is left alone (what a re-materialization costs);
-* anchor: ``TopicStore.final_medium`` for each distinct story medium (one query per step of each chain), the
+* anchor: ``TopicStore.media.final_medium`` for each distinct story medium (one query per step of each chain), the
   per-medium lookup the vectorized ``resolve_chains`` replaces, against ``resolve_chains`` itself.
 """
 
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_snapshot import CUSTOM, TOPIC_END, TOPIC_START, synthetic_topic  # noqa: E402
+from synthetic_topic import CUSTOM, TOPIC_END, TOPIC_START, synthetic_topic  # noqa: E402
 
 from topicmap.store.topic_store import TopicStore  # noqa: E402
 from topicmap.topics.declarations import CustomTimespan, TopicConfig  # noqa: E402
@@ -210,7 +210,7 @@ def job(name: str, db: str, home: str) -> dict:
         with store.engine.connect() as conn:
             media = [r[0] for r in conn.exec_driver_sql("SELECT DISTINCT media_id FROM stories")]
             wall, cpu = time.perf_counter(), time.process_time()
-            finals = {m: store.final_medium(conn, m) for m in media}
+            finals = {m: store.media.final_medium(conn, m) for m in media}
         extra = {"media": len(finals)}
     elif name == "resolve_chains":
         with store.engine.connect() as conn:
@@ -256,7 +256,7 @@ def main() -> None:
             ),
             ("build_again", "build_snapshot again (same key: folder left alone)"),
             ("resolve_chains", "resolve_chains, all duplicate media (vectorized)"),
-            ("anchor_final_medium", "anchor: TopicStore.final_medium per story medium"),
+            ("anchor_final_medium", "anchor: TopicStore.media.final_medium per story medium"),
         ]:
             out = subprocess.run(
                 [sys.executable, __file__, "--job", name, "--db", str(db), "--home", str(home)],

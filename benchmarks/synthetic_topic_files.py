@@ -1,7 +1,7 @@
-"""The synthetic topic of ``bench_snapshot.py`` written to Parquet files a chunk at a time, for sizes whose inputs
+"""The synthetic topic of ``synthetic_topic.py`` written to Parquet files a chunk at a time, for sizes whose inputs
 would not fit in memory (10 million stories, 100 million links).
 
-Same shape as ``bench_snapshot.synthetic_topic`` (about 300 media with Zipf-like sizes and popularity, 4 months,
+Same shape as ``synthetic_topic.synthetic_topic`` (about 300 media with Zipf-like sizes and popularity, 4 months,
 1.5 % undated stories, 1.5 % dated outside the topic, 8 % same-medium links, 3 % duplicate links, 1 % links to
 stories outside the topic, syndication groups of three, Facebook/Bit.ly statistics, a 30-word text per story,
 one tag set of five tags over 80 % of the media), drawn in chunks: the per-story arrays (ids, media, dates) are
@@ -17,7 +17,15 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from bench_snapshot import PARTISANSHIP, TAG_SET, TOPIC_END, TOPIC_START, synthetic_texts
+from synthetic_topic import (
+    PARTISANSHIP,
+    TAG_SET,
+    TOPIC_END,
+    TOPIC_START,
+    StoryPicker,
+    synthetic_media,
+    synthetic_texts,
+)
 
 from topicmap.snapshots.engine import INPUT_SCHEMAS
 
@@ -29,18 +37,9 @@ def write_topic_files(n_stories: int, n_links: int, folder: Path, n_media: int =
     """``folder/<input>.parquet`` for every input of the topic (``INPUT_SCHEMAS`` columns)."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    media_ids = np.arange(1, n_media + 1, dtype=np.int64) * 10
-    media = pa.table(
-        {
-            "media_id": media_ids,
-            "name": [f"News Site {i:03d}" for i in range(1, n_media + 1)],
-            "url": [f"https://news{i:03d}.example/" for i in range(1, n_media + 1)],
-        }
-    )
-    pq.write_table(media, folder / "media.parquet")
-    rank = np.arange(1, n_media + 1, dtype=float)
-    output_share = rank**-0.8 / (rank**-0.8).sum()
-    popularity = rank**-1.1 / (rank**-1.1).sum()
+    media_columns, output_share, popularity = synthetic_media(n_media)
+    pq.write_table(pa.table(media_columns), folder / "media.parquet")
+    media_ids = media_columns["media_id"]
 
     stories_id = rng.permutation(np.arange(1, 3 * n_stories, dtype=np.int64))[:n_stories]
     story_medium = rng.choice(n_media, size=n_stories, p=output_share)
@@ -75,29 +74,21 @@ def write_topic_files(n_stories: int, n_links: int, folder: Path, n_media: int =
                 )
             )
 
-    by_medium = np.argsort(story_medium, kind="stable")
-    first_of = np.searchsorted(story_medium[by_medium], np.arange(n_media))
-    size_of = np.bincount(story_medium, minlength=n_media)
-    linkable = np.flatnonzero(size_of)
-    link_pop = popularity[linkable] / popularity[linkable].sum()
-
-    def story_in(medium: np.ndarray) -> np.ndarray:
-        return by_medium[first_of[medium] + (rng.random(len(medium)) * size_of[medium]).astype(np.int64)]
-
+    picker = StoryPicker(story_medium, popularity, rng)
     with pq.ParquetWriter(folder / "links.parquet", INPUT_SCHEMAS["links"]) as writer:
         for at in range(0, n_links, 10 * CHUNK):
             m = min(10 * CHUNK, n_links - at)
             n_same, n_dup, n_out = int(0.08 * m), int(0.03 * m), int(0.01 * m)
             n_cross = m - n_same - n_dup - n_out
             source = rng.integers(0, n_stories, size=n_cross)
-            ref = story_in(linkable[rng.choice(len(linkable), size=n_cross, p=link_pop)])
+            ref = picker.popular_stories(n_cross)
             same_source = rng.integers(0, n_stories, size=n_same)
             out_source = rng.integers(0, n_stories, size=n_out)
             sources = np.concatenate([stories_id[source], stories_id[same_source], stories_id[out_source]])
             refs = np.concatenate(
                 [
                     stories_id[ref],
-                    stories_id[story_in(story_medium[same_source])],
+                    stories_id[picker.story_in(story_medium[same_source])],
                     3 * n_stories + rng.integers(0, n_stories, size=n_out),
                 ]
             )

@@ -1,8 +1,6 @@
 """Re-run media and story dedup when the duplicate-media list changes: as Media Cloud's topic mapper notes, the
 set of duplicate media can change between (or during) spidering runs, so dedup runs again with each change."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from assets.dedup import deduped_media, deduped_stories
@@ -15,12 +13,6 @@ from sensors.watched_file import WatchedFile
 MEDIA_DUPS_FILE = WatchedFile(
     "media_dups_changed", "duplicate-media list", "media-dups", [deduped_media.key, deduped_stories.key]
 )
-
-
-def _media_dups_digest(path: Path) -> str | None:
-    from topicmap.dedup.store import media_dups_digest  # pandas loads with the tick, not the code location
-
-    return media_dups_digest(path)
 
 
 @dg.sensor(
@@ -38,6 +30,5 @@ def media_dups_changed(context: dg.SensorEvaluationContext, media_dups: MediaDup
     return MEDIA_DUPS_FILE.evaluate(
         context,
         media_dups.file(),
-        _media_dups_digest,
         lambda: sorted(context.instance.get_dynamic_partitions(topics_partitions.name)),
     )

@@ -1,7 +1,5 @@
 """Re-load the media tags, and re-snapshot the topics that have a snapshot, when the tags file changes."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from assets.jobs import post_spider_job
@@ -15,12 +13,6 @@ from sensors.watched_file import WatchedFile
 MEDIA_TAGS_FILE = WatchedFile(
     "media_tags_changed", "media tags file", "media-tags", [media_tags.key, snapshots.key]
 )
-
-
-def _media_tags_digest(path: Path) -> str | None:
-    from topicmap.store.media_tags import media_tags_digest  # loads with the tick, not the code location
-
-    return media_tags_digest(path)
 
 
 def _snapshotted_topics(store: TopicStoreResource) -> list[str]:
@@ -45,6 +37,4 @@ def _snapshotted_topics(store: TopicStoreResource) -> list[str]:
 def media_tags_changed(
     context: dg.SensorEvaluationContext, media_tags_file: MediaTagsResource, store: TopicStoreResource
 ) -> dg.SensorResult:
-    return MEDIA_TAGS_FILE.evaluate(
-        context, media_tags_file.file(), _media_tags_digest, lambda: _snapshotted_topics(store)
-    )
+    return MEDIA_TAGS_FILE.evaluate(context, media_tags_file.file(), lambda: _snapshotted_topics(store))

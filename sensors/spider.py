@@ -20,6 +20,12 @@ from resources.topics import TopicsFileResource
 from sensors.launched import drop_launched
 from sensors.settings import RUNS_IN_PROGRESS, SENSOR_INTERVAL_SECONDS
 
+#: the run each launching decision requests: its job and its stage tag
+_RUN_OF_ACTION = {
+    "run_iteration": (spider_iteration_job, "spider"),
+    "post_spider": (post_spider_job, "post-spider"),
+}
+
 
 class SpiderSensorConfig(dg.ConfigurableResource):
     """How patient the spider sensor is before it fails a topic."""
@@ -118,22 +124,14 @@ def spider_iterations(
         if decision.progress:
             new_cursor[topic_name] = {"token": decision.progress.token, "since": decision.progress.since}
         reasons.append(f"{topic_name}: {decision.action}: {decision.reason}")
-        if decision.action == "run_iteration":
+        if decision.action in _RUN_OF_ACTION:
+            job, stage = _RUN_OF_ACTION[decision.action]
             run_requests.append(
                 dg.RunRequest(
                     run_key=decision.run_key,
                     partition_key=topic_name,
-                    job_name=spider_iteration_job.name,
-                    tags=topic_run_tags(topic_name, decision.iteration, "spider"),
-                )
-            )
-        elif decision.action == "post_spider":
-            run_requests.append(
-                dg.RunRequest(
-                    run_key=decision.run_key,
-                    partition_key=topic_name,
-                    job_name=post_spider_job.name,
-                    tags=topic_run_tags(topic_name, decision.iteration, "post-spider"),
+                    job_name=job.name,
+                    tags=topic_run_tags(topic_name, decision.iteration, stage),
                 )
             )
         elif decision.action == "fail":

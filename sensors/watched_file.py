@@ -12,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from sensors.launched import drop_launched
+from topicmap.store.curated_files import curated_file_digest
 
 
 @dataclass(frozen=True)
@@ -28,14 +29,12 @@ class WatchedFile:
         self,
         context: dg.SensorEvaluationContext,
         path: Path | None,
-        digest: Callable[[Path], str | None],
         topics: Callable[[], list[str]],
     ) -> dg.SensorResult:
-        """One tick: ``digest`` reads the file's sha256 (None when it is missing), ``topics`` lists the topics to
-        re-run (read only when the file changed)."""
+        """One tick: ``topics`` lists the topics to re-run (read only when the file changed)."""
         if path is None:
             return dg.SensorResult(skip_reason=dg.SkipReason(f"no {self.what} configured"))
-        current = digest(path) or "none"  # a removed file is a change too
+        current = curated_file_digest(path) or "none"  # a removed file is a change too
         if context.cursor is None:
             return dg.SensorResult(
                 skip_reason=dg.SkipReason(f"watching {path} (sha256 {current[:12]})"), cursor=current

@@ -7,7 +7,7 @@ import dagster as dg
 from assets.partitions import topics_partitions
 from resources.dedup import MediaDupsResource
 from sensors.dedup import media_dups_changed
-from topicmap.dedup.store import media_dups_digest
+from topicmap.store.curated_files import curated_file_digest
 
 
 def evaluate(instance: dg.DagsterInstance, path: str, cursor: str | None) -> dg.SensorResult:
@@ -23,13 +23,13 @@ def test_a_changed_list_reruns_dedup_for_every_topic_once(tmp_path) -> None:
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(topics_partitions.name, ["climate", "elections"])
         first = evaluate(instance, str(dups), None)
-        assert not first.run_requests and first.cursor == media_dups_digest(dups)  # the first look records
+        assert not first.run_requests and first.cursor == curated_file_digest(dups)  # the first look records
         same = evaluate(instance, str(dups), first.cursor)
         assert not same.run_requests
         dups.write_text(dups.read_text() + "https://older.test,https://new.test\n", encoding="utf-8")
         changed = evaluate(instance, str(dups), first.cursor)
         assert sorted(request.partition_key for request in changed.run_requests) == ["climate", "elections"]
-        assert changed.cursor == media_dups_digest(dups) != first.cursor
+        assert changed.cursor == curated_file_digest(dups) != first.cursor
         # run keys name the list's content: the same change never runs twice
         assert len({request.run_key for request in changed.run_requests}) == 2
         assert all(changed.cursor[:16] in request.run_key for request in changed.run_requests)

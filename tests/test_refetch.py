@@ -10,7 +10,6 @@ from topicmap.social.refetch import (
     DayCandidate,
     busy_days,
     day_due_at,
-    due_days,
     latest_due_day,
     parse_cursor,
     plan_refetch,
@@ -35,19 +34,15 @@ def test_a_day_is_due_once_its_last_story_is() -> None:
         day_due_at(D, "7d")
 
 
-def test_due_days_are_calendar_days_after_the_cursor_in_the_stage_range_bounded_per_tick() -> None:
+def test_the_3_day_stage_covers_only_days_whose_30_day_stage_is_not_yet_due() -> None:
     now = _at(date(2024, 1, 14), 1)
-    assert due_days("3d", D - timedelta(days=1), now) == [D]
-    assert due_days("3d", D, now) == []  # already requested
-    # the 3-day stage covers only days whose 30-day stage is not yet due
     first, last = stage_day_range("3d", now)
     assert last == D and first == latest_due_day("30d", now) + timedelta(days=1)
-    assert due_days("30d", None, now, earliest_day=date(2023, 12, 1), max_days=5) == [
-        date(2023, 12, 1) + timedelta(days=i) for i in range(5)
-    ]
-    assert due_days("3d", None, _at(date(2008, 1, 3))) == []
-    with pytest.raises(ValueError, match="max_days"):
-        due_days("3d", None, now, max_days=0)
+    assert stage_day_range("30d", now, earliest_day=date(2023, 12, 1)) == (
+        date(2023, 12, 1),
+        latest_due_day("30d", now),
+    )
+    assert stage_day_range("3d", _at(date(2008, 1, 3))) is None
 
 
 def test_plan_requests_one_regular_run_per_day_oldest_first_and_moves_the_cursor() -> None:

@@ -340,14 +340,14 @@ def test_a_url_whose_story_cannot_be_stored_ends_in_error_and_the_rest_of_its_ba
     urls = [f"https://site{n}.test/2026/02/03/climate-{n}" for n in range(4)]
     web = {url: page(f"Climate story {n}", "The climate plan was announced.") for n, url in enumerate(urls)}
     topic = _seed_linking_to(store, urls)
-    medium_for_url = store.medium_for_url
+    medium_for_url = store.media.medium_for_url
 
     def failing_for_site2(conn, story_url, name=None, site_name=None):  # noqa: ANN001, ANN202
         if "site2.test" in story_url:
             raise RuntimeError("disk full while creating the medium of site2.test")
         return medium_for_url(conn, story_url, name, site_name)
 
-    monkeypatch.setattr(store, "medium_for_url", failing_for_site2)
+    monkeypatch.setattr(store.media, "medium_for_url", failing_for_site2)
     spider = Spider(store, topic, DictSource(web), log=lambda _: None, max_error_rate=1.0)
     spider.run_iteration()
     report = spider.run_iteration()

@@ -188,12 +188,12 @@ def test_duplicate_media_chain_is_followed_and_a_cycle_is_named(store: TopicStor
         conn.execute(
             update(s.media).where(s.media.c.media_id == ids["mid.test"]).values(dup_media_id=ids["new.test"])
         )
-        assert store.final_medium(conn, ids["old.test"]) == ids["new.test"]
+        assert store.media.final_medium(conn, ids["old.test"]) == ids["new.test"]
         conn.execute(
             update(s.media).where(s.media.c.media_id == ids["new.test"]).values(dup_media_id=ids["old.test"])
         )
         with pytest.raises(StoreError, match=r"duplicate-media cycle: media \d+ -> \d+ -> \d+ -> \d+"):
-            store.final_medium(conn, ids["old.test"])
+            store.media.final_medium(conn, ids["old.test"])
 
 
 def test_topic_upsert_and_seed_urls_are_idempotent(store: TopicStore) -> None:

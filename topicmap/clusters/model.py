@@ -146,13 +146,15 @@ NEWSWIRE_BOILERPLATE = frozenset(
 )
 
 
-def _check_texts(texts: Sequence[str], what: str = "texts") -> list[str]:
+def check_texts(texts: Sequence[str], what: str = "texts", offset: int = 0) -> list[str]:
+    """``texts`` as a list, or a TypeError naming the first that is no string (numbered from ``offset``: a
+    batch's texts are numbered as in the whole sequence)."""
     if isinstance(texts, str):
         raise TypeError(f"{what} must be a sequence of strings, not one string")
     texts = list(texts)
     for i, text in enumerate(texts):
         if not isinstance(text, str):
-            raise TypeError(f"{what}[{i}] must be a string, got {type(text).__name__}")
+            raise TypeError(f"{what}[{offset + i}] must be a string, got {type(text).__name__}")
     return texts
 
 
@@ -167,7 +169,7 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
     """Each text's words as scikit-learn's vectorizers read them by default (lowercased, two word characters or
     more). Read once and used twice, for the hashed counts and for the label words: reading the stories twice
     cost more than the rest of a weekly step."""
-    return [_WORD.findall(text.lower()) for text in _check_texts(texts)]
+    return [_WORD.findall(text.lower()) for text in check_texts(texts)]
 
 
 def hashed_bucket(word: str) -> int:

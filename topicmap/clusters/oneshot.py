@@ -36,6 +36,7 @@ from topicmap.clusters.model import (
     HASH_FEATURES,
     ClusterResult,
     KChoice,
+    check_texts,
     choose_k,
     document_frequency,
     embed,
@@ -129,16 +130,6 @@ class _CountSpill:
         self.values.close()
 
 
-def _checked(values: Sequence[str], what: str, offset: int) -> list[str]:
-    if isinstance(values, str):
-        raise TypeError(f"{what} must be a sequence of strings, not one string")
-    values = list(values)
-    for i, value in enumerate(values):
-        if not isinstance(value, str):
-            raise TypeError(f"{what}[{offset + i}] must be a string, got {type(value).__name__}")
-    return values
-
-
 def _short_title(title: str) -> str:
     return " ".join(str(title).split())[:140]
 
@@ -221,7 +212,7 @@ def cluster_story_batches(
         spill = _CountSpill(Path(folder))
         try:
             for batch in batches:
-                texts = _checked(batch.texts, "texts", len(titles))
+                texts = check_texts(batch.texts, "texts", len(titles))
                 counts = term_counts(tokenize(texts))
                 frequency += document_frequency(counts)
                 spill.append(counts)
@@ -244,7 +235,7 @@ def cluster_story_batches(
             clusters = list(range(choice.k))
             named = label_sample(labels, clusters)
             named = np.arange(n) if named is None else named
-            words = tokenize(_checked(texts_of(named), "texts_of", 0))
+            words = tokenize(check_texts(texts_of(named), "texts_of"))
             if len(words) != len(named):
                 raise ValueError(f"texts_of gave {len(words)} texts for {len(named)} stories")
             terms = top_terms(
@@ -275,7 +266,7 @@ def cluster_stories(
     dims: int = DIMS,
 ) -> ClusterResult:
     """``cluster_story_batches`` over a list of texts (titles default to the texts)."""
-    texts = _checked(texts, "texts", 0)
+    texts = check_texts(texts)
     for name, values in (("titles", titles), ("languages", languages)):
         if values is not None and len(values) != len(texts):
             raise ValueError(f"{len(texts)} texts and {len(values)} {name}")

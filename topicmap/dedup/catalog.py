@@ -29,10 +29,11 @@ from topicmap.dedup.shingles import containment_sorted, jaccard_sorted, shingle_
 from topicmap.dedup.simhash import (
     DEFAULT_CANDIDATE_DISTANCE,
     DEFAULT_MIN_JACCARD,
+    FEATURE_VERSION,
     NearDuplicateIndex,
     text_features,
 )
-from topicmap.dedup.store import SIMHASH_FEATURE_VERSION, ensure_fingerprints, simhashes_from_db
+from topicmap.dedup.store import ensure_fingerprints, simhashes_from_db
 from topicmap.dedup.tokens import tokenize
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
@@ -206,7 +207,7 @@ class FingerprintCatalog:
                 with self.store.engine.connect() as conn:
                     rows = conn.execute(
                         select(sh.c.stories_id, sh.c.simhash).where(
-                            sh.c.stories_id.in_(ids), sh.c.feature_version == SIMHASH_FEATURE_VERSION
+                            sh.c.stories_id.in_(ids), sh.c.feature_version == FEATURE_VERSION
                         )
                     ).all()
                 new_ids = [int(row.stories_id) for row in rows]
@@ -296,7 +297,7 @@ class FingerprintCatalog:
         with self.store.engine.connect() as conn:
             rows = conn.execute(
                 select(sh.c.stories_id, sh.c.simhash).where(
-                    sh.c.stories_id.in_(ids), sh.c.feature_version == SIMHASH_FEATURE_VERSION
+                    sh.c.stories_id.in_(ids), sh.c.feature_version == FEATURE_VERSION
                 )
             ).all()
         values = simhashes_from_db([row.simhash for row in rows])
@@ -368,7 +369,3 @@ class FingerprintCatalog:
             )
         )
         return value, matches[:limit]
-
-    def stored_story_count(self) -> int:
-        with self.store.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(s.stories)).scalar_one())

@@ -16,7 +16,6 @@ asks them, and applies the answer in place, in one transaction per topic, idempo
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 from collections import Counter
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from topicmap.dedup.rules import (
 )
 from topicmap.dedup.simhash import (
     DEFAULT_CANDIDATE_DISTANCE,
+    FEATURE_VERSION,
     FINGERPRINT_BITS,
     fingerprints,
     near_duplicate_groups,
@@ -44,9 +44,6 @@ from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, utc
 from topicmap.store.version_stories import in_current_version, version_story_ids
 from topicmap.web.urls import normalize_url_lossy
-
-#: bump when the simhash features change: stored fingerprints of an older version are recomputed
-SIMHASH_FEATURE_VERSION = 1
 
 
 @dataclass
@@ -138,16 +135,6 @@ def cross_media_link_count(conn: Connection, topics_id: int) -> int:
 
 
 # --------------------------------------------------------------------------------------------- media
-
-
-def media_dups_digest(path: str | Path | None) -> str | None:
-    """sha256 of the duplicate-media list as stored (None when there is no list): what says it changed."""
-    if path is None:
-        return None
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except FileNotFoundError:
-        return None
 
 
 def read_media_dups_csv(path: str | Path) -> tuple[list[tuple[str, str]], list[str]]:
@@ -417,7 +404,7 @@ def ensure_fingerprints(store: TopicStore, stories_ids: list[int], chunk: int = 
             known.update(
                 conn.execute(
                     select(sh.c.stories_id).where(
-                        sh.c.stories_id.in_(asked), sh.c.feature_version == SIMHASH_FEATURE_VERSION
+                        sh.c.stories_id.in_(asked), sh.c.feature_version == FEATURE_VERSION
                     )
                 ).scalars()
             )
@@ -433,7 +420,7 @@ def ensure_fingerprints(store: TopicStore, stories_ids: list[int], chunk: int = 
                 conn,
                 sh,
                 [
-                    {"stories_id": i, "simhash": v, "feature_version": SIMHASH_FEATURE_VERSION}
+                    {"stories_id": i, "simhash": v, "feature_version": FEATURE_VERSION}
                     for i, v in zip(ids, simhashes_to_db(values), strict=True)
                 ],
                 ["stories_id"],

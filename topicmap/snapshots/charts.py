@@ -20,6 +20,7 @@ from pathlib import Path
 import matplotlib.dates as mdates
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -128,14 +129,7 @@ def render_attention_chart(
     axes.set_ylim(bottom=0)
     axes.yaxis.set_major_locator(MaxNLocator(integer=True))  # stories are counted, never fractions
     axes.set_ylabel("stories published", fontsize=9)
-    axes.tick_params(labelsize=8)
-    axes.grid(axis="y", color="#e5e5e5", zorder=0)
-    for side in ("top", "right"):
-        axes.spines[side].set_visible(False)
-    figure.text(0.07, 0.95, title, fontsize=11, va="top")
-    if note:
-        figure.text(0.07, 0.03, note, fontsize=8, color="#555555")
-    return _save_png(figure, Path(path))
+    return _finish(figure, axes, path, title, note)
 
 
 def render_focal_set_chart(
@@ -161,6 +155,11 @@ def render_focal_set_chart(
     axes.set_ylim(bottom=0)
     axes.set_ylabel(f"stories, {MEAN_DAYS}-day mean" if unit == "day" else f"stories a {unit}", fontsize=9)
     axes.set_xlabel(DAY_BASIS if unit == "day" else f"{unit} of the {DAY_BASIS}", fontsize=8)
+    return _finish(figure, axes, path, title, note)
+
+
+def _finish(figure: Figure, axes: Axes, path: str | os.PathLike[str], title: str, note: str) -> Path:
+    """The charts' common frame (light grid, no top or right spine, the title above, the note below), saved."""
     axes.tick_params(labelsize=8)
     axes.grid(axis="y", color="#e5e5e5", zorder=0)
     for side in ("top", "right"):

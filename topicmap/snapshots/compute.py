@@ -311,6 +311,17 @@ def _cross_media_links(topic: _Topic, links: pd.DataFrame) -> _Links:
 # ----------------------------------------------------------------------------------------------- compute
 
 
+def check_compute_arguments(timespans: Sequence[Timespan], foci: Sequence[Focus], word_sample: int) -> None:
+    """The arguments both engines take, checked alike: distinct timespan keys, valid foci, a word sample that
+    is a whole number >= 0."""
+    keys = [ts.key for ts in timespans]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"timespan keys repeat: {keys}")
+    check_foci(foci)
+    if isinstance(word_sample, bool) or not isinstance(word_sample, int) or word_sample < 0:
+        raise ValueError(f"word_sample must be a whole number >= 0 (0: every story), got {word_sample!r}")
+
+
 def compute_snapshot(
     stories: pd.DataFrame,
     media: pd.DataFrame,
@@ -353,12 +364,7 @@ def compute_snapshot(
     """
     if count_syndicated_once and near_dup_groups is None:
         raise ValueError("count_syndicated_once needs near_dup_groups")
-    keys = [ts.key for ts in timespans]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"timespan keys repeat: {keys}")
-    check_foci(foci)
-    if isinstance(word_sample, bool) or not isinstance(word_sample, int) or word_sample < 0:
-        raise ValueError(f"word_sample must be a whole number >= 0 (0: every story), got {word_sample!r}")
+    check_compute_arguments(timespans, foci, word_sample)
     if media_tags is not None:
         _require(media_tags, "media_tags", ["media_id", "tag_set", "tag"])
     topic = _prepare_topic(stories, media, story_stats, near_dup_groups)

@@ -220,8 +220,6 @@ PRIMARY_KEYS: dict[str, list[str]] = {
     "stories": ["stories_id"],
     "media": ["media_id"],
 }
-#: file name -> table of the dictionary (the CSV lists keep Media Cloud's names)
-FILE_TABLES: dict[str, str] = {"story_links.csv": "story_links", "medium_links.csv": "medium_links"}
 
 
 def column_entry(table: str, column: str) -> tuple[str, str | None]:

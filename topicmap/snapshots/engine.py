@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from topicmap.snapshots.compute import check_compute_arguments
 from topicmap.snapshots.engine_sql import (
     COUNTS_SELECT,
     MEDIUM_LINK_COUNTS_SELECT,
@@ -40,7 +41,7 @@ from topicmap.snapshots.engine_sql import (
     stories_select,
     story_link_counts_select,
 )
-from topicmap.snapshots.foci import Focus, StoryTexts, TextChunk, check_foci, focus_story_masks
+from topicmap.snapshots.foci import Focus, StoryTexts, TextChunk, focus_story_masks
 from topicmap.snapshots.post_counts import PostShares, add_post_counts
 from topicmap.snapshots.results import (
     STAT_COLUMNS,
@@ -679,12 +680,7 @@ def compute_snapshot_ooc(
             f"the out-of-core engine computes only mode 'web' topics, not mode {mode!r}: its timespans take "
             "the stories published in them (compute a url_sharing topic in memory)"
         )
-    keys = [ts.key for ts in timespans]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"timespan keys repeat: {keys}")
-    check_foci(foci)
-    if isinstance(word_sample, bool) or not isinstance(word_sample, int) or word_sample < 0:
-        raise ValueError(f"word_sample must be a whole number >= 0 (0: every story), got {word_sample!r}")
+    check_compute_arguments(timespans, foci, word_sample)
     if count_syndicated_once and source.near_dup_groups is None:
         raise ValueError("count_syndicated_once needs near_dup_groups")
     own = folder is None

@@ -315,10 +315,6 @@ def _yes_no(stories: pd.DataFrame, column: str) -> pa.Array:
     return pa.array(flags == 1, type=pa.bool_(), mask=flags < 0)
 
 
-#: day_basis: which day publish_day_local is (see topicmap.snapshots.dictionary)
-DAY_BASES = ("page offset", "utc stated", "utc assumed", "page day", "unknown")
-
-
 def _day_basis(stories: pd.DataFrame) -> pa.Array:
     """Which day each story's publish_day_local is: the publisher's (a time with the page's own offset, or the
     day the page states without a time), the UTC day (the page gave its time in UTC, or no zone), or unknown."""

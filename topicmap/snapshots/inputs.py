@@ -93,7 +93,7 @@ class SnapshotInputs:
 
 def resolve_chains(sources: np.ndarray, targets: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Follow ``source -> target`` chains to their ends, vectorized (pointer doubling: log2(longest chain)
-    rounds of array lookups instead of one query per medium as ``TopicStore.final_medium`` does).
+    rounds of array lookups instead of one query per medium as ``TopicStore.media.final_medium`` does).
 
     Returns ``(sorted sources, final target of each)``. A target that is not itself a source is final. A
     repeated source or a cycle raises ``StoreError`` naming the ids (``what`` says which map it is).
@@ -128,6 +128,26 @@ def _map_ids(ids: np.ndarray, sources: np.ndarray, finals: np.ndarray) -> np.nda
         return ids
     pos = positions(sources, ids)
     return np.where(pos >= 0, finals[np.where(pos >= 0, pos, 0)], ids)
+
+
+def snapshot_media_tags(
+    tags: Sequence[tuple[int, str, str]],
+    media_ids: np.ndarray,
+    dup_sources: np.ndarray,
+    dup_finals: np.ndarray,
+) -> pd.DataFrame:
+    """The (media_id, tag_set, tag) rows of the snapshot's media (sorted ``media_ids``), once each and sorted.
+    A tag of a duplicate medium is its final medium's, as its stories are."""
+    tag_media = _map_ids(_int64([m for m, _, _ in tags]), dup_sources, dup_finals)
+    media_tags = pd.DataFrame(
+        {"media_id": tag_media, "tag_set": [t[1] for t in tags], "tag": [t[2] for t in tags]}
+    )
+    media_tags = media_tags[positions(media_ids, tag_media) >= 0]
+    return (
+        media_tags.drop_duplicates()
+        .sort_values(["media_id", "tag_set", "tag"], kind="mergesort")
+        .reset_index(drop=True)
+    )
 
 
 def _utc_dates(values: list[Any]) -> pd.Series:
@@ -341,18 +361,7 @@ def _read_topic(conn: Connection, topics_id: int, config: dict[str, Any]) -> dic
     reasons: dict[str, int] = {}
     for merge in merges:
         reasons[merge[2]] = reasons.get(merge[2], 0) + 1
-    # A tag of a duplicate medium is its final medium's, as its stories are.
-    tags = declared_media_tags(conn)
-    tag_media = _map_ids(_int64([m for m, _, _ in tags]), dup_sources, dup_finals)
-    media_tags = pd.DataFrame(
-        {"media_id": tag_media, "tag_set": [t[1] for t in tags], "tag": [t[2] for t in tags]}
-    )
-    media_tags = media_tags[positions(media_ids, tag_media) >= 0]
-    media_tags = (
-        media_tags.drop_duplicates()
-        .sort_values(["media_id", "tag_set", "tag"], kind="mergesort")
-        .reset_index(drop=True)
-    )
+    media_tags = snapshot_media_tags(declared_media_tags(conn), media_ids, dup_sources, dup_finals)
     posts = read_post_shares(
         conn, topics_id, story_ids, (merge_sources, merge_finals), config.get("bot_policy") or "all"
     )

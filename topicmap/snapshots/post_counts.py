@@ -81,10 +81,6 @@ class PostShares:
             }
         )
 
-    def digest_frame(self) -> pd.DataFrame:
-        """What the snapshot key hashes."""
-        return self.shares
-
 
 def _empty_shares() -> pd.DataFrame:
     return pd.DataFrame(

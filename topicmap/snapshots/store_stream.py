@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Select, and_, func, select
 from topicmap.snapshots.engine import BATCH_ROWS, INPUT_SCHEMAS, TopicSource
 from topicmap.snapshots.foci import Focus
 from topicmap.snapshots.ids import positions
-from topicmap.snapshots.inputs import SnapshotInputs, resolve_chains
+from topicmap.snapshots.inputs import SnapshotInputs, resolve_chains, snapshot_media_tags
 from topicmap.snapshots.names import PERIODS
 from topicmap.snapshots.post_counts import read_post_shares
 from topicmap.snapshots.timespans import build_timespans
@@ -374,16 +374,7 @@ def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
         _int64([e[0] for e in dup_edges]), _int64([e[1] for e in dup_edges]), "duplicate-media"
     )
     media_ids = np.unique(_map(story_media, dup_sources, dup_finals))
-    tag_media = _map(_int64([m for m, _, _ in tags]), dup_sources, dup_finals)
-    media_tags = pd.DataFrame(
-        {"media_id": tag_media, "tag_set": [t[1] for t in tags], "tag": [t[2] for t in tags]}
-    )
-    media_tags = media_tags[positions(media_ids, tag_media) >= 0]
-    media_tags = (
-        media_tags.drop_duplicates()
-        .sort_values(["media_id", "tag_set", "tag"], kind="mergesort")
-        .reset_index(drop=True)
-    )
+    media_tags = snapshot_media_tags(tags, media_ids, dup_sources, dup_finals)
     rows["media"] = len(media_ids)
     return {
         "iteration": int(iteration or 0),

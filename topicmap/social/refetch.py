@@ -83,27 +83,6 @@ def stage_day_range(stage: str, now: datetime, earliest_day: date = EARLIEST_DAY
     return (first, last) if first <= last else None
 
 
-def due_days(
-    stage: str,
-    last_requested_day: date | None,
-    now: datetime,
-    earliest_day: date = EARLIEST_DAY,
-    max_days: int = MAX_DAYS_PER_TICK,
-) -> list[date]:
-    """Calendar days after ``last_requested_day`` (or from ``earliest_day``) whose stage is due, oldest first, at
-    most ``max_days`` — before asking the store which of them have stories (see :func:`plan_refetch`)."""
-    if max_days < 1:
-        raise ValueError(f"max_days must be at least 1, got {max_days}")
-    span = stage_day_range(stage, now, earliest_day)
-    if span is None:
-        return []
-    first, last = span
-    if last_requested_day is not None:
-        first = max(first, last_requested_day + timedelta(days=1))
-    count = min((last - first).days + 1, max_days)
-    return [first + timedelta(days=offset) for offset in range(max(count, 0))]
-
-
 def parse_cursor(cursor: str | None) -> date | None:
     """The sensor cursor (an ISO day, or empty) as a date."""
     if not cursor:

@@ -2,10 +2,12 @@
 
 - ``schema``: every table and column with the schema version that introduced it; ``upgrade``: the in-place
   upgrade to a version.
-- ``topic_store``: ``TopicStore`` (the engine, opening and upgrading, the writes every stage shares: media, stories,
+- ``topic_store``: ``TopicStore`` (the engine, opening and upgrading, the writes every stage shares: stories,
   topics, seeds), the idempotent-write helpers (``insert_ignore``, ``upsert``) and page compression.
+- ``media``: the medium of a story URL and the end of a duplicate-media chain (``TopicStore.media``).
 - ``names``: where the store lives (``topicmap_home``) and its error (``StoreError``), free of SQLAlchemy.
 - ``throttle``: the politeness intervals the fetchers share through the store.
+- ``curated_files``: the digest of a file people curate (media tags, duplicate media), free of SQLAlchemy.
 
 Each stage keeps its own reads and writes in its package (``topicmap.dedup.store``, ``topicmap.social.store``,
 ...), built on the helpers here. ``topicmap.store`` re-exports ``topic_store`` so ``from topicmap.store import
@@ -15,7 +17,7 @@ TopicStore`` keeps working; code inside the repository imports from ``topicmap.s
 import importlib
 from typing import Any
 
-_SUBMODULES = frozenset({"names", "schema", "throttle", "topic_store", "upgrade"})
+_SUBMODULES = frozenset({"curated_files", "media", "names", "schema", "throttle", "topic_store", "upgrade"})
 
 
 def __getattr__(name: str) -> Any:

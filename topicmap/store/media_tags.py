@@ -25,7 +25,6 @@ topics by them (media-tag foci). Here the tags are a file under version control,
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -64,16 +63,6 @@ class MediaTagsFile:
     path: Path
     rows: list[MediaTagRow] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-
-
-def media_tags_digest(path: str | Path | None) -> str | None:
-    """sha256 of the tags file as stored (None when there is no file): what says it changed."""
-    if path is None:
-        return None
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except FileNotFoundError:
-        return None
 
 
 def _row_problem(medium_url: str, tag_set: str, tag: str, normalized_url: str | None) -> str | None:

@@ -1,9 +1,9 @@
 """The topic store: SQLAlchemy Core over SQLite (embedded default) or PostgreSQL (production).
 
-One class, ``TopicStore``, owns the engine, the schema upgrade and the writes every stage shares (media,
-stories, topics, seeds). Stage-specific reads and writes live next to their stage (``topicmap.spider.store``,
-``topicmap.dedup.store`` ...) and use the helpers here (``insert_ignore``, ``upsert``), so there is one way
-to write idempotently.
+One class, ``TopicStore``, owns the engine, the schema upgrade and the writes every stage shares (stories,
+topics, seeds; media through ``TopicStore.media``, from ``topicmap.store.media``). Stage-specific reads and
+writes live next to their stage (``topicmap.spider.store``, ``topicmap.dedup.store`` ...) and use the helpers
+here (``insert_ignore``, ``upsert``), so there is one way to write idempotently.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from sqlalchemy import (
     Connection,
     Engine,
     Table,
-    bindparam,
     create_engine,
     event,
     func,
@@ -38,6 +37,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 
 from topicmap.store import schema as s
+from topicmap.store.media import MediaResolver
 
 # re-exported (``X as X``): code that opens the store imports everything it needs from this module
 from topicmap.store.names import DEFAULT_HOME as DEFAULT_HOME
@@ -47,7 +47,6 @@ from topicmap.store.names import normalize_database_url as normalize_database_ur
 from topicmap.store.names import topicmap_home as topicmap_home
 from topicmap.store.sqlite_wal import FALLBACK_AUTOCHECKPOINT_PAGES, WalCheckpointer
 from topicmap.store.upgrade import apply_version, lock_for_upgrade, stored_version
-from topicmap.web.media import host_like, medium_url_and_name
 from topicmap.web.urls import normalize_url_lossy
 
 if TYPE_CHECKING:  # the store sits below the stages: a topic is only a parameter type here
@@ -189,14 +188,13 @@ class TopicStore:
         self.engine = engine
         self._checkpointer = checkpointer  # SQLite: WAL checkpoints off the committing thread
         self.dialect = engine.dialect.name
-        self._medium_cache: dict[str, int] = {}
-        self._named_media: set[int] = set()  # media whose name _name_medium has settled
-        # INSERT ... ON CONFLICT statements by (table, keys, returning, update): built once, so SQLAlchemy's
+        # INSERT ... ON CONFLICT statements by (table, keys, update): built once, so SQLAlchemy's
         # compiled-statement cache is hit without recomputing the statement's cache key on every call.
         self._statements: dict[tuple, Any] = {}
         # Whether `stories` has the schema-6 reading columns (a store opened without upgrading may not).
         self._has_reading_columns: bool | None = None
         self._has_date_certainty: bool | None = None
+        self.media = MediaResolver(self.insert_ignore)
 
     # ------------------------------------------------------------------ opening and upgrading
 
@@ -243,9 +241,7 @@ class TopicStore:
                 with self.engine.begin() as conn:
                     return work(conn)
             except Exception as exc:
-                # media created in the rolled-back transaction are gone: forget their ids
-                self._medium_cache.clear()
-                self._named_media.clear()
+                self.media.forget()
                 code = getattr(getattr(exc, "orig", None), "pgcode", None)
                 if not isinstance(exc, DBAPIError) or code not in _RETRYABLE_PGCODES or attempt == attempts:
                     raise
@@ -278,12 +274,10 @@ class TopicStore:
 
     # ------------------------------------------------------------------ idempotent writes
 
-    def _on_conflict(
-        self, table: Table, keys: Sequence[str], returning: Sequence[str] = (), update: Sequence[str] = ()
-    ) -> Any:
+    def _on_conflict(self, table: Table, keys: Sequence[str], update: Sequence[str] = ()) -> Any:
         """INSERT into ``table`` that skips rows clashing on ``keys`` (or overwrites their ``update``
-        columns), handing back the ``returning`` columns of the rows it wrote."""
-        cache_key = (table.fullname, tuple(keys), tuple(returning), tuple(update))
+        columns)."""
+        cache_key = (table.fullname, tuple(keys), tuple(update))
         stmt = self._statements.get(cache_key)
         if stmt is None:
             stmt = (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
@@ -293,8 +287,6 @@ class TopicStore:
                 )
             else:
                 stmt = stmt.on_conflict_do_nothing(index_elements=list(keys))
-            if returning:
-                stmt = stmt.returning(*(table.c[name] for name in returning))
             self._statements[cache_key] = stmt
         return stmt
 
@@ -309,24 +301,6 @@ class TopicStore:
             inserted += max(result.rowcount or 0, 0)
         return inserted
 
-    def insert_ignore_returning(
-        self,
-        conn: Connection,
-        table: Table,
-        rows: Sequence[dict],
-        keys: Sequence[str],
-        returning: Sequence[str],
-    ) -> list[Any]:
-        """``insert_ignore`` that hands back the ``returning`` columns of the rows it inserted (not of those
-        skipped), in one round of statements (INSERT ... ON CONFLICT DO NOTHING RETURNING)."""
-        if not rows:
-            return []
-        stmt = self._on_conflict(table, keys, returning=returning)
-        inserted: list[Any] = []
-        for chunk in chunks(rows):
-            inserted += conn.execute(stmt, chunk).all()
-        return inserted
-
     def insert_ignore_returning_tuples(
         self,
         conn: Connection,
@@ -336,7 +310,8 @@ class TopicStore:
         keys: Sequence[str],
         returning: Sequence[str],
     ) -> list[tuple]:
-        """``insert_ignore_returning`` for many small rows given as tuples in ``columns`` order: one multi-row
+        """``insert_ignore`` that hands back the ``returning`` columns of the rows it inserted (not of those
+        skipped), for many small rows given as tuples in ``columns`` order: one multi-row
         ``INSERT ... VALUES (...), (...) ON CONFLICT DO NOTHING RETURNING`` per chunk, written here. SQLAlchemy's
         executemany builds and processes a parameter dict per row (~5 us a row in Python); the spider claims
         ~50 sentences a page with this, where those dicts cost more than SQLite's own inserts."""
@@ -390,129 +365,6 @@ class TopicStore:
         for chunk in chunks(rows):
             conn.execute(stmt, chunk)
 
-    # ------------------------------------------------------------------ media
-
-    def medium_for_url(
-        self, conn: Connection, story_url: str, name: str | None = None, site_name: str | None = None
-    ) -> int:
-        """The medium of a story URL (Media Cloud's guess_medium): found by lossy medium URL or name, else
-        created, named ``name`` (a drop's medium), else ``site_name`` (the page's og:site_name), else its host.
-        A medium known only by its host takes the first such name it meets (``_name_medium``): media are
-        shown by name wherever one is known. ``site_name`` is never looked up: sites share og:site_names
-        ("Blogger").
-
-        The dup_media_id chain is followed to its end; a cycle raises StoreError naming the media.
-        """
-        guessed = medium_url_and_name(story_url)
-        if guessed is None:
-            raise StoreError(f"cannot derive a medium from url {story_url!r}")
-        medium_url, host = guessed
-        normalized = normalize_url_lossy(medium_url) or medium_url
-        proper = next((n.strip() for n in (name, site_name) if n and not host_like(n, host)), None)
-        cached = self._medium_cache.get(normalized)
-        if cached is not None:
-            if proper and cached not in self._named_media:
-                self._name_medium(conn, cached, proper, host)
-            return cached
-        media = s.media
-        row = conn.execute(self._medium_statement("by_normalized_url"), {"m_url": normalized}).first()
-        if row is None and name:
-            row = conn.execute(
-                select(media.c.media_id).where(func.lower(media.c.name) == name.lower()).limit(1)
-            ).first()
-        if row is None:
-            media_id = self._create_medium(conn, medium_url, normalized, name or proper or host, host)
-        else:
-            media_id = self.final_medium(conn, row.media_id)
-        if proper:
-            self._name_medium(conn, media_id, proper, host)
-        self._medium_cache[normalized] = media_id
-        return media_id
-
-    def _name_medium(self, conn: Connection, media_id: int, name: str, host: str) -> None:
-        """Give a medium known by its host (its name a host name) the name ``name``, unless another medium
-        has that name; a medium with a name keeps it. Once per medium and process."""
-        media = s.media
-        current = conn.execute(select(media.c.name).where(media.c.media_id == media_id)).scalar_one_or_none()
-        if current is not None and host_like(current, host):
-            taken = conn.execute(
-                select(media.c.media_id).where(func.lower(media.c.name) == name.lower()[:256]).limit(1)
-            ).first()
-            if taken is None:
-                conn.execute(update(media).where(media.c.media_id == media_id).values(name=name[:256]))
-                log.debug("medium %s named %r (was %r)", media_id, name, current)
-        self._named_media.add(media_id)
-
-    def _create_medium(self, conn: Connection, medium_url: str, normalized: str, name: str, host: str) -> int:
-        media = s.media
-        taken_names = {
-            r.lower()
-            for r in conn.execute(
-                self._medium_statement("names_taken"),
-                {"m_names": [name.lower(), host.lower(), normalized.lower()]},
-            ).scalars()
-        }
-        chosen_name = next((n for n in (name, host, normalized) if n.lower() not in taken_names), None)
-        taken_urls = set(
-            conn.execute(
-                self._medium_statement("urls_taken"), {"m_urls": [medium_url, medium_url + "#spider"]}
-            ).scalars()
-        )
-        chosen_url = next((u for u in (medium_url, medium_url + "#spider") if u not in taken_urls), None)
-        if chosen_name is None or chosen_url is None:
-            raise StoreError(f"cannot create a medium for {medium_url!r}: its name and url are taken")
-        inserted = self.insert_ignore(
-            conn,
-            media,
-            [{"url": chosen_url, "name": chosen_name[:256], "normalized_url": normalized}],
-            ["url"],
-        )
-        row = conn.execute(self._medium_statement("by_url"), {"m_url": chosen_url}).scalar_one()
-        if inserted:
-            log.debug("created medium %s (%s)", chosen_name, chosen_url)
-        return int(row)
-
-    def _medium_statement(self, name: str) -> Any:
-        """The media look-ups of ``medium_for_url``, built once and run with bound values: building a statement
-        and its cache key each time cost about half of the 1.3 ms of CPU that a new medium took (the spider
-        meets a new site every few pages)."""
-        key = ("media", name)
-        stmt = self._statements.get(key)
-        if stmt is None:
-            media = s.media
-            stmt = {
-                "by_normalized_url": lambda: (
-                    select(media.c.media_id)
-                    .where(media.c.normalized_url == bindparam("m_url"), media.c.foreign_rss_links.is_(False))
-                    .order_by(media.c.dup_media_id.is_(None).desc(), media.c.media_id)
-                    .limit(1)
-                ),
-                "names_taken": lambda: select(media.c.name).where(
-                    func.lower(media.c.name).in_(bindparam("m_names", expanding=True))
-                ),
-                "urls_taken": lambda: select(media.c.url).where(
-                    media.c.url.in_(bindparam("m_urls", expanding=True))
-                ),
-                "by_url": lambda: select(media.c.media_id).where(media.c.url == bindparam("m_url")),
-            }[name]()
-            self._statements[key] = stmt
-        return stmt
-
-    def final_medium(self, conn: Connection, media_id: int) -> int:
-        seen = [media_id]
-        current = media_id
-        while True:
-            dup = conn.execute(
-                select(s.media.c.dup_media_id).where(s.media.c.media_id == current)
-            ).scalar_one_or_none()
-            if dup is None:
-                return current
-            if dup in seen:
-                cycle = " -> ".join(str(m) for m in [*seen[seen.index(dup) :], dup])
-                raise StoreError(f"duplicate-media cycle: media {cycle}")
-            seen.append(dup)
-            current = dup
-
     # ------------------------------------------------------------------ stories
 
     def add_stories(self, stories: Iterable[NewStory], source: str) -> AddStoriesResult:
@@ -559,7 +411,7 @@ class TopicStore:
         now = now_utc()
         rows = []
         for story in batch:
-            media_id = self.medium_for_url(conn, story.url, story.medium_name, story.site_name)
+            media_id = self.media.medium_for_url(conn, story.url, story.medium_name, story.site_name)
             rows.append(
                 {
                     "media_id": media_id,

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, select, update
 
 from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore, now_utc
@@ -132,14 +132,3 @@ def mark_judged(conn: Connection, topics_id: int, version: int, stories_left: in
         .where(tv.c.topics_id == topics_id, tv.c.version == version)
         .values(judged_at=now_utc(), stories_left=stories_left)
     )
-
-
-def stories_outside(store: TopicStore, topics_id: int) -> int:
-    """How many of the topic's stories are outside its current version."""
-    ts = s.topic_stories
-    with store.engine.connect() as conn:
-        return int(
-            conn.execute(
-                select(func.count()).where(ts.c.topics_id == topics_id, ts.c.left_version.is_not(None))
-            ).scalar_one()
-        )
