@@ -1,6 +1,7 @@
 """Declarative automation conditions: rules Dagster's own automation sensor evaluates, where a hand-written sensor
 would only restate them (docs/dagster.md: which automation stays a sensor, and why)."""
 
+import json
 from collections import defaultdict
 from datetime import date
 from typing import ClassVar
@@ -13,7 +14,7 @@ from assets.partitions import (
     topics_file_path,
     topics_partitions,
 )
-from topicmap.topics.calendar import split_topic_week, topic_of_week_key
+from topicmap.topics.calendar import parse_topic_week, split_topic_week, topic_of_week_key
 
 AC = dg.AutomationCondition
 
@@ -100,6 +101,43 @@ class InDeclaredTopicWeeks(_TopicWeeksCondition):
         }
 
 
+class TopicWeekAppeared(_TopicWeeksCondition):
+    """True for the topic weeks that came in since the previous evaluation: weeks of a topic before its first or
+    after its last week then (an open-ended topic's week once it is over, a topic extended or declared); false on
+    the first evaluation. Read from each topic's first and last week, kept in the condition's cursor, over every
+    key: Dagster's ``newly_missing()`` compares with the previous evaluation's keys, which it stores as ranges of
+    the set's order, and a topic's new week is inserted inside such a range (before the next topic's weeks)."""
+
+    label = "topic_week_appeared"
+    text = "The topic's week came in since the previous evaluation"
+
+    @property
+    def requires_cursor(self) -> bool:
+        return True
+
+    def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
+        spans: dict[str, list[str]] = {}
+        for key in context.asset_graph_view.get_full_subset(
+            key=context.key
+        ).expensively_compute_partition_keys():
+            parsed = parse_topic_week(key)
+            if parsed is not None:
+                topic, week = parsed
+                first, last = spans.get(topic, (week, week))
+                spans[topic] = [min(first, week), max(last, week)]
+        before: dict[str, list[str]] | None = json.loads(context.cursor) if context.cursor else None
+        new: set[str] = set()
+        if before is not None:
+            for topic, topic_keys in _keys_by_topic(context).items():
+                first, last = before.get(topic, ("", ""))
+                new |= {key for key in topic_keys if not first <= split_topic_week(key)[1] <= last}
+        return dg.AutomationResult(
+            context=context,
+            true_subset=context.candidate_subset.compute_intersection_with_partition_keys(new),
+            cursor=json.dumps(spans, sort_keys=True),
+        )
+
+
 def _stories_built(
     context: dg.AutomationContext, topics: set[str], after: int | None = None
 ) -> dict[str, int]:
@@ -157,15 +195,16 @@ class TopicStoriesInProgress(_TopicWeeksCondition):
         }
 
 
-#: A topic's week of clusters is requested when the week comes into being (the topic registry adds the topic's
-#: week once it is over, or a new topic brings its weeks) and whenever the topic's deduplicated stories are rebuilt
-#: (every week of the topic: its clusters are drawn from those stories, and the weeks are built in order from one
-#: another, so a rebuilt topic is rebuilt whole; `cluster_weeks` runs a topic's range as one run). Never while the
-#: topic's stories are missing or being rebuilt, nor while the week is already being built, and never a week
-#: outside the topic's own dates (one the registry keeps because it holds data). Dagster's `eager()` with every
-#: week of the topic following its rebuilt stories, the dependency read per topic.
+#: A topic's week of clusters is requested when the week comes in (the topic registry adds the topic's week once it
+#: is over, or a topic extended or declared brings its weeks) and whenever the topic's deduplicated stories are
+#: rebuilt (every week of the topic: its clusters are drawn from those stories, and the weeks are built in order from
+#: one another, so a rebuilt topic is rebuilt whole; `cluster_weeks` runs a topic's range as one run). Never while
+#: the topic's stories are missing or being rebuilt, nor while the week is already being built, and never a week
+#: outside the topic's own dates (one the registry keeps because it holds data). A week that comes in while its
+#: topic's stories are missing or being built is built with them: they are then rebuilt. Dagster's `eager()` with
+#: every week of the topic following its rebuilt stories, the dependency read per topic.
 CLUSTER_WEEKS_CONDITION = (
-    (AC.newly_missing().with_label("a new week") | TopicStoriesUpdated()).since_last_handled()
+    (TopicWeekAppeared() | TopicStoriesUpdated().since_last_handled())
     & ~TopicStoriesMissing()
     & ~TopicStoriesInProgress()
     & ~AC.in_progress()

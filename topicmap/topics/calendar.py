@@ -83,24 +83,29 @@ def topic_week_key(topic: str, week: str) -> str:
     return f"{topic}{TOPIC_WEEK_SEPARATOR}{week}"
 
 
-def split_topic_week(key: str) -> tuple[str, str]:
-    """``(topic, monday)`` of a `cluster_weeks` key, or a ValueError naming a key that is not ``topic|monday``."""
+def parse_topic_week(key: str) -> tuple[str, str] | None:
+    """``(topic, monday)`` of a `cluster_weeks` key, None for a key that is not ``topic|monday`` (one added by
+    hand)."""
     topic, separator, week = key.partition(TOPIC_WEEK_SEPARATOR)
     try:
         valid = bool(topic and separator) and date.fromisoformat(week).weekday() == 0
     except ValueError:
         valid = False
-    if not valid:
+    return (topic, week) if valid else None
+
+
+def split_topic_week(key: str) -> tuple[str, str]:
+    """``(topic, monday)`` of a `cluster_weeks` key, or a ValueError naming a key that is not ``topic|monday``."""
+    parsed = parse_topic_week(key)
+    if parsed is None:
         raise ValueError(f"a cluster_weeks key is TOPIC|MONDAY (like climate|2026-01-05), got {key!r}")
-    return topic, week
+    return parsed
 
 
 def topic_of_week_key(key: str) -> str | None:
-    """The topic of a `cluster_weeks` key, None for a key that is not ``topic|monday`` (one added by hand)."""
-    try:
-        return split_topic_week(key)[0]
-    except ValueError:
-        return None
+    """The topic of a `cluster_weeks` key, None for a key that is not ``topic|monday``."""
+    parsed = parse_topic_week(key)
+    return parsed[0] if parsed else None
 
 
 def topic_week_pairs(topics: Sequence[TopicConfig], today: date, first: date | None = None) -> list[str]:
