@@ -6,9 +6,9 @@ daemon, each run's launcher and step, sensor ticks) would otherwise print the sa
 noise that buries real warnings. Only ``BetaWarning`` and only during the one call are silenced; any other
 warning, and this one from anywhere else, still shows.
 
-In use: ``MultiToSingleDimensionPartitionMapping`` (every week of ``cluster_weeks`` reads its topic's
-``deduped_stories``), ``@asset(backfill_policy=...)`` (a ``click_totals`` backfill runs up to 31 days per run, a
-``ccnews_stories`` backfill one day per run, a ``cluster_weeks`` backfill one run per topic) and
+In use: ``@asset(backfill_policy=...)`` (a ``click_totals`` backfill runs up to 31 days per run, a
+``ccnews_stories`` backfill one day per run, a ``cluster_weeks`` backfill one run per range of topic weeks,
+a topic's weeks being one range) and
 ``AutomationConditionSensorDefinition(use_user_code_server=True)`` (``cluster_weeks_automation`` evaluates a
 Python condition, which only the code server can run).
 """

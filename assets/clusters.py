@@ -1,7 +1,9 @@
 """Clusters of a topic's stories: one-shot (``clusters``) and week by week with their mutations (``cluster_weeks``).
 
-``cluster_weeks`` is partitioned topic x week. A run builds all its weeks in one pass, in date order, each from
-the state the week before left (a backfill over a range is one run per topic: ``BackfillPolicy.single_run()``),
+``cluster_weeks`` is partitioned by topic week: one key ``topic|monday`` per week of each declared topic (the
+`topic_weeks` set the topic registry keeps), no topic offered another's weeks. A run builds all its weeks in one
+pass, topic by topic, in date order, each from the state the week before left (a backfill over a range of keys is
+one run: ``BackfillPolicy.single_run()``; a topic's weeks are one range),
 and materializes each week as soon as its folder is written; its first week starts from the nearest built week
 before it, or from its own fit when none is built. The chain of states lives in the week folders, not in Dagster's
 graph: a range run gives all its weeks one provenance, so Dagster's stale status could not follow a
@@ -21,9 +23,10 @@ from assets.beta import beta_api
 from assets.conditions import CLUSTER_WEEKS_CONDITION
 from assets.jobs import POOL_ANALYSIS
 from assets.metadata import CODE_VERSIONS, OWNERS, png_markdown
-from assets.partitions import stored_topic_id, topics_partitions, weeks_partitions
+from assets.partitions import stored_topic_id, topic_weeks_partitions, topics_partitions
 from resources.store import TopicStoreResource
 from topicmap.clusters.names import MIN_STORIES
+from topicmap.topics.calendar import split_topic_week
 
 if TYPE_CHECKING:
     from topicmap.clusters.mutation import StreamConfig
@@ -33,12 +36,10 @@ CLUSTERS_GROUP = "clusters"
 CLUSTERS_TAGS = {"topicmap/stage": "clusters"}
 #: a run over many weeks logs one line every this many weeks (each week's figures are on its materialization)
 LOG_EVERY_WEEKS = 26
-#: the week dimension: the Mondays of the weeks the declared topics span, each once it is over (assets.partitions:
-#: the topic registry keeps the set equal to the topics file, an open-ended topic's new week coming in as it ends)
-topic_weeks_partitions = dg.MultiPartitionsDefinition({"topic": topics_partitions, "week": weeks_partitions})
-
-#: a topic's week reads the topic's whole partition; a beta class of Dagster
-TOPIC_OF_WEEK = beta_api(dg.MultiToSingleDimensionPartitionMapping, "topic")
+#: a topic's week reads its topic's stories. Dagster has no built-in mapping from a ``topic|week`` set to the topic
+#: (a custom one is deprecated, and dropped from what the webserver and daemon read), so the dependency is on every
+#: topic's stories; the automation condition reads the topic's own (assets/conditions.py), and the run its own.
+STORIES_OF_WEEKS = dg.AllPartitionMapping()
 
 
 class ClustersConfig(dg.Config):
@@ -146,7 +147,7 @@ def clusters(
     tags=CLUSTERS_TAGS,
     pool=POOL_ANALYSIS,
     partitions_def=topic_weeks_partitions,
-    deps=[dg.AssetDep("deduped_stories", partition_mapping=TOPIC_OF_WEEK)],
+    deps=[dg.AssetDep("deduped_stories", partition_mapping=STORIES_OF_WEEKS)],
     description=(
         "Streaming KMeans over a topic's weeks, exactly Spark MLlib's model (half-life in weeks, dying clusters "
         "re-seeded by splitting the largest), carried from week to week. A run builds its weeks in order in one "
@@ -176,8 +177,11 @@ def cluster_weeks(
     # one key in a run of one week; a single-run backfill's range, possibly of several topics, otherwise
     keys_by_topic: dict[str, dict[str, str]] = defaultdict(dict)
     for key in context.partition_keys:
-        dimensions = topic_weeks_partitions.get_partition_key_from_str(key).keys_by_dimension
-        keys_by_topic[dimensions["topic"]][dimensions["week"]] = key
+        try:
+            topic, week = split_topic_week(key)
+        except ValueError as exc:  # a key added by hand in the launch dialog
+            raise dg.Failure(description=str(exc), allow_retries=False) from exc
+        keys_by_topic[topic][week] = key
     topic_store = store.open()
     stale: dict[str, list[str]] = {}
     for topic, keys in sorted(keys_by_topic.items()):

@@ -94,7 +94,6 @@ from dagster._core.storage.tags import (
     SCHEDULE_NAME_TAG,  # run tag naming the schedule that launched a run: not exported
     SENSOR_NAME_TAG,  # run tag naming the sensor that launched a run (the UI's "Launched by"): not exported
     WILL_RETRY_TAG,  # run tag Dagster sets on a failed run: whether it will retry it: not exported
-    get_multidimensional_partition_tag,  # run tag of one dimension of a multi-partition: not exported
 )
 from dagster._core.types.loadable_target_origin import (
     LoadableTargetOrigin,  # where a code location is loaded from (module, working directory): not exported
@@ -177,6 +176,5 @@ __all__ = [
     "WILL_RETRY_TAG",
     "WorkerStatus",
     "execute_run",
-    "get_multidimensional_partition_tag",
     "merge_run_tags",
 ]

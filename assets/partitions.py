@@ -1,4 +1,4 @@
-"""Partitions shared by the asset groups: the topics, and the days and weeks they span (the rules in
+"""Partitions shared by the asset groups: the topics, and the days and topic weeks they span (the rules in
 topicmap.topics.calendar), kept in step with the topics file by the topic registry sensor."""
 
 from collections.abc import Mapping
@@ -21,19 +21,21 @@ if TYPE_CHECKING:
 #: One partition per declared topic, kept in step with topics.yaml by the topic registry sensor.
 topics_partitions = dg.DynamicPartitionsDefinition(name="topics")
 
-#: One partition per publication day a declared topic spans (`click_totals`), per week a declared topic spans (the
-#: week dimension of `cluster_weeks`) and per CC-NEWS day a topic spans (`ccnews_stories`): the sets of
+#: One partition per publication day a declared topic spans (`click_totals`), per week of each declared topic
+#: (`cluster_weeks`, keys ``topic|monday``) and per CC-NEWS day a topic spans (`ccnews_stories`): the sets of
 #: topicmap.topics.calendar, kept equal to the topics file by the topic registry sensor (:func:`apply_calendar`),
-#: so no day or week that cannot hold data is offered, and an open-ended topic's days come in without a reload.
+#: so no day or topic x week pair that cannot hold data is offered, and an open-ended topic's days come in without
+#: a reload. The topic weeks are one set of pairs, not a topic x week product: a product would offer every topic
+#: the weeks of every other.
 click_days_partitions = dg.DynamicPartitionsDefinition(name="click_days")
-weeks_partitions = dg.DynamicPartitionsDefinition(name="weeks")
+topic_weeks_partitions = dg.DynamicPartitionsDefinition(name="topic_weeks")
 ccnews_days_partitions = dg.DynamicPartitionsDefinition(name="ccnews_days")
 
 #: the asset whose materialized keys each calendar set keeps (they hold data) when the topics file no longer
 #: declares them
 CALENDAR_ASSETS = {
     click_days_partitions.name: "click_totals",
-    weeks_partitions.name: "cluster_weeks",
+    topic_weeks_partitions.name: "cluster_weeks",
     ccnews_days_partitions.name: "ccnews_stories",
 }
 
@@ -75,8 +77,8 @@ def topics_file_path(environ: Mapping[str, str] | None = None) -> str:
 def declared_calendar(
     topics: list[TopicConfig], today: date | None = None, environ: Mapping[str, str] | None = None
 ) -> dict[str, list[str]]:
-    """``{partition set name: its keys}`` for the declared ``topics`` as of ``today``: the click days, the weeks
-    and the CC-NEWS days (topicmap.topics.calendar), with the settings that bound them."""
+    """``{partition set name: its keys}`` for the declared ``topics`` as of ``today``: the click days, the topic
+    weeks and the CC-NEWS days (topicmap.topics.calendar), with the settings that bound them."""
     today = today or _today()
     clicks_start = calendar.parse_day(
         settings.CLICKS_START_DATE.name, settings.CLICKS_START_DATE.value(environ)
@@ -85,7 +87,7 @@ def declared_calendar(
     ccnews_start = calendar.parse_day(settings.CCNEWS_START.name, settings.CCNEWS_START.value(environ))
     return {
         click_days_partitions.name: calendar.click_days(topics, today, clicks_start),
-        weeks_partitions.name: calendar.all_weeks(topics, today, weeks_start),
+        topic_weeks_partitions.name: calendar.topic_week_pairs(topics, today, weeks_start),
         ccnews_days_partitions.name: calendar.ccnews_days(topics, today, ccnews_start),
     }
 
@@ -93,9 +95,9 @@ def declared_calendar(
 def apply_calendar(
     instance: dg.DagsterInstance, topics: list[TopicConfig], today: date | None = None
 ) -> list[str]:
-    """Bring the click days, weeks and CC-NEWS days of ``instance`` in step with ``topics`` (as of ``today``), in
-    date order; one note per set changed. A key its asset holds a materialization for is kept, declared or not
-    (its data stays readable; for weeks, any topic's).
+    """Bring the click days, topic weeks and CC-NEWS days of ``instance`` in step with ``topics`` (as of
+    ``today``), in order (a topic's weeks in date order); one note per set changed. A key its asset holds a
+    materialization for is kept, declared or not (its data stays readable).
 
     Written to the instance at once, in bulk (the topic registry on each tick, `make demo`, `topicmap topic
     add/run`): a sensor's dynamic partition requests are applied by the daemon one key at a time, a lookup per key,
@@ -103,8 +105,9 @@ def apply_calendar(
     notes: list[str] = []
     for name, wanted in declared_calendar(topics, today).items():
         current = instance.get_dynamic_partitions(name)
-        # keys that hold data stay offered (materializations under the time partitions of earlier versions too)
-        held = _materialized_keys(instance, CALENDAR_ASSETS[name])
+        # keys that hold data stay offered (materializations under the partitions of earlier versions too: time
+        # windows, and topic x week products, whose keys are the same ``topic|monday``)
+        held = set(instance.get_materialized_partitions(dg.AssetKey(CALENDAR_ASSETS[name])))
         plan = calendar.plan_key_sync(current, sorted(set(wanted) | held), held)
         for key in (*plan.move, *plan.delete):
             instance.delete_dynamic_partition(name, key)
@@ -123,12 +126,6 @@ def _sync_note(name: str, plan: calendar.KeySync, wanted: int) -> str:
     span = f" ({plan.add[0]}..{plan.add[-1]} added)" if plan.add else ""
     moved = f", {len(plan.move)} moved after the new ones (date order)" if plan.move else ""
     return f"{name}: {' '.join(p for p in parts if p)} keys of {wanted}{span}{moved}"
-
-
-def _materialized_keys(instance: dg.DagsterInstance, asset: str) -> set[str]:
-    """The keys of a calendar set the asset materialized: for the week dimension of a topic x week asset, the weeks
-    any topic built."""
-    return {key.split("|")[-1] for key in instance.get_materialized_partitions(dg.AssetKey(asset))}
 
 
 def apply_declared_calendar(instance: dg.DagsterInstance, today: date | None = None) -> list[str]:

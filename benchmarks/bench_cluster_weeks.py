@@ -116,7 +116,7 @@ def run_range(store_url: str, instance, first: str, last: str):  # noqa: ANN001,
     from assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
     from resources.store import TopicStoreResource
 
-    keys = [dg.MultiPartitionKey({"topic": TOPIC, "week": week}) for week in (first, last)]
+    keys = [f"{TOPIC}|{week}" for week in (first, last)]
     tags = {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[1]}
     return dg.materialize(
         [cluster_weeks],
@@ -220,7 +220,9 @@ def main() -> None:
         )
         weeks = week_keys(args.weeks)
         with dagster_instance(args.dagster_storage, args.postgres_url, Path(folder) / "dagster") as instance:
+            # the topic and its weeks, as the topic registry adds them
             instance.add_dynamic_partitions("topics", [TOPIC])
+            instance.add_dynamic_partitions("topic_weeks", [f"{TOPIC}|{week}" for week in weeks])
             started = time.perf_counter()
             # what a run imports first (scikit-learn, matplotlib, kneed), timed apart from the run
             import kneed  # noqa: F401

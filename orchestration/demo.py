@@ -130,21 +130,25 @@ def build_cluster_weeks(
     over) in ONE `cluster_weeks_job` run over their range, as a backfill from the UI or the automation sensor
     runs them (``BackfillPolicy.single_run``): built in order in one pass, each from the state the week before
     left. None when none of its weeks is a partition yet."""
-    import dagster as dg
 
     from assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-    from assets.partitions import weeks_partitions
+    from assets.partitions import topic_weeks_partitions
     from orchestration.runs import run_job
     from topicmap.clusters.store import topic_weeks
+    from topicmap.topics.calendar import topic_week_key
 
-    partitions = set(instance.get_dynamic_partitions(weeks_partitions.name))
-    weeks = [week for week in topic_weeks(topic.start_date, topic.last_day()) if week in partitions]
-    if not weeks:
+    partitions = set(instance.get_dynamic_partitions(topic_weeks_partitions.name))
+    keys = [
+        key
+        for key in (
+            topic_week_key(topic.name, week) for week in topic_weeks(topic.start_date, topic.last_day())
+        )
+        if key in partitions
+    ]
+    if not keys:
         _say(f"  no week of {topic.name} is a partition yet")
         return None
-    first, last = (
-        str(dg.MultiPartitionKey({"topic": topic.name, "week": week})) for week in (weeks[0], weeks[-1])
-    )
+    first, last = keys[0], keys[-1]
     return run_job(
         defs,
         instance,

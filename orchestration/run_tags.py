@@ -22,10 +22,10 @@ from assets.dagster_internals import (
     SENSOR_NAME_TAG,
     BaseAssetGraph,
     ExecutionPlanSnapshot,
-    get_multidimensional_partition_tag,
 )
 from assets.jobs import run_tags
-from assets.partitions import topics_partitions
+from assets.partitions import topic_weeks_partitions, topics_partitions
+from topicmap.topics.calendar import topic_of_week_key
 
 #: run tag saying who launched a run: ``manual`` (the UI, the command line, a re-execution by hand), ``retry``
 #: (Dagster's run retries), ``sensor:<name>``, ``schedule:<name>`` or ``backfill:<id>`` (a run of a backfill, which
@@ -48,11 +48,8 @@ def planned_asset_keys(plan: ExecutionPlanSnapshot) -> set[dg.AssetKey]:
     }
 
 
-def _is_topics(partitions_def: dg.PartitionsDefinition | None) -> bool:
-    return (
-        isinstance(partitions_def, dg.DynamicPartitionsDefinition)
-        and partitions_def.name == topics_partitions.name
-    )
+def _dynamic_set(partitions_def: dg.PartitionsDefinition | None) -> str | None:
+    return partitions_def.name if isinstance(partitions_def, dg.DynamicPartitionsDefinition) else None
 
 
 def _partition_keys(tags: Mapping[str, str]) -> list[str]:
@@ -66,32 +63,19 @@ def _partition_keys(tags: Mapping[str, str]) -> list[str]:
 def run_topic(
     asset_graph: BaseAssetGraph, asset_keys: Collection[dg.AssetKey], tags: Mapping[str, str]
 ) -> str | None:
-    """The one topic a run works on: its partition of `topics` (or of a multi-partition's topic dimension), None
-    for a run of no topic or of a range over several topics."""
+    """The one topic a run works on: its partition of `topics` (or the topic of its `topic_weeks`), None for a run
+    of no topic or of a range over several topics."""
     keys = _partition_keys(tags)
     for asset_key in asset_keys:
         if not asset_graph.has(asset_key):
             continue
-        partitions_def = asset_graph.get(asset_key).partitions_def
-        topics: set[str] = set()
-        if _is_topics(partitions_def):
+        partition_set = _dynamic_set(asset_graph.get(asset_key).partitions_def)
+        topics: set[str | None] = set()
+        if partition_set == topics_partitions.name:
             topics = set(keys)
-        elif isinstance(partitions_def, dg.MultiPartitionsDefinition):
-            dimension = next(
-                (d.name for d in partitions_def.partitions_defs if _is_topics(d.partitions_def)), None
-            )
-            if dimension is None:
-                continue
-            tagged = tags.get(get_multidimensional_partition_tag(dimension))
-            topics = (
-                {tagged}
-                if tagged
-                else {
-                    partitions_def.get_partition_key_from_str(key).keys_by_dimension[dimension]
-                    for key in keys
-                }
-            )
-        if len(topics) == 1:
+        elif partition_set == topic_weeks_partitions.name:
+            topics = {topic_of_week_key(key) for key in keys}
+        if len(topics) == 1 and None not in topics:
             return topics.pop()
     return None
 

@@ -23,7 +23,8 @@ from sensors.settings import SENSOR_INTERVAL_SECONDS
 from sensors.topic_runs import topic_run_request
 from topicmap.topics.declarations import TopicConfigError, plan_topic_sync
 
-#: run tags naming a run's topic partition: a topic run's own, or the topic dimension of a topic x week run
+#: run tags naming a run's topic partition: a topic run's own, or the topic dimension of a topic x week run (the
+#: partitions of `cluster_weeks` in earlier versions)
 PARTITION_TAGS = ("dagster/partition", "dagster/partition/topic")
 
 

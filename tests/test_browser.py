@@ -584,12 +584,8 @@ def _build_weeks(webserver: DagsterGraphQL, first: str, last: str) -> str:
     tags = dict(
         zip(("dagster/asset_partition_range_start", "dagster/asset_partition_range_end"), keys, strict=True)
     )
-    if first == last:  # one partition: its key and each dimension's, as the UI tags it
-        tags = {
-            "dagster/partition": keys[0],
-            "dagster/partition/topic": demo_topic.TOPIC,
-            "dagster/partition/week": first,
-        }
+    if first == last:  # one partition: its key, as the UI tags it
+        tags = {"dagster/partition": keys[0]}
     run_id = webserver.launch_assets("cluster_weeks", tags=tags)
     assert _run_ends(webserver, run_id) == "SUCCESS", webserver.run_messages(run_id)[-10:]
     return run_id
@@ -624,14 +620,14 @@ def test_a_rebuilt_week_shows_every_later_week_stale_until_a_range_rebuild(
     webserver = deployment.graphql
     topic = load_topics(deployment.home / "topics.yaml").by_name()[demo_topic.TOPIC]
     # the launch dialog's weeks are the declared topic's weeks, from the week of its start to the week of its end
-    dimensions = webserver.query(
+    (dimension,) = webserver.query(
         '{ assetNodeOrError(assetKey: {path: ["cluster_weeks"]}) { ... on AssetNode { '
         "partitionKeysByDimension { name partitionKeys } } } }"
     )["assetNodeOrError"]["partitionKeysByDimension"]
-    weeks = next(d["partitionKeys"] for d in dimensions if d["name"] == "week")
-    assert weeks == topic_weeks(topic.start_date, topic.end_date) and len(weeks) == 9
+    weeks = topic_weeks(topic.start_date, topic.end_date)
+    assert dimension["partitionKeys"] == [f"{demo_topic.TOPIC}|{week}" for week in weeks] and len(weeks) == 9
 
-    # the launch dialog opens on no partition (Dagster's default); "All" of each dimension is the topic's weeks
+    # the launch dialog opens on no partition (Dagster's default); "All" is the topic's weeks
     browser.get(f"{webserver.base_url}/assets/cluster_weeks")
     with screenshot(browser, tmp_path, "1-launch-dialog-all-weeks"):
         _wait(

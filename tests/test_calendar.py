@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from datetime import date
 
+import pytest
+
 from topicmap.topics.calendar import (
     ccnews_days,
     click_days,
     plan_key_sync,
+    split_topic_week,
+    topic_of_week_key,
     topic_week_keys,
+    topic_week_pairs,
 )
 from topicmap.topics.declarations import TopicConfig
 
@@ -37,6 +42,24 @@ def test_a_week_is_a_topics_once_it_is_over() -> None:
     # the current week (from Monday the 23rd) is not over: the running topic's weeks stop before it
     assert topic_week_keys(RUNNING, TODAY) == ["2026-11-09", "2026-11-16"]
     assert topic_week_keys(FUTURE, TODAY) == []
+
+
+def test_a_topic_week_is_a_pair_of_the_topic_and_its_monday_each_topics_weeks_one_range() -> None:
+    pairs = topic_week_pairs([RUNNING, ENDED, FUTURE], TODAY)
+    assert pairs == ["ended|2026-01-26", "ended|2026-02-02", "running|2026-11-09", "running|2026-11-16"]
+    # a topic's new week sorts among its own, before the next topic's: the set moves those after it
+    zeta = TopicConfig(name="zeta", query="a", start_date=date(2026, 1, 5), end_date=date(2026, 1, 18))
+    now = topic_week_pairs([RUNNING, ENDED, zeta], TODAY)
+    plan = plan_key_sync(now, topic_week_pairs([RUNNING, ENDED, zeta], date(2026, 12, 3)))
+    assert (
+        plan.add == ("running|2026-11-23", "zeta|2026-01-05", "zeta|2026-01-12") and plan.move == plan.add[1:]
+    )
+    assert split_topic_week("ended|2026-01-26") == ("ended", "2026-01-26")
+    # a key that is not TOPIC|MONDAY (one added by hand) has no topic; split, it is refused by name
+    for key in ("ended", "ended|2026-01-27", "|2026-01-26", "ended|June"):
+        assert topic_of_week_key(key) is None
+        with pytest.raises(ValueError, match=f"TOPIC\\|MONDAY .* got {key!r}"):
+            split_topic_week(key)
 
 
 def test_keys_are_appended_moved_or_deleted_to_keep_date_order() -> None:

@@ -20,7 +20,7 @@ from sklearn.metrics import adjusted_rand_score
 from assets.clusters import ClusterWeeksConfig, cluster_weeks, clusters
 from assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG as RANGE_END
 from assets.dagster_internals import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
-from assets.partitions import apply_calendar, declared_calendar, weeks_partitions
+from assets.partitions import apply_calendar, declared_calendar, topic_weeks_partitions
 from resources.store import TopicStoreResource
 from topicmap.clusters.model import (
     _projection,
@@ -395,8 +395,8 @@ def test_clusters_asset_skips_small_topics(tmp_path: Path, monkeypatch: pytest.M
     store.dispose()
 
 
-def week_key(week: str) -> dg.MultiPartitionKey:
-    return dg.MultiPartitionKey({"topic": TOPIC, "week": week})
+def week_key(week: str) -> str:
+    return f"{TOPIC}|{week}"
 
 
 def materialize_weeks(
@@ -421,7 +421,7 @@ def materialize_weeks(
 def week_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, object]]:
     """Each materialized week's metadata values, by week."""
     return {
-        m.partition.keys_by_dimension["week"]: {k: v.value for k, v in m.metadata.items()}
+        m.partition.split("|")[1]: {k: v.value for k, v in m.metadata.items()}
         for m in result.asset_materializations_for_node("cluster_weeks")
     }
 
@@ -441,7 +441,8 @@ def weeks_instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dg.Dagste
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("topics", [TOPIC])
-    instance.add_dynamic_partitions("weeks", WEEKS)  # as the topic registry adds the weeks of a topic
+    # as the topic registry adds the weeks of a topic
+    instance.add_dynamic_partitions("topic_weeks", [week_key(week) for week in WEEKS])
     return instance
 
 
@@ -579,7 +580,7 @@ def test_weeks_are_backfilled_in_one_run_per_topic() -> None:
     assert [d.asset_key for d in deps] == [dg.AssetKey("deduped_stories")]
 
 
-def test_the_week_dimension_holds_the_declared_topics_weeks_once_over(tmp_path: Path) -> None:
+def test_the_topic_weeks_are_each_declared_topics_weeks_once_over(tmp_path: Path) -> None:
     topics = tmp_path / "topics.yaml"
     topics.write_text(
         "topics:\n  - {name: long, query: a, start_date: 2009-01-01, end_date: 2024-12-31}\n"
@@ -588,19 +589,27 @@ def test_the_week_dimension_holds_the_declared_topics_weeks_once_over(tmp_path: 
         encoding="utf-8",
     )
     declared = load_topics(topics, date(2026, 11, 26)).topics
-    weeks = declared_calendar(declared, date(2026, 11, 26), {})["weeks"]
-    # from the Monday of the earliest start to the week of the last end; none between the topics; the running
-    # topic's weeks that are over (not the current one, which begins on the 23rd)
-    assert weeks[0] == "2008-12-29" and "2024-12-30" in weeks and "2025-01-06" not in weeks
-    assert weeks[-3:] == ["2026-11-02", "2026-11-09", "2026-11-16"] and len(weeks) == 836 + 3
+    keys = declared_calendar(declared, date(2026, 11, 26), {})["topic_weeks"]
+    weeks: dict[str, list[str]] = {}
+    for key in keys:
+        topic, week = key.split("|")
+        weeks.setdefault(topic, []).append(week)
+    # each topic's own weeks, one range in date order: from the Monday of its start to the week of its end; the
+    # running topic's weeks that are over (not the current one, which begins on the 23rd); no topic has another's
+    assert list(weeks) == ["long", "running", "short"]
+    assert (weeks["long"][0], weeks["long"][-1], len(weeks["long"])) == ("2008-12-29", "2024-12-30", 836)
+    assert weeks["short"] == topic_weeks(date(2019, 10, 28), date(2020, 3, 2))
+    assert weeks["running"] == ["2026-11-02", "2026-11-09", "2026-11-16"]
+    assert len(keys) == len(weeks["long"]) + len(weeks["short"]) + 3
     # the setting is a floor (its Monday); a bad one is refused by name
-    floored = declared_calendar(declared, date(2026, 11, 26), {"TOPICMAP_WEEKS_START": "2019-10-30"})["weeks"]
-    assert floored[0] == "2019-10-28"
+    floored = declared_calendar(declared, date(2026, 11, 26), {"TOPICMAP_WEEKS_START": "2019-10-30"})[
+        "topic_weeks"
+    ]
+    assert floored[0] == "long|2019-10-28" and "short|2019-10-28" in floored
     with pytest.raises(ValueError, match="TOPICMAP_WEEKS_START must be an ISO day"):
         declared_calendar(declared, date(2026, 11, 26), {"TOPICMAP_WEEKS_START": "June"})
-    # the asset's week dimension is that set, kept by the topic registry
-    week_dimension = next(d for d in cluster_weeks.partitions_def.partitions_defs if d.name == "week")
-    assert week_dimension.partitions_def == weeks_partitions
+    # the asset's partitions are that set, kept by the topic registry
+    assert cluster_weeks.partitions_def == topic_weeks_partitions
 
 
 def test_topic_weeks_are_the_mondays_the_topic_spans() -> None:

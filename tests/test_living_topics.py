@@ -155,8 +155,11 @@ def test_the_registry_keeps_the_days_and_weeks_to_the_declared_topics_tick_by_ti
         [*declared, ended[1].isoformat(), earlier_key]
     )
     assert instance.get_dynamic_partitions("ccnews_days") == declared  # no data there: the shortened days go
-    weeks = instance.get_dynamic_partitions("weeks")
-    assert weeks == sorted(weeks) and weeks[-1] == (today - timedelta(days=today.weekday() + 7)).isoformat()
+    # each topic's weeks, a topic's in date order; the running topic's to the last week that is over
+    weeks = instance.get_dynamic_partitions("topic_weeks")
+    assert weeks == sorted(weeks) and {key.split("|")[0] for key in weeks} == {"ended", "older", "running"}
+    last_week = (today - timedelta(days=today.weekday() + 7)).isoformat()
+    assert [key for key in weeks if key.startswith("running|")][-1] == f"running|{last_week}"
     # nothing changed: the next tick asks for nothing
     third = topic_registry(
         dg.build_sensor_context(instance=instance, resources=resources, cursor=second.cursor)

@@ -54,7 +54,6 @@ INTERNALS: dict[str, tuple[str, set[str]]] = {
             "SENSOR_NAME_TAG",
             "ReexecutionStrategy",
             "WILL_RETRY_TAG",
-            "get_multidimensional_partition_tag",
             # a run created from the code location and executed in this process (orchestration/runs.py)
             "EngineEventData",
             "InProcessCodeLocation",

@@ -71,10 +71,19 @@ def test_the_topic_is_read_from_the_runs_partition(asset_graph) -> None:  # noqa
     one = {"dagster/asset_partition_range_start": "t", "dagster/asset_partition_range_end": "t"}
     assert run_topic(asset_graph, spider, one) == "t"
     assert run_topic(asset_graph, spider, {**one, "dagster/asset_partition_range_end": "u"}) is None
-    # topic x week: the topic dimension, from its own tag or from the key
+    # a topic's week: the topic of the key, of a range's two ends if they are one topic's
     weeks = keys("cluster_weeks")
     assert run_topic(asset_graph, weeks, {"dagster/partition": "t|2026-02-02"}) == "t"
-    assert run_topic(asset_graph, weeks, {"dagster/partition/topic": "t", "dagster/partition": "x"}) == "t"
+    assert run_topic(asset_graph, weeks, {"dagster/partition": "added-by-hand"}) is None  # no topic week
+    week_range = {
+        "dagster/asset_partition_range_start": "t|2026-02-02",
+        "dagster/asset_partition_range_end": "t|2026-03-02",
+    }
+    assert run_topic(asset_graph, weeks, week_range) == "t"
+    assert (
+        run_topic(asset_graph, weeks, {**week_range, "dagster/asset_partition_range_end": "u|2026-01-05"})
+        is None
+    )
     # a publication day is no topic
     assert run_topic(asset_graph, keys("click_totals"), {"dagster/partition": "2026-02-02"}) is None
 

@@ -54,6 +54,49 @@ def missing(dagster: LocalDagster, asset: str) -> list[str]:
     return data["assetPartitionStatuses"]["unmaterializedPartitions"]
 
 
+def deployment_env(tmp_path: Path, topics: Path) -> dict[str, str]:
+    """The environment of a local deployment reading ``topics``, with no setting that bounds the days and weeks
+    and no Bit.ly token."""
+    env = {
+        **os.environ,
+        "TOPICMAP_HOME": str(tmp_path / "home"),
+        "TOPICMAP_DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite3'}",
+        "TOPICMAP_TOPICS_FILE": str(topics),
+        "TOPICMAP_EXECUTOR": "in_process",
+    }
+    for name in (
+        "TOPICMAP_BITLY_TOKEN",
+        "TOPICMAP_CLICKS_START_DATE",
+        "TOPICMAP_WEEKS_START",
+        "TOPICMAP_CCNEWS_START",
+    ):
+        env.pop(name, None)
+    return env
+
+
+def backfill_partitions(dagster: LocalDagster, backfill: str) -> list[str]:
+    """The partitions a backfill targets, as its page lists them."""
+    return dagster.graphql.query(
+        "query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill { "
+        "partitionNames } } }",
+        id=backfill,
+    )["partitionBackfillOrError"]["partitionNames"]
+
+
+def partition_stats(dagster: LocalDagster, asset: str) -> dict[str, int]:
+    """The asset's partition counts, as the asset page's partition bar shows them."""
+    return dagster.graphql.query(
+        "query($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode { partitionStats { "
+        "numMaterialized numPartitions numFailed numMaterializing } } } }",
+        key={"path": [asset]},
+    )["assetNodeOrError"]["partitionStats"]
+
+
+def topic_weeks(topic: str, first: date, last: date) -> list[str]:
+    """The topic's `cluster_weeks` keys: ``topic|monday`` for each of its weeks that is over."""
+    return [f"{topic}|{monday}" for monday in mondays(first, last)]
+
+
 def latest_check(dagster: LocalDagster, asset: str, check: str) -> dict:
     data = dagster.graphql.query(
         "query($key: AssetKeyInput!, $name: String!) { assetCheckExecutions(assetKey: $key, checkName: $name, "
@@ -96,20 +139,7 @@ def test_the_ui_offers_only_the_declared_days_and_follows_the_topics_file_withou
         f"topics:\n  - {{name: ended, query: climate, start_date: {ended[0]}, end_date: {ended[1]}}}\n",
         encoding="utf-8",
     )
-    env = {
-        **os.environ,
-        "TOPICMAP_HOME": str(tmp_path / "home"),
-        "TOPICMAP_DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite3'}",
-        "TOPICMAP_TOPICS_FILE": str(topics),
-        "TOPICMAP_EXECUTOR": "in_process",
-    }
-    for name in (
-        "TOPICMAP_BITLY_TOKEN",
-        "TOPICMAP_CLICKS_START_DATE",
-        "TOPICMAP_WEEKS_START",
-        "TOPICMAP_CCNEWS_START",
-    ):
-        env.pop(name, None)
+    env = deployment_env(tmp_path, topics)
     with (
         local_dagster(tmp_path, env) as dagster,
         dg.DagsterInstance.from_config(str(dagster.dagster_home)) as instance,
@@ -123,16 +153,12 @@ def test_the_ui_offers_only_the_declared_days_and_follows_the_topics_file_withou
         declared = days(*ended)
         assert partition_keys(dagster, "click_totals") == {"default": sorted([*declared, old_key])}
         assert partition_keys(dagster, "ccnews_stories") == {"default": declared}
-        assert partition_keys(dagster, "cluster_weeks") == {"topic": ["ended"], "week": mondays(*ended)}
+        assert partition_keys(dagster, "cluster_weeks") == {"default": topic_weeks("ended", *ended)}
         # the "Missing" set: the declared days, none after the topic's end; a backfill over it builds every day
         offered = missing(dagster, "click_totals")
         assert offered == declared
         backfill = dagster.launch_backfill("click_totals", offered)
-        targeted = dagster.graphql.query(
-            "query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill { "
-            "partitionNames } } }",
-            id=backfill,
-        )["partitionBackfillOrError"]["partitionNames"]
+        targeted = backfill_partitions(dagster, backfill)
         assert sorted(targeted) == declared
         # its runs (31 days at most each) succeed; without a Bit.ly token they materialize nothing, so Dagster
         # ends the backfill as failed: the days stay missing, to be fetched once a token is set
@@ -160,11 +186,14 @@ def test_the_ui_offers_only_the_declared_days_and_follows_the_topics_file_withou
         clicks = partition_keys(dagster, "click_totals")["default"]
         assert clicks == sorted([*declared, old_key])  # in date order, the earlier topic's days first
         assert partition_keys(dagster, "ccnews_stories") == {"default": declared}
-        weeks = partition_keys(dagster, "cluster_weeks")
-        assert sorted(weeks["topic"]) == ["earlier", "ended", "running"]
-        assert weeks["week"] == sorted(
-            {*mondays(*earlier), *mondays(*extended), *mondays(running_start, today)}
-        )
+        # each topic is offered its own weeks, none of another's (their dates do not overlap): a topic's weeks in
+        # date order, one range
+        declared_weeks = [
+            *topic_weeks("earlier", *earlier),
+            *topic_weeks("ended", *extended),
+            *topic_weeks("running", running_start, today),
+        ]
+        assert partition_keys(dagster, "cluster_weeks") == {"default": declared_weeks}
         # still missing: without a Bit.ly token a click run materializes nothing (the days stay to be fetched)
         assert missing(dagster, "click_totals") == declared
         # the open-ended topic is running: a snapshot is due, and the check, reading the file now, says so
@@ -174,3 +203,58 @@ def test_the_ui_offers_only_the_declared_days_and_follows_the_topics_file_withou
         assert check["runId"] == run_id and not check["evaluation"]["success"]
         assert "last: never" in check["evaluation"]["description"]
         assert code_server.poll() is None  # the same code server throughout: nothing was reloaded
+
+
+def test_the_ui_offers_each_topic_its_own_weeks_and_a_missing_backfill_builds_only_those(
+    tmp_path: Path,
+) -> None:
+    """Two topics of different dates: `cluster_weeks` offers the pairs each declares (not every topic every week
+    of the other, as a topic x week product would), the asset page counts as missing the declared pairs not built,
+    and a "Missing" backfill targets exactly those: one run over their range, no week outside a topic's dates."""
+    today = datetime.now(UTC).date()
+    first = (today - timedelta(days=120), today - timedelta(days=95))
+    second = (today - timedelta(days=60), today - timedelta(days=30))
+    topics = tmp_path / "topics.yaml"
+    topics.write_text(
+        "topics:\n"
+        f"  - {{name: first, query: climate, start_date: {first[0]}, end_date: {first[1]}}}\n"
+        f"  - {{name: second, query: climate, start_date: {second[0]}, end_date: {second[1]}}}\n",
+        encoding="utf-8",
+    )
+    env = deployment_env(tmp_path, topics)
+    declared = [*topic_weeks("first", *first), *topic_weeks("second", *second)]
+    # a week built already; and a week past the first topic's end built under the topic x week partitions of an
+    # earlier version (the same key): it holds data, so it stays offered and readable
+    built = declared[0]
+    past_end = first[1] + timedelta(days=14)
+    earlier_version = f"first|{past_end - timedelta(days=past_end.weekday())}"
+    with (
+        local_dagster(tmp_path, env) as dagster,
+        dg.DagsterInstance.from_config(str(dagster.dagster_home)) as instance,
+    ):
+        for key in (built, earlier_version):
+            instance.report_runless_asset_event(dg.AssetMaterialization("cluster_weeks", partition=key))
+        dagster.next_sensor_tick("topic_registry")
+        assert partition_keys(dagster, "cluster_weeks") == {"default": sorted([*declared, earlier_version])}
+        # not offered: the first topic's weeks at the second's dates, and the reverse
+        assert not {f"first|{week}" for week in mondays(*second)} & {*declared, earlier_version}
+        stats = partition_stats(dagster, "cluster_weeks")
+        assert (stats["numPartitions"], stats["numMaterialized"]) == (len(declared) + 1, 2)
+        to_build = missing(dagster, "cluster_weeks")
+        assert to_build == declared[1:]
+        # "Missing" in the launch dialog: a backfill over those pairs, one run over each range of them (a
+        # single-run backfill policy; the week kept between them splits them), each building its weeks in order
+        backfill = dagster.launch_backfill("cluster_weeks", to_build)
+        targeted = backfill_partitions(dagster, backfill)
+        assert sorted(targeted) == to_build
+        dagster.wait_for_backfill(backfill)
+        ranges = sorted(
+            (
+                run["tags"]["dagster/asset_partition_range_start"],
+                run["tags"]["dagster/asset_partition_range_end"],
+            )
+            for run in dagster.backfill_runs(backfill)
+        )
+        first_weeks = topic_weeks("first", *first)
+        second_weeks = topic_weeks("second", *second)
+        assert ranges == [(first_weeks[1], first_weeks[-1]), (second_weeks[0], second_weeks[-1])]

@@ -1,14 +1,14 @@
 """The calendar of the declared topics: which publication days, weeks and CC-NEWS days can hold a topic's data.
 
-The partitions of `click_totals` (publication days), `cluster_weeks` (its week dimension) and `ccnews_stories`
+The partitions of `click_totals` (publication days), `cluster_weeks` (topic x week pairs) and `ccnews_stories`
 (CC-NEWS days) are these sets, kept equal to what the topics file declares by the topic registry on each tick, so a
-day or week that can never hold data is not offered (nor counted missing), and an open-ended topic's new days and
-weeks come in as they begin, without reloading the code location.
+day or a topic's week that can never hold data is not offered (nor counted missing), and an open-ended topic's new
+days and weeks come in as they begin, without reloading the code location.
 
 - a topic's **days** run from its ``start_date`` to its last day (``end_date``; the current day for an open-ended
   topic), and never past yesterday, the last whole UTC day;
 - its **weeks** are the Mondays of the weeks from its start to its last day, each once it is over (a week is built
-  from its whole seven days);
+  from its whole seven days); a week of `cluster_weeks` is the pair ``topic|monday`` (:func:`topic_week_key`);
 - **CC-NEWS days** are the topics' days from CC-NEWS' first day; a set ``TOPICMAP_CCNEWS_START`` adds every day from
   it to yesterday (a deployment that loads the archive whatever the topics).
 
@@ -74,9 +74,48 @@ def topic_weeks_by_name(
     return weeks
 
 
-def all_weeks(topics: Sequence[TopicConfig], today: date, first: date | None = None) -> list[str]:
-    """`cluster_weeks`' week dimension: every declared topic's weeks (``first``: ``TOPICMAP_WEEKS_START``)."""
-    return sorted({week for weeks in topic_weeks_by_name(topics, today, first).values() for week in weeks})
+#: between the topic and the Monday in a `cluster_weeks` key (a topic name holds no "|": TOPIC_NAME_PATTERN)
+TOPIC_WEEK_SEPARATOR = "|"
+
+
+def topic_week_key(topic: str, week: str) -> str:
+    """The `cluster_weeks` key of a topic's week: ``topic|monday``, as Dagster wrote a topic x week key."""
+    return f"{topic}{TOPIC_WEEK_SEPARATOR}{week}"
+
+
+def parse_topic_week(key: str) -> tuple[str, str] | None:
+    """``(topic, monday)`` of a `cluster_weeks` key, None for a key that is not ``topic|monday`` (one added by
+    hand)."""
+    topic, separator, week = key.partition(TOPIC_WEEK_SEPARATOR)
+    try:
+        valid = bool(topic and separator) and date.fromisoformat(week).weekday() == 0
+    except ValueError:
+        valid = False
+    return (topic, week) if valid else None
+
+
+def split_topic_week(key: str) -> tuple[str, str]:
+    """``(topic, monday)`` of a `cluster_weeks` key, or a ValueError naming a key that is not ``topic|monday``."""
+    parsed = parse_topic_week(key)
+    if parsed is None:
+        raise ValueError(f"a cluster_weeks key is TOPIC|MONDAY (like climate|2026-01-05), got {key!r}")
+    return parsed
+
+
+def topic_of_week_key(key: str) -> str | None:
+    """The topic of a `cluster_weeks` key, None for a key that is not ``topic|monday``."""
+    parsed = parse_topic_week(key)
+    return parsed[0] if parsed else None
+
+
+def topic_week_pairs(topics: Sequence[TopicConfig], today: date, first: date | None = None) -> list[str]:
+    """`cluster_weeks`' keys: each declared topic's weeks as ``topic|monday`` (``first``: ``TOPICMAP_WEEKS_START``),
+    sorted, so a topic's weeks are one range in date order."""
+    return sorted(
+        topic_week_key(name, week)
+        for name, weeks in topic_weeks_by_name(topics, today, first).items()
+        for week in weeks
+    )
 
 
 def ccnews_days(topics: Sequence[TopicConfig], today: date, start: date | None = None) -> list[str]:
