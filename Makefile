@@ -49,9 +49,10 @@ demo: $(STAMP) instance
 	$(BIN)/python -m orchestration.demo
 
 # Test workers, each given whole test modules (module fixtures are built once), the slow modules first
-# (tests/conftest.py). Three on two cores: the end-to-end modules spend much of their time waiting on daemons, run
-# queues and politeness intervals, and a third worker fills that time (`make test TEST_WORKERS=2` for two).
-TEST_WORKERS ?= 3
+# (tests/conftest.py). Four on two cores: the end-to-end modules spend much of their time waiting on daemons, run
+# queues and politeness intervals (a whole run keeps two cores about two thirds busy with three workers), and the
+# other workers fill that time (`make test TEST_WORKERS=2` for two).
+TEST_WORKERS ?= 4
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -q
 
 # every test
