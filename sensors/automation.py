@@ -198,9 +198,9 @@ SNAPSHOT_REFRESH = "snapshot_refresh"
     minimum_interval_seconds=3600,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
-        "Hourly: a `snapshot_job` run for each spidered topic as soon as Bit.ly clicks (3-day or 30-day) or "
-        "Facebook statistics of its stories arrived after its newest snapshot, so late figures reach the snapshot "
-        "without waiting for the week. Run key: topic + the newest figure's time (one run per arrival)."
+        "Hourly: a `snapshot_job` run for each spidered topic still in the topics file as soon as Bit.ly clicks "
+        "(3-day or 30-day) or Facebook statistics of its stories arrived after its newest snapshot, so late "
+        "figures reach the snapshot without waiting for the week. Run key: topic + the newest figure's time (one run per arrival)."
     ),
 )
 def snapshot_refresh(context: dg.SensorEvaluationContext, store: TopicStoreResource) -> dg.SensorResult:

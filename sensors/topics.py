@@ -5,7 +5,8 @@ A partition whose topic the file does not declare (removed from the file, or add
 mistake) is deleted only when that loses nothing: no run ever used it, so no stage wrote anything for it. A
 partition that runs used keeps its partition and its data (a topic dropped from the file by a bad edit comes back
 whole); every run for it fails at once (assets.partitions.declared_topic), and the sensor reports it once, not on
-every tick.
+every tick. The store marks such a topic removed from the topics file (``topics.removed_from_config``), so the
+snapshot automation stops refreshing it, until it is declared again.
 """
 
 import json
@@ -17,6 +18,7 @@ import dagster as dg
 from assets.freshness import freshness_evaluations
 from assets.jobs import seeds_job
 from assets.partitions import apply_calendar, topics_partitions
+from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from sensors.launched import drop_launched
 from sensors.settings import SENSOR_INTERVAL_SECONDS
@@ -63,16 +65,19 @@ SENSOR_NAME = "topic_registry"
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
-        "Adds a `topics` partition for each new topic in the topics file and requests its `seeds_job` run; re-seeds a "
-        "topic whose declaration changed, and seeds a declared topic whose partition was added by hand. A partition of a topic the file does not declare is deleted if no run "
-        "ever used it (added by mistake: nothing is lost); one that runs used is kept with its data and reported "
-        "once (runs for it fail at once). Invalid topics are reported once per change. Keeps the days and weeks "
-        "the declared topics span (`click_days`, `weeks`, `ccnews_days` partitions) equal to the file's dates, "
-        "an open-ended topic's growing day by day. Evaluates the freshness checks `clicks_fresh` and "
-        "`snapshots_fresh` once an hour."
+        "Adds a `topics` partition for each new topic in the topics file and requests its `seeds_job` run; "
+        "re-seeds a topic whose declaration changed, and seeds a declared topic whose partition was added by hand. "
+        "A partition of a topic the file does not declare is deleted if no run ever used it (added by mistake: "
+        "nothing is lost); one that runs used is kept with its data and reported once (runs for it fail at once, "
+        "and the snapshot automation leaves it alone until it is declared again). Invalid topics are reported "
+        "once per change. Keeps the days and weeks the declared topics span (`click_days`, `weeks`, "
+        "`ccnews_days` partitions) equal to the file's dates, an open-ended topic's growing day by day. "
+        "Evaluates the freshness checks `clicks_fresh` and `snapshots_fresh` once an hour."
     ),
 )
-def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileResource) -> dg.SensorResult:
+def topic_registry(
+    context: dg.SensorEvaluationContext, topics_file: TopicsFileResource, store: TopicStoreResource
+) -> dg.SensorResult:
     try:
         loaded = topics_file.load()
     except TopicConfigError as exc:
@@ -105,6 +110,9 @@ def topic_registry(context: dg.SensorEvaluationContext, topics_file: TopicsFileR
                 f"topic {name!r} is no longer in {topics_file.path}; its partition and data are kept, and runs for "
                 "it fail until it is declared again"
             )
+    # the store's flag the snapshot automation reads: a kept topic is no longer refreshed, one declared again is
+    for name in store.open().follow_topics_file(declared, kept):
+        context.log.info(f"topic {name!r}: snapshot refreshes {'stopped' if name in kept else 'resumed'}")
     # the freshness checks (assets/freshness.py) read the topics file when evaluated: once an hour, stored as
     # the checks' evaluations without a run
     hour = datetime.now(UTC).strftime(FRESHNESS_EVERY)

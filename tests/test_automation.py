@@ -17,8 +17,10 @@ from assets.social import click_totals
 from orchestration.definitions import defs
 from resources.social import BitlyResource
 from resources.store import TopicStoreResource
+from resources.topics import TopicsFileResource
 from sensors.automation import click_totals_catch_up, snapshot_refresh, weekly_snapshots
 from sensors.clicks import click_refetch_3d, click_refetch_30d
+from sensors.topics import topic_registry
 from tests.social_fixtures import TOPIC, add_topic_stories, at, week_of_stories
 from topicmap import settings
 from topicmap.social import refetch
@@ -329,3 +331,65 @@ def test_snapshots_are_requested_only_for_spidered_topics_missing_or_stale(store
         conn.execute(update(s.topics).values(removed_from_config=True))
     skipped = weekly_answer()
     assert isinstance(skipped, dg.SkipReason) and "removed from the topics file" in skipped.skip_message
+
+
+def test_a_topic_removed_from_the_topics_file_gets_no_snapshot_run_until_declared_again(
+    store_world: dict,
+) -> None:
+    store: TopicStore = store_world["store"]
+    instance = store_world["instance"]
+    topics = store_world["tmp"] / "topics.yaml"
+    declaration = (
+        f"topics:\n  - {{name: {TOPIC.name}, query: {TOPIC.query}, start_date: {TOPIC.start_date}, "
+        f"end_date: {TOPIC.end_date}}}\n"
+    )
+    topics.write_text(declaration, encoding="utf-8")
+    resources = {
+        "store": TopicStoreResource(database_url=store_world["db_url"]),
+        "topics_file": TopicsFileResource(path=str(topics)),
+    }
+    # the topic was seeded and spidered (a run used its partition), snapshotted, then got Facebook statistics
+    instance.report_runless_asset_event(dg.AssetMaterialization("seeds", partition=TOPIC.name))
+    instance.create_run_for_job(
+        defs.resolve_job_def("snapshot_job"),
+        status=dg.DagsterRunStatus.SUCCESS,
+        tags={"topicmap/topic": TOPIC.name, "dagster/partition": TOPIC.name},
+    )
+    store.set_topic_state(store.topic_row(TOPIC.name)["topics_id"], "spidering completed", "done")
+    _snapshot_row(store, datetime.now(UTC) - timedelta(hours=1))
+    with store.engine.begin() as conn:
+        sid = conn.execute(s.topic_stories.select()).first().stories_id
+        conn.execute(
+            insert(s.story_statistics).values(
+                stories_id=sid, facebook_share_count=3, facebook_api_collect_date=datetime.now(UTC)
+            )
+        )
+
+    def registry(cursor: str | None) -> dg.SensorResult:
+        return topic_registry(dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+
+    def weekly() -> dg.SkipReason | list[dg.RunRequest]:
+        with dg.build_schedule_context(instance=instance, resources=resources) as context:
+            return weekly_snapshots(context)
+
+    def late() -> dg.SensorResult:
+        return snapshot_refresh(dg.build_sensor_context(instance=instance, resources=resources))
+
+    declared = registry(None)
+    assert [r.partition_key for r in late().run_requests] == [TOPIC.name]
+    # dropped from the file: its partition and data are kept, and neither the schedule nor the sensor asks for a
+    # snapshot run (which would fail at once), each saying why
+    topics.write_text("topics: []\n", encoding="utf-8")
+    removed = registry(declared.cursor)
+    refresh = late()
+    assert not refresh.run_requests
+    assert f"{TOPIC.name}: removed from the topics file" in refresh.skip_reason.skip_message
+    skipped = weekly()
+    assert isinstance(skipped, dg.SkipReason)
+    assert f"{TOPIC.name}: removed from the topics file" in skipped.skip_message
+    # declared again, unchanged: not seeded again, yet refreshed again now that it is stale
+    topics.write_text(declaration, encoding="utf-8")
+    again = registry(removed.cursor)
+    assert not again.run_requests
+    assert [r.partition_key for r in late().run_requests] == [TOPIC.name]
+    assert [r.partition_key for r in weekly()] == [TOPIC.name]

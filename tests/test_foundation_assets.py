@@ -133,7 +133,7 @@ def test_seeds_fail_clearly_when_more_than_max_stories_match(project: dict) -> N
 
 def test_topic_registry_adds_partitions_requests_seeds_and_reports_removed(project: dict) -> None:
     instance = dg.DagsterInstance.ephemeral()
-    resources = {"topics_file": project["resources"]["topics_file"]}
+    resources = {key: project["resources"][key] for key in ("store", "topics_file")}
     result = topic_registry(dg.build_sensor_context(instance=instance, resources=resources))
     assert [r.partition_keys for r in result.dynamic_partitions_requests] == [["climate"]]
     assert [r.partition_key for r in result.run_requests] == ["climate"]

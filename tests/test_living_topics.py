@@ -124,7 +124,10 @@ def test_the_registry_keeps_the_days_and_weeks_to_the_declared_topics_tick_by_ti
 
     ended = (today - timedelta(days=40), today - timedelta(days=30))
     declare(f"name: ended, query: a, start_date: {ended[0]}, end_date: {ended[1]}")
-    resources = {"topics_file": TopicsFileResource(path=str(path))}
+    resources = {
+        "topics_file": TopicsFileResource(path=str(path)),
+        "store": TopicStoreResource(database_url=f"sqlite:///{tmp_path / 'store.sqlite3'}"),
+    }
     instance = dg.DagsterInstance.ephemeral()
     # a day materialized under the earlier time partitions (which ran 30 days past the end): it holds data
     earlier_key = (ended[1] + timedelta(days=10)).isoformat()
@@ -485,7 +488,10 @@ def test_topic_add_validates_the_name_then_adds_and_seeds_the_partition_as_a_nam
         (run,) = instance.get_runs()
         assert run.job_name == "seeds_job" and run.tags["dagster/partition"] == "running"
         # the registry finds the topic seeded: nothing more to request
-        resources = {"topics_file": TopicsFileResource(path=str(tmp_path / "topics.yaml"))}
+        resources = {
+            "topics_file": TopicsFileResource(path=str(tmp_path / "topics.yaml")),
+            "store": TopicStoreResource(database_url=f"sqlite:///{home / 'topicmap.sqlite3'}"),
+        }
         assert not topic_registry(
             dg.build_sensor_context(instance=instance, resources=resources)
         ).run_requests

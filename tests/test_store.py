@@ -213,6 +213,28 @@ def test_topic_upsert_and_seed_urls_are_idempotent(store: TopicStore) -> None:
         store.topic_row("nope")
 
 
+def test_the_removed_flag_follows_the_topics_file_and_skips_topics_never_seeded(store: TopicStore) -> None:
+    for name in ("kept", "back"):
+        store.upsert_topic(
+            TopicConfig(name=name, query="climate", start_date=date(2026, 1, 1), end_date=date(2026, 3, 31))
+        )
+
+    def removed() -> dict[str, bool]:
+        return {name: store.topic_row(name)["removed_from_config"] for name in ("kept", "back")}
+
+    # "never" has no row (never seeded): nothing is written for it, nor is it created
+    assert store.follow_topics_file(declared=["back"], removed=["kept", "never"]) == ["kept"]
+    assert removed() == {"kept": True, "back": False}
+    assert store.follow_topics_file(declared=["back"], removed=["kept", "never"]) == []  # the same: no change
+    with pytest.raises(StoreError, match="unknown topic 'never'"):
+        store.topic_row("never")
+    # declared again (unchanged, so not seeded again): the flag is cleared by the same call
+    assert store.follow_topics_file(declared=["kept"], removed=["back"]) == ["back", "kept"]
+    assert removed() == {"kept": False, "back": True}
+    with pytest.raises(ValueError, match="both declared and removed from the topics file: kept"):
+        store.follow_topics_file(declared=["kept"], removed=["kept"])
+
+
 def test_stories_published_between_is_inclusive_of_whole_days(store: TopicStore) -> None:
     store.add_stories(
         [

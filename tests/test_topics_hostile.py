@@ -16,6 +16,7 @@ import dagster as dg
 import pytest
 import yaml
 
+from resources.store import TopicStoreResource
 from resources.topics import TopicsFileResource
 from sensors.topics import topic_registry
 from topicmap.archive.drop_rows import EARLIEST_DATE
@@ -342,7 +343,10 @@ def test_the_registry_keeps_working_with_hostile_topics_in_the_file(tmp_path: Pa
         + f"  - {{name: lol, query: a, {DATES}, max_stories: *l9}}\n"
         + "  - name: dup\n    query: a\n    query: b\n    start_date: 2026-01-01\n    end_date: 2026-03-31\n"
     )
-    resources = {"topics_file": TopicsFileResource(path=str(write(tmp_path, text)))}
+    resources = {
+        "topics_file": TopicsFileResource(path=str(write(tmp_path, text))),
+        "store": TopicStoreResource(database_url=f"sqlite:///{tmp_path / 'store.sqlite3'}"),
+    }
     instance = dg.DagsterInstance.ephemeral()
     result = topic_registry(dg.build_sensor_context(instance=instance, resources=resources))
     assert [r.partition_keys for r in result.dynamic_partitions_requests] == [["good"]]

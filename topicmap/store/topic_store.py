@@ -569,12 +569,36 @@ class TopicStore:
                 update(s.topics).where(s.topics.c.topics_id == topics_id).values(state=state, message=message)
             )
 
-    def mark_topics_removed(self, names: Iterable[str]) -> None:
-        names = list(names)
-        if not names:
-            return
-        with self.engine.begin() as conn:
-            conn.execute(update(s.topics).where(s.topics.c.name.in_(names)).values(removed_from_config=True))
+    def follow_topics_file(self, declared: Iterable[str], removed: Iterable[str]) -> list[str]:
+        """Keep ``topics.removed_from_config`` to the topics file: False for the ``declared`` topics, True for the
+        ``removed`` ones (no longer declared, their data kept), which the snapshot automation then leaves alone.
+        Returns the names whose flag changed. A name without a topic row (never seeded) is skipped, and the same
+        call again changes nothing: the flags are read first, so a tick with nothing to change writes nothing."""
+        wanted = dict.fromkeys(declared, False)
+        gone = set(removed)
+        if both := gone & wanted.keys():
+            raise ValueError(
+                f"topics both declared and removed from the topics file: {', '.join(sorted(both))}"
+            )
+        wanted |= dict.fromkeys(gone, True)
+        t = s.topics
+        with self.engine.connect() as conn:
+            stored = {
+                row.name: bool(row.removed_from_config)
+                for part in chunks(sorted(wanted))
+                for row in conn.execute(select(t.c.name, t.c.removed_from_config).where(t.c.name.in_(part)))
+            }
+        changed = sorted(name for name, flag in stored.items() if flag != wanted[name])
+        if not changed:
+            return []
+
+        def write(conn: Connection) -> None:
+            for flag in (True, False):
+                for part in chunks([name for name in changed if wanted[name] is flag]):
+                    conn.execute(update(t).where(t.c.name.in_(part)).values(removed_from_config=flag))
+
+        self.in_transaction(write)
+        return changed
 
     # ------------------------------------------------------------------ seeds
 
