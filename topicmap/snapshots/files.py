@@ -151,6 +151,8 @@ _SCHEMAS: dict[str, pa.Schema] = {
             ("start_date", pa.date32()),
             ("end_date", pa.date32()),
             ("last_date", pa.date32()),
+            ("partial", pa.bool_()),
+            ("day_count", pa.int64()),
             *((column, pa.int64()) for column in COUNT_COLUMNS),
             *((column, pa.int64()) for column in STORY_COUNT_PARTS),
             ("words_sampled", pa.int64()),
@@ -214,8 +216,10 @@ README_NOTES: tuple[str, ...] = (
     "share of the sample, not of every story.",
     "top_media and top_stories list only values above zero: a timespan without links (or with the social "
     "metrics not fetched) has no rows for that metric, and a header-only file means none ranked.",
-    "The first and last week or month of a topic are clipped to its dates, so they can be partial: compare "
-    "start_date and last_date (the attention charts draw partial weeks and months lighter and name them).",
+    "The first and last week or month of a topic are clipped to its dates, so they can be partial: "
+    "timespans.partial says so and day_count gives the days covered (a partial week has fewer than 7); compare "
+    "their counts with whole ones per day (the attention charts draw partial weeks and months lighter and name "
+    "them).",
     "Folders: <timespan key>/ for the whole topic, foci/<focal set>/<focus>/<timespan key>/ for a focus; a "
     "timespan without stories has no folder (its row in timespans says so). link_map.gexf/.png and "
     "attention.png are the pictures.",
