@@ -239,18 +239,12 @@ def _atomic_write(path: Path, write: Any) -> Path:
     return path
 
 
-def _write_parquet(frame: pd.DataFrame, schema: pa.Schema, path: Path, name: str | None = None) -> Path:
-    """``frame``'s columns of ``schema`` as Parquet (``_write_arrow``)."""
-    # An explicit schema and no pandas metadata keep the bytes a function of the data alone (the pandas
-    # metadata would embed library versions); nullable integers read back as Int64 with
-    # pd.read_parquet(..., dtype_backend="numpy_nullable").
-    table = pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
-    return _write_arrow(table, path, name)
-
-
 def _write_arrow(table: pa.Table, path: Path, name: str | None = None) -> Path:
     """An Arrow table as Parquet, integers delta-encoded, text with its dictionary, no schema metadata; with
     ``name`` (a table of ``topicmap.snapshots.dictionary``), each field carries its description."""
+    # Tables converted from pandas with an explicit schema and no pandas metadata keep the bytes a function of
+    # the data alone (the pandas metadata would embed library versions); nullable integers read back as Int64
+    # with pd.read_parquet(..., dtype_backend="numpy_nullable").
     # Integer columns are delta-encoded without a dictionary: ids and counts rarely repeat enough for one, and
     # delta encoding of the sorted ids is about twice as fast to write and half the size (every Parquet reader
     # supports it); text keeps its dictionary.
@@ -662,11 +656,12 @@ def _write_timespan(
     )
     for name in STORY_DATE_COLUMNS:
         counts = counts.append_column(_SCHEMAS["story_link_counts"].field(name), dates.column(name))
+    # the story links' Parquet and CSV files take the same Arrow table
+    links = pa.Table.from_pandas(snap.story_links, schema=_SCHEMAS["story_links"], preserve_index=False)
     paths = [
-        _write_arrow(counts, out / "story_link_counts.parquet", "story_link_counts")
-        if table == "story_link_counts"
-        else _write_parquet(getattr(snap, table), _SCHEMAS[table], out / f"{table}.parquet", name=table)
-        for table in TIMESPAN_TABLES
+        _write_arrow(links, out / "story_links.parquet", "story_links"),
+        _write_arrow(counts, out / "story_link_counts.parquet", "story_link_counts"),
+        *_write_media_files(snap, out, csv),
     ]
     in_timespan = _in_timespan(stories.days[positions], snap.timespan)
     table = _stories_table(counts, in_timespan, stories.info.take(taken))
@@ -688,9 +683,7 @@ def _write_timespan(
             listed = listed.add_column(STORIES_SCHEMA.get_field_index(name), name, text_dates.column(name))
         paths += [
             _write_csv(listed, out / "stories.csv"),
-            _write_csv(_media_list(snap.medium_link_counts), out / "media.csv"),
-            _write_csv(snap.story_links, out / "story_links.csv"),
-            _write_csv(snap.medium_links, out / "medium_links.csv"),
+            _write_csv(links, out / "story_links.csv"),
         ]
     return {path: file_entry(path) for path in paths}
 
@@ -728,24 +721,29 @@ def _write_streamed_rest(
     snap: TimespanSnapshot, out: Path, entries: dict[Path, dict[str, Any]], csv: bool
 ) -> dict[Path, dict[str, Any]]:
     """The files of an out-of-core timespan other than its streams: the media tables."""
+    return {**entries, **{path: file_entry(path) for path in _write_media_files(snap, out, csv)}}
+
+
+def _write_media_files(snap: TimespanSnapshot, out: Path, csv: bool) -> list[Path]:
+    """A timespan's medium_links and medium_link_counts as Parquet and, with ``csv``, medium_links.csv and
+    Media Cloud's media.csv (most media inlinks first); each table converted from pandas once for both."""
+    links = pa.Table.from_pandas(snap.medium_links, schema=_SCHEMAS["medium_links"], preserve_index=False)
+    counts = pa.Table.from_pandas(
+        snap.medium_link_counts, schema=_SCHEMAS["medium_link_counts"], preserve_index=False
+    )
     paths = [
-        _write_parquet(getattr(snap, name), _SCHEMAS[name], out / f"{name}.parquet", name=name)
-        for name in ("medium_links", "medium_link_counts")
+        _write_arrow(links, out / "medium_links.parquet", "medium_links"),
+        _write_arrow(counts, out / "medium_link_counts.parquet", "medium_link_counts"),
     ]
     if csv:
+        media = counts.sort_by(
+            [("media_inlink_count", "descending"), ("inlink_count", "descending"), ("media_id", "ascending")]
+        )
         paths += [
-            _write_csv(_media_list(snap.medium_link_counts), out / "media.csv"),
-            _write_csv(snap.medium_links, out / "medium_links.csv"),
+            _write_csv(media.select(list(MEDIA_CSV_COLUMNS)), out / "media.csv"),
+            _write_csv(links, out / "medium_links.csv"),
         ]
-    return {**entries, **{path: file_entry(path) for path in paths}}
-
-
-def _media_list(medium_link_counts: pd.DataFrame) -> pd.DataFrame:
-    """Media Cloud's media.csv: most media inlinks first."""
-    ordered = medium_link_counts.sort_values(
-        ["media_inlink_count", "inlink_count", "media_id"], ascending=[False, False, True], kind="mergesort"
-    )
-    return ordered[list(MEDIA_CSV_COLUMNS)]
+    return paths
 
 
 def sha256_of(path: Path) -> str:
