@@ -63,6 +63,8 @@ TIMESPAN_COLUMNS = {
     "posts": "posts published in it sharing one of its stories (after the topic's bot_policy)",
     "repeats": "links repeated by the syndicated copies of a story (syndicated_repeat_link_count)",
     "dates": "its first and last day",
+    "days": "the days it covers; 'partial': a first or last week or month cut by the topic's dates, fewer days "
+    "than a whole one, so its counts are not comparable with a whole one's",
     "top media": "its three media with the most media inlinks (their media inlinks)",
 }
 FOCUS_COLUMNS = {
@@ -309,6 +311,7 @@ def _metadata(built: "BuiltSnapshot", instance: dg.DagsterInstance) -> dict[str,
         {
             "timespan": row["key"],
             "dates": f"{row['start_date']} to {row['last_date']}",
+            "days": f"{row['day_count']}, partial" if row["partial"] else str(row["day_count"]),
             "repeats": row["syndicated_repeat_link_count"],
             "top media": ", ".join(
                 f"{_text(name, 40)} ({inlinks})"
@@ -338,7 +341,7 @@ def _metadata(built: "BuiltSnapshot", instance: dg.DagsterInstance) -> dict[str,
             ),
             "timespans": table(
                 timespans,
-                ["timespan", "dates", "repeats", "top media"],
+                ["timespan", "dates", "days", "repeats", "top media"],
                 limit=len(timespans),
                 descriptions=TIMESPAN_COLUMNS,
             ),

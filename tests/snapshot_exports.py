@@ -3,7 +3,9 @@ validates. `check_snapshot_folder(folder)` asserts both and returns the folder's
 
 from __future__ import annotations
 
+import calendar
 import json
+from datetime import date
 from pathlib import Path
 
 import pandas as pd
@@ -14,8 +16,13 @@ PARTS = ("published_story_count", "linked_story_count", "undated_story_count")
 WHY = {"published": "published_story_count", "linked": "linked_story_count", "undated": "undated_story_count"}
 
 
+def _month_days(day: date) -> int:
+    return calendar.monthrange(day.year, day.month)[1]
+
+
 def check_snapshot_folder(folder: Path) -> pd.DataFrame:
     """Assert, for every timespan of the topic and of each focus: story_count = published + linked + undated;
+    day_count its days, partial only a week or month with fewer days than a whole one;
     stories_per_day sums to the published; the stories table (Parquet and CSV) has story_count rows whose
     in_timespan says the same; a timespan without stories has no folder. Then that datapackage.json validates
     with frictionless and that every Parquet file's field
@@ -24,6 +31,11 @@ def check_snapshot_folder(folder: Path) -> pd.DataFrame:
     spans = pd.read_parquet(folder / "timespans.parquet")
     spans["focus"] = spans["focus"].astype(object).where(spans["focus"].notna(), None)
     assert (spans["story_count"] == spans[list(PARTS)].sum(axis=1)).all(), spans
+    days = (spans["last_date"] - spans["start_date"]).map(lambda gap: gap.days + 1)
+    assert (spans["day_count"] == days).all(), spans
+    whole = spans["period"].map({"weekly": 7}).fillna(spans["start_date"].map(_month_days))
+    cut = spans["period"].isin(["weekly", "monthly"]) & (spans["day_count"] < whole)
+    assert (spans["partial"] == cut).all(), spans
     assert (spans[list(PARTS)] >= 0).all(axis=None)
     per_day_file = folder / "stories_per_day.parquet"
     per_day = pd.read_parquet(per_day_file) if per_day_file.exists() else None

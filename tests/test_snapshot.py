@@ -207,6 +207,43 @@ def test_timespans_of_a_topic_starting_mid_week_are_clipped_to_its_dates():
     assert spans[-1].name == "Launch week"
 
 
+def test_weeks_and_months_cut_by_the_topics_dates_are_partial_in_the_files(tmp_path):
+    """The topic runs from Wednesday 7 January to Tuesday 10 February: its first week has 5 days, its last 2,
+    January 25 and February 10; the rows of timespans.parquet/.csv say so, whole weeks are not partial."""
+    # its own result: writing adds the post columns to the tables the module's `result` compares elsewhere
+    own = compute_snapshot(stories_frame(), media_frame(), links_frame(), topic_timespans())
+    write_snapshot_files(own, tmp_path)
+    expected = {
+        "overall": (False, 35),
+        "monthly_2026-01-01": (True, 25),
+        "monthly_2026-02-01": (True, 10),
+        "weekly_2026-01-05": (True, 5),
+        "weekly_2026-01-12": (False, 7),
+        "weekly_2026-02-02": (False, 7),
+        "weekly_2026-02-09": (True, 2),
+        "custom_before-the-topic": (False, 3),
+    }
+    for table in (
+        pd.read_parquet(tmp_path / "timespans.parquet"),
+        pd.read_csv(tmp_path / "timespans.csv", keep_default_na=False),
+    ):
+        got = {row.key: (bool(row.partial), int(row.day_count)) for row in table.itertuples()}
+        assert {key: got[key] for key in expected} == expected
+    schema = json.loads((tmp_path / "schemas" / "timespans.json").read_text(encoding="utf-8"))
+    fields = {f["name"]: f for f in schema["fields"]}
+    assert fields["partial"]["type"] == "boolean" and "cut by the topic" in fields["partial"]["description"]
+    assert fields["day_count"]["type"] == "integer"
+    assert "timespans.partial" in (tmp_path / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_whole_month_and_week_are_not_partial():
+    spans = {t.key: t for t in build_timespans("2026-02-01", "2026-03-01", periods=("monthly", "weekly"))}
+    assert (spans["monthly_2026-02-01"].partial, spans["monthly_2026-02-01"].day_count) == (False, 28)
+    assert (spans["monthly_2026-03-01"].partial, spans["monthly_2026-03-01"].day_count) == (True, 1)
+    assert (spans["weekly_2026-02-02"].partial, spans["weekly_2026-02-02"].day_count) == (False, 7)
+    assert (spans["weekly_2026-01-26"].partial, spans["weekly_2026-01-26"].day_count) == (True, 1)  # a Sunday
+
+
 def test_timespans_never_leave_the_topic_and_cover_it_without_gaps():
     spans = build_timespans(date(2025, 12, 15), date(2026, 3, 3), periods=("monthly", "weekly"))
     for period in ("monthly", "weekly"):

@@ -375,6 +375,15 @@ def test_materialized_snapshot_matches_the_hand_counts(project: dict) -> None:
     # the empty week is recorded (store, manifest) but listed in the metadata only as a number
     assert counts == [c for c in EXPECTED_COUNTS if c[1]]
     assert meta["timespan_totals"] == {"recorded": 9, "empty": 1, "empty_by_period": {"weekly": 1}}
+    # the topic runs from Monday 5 January to Sunday 8 February: whole weeks, both months cut by its dates
+    days = {r.data["timespan"]: r.data["days"] for r in meta["timespans"].records}
+    assert days == {
+        "overall": "35",
+        "monthly_2026-01-01": "27, partial",
+        "monthly_2026-02-01": "8, partial",
+        **{key: "7" for key, stories, *_ in EXPECTED_COUNTS if key.startswith("weekly") and stories},
+        "custom_launch": "7",
+    }
     assert meta["dagster/row_count"] == 7 and meta["iteration"] == 2
     top = [(r.data["medium"], r.data["media inlinks"]) for r in meta["top_media"].records]
     # each medium with its id; ties: more inlinks first (B 3, A 2)

@@ -141,6 +141,12 @@ TABLES: dict[str, tuple[str, dict[str, tuple[str, str | None]]]] = {
             "start_date": ("First day (inclusive).", None),
             "end_date": ("The day after the last day (EXCLUSIVE, as in Media Cloud); see last_date.", None),
             "last_date": ("Last day (inclusive).", None),
+            "partial": (
+                "True for a weekly or monthly timespan cut by the topic's first or last day (fewer days than its "
+                "calendar week or month: compare its counts per day); false for whole ones, overall and custom.",
+                None,
+            ),
+            "day_count": ("Days the timespan covers (start_date to last_date, both included).", "days"),
             "story_count": _STORY_COUNT,
             "story_link_count": (
                 "Distinct story links (across media) whose source was published in it.",

@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +151,8 @@ _SCHEMAS: dict[str, pa.Schema] = {
             ("start_date", pa.date32()),
             ("end_date", pa.date32()),
             ("last_date", pa.date32()),
+            ("partial", pa.bool_()),
+            ("day_count", pa.int64()),
             *((column, pa.int64()) for column in COUNT_COLUMNS),
             *((column, pa.int64()) for column in STORY_COUNT_PARTS),
             ("words_sampled", pa.int64()),
@@ -214,8 +216,10 @@ README_NOTES: tuple[str, ...] = (
     "share of the sample, not of every story.",
     "top_media and top_stories list only values above zero: a timespan without links (or with the social "
     "metrics not fetched) has no rows for that metric, and a header-only file means none ranked.",
-    "The first and last week or month of a topic are clipped to its dates, so they can be partial: compare "
-    "start_date and last_date (the attention charts draw partial weeks and months lighter and name them).",
+    "The first and last week or month of a topic are clipped to its dates, so they can be partial: "
+    "timespans.partial says so and day_count gives the days covered (a partial week has fewer than 7); compare "
+    "their counts with whole ones per day (the attention charts draw partial weeks and months lighter and name "
+    "them).",
     "Folders: <timespan key>/ for the whole topic, foci/<focal set>/<focus>/<timespan key>/ for a focus; a "
     "timespan without stories has no folder (its row in timespans says so). link_map.gexf/.png and "
     "attention.png are the pictures.",
@@ -235,30 +239,15 @@ def _atomic_write(path: Path, write: Any) -> Path:
     return path
 
 
-def _write_parquet(
-    frame: pd.DataFrame,
-    schema: pa.Schema,
-    path: Path,
-    joined: pa.Table | None = None,
-    name: str | None = None,
-) -> Path:
-    """``frame``'s columns of ``schema``, plus the columns of ``joined`` (row-aligned with ``frame``)."""
-    # An explicit schema and no pandas metadata keep the bytes a function of the data alone (the pandas
-    # metadata would embed library versions); nullable integers read back as Int64 with
-    # pd.read_parquet(..., dtype_backend="numpy_nullable"). Integer columns are delta-encoded without a
-    # dictionary: ids and counts rarely repeat enough for one, and delta encoding of the sorted ids is about
-    # twice as fast to write and half the size (every Parquet reader supports it); text keeps its dictionary.
-    extra = joined.column_names if joined is not None else []
-    own = pa.schema([f for f in schema if f.name not in extra])
-    table = pa.Table.from_pandas(frame[own.names], schema=own, preserve_index=False)
-    for column in extra:
-        table = table.append_column(schema.field(column), joined.column(column))
-    return _write_arrow(table.select(schema.names), path, name)
-
-
 def _write_arrow(table: pa.Table, path: Path, name: str | None = None) -> Path:
     """An Arrow table as Parquet, integers delta-encoded, text with its dictionary, no schema metadata; with
     ``name`` (a table of ``topicmap.snapshots.dictionary``), each field carries its description."""
+    # Tables converted from pandas with an explicit schema and no pandas metadata keep the bytes a function of
+    # the data alone (the pandas metadata would embed library versions); nullable integers read back as Int64
+    # with pd.read_parquet(..., dtype_backend="numpy_nullable").
+    # Integer columns are delta-encoded without a dictionary: ids and counts rarely repeat enough for one, and
+    # delta encoding of the sorted ids is about twice as fast to write and half the size (every Parquet reader
+    # supports it); text keeps its dictionary.
     table = table.replace_schema_metadata(None)
     if name is not None:
         table = pa.Table.from_arrays(table.columns, schema=describe(table.schema, name))
@@ -370,6 +359,23 @@ def write_snapshot_files(
         return files.finish(result)
 
 
+@dataclass(frozen=True)
+class _StoryColumns:
+    """Every story's columns as the timespans' files take them, built once per snapshot (a timespan's rows are
+    ``take``n from them by position rather than converted again for each timespan)."""
+
+    #: publish_date_utc and publish_day_local, typed (``_story_dates``)
+    dates: pa.Table
+    #: the same as CSV text (``_date_strings``)
+    text_dates: pa.Table
+    #: publish_day_local as numpy days (NaT when undated): what ``in_timespan`` compares
+    days: np.ndarray
+    #: the stories table's columns from the story and its medium (date method, title, url, media name, ...)
+    info: pa.Table
+    #: stories_id -> row of the columns above
+    index: IdIndex
+
+
 class SnapshotFilesWriter:
     """Writes a snapshot's files on a few threads (pyarrow and hashlib release the GIL), each timespan's as
     soon as it is computed: ``compute_snapshot(..., files=writer)`` hands over the whole topic's timespans
@@ -398,7 +404,7 @@ class SnapshotFilesWriter:
         self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS)
         self._jobs: dict[str, Future[dict[Path, dict[str, Any]]]] = {}
         self._args: dict[str, tuple[Any, ...]] = {}
-        self._context: tuple[pa.Table, pa.Table, IdIndex] | None = None
+        self._context: _StoryColumns | None = None
 
     def __enter__(self) -> SnapshotFilesWriter:
         return self
@@ -433,11 +439,25 @@ class SnapshotFilesWriter:
                 ),
             }
         )
-        self._context = (story_dates, story_info, IdIndex(stories["stories_id"].to_numpy()))
+        self._context = _StoryColumns(
+            dates=story_dates,
+            text_dates=_date_strings(story_dates),
+            days=story_dates.column("publish_day_local")
+            .to_numpy(zero_copy_only=False)
+            .astype("datetime64[D]"),
+            info=story_info,
+            index=IdIndex(stories["stories_id"].to_numpy()),
+        )
 
     def start_streamed(self) -> None:
         """Start a snapshot whose timespans come through ``write_streamed`` (computed out of core)."""
-        self._context = (pa.table({}), None, IdIndex(np.zeros(0, dtype=np.int64)))
+        self._context = _StoryColumns(
+            pa.table({}),
+            pa.table({}),
+            np.zeros(0, dtype="datetime64[D]"),
+            pa.table({}),
+            IdIndex(np.zeros(0, np.int64)),
+        )
 
     def write_streamed(
         self,
@@ -480,7 +500,6 @@ class SnapshotFilesWriter:
         """Start writing the files of these timespans (of the whole topic, or of ``focus``)."""
         if self._context is None:
             raise RuntimeError("SnapshotFilesWriter.start must be called before submit")
-        story_dates, story_info, story_index = self._context
         # Biggest first, so the threads finish together.
         busy = sorted(
             (snap for snap in snaps if not snap.empty),
@@ -490,7 +509,7 @@ class SnapshotFilesWriter:
             name = timespan_folder(focus, snap.timespan)
             if name not in self._jobs:
                 add_post_counts(snap, self.posts)
-                self._args[name] = (snap, self.root / name, story_dates, story_info, story_index, self.csv)
+                self._args[name] = (snap, self.root / name, self._context, self.csv)
                 self._jobs[name] = self._early.submit(_write_timespan, *self._args[name])
 
     def finish(self, result: SnapshotResult) -> dict[str, list[Path]]:
@@ -618,78 +637,73 @@ def file_entry(path: Path) -> dict[str, Any]:
 
 
 def _write_timespan(
-    snap: TimespanSnapshot,
-    out: Path,
-    story_dates: pa.Table,
-    story_info: pa.Table,
-    story_index: IdIndex,
-    csv: bool,
+    snap: TimespanSnapshot, out: Path, stories: _StoryColumns, csv: bool
 ) -> dict[Path, dict[str, Any]]:
     """One timespan's Parquet (and, with ``csv``, CSV) files in ``out``, each with its manifest entry."""
     positions = snap.story_positions
     if positions is None:
-        positions = story_index.positions(snap.story_link_counts["stories_id"].to_numpy())
+        positions = stories.index.positions(snap.story_link_counts["stories_id"].to_numpy())
     taken = pa.array(positions)
-    dates = story_dates.take(taken)
+    dates = stories.dates.take(taken)
+    # story_link_counts' columns, converted from pandas once: its file and the stories table both take them
+    counts_schema = pa.schema([f for f in _SCHEMAS["story_link_counts"] if f.name not in STORY_DATE_COLUMNS])
+    counts = pa.Table.from_pandas(
+        snap.story_link_counts[counts_schema.names], schema=counts_schema, preserve_index=False
+    )
+    for name in STORY_DATE_COLUMNS:
+        counts = counts.append_column(_SCHEMAS["story_link_counts"].field(name), dates.column(name))
+    # the story links' Parquet and CSV files take the same Arrow table
+    links = pa.Table.from_pandas(snap.story_links, schema=_SCHEMAS["story_links"], preserve_index=False)
     paths = [
-        _write_parquet(
-            getattr(snap, table),
-            _SCHEMAS[table],
-            out / f"{table}.parquet",
-            joined=dates if table == "story_link_counts" else None,
-            name=table,
-        )
-        for table in TIMESPAN_TABLES
+        _write_arrow(links, out / "story_links.parquet", "story_links"),
+        _write_arrow(counts, out / "story_link_counts.parquet", "story_link_counts"),
+        *_write_media_files(snap, out, csv),
     ]
-    stories = _stories_table(snap, dates, story_info.take(taken))
-    paths.append(_write_arrow(stories, out / "stories.parquet", "stories"))
+    in_timespan = _in_timespan(stories.days[positions], snap.timespan)
+    table = _stories_table(counts, in_timespan, stories.info.take(taken))
+    paths.append(_write_arrow(table, out / "stories.parquet", "stories"))
     if csv:
-        counts = snap.story_link_counts
+        frame = snap.story_link_counts
         # Media Cloud's web tools list stories by media inlinks, then inlinks, most first.
         order = np.lexsort(
             (
-                counts["stories_id"].to_numpy(),
-                -counts["inlink_count"].to_numpy(),
-                -counts["media_inlink_count"].to_numpy(),
+                frame["stories_id"].to_numpy(),
+                -frame["inlink_count"].to_numpy(),
+                -frame["media_inlink_count"].to_numpy(),
             )
         )
-        listed = stories.take(pa.array(order))
-        text_dates = _date_strings(listed.select(list(STORY_DATE_COLUMNS)))
+        # the dates as text, taken from the snapshot's (converted once) rather than converted again here
+        text_dates = stories.text_dates.take(pa.array(positions[order]))
+        listed = table.drop_columns(list(STORY_DATE_COLUMNS)).take(pa.array(order))
         for name in STORY_DATE_COLUMNS:
-            listed = listed.set_column(listed.schema.get_field_index(name), name, text_dates.column(name))
+            listed = listed.add_column(STORIES_SCHEMA.get_field_index(name), name, text_dates.column(name))
         paths += [
             _write_csv(listed, out / "stories.csv"),
-            _write_csv(_media_list(snap.medium_link_counts), out / "media.csv"),
-            _write_csv(snap.story_links, out / "story_links.csv"),
-            _write_csv(snap.medium_links, out / "medium_links.csv"),
+            _write_csv(links, out / "story_links.csv"),
         ]
     return {path: file_entry(path) for path in paths}
 
 
-def _in_timespan(days: pa.ChunkedArray | pa.Array, timespan: Timespan) -> pa.Array:
-    """Why each story (its publisher's day) is in the timespan: published, linked or undated."""
-    values = days.to_numpy(zero_copy_only=False).astype("datetime64[D]")
-    undated = np.isnat(values)
-    inside = (values >= np.datetime64(timespan.start_date, "D")) & (
-        values < np.datetime64(timespan.end_date, "D")
+#: in_timespan's values, by the code ``_in_timespan`` computes
+_WHY_IN_TIMESPAN = pa.array(["published", "linked", "undated"], type=pa.string())
+
+
+def _in_timespan(days: np.ndarray, timespan: Timespan) -> pa.Array:
+    """Why each story (its publisher's day, NaT when undated) is in the timespan: published, linked or
+    undated."""
+    inside = (days >= np.datetime64(timespan.start_date, "D")) & (
+        days < np.datetime64(timespan.end_date, "D")
     )
-    why = np.where(undated, "undated", np.where(inside, "published", "linked"))
-    return pa.array(why.astype(object), type=pa.string())
+    code = np.where(np.isnat(days), 2, np.where(inside, 0, 1)).astype(np.int8)
+    return _WHY_IN_TIMESPAN.take(pa.array(code))
 
 
-def _stories_table(snap: TimespanSnapshot, dates: pa.Table, info: pa.Table) -> pa.Table:
-    """The timespan's stories table (``_SCHEMAS["stories"]``), by story id; ``dates`` and ``info`` row-aligned
-    with its story_link_counts."""
-    counts = snap.story_link_counts
-    columns: dict[str, Any] = {
-        "stories_id": pa.array(counts["stories_id"].to_numpy(dtype=np.int64)),
-        **{name: dates.column(name) for name in STORY_DATE_COLUMNS},
-        "in_timespan": _in_timespan(dates.column("publish_day_local"), snap.timespan),
-        **{name: info.column(name) for name in info.column_names},
-        "media_id": pa.array(counts["media_id"].to_numpy(dtype=np.int64)),
-    }
-    for name in ("media_inlink_count", "inlink_count", "outlink_count", *STAT_COLUMNS, *POST_COLUMNS):
-        columns[name] = pa.array(counts[name], type=pa.int64(), from_pandas=True)
+def _stories_table(counts: pa.Table, in_timespan: pa.Array, info: pa.Table) -> pa.Table:
+    """The timespan's stories table (``_SCHEMAS["stories"]``), by story id, from its story_link_counts (with
+    the dates) and ``in_timespan`` and ``info`` row-aligned with them."""
+    columns = {name: counts.column(name) for name in counts.column_names}
+    columns["in_timespan"] = in_timespan
+    columns.update({name: info.column(name) for name in info.column_names})
     schema = _SCHEMAS["stories"]
     return pa.table([columns[field.name] for field in schema], schema=schema)
 
@@ -703,24 +717,29 @@ def _write_streamed_rest(
     snap: TimespanSnapshot, out: Path, entries: dict[Path, dict[str, Any]], csv: bool
 ) -> dict[Path, dict[str, Any]]:
     """The files of an out-of-core timespan other than its streams: the media tables."""
+    return {**entries, **{path: file_entry(path) for path in _write_media_files(snap, out, csv)}}
+
+
+def _write_media_files(snap: TimespanSnapshot, out: Path, csv: bool) -> list[Path]:
+    """A timespan's medium_links and medium_link_counts as Parquet and, with ``csv``, medium_links.csv and
+    Media Cloud's media.csv (most media inlinks first); each table converted from pandas once for both."""
+    links = pa.Table.from_pandas(snap.medium_links, schema=_SCHEMAS["medium_links"], preserve_index=False)
+    counts = pa.Table.from_pandas(
+        snap.medium_link_counts, schema=_SCHEMAS["medium_link_counts"], preserve_index=False
+    )
     paths = [
-        _write_parquet(getattr(snap, name), _SCHEMAS[name], out / f"{name}.parquet", name=name)
-        for name in ("medium_links", "medium_link_counts")
+        _write_arrow(links, out / "medium_links.parquet", "medium_links"),
+        _write_arrow(counts, out / "medium_link_counts.parquet", "medium_link_counts"),
     ]
     if csv:
+        media = counts.sort_by(
+            [("media_inlink_count", "descending"), ("inlink_count", "descending"), ("media_id", "ascending")]
+        )
         paths += [
-            _write_csv(_media_list(snap.medium_link_counts), out / "media.csv"),
-            _write_csv(snap.medium_links, out / "medium_links.csv"),
+            _write_csv(media.select(list(MEDIA_CSV_COLUMNS)), out / "media.csv"),
+            _write_csv(links, out / "medium_links.csv"),
         ]
-    return {**entries, **{path: file_entry(path) for path in paths}}
-
-
-def _media_list(medium_link_counts: pd.DataFrame) -> pd.DataFrame:
-    """Media Cloud's media.csv: most media inlinks first."""
-    ordered = medium_link_counts.sort_values(
-        ["media_inlink_count", "inlink_count", "media_id"], ascending=[False, False, True], kind="mergesort"
-    )
-    return ordered[list(MEDIA_CSV_COLUMNS)]
+    return paths
 
 
 def sha256_of(path: Path) -> str:

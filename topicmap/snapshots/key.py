@@ -26,8 +26,8 @@ from topicmap.store.tag_names import tag_set_problem
 # 6: a data dictionary (datapackage.json, schemas/, README.md, Parquet field descriptions), stories tables in
 #    Parquet with date method, language and why each story is in the timespan, the parts of story_count,
 #    top words ranked by stories; 7: post_count, author_count, channel_count per story, medium and timespan
-#    (URL sharing), url_sharing mode, bot_policy
-SNAPSHOT_CODE_VERSION = 7
+#    (URL sharing), url_sharing mode, bot_policy; 8: timespans say whether they are partial and their days
+SNAPSHOT_CODE_VERSION = 8
 
 
 # ----------------------------------------------------------------------------------------------- options

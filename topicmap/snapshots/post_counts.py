@@ -206,12 +206,26 @@ def _to_topic_stories(
     ]
 
 
+def _add_no_post_counts(snap: TimespanSnapshot) -> None:
+    """``add_post_counts`` of a snapshot without posts: null counts, the timespan's post_count 0."""
+
+    def nulls(n: int) -> pd.arrays.IntegerArray:
+        return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
+
+    for name in ("story_link_counts", "medium_link_counts"):
+        frame = getattr(snap, name)
+        setattr(snap, name, frame.assign(**{c: nulls(len(frame)) for c in POST_COLUMNS}))
+    snap.counts = replace(snap.counts, post_count=0)
+
+
 def add_post_counts(snap: TimespanSnapshot, posts: PostShares | None) -> None:
     """Give ``snap``'s story_link_counts and medium_link_counts their POST_COLUMNS and its counts the timespan's
     post_count (once: a timespan that has them already is left alone)."""
     if "post_count" in snap.story_link_counts.columns:
         return
-    posts = posts or PostShares()
+    if posts is None or posts.shares.empty:  # no post shares a story (no posts): every count is null
+        _add_no_post_counts(snap)
+        return
     counts = posts.story_counts(snap.timespan)
     stories = snap.story_link_counts
     story_ids = stories["stories_id"].to_numpy(dtype=np.int64)

@@ -150,8 +150,8 @@ class SnapshotResult:
 
     def timespan_table(self) -> pd.DataFrame:
         """One row per timespan, the whole topic's then each focus's: focus (its key; None for the whole
-        topic), key, period, name, start_date, end_date (exclusive), last_date, counts, the parts of
-        ``story_count`` (STORY_COUNT_PARTS), words_sampled."""
+        topic), key, period, name, start_date, end_date (exclusive), last_date, partial (a week or month cut by
+        the topic's dates), day_count, counts, the parts of ``story_count`` (STORY_COUNT_PARTS), words_sampled."""
         rows = []
         for focus, snap in self.all_timespans():
             ts = snap.timespan
@@ -166,6 +166,8 @@ class SnapshotResult:
                     "start_date": ts.start_date,
                     "end_date": ts.end_date,
                     "last_date": ts.last_date,
+                    "partial": ts.partial,
+                    "day_count": ts.day_count,
                     **asdict(snap.counts),
                     "published_story_count": snap.counts.story_count - linked - undated,
                     "linked_story_count": linked,
@@ -173,10 +175,22 @@ class SnapshotResult:
                     "words_sampled": snap.summary.words_sampled if snap.summary is not None else 0,
                 }
             )
-        columns = ["focus", "key", "period", "name", "start_date", "end_date", "last_date", *COUNT_COLUMNS]
+        columns = [
+            "focus",
+            "key",
+            "period",
+            "name",
+            "start_date",
+            "end_date",
+            "last_date",
+            "partial",
+            "day_count",
+        ]
+        columns += COUNT_COLUMNS
         table = pd.DataFrame(rows, columns=[*columns, *STORY_COUNT_PARTS, "words_sampled"])
-        for column in (*COUNT_COLUMNS, *STORY_COUNT_PARTS, "words_sampled"):
+        for column in ("day_count", *COUNT_COLUMNS, *STORY_COUNT_PARTS, "words_sampled"):
             table[column] = table[column].astype("int64")
+        table["partial"] = table["partial"].astype(bool)
         return table
 
     def foci_table(self) -> pd.DataFrame:

@@ -347,7 +347,8 @@ def snapshot_paths(
 
 
 def timespan_rows(result: SnapshotResult) -> list[dict[str, Any]]:
-    """One plain dict per timespan (for metadata and reports): key, period, dates, counts, empty."""
+    """One plain dict per timespan (for metadata and reports): key, period, dates, whether it is partial (a week
+    or month cut by the topic's dates) and its days, counts, empty."""
     return [
         {
             "key": snap.timespan.key,
@@ -355,6 +356,8 @@ def timespan_rows(result: SnapshotResult) -> list[dict[str, Any]]:
             "name": snap.timespan.name,
             "start_date": snap.timespan.start_date.isoformat(),
             "last_date": snap.timespan.last_date.isoformat(),
+            "partial": snap.timespan.partial,
+            "day_count": snap.timespan.day_count,
             **asdict(snap.counts),
             "empty": snap.empty,
         }

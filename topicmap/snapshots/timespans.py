@@ -11,6 +11,7 @@ the topic. Their ``key`` still names the calendar period (``weekly_2026-01-26`` 
 
 from __future__ import annotations
 
+import calendar
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,21 @@ class Timespan:
     def last_date(self) -> date:
         """The inclusive last day of the timespan."""
         return self.end_date - ONE_DAY
+
+    @property
+    def day_count(self) -> int:
+        """The days the timespan covers."""
+        return (self.end_date - self.start_date).days
+
+    @property
+    def partial(self) -> bool:
+        """A weekly or monthly timespan cut by the topic's first or last day: fewer days than its calendar week
+        or month, so its counts are not comparable with a whole one's (overall and custom: never)."""
+        if self.period == "weekly":
+            return self.day_count < 7
+        if self.period == "monthly":
+            return self.day_count < calendar.monthrange(self.start_date.year, self.start_date.month)[1]
+        return False
 
     def window_ns(self) -> tuple[int, int]:
         """The window as UTC nanosecond timestamps ``[lo, hi)``, comparable with publish dates."""
