@@ -83,6 +83,16 @@ class TimespanSnapshot:
         """No story was published in the timespan (so it has no links either): recorded, but no files."""
         return self.counts.story_count == 0
 
+    def story_count_parts(self) -> dict[str, int]:
+        """``story_count`` in its parts (STORY_COUNT_PARTS): published in the timespan, linked from it, undated."""
+        undated = self.summary.undated_stories if self.summary is not None else 0
+        linked = self.summary.outside_stories if self.summary is not None else 0
+        return {
+            "published_story_count": self.counts.story_count - linked - undated,
+            "linked_story_count": linked,
+            "undated_story_count": undated,
+        }
+
     def top_media(self, n: int = 10) -> pd.DataFrame:
         """The ``n`` media with the most media inlinks (ties: more inlinks, more stories, lower id)."""
         return self.medium_link_counts.sort_values(
@@ -155,8 +165,6 @@ class SnapshotResult:
         rows = []
         for focus, snap in self.all_timespans():
             ts = snap.timespan
-            undated = snap.summary.undated_stories if snap.summary is not None else 0
-            linked = snap.summary.outside_stories if snap.summary is not None else 0
             rows.append(
                 {
                     "focus": focus.key if focus is not None else None,
@@ -169,9 +177,7 @@ class SnapshotResult:
                     "partial": ts.partial,
                     "day_count": ts.day_count,
                     **asdict(snap.counts),
-                    "published_story_count": snap.counts.story_count - linked - undated,
-                    "linked_story_count": linked,
-                    "undated_story_count": undated,
+                    **snap.story_count_parts(),
                     "words_sampled": snap.summary.words_sampled if snap.summary is not None else 0,
                 }
             )
