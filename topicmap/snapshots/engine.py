@@ -37,8 +37,8 @@ from topicmap.snapshots.engine_sql import (
     COUNTS_SELECT,
     MEDIUM_LINK_COUNTS_SELECT,
     STORY_LINKS_SELECT,
+    STORY_ROWS_CREATE,
     stories_select,
-    story_link_counts_select,
 )
 from topicmap.snapshots.foci import Focus, StoryTexts, TextChunk, check_foci, focus_story_masks
 from topicmap.snapshots.post_counts import PostShares, add_post_counts
@@ -338,9 +338,10 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         """
     )
     con.execute(
-        "CREATE OR REPLACE TABLE story_text AS "
+        "CREATE OR REPLACE VIEW story_text AS "  # a view: the texts are not copied
         "SELECT stories_id, title, url, text, language, date_method FROM raw_stories"
     )
+    con.execute(STORY_ROWS_CREATE)
     dropped = con.execute(
         """
         SELECT count(*) FILTER (WHERE s.stories_id IS NULL),
@@ -646,7 +647,6 @@ def _timespans(work: _Work, timespans: Sequence[Timespan], focus: Focus | None) 
                 focus,
                 snap,
                 story_links=partial(_reader, con, STORY_LINKS_SELECT),
-                story_link_counts=partial(_reader, con, story_link_counts_select()),
                 stories=partial(_reader, con, stories_select(ts, csv=False)),
                 stories_list=partial(_reader, con, stories_select(ts, csv=True)) if csv else None,
             )
