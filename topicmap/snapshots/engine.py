@@ -451,9 +451,10 @@ def _compute_timespan(
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE period AS
-        WITH inl AS (SELECT ref AS stories_id, count(*) AS inlink_count,
-                            count(DISTINCT source_media) AS media_inlink_count
-                     FROM period_links GROUP BY ref),
+        WITH by_medium AS (SELECT ref, source_media, count(*) AS n FROM period_links GROUP BY ALL),
+             inl AS (SELECT ref AS stories_id, CAST(sum(n) AS BIGINT) AS inlink_count,
+                            count(*) AS media_inlink_count
+                     FROM by_medium GROUP BY ref),
              outl AS (SELECT source AS stories_id, count(*) AS outlink_count FROM period_links GROUP BY source),
              ids AS (SELECT stories_id FROM in_window UNION SELECT stories_id FROM inl)
         SELECT s.pos, s.stories_id, s.media_id,
@@ -485,10 +486,15 @@ def _facts(con: duckdb.DuckDBPyConnection, in_focus: bool) -> StreamedFacts:
         LEFT JOIN stories s ON s.stories_id = l.source LEFT JOIN stories r ON r.stories_id = l.ref
         """
     ).fetchall()[0]
+    # outside the focus: only a focus's scope differs from the topic's stories
+    outside_focus, focus_join = (
+        ("count(*) FILTER (WHERE f.stories_id IS NULL)", "LEFT JOIN scope_stories f USING (stories_id)")
+        if in_focus
+        else ("0", "")
+    )
     counted = con.execute(
-        "SELECT count(*), count(*) FILTER (WHERE s.stories_id IS NULL), "
-        "count(*) FILTER (WHERE f.stories_id IS NULL) FROM period p "
-        "LEFT JOIN stories s USING (stories_id) LEFT JOIN scope_stories f USING (stories_id)"
+        f"SELECT count(*), count(*) FILTER (WHERE s.stories_id IS NULL), {outside_focus} FROM period p "
+        f"LEFT JOIN stories s USING (stories_id) {focus_join}"
     ).fetchall()[0]
     link_sum = con.execute("SELECT coalesce(sum(link_count), 0) FROM period_medium_links").fetchall()[0]
     assert links is not None and counted is not None and link_sum is not None
