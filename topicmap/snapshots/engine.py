@@ -38,8 +38,8 @@ from topicmap.snapshots.engine_sql import (
     COUNTS_SELECT,
     MEDIUM_LINK_COUNTS_SELECT,
     STORY_LINKS_SELECT,
+    STORY_ROWS_CREATE,
     stories_select,
-    story_link_counts_select,
 )
 from topicmap.snapshots.foci import Focus, StoryTexts, TextChunk, focus_story_masks
 from topicmap.snapshots.post_counts import PostShares, add_post_counts
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from topicmap.snapshots.files import SnapshotFilesWriter
 
 #: stories + links above which a snapshot is computed out of core. Below, numpy in memory is faster (at 1M stories
-#: / 10M links it took 45 CPU s where DuckDB took 103) and fits: about 3.7 GB per million stories, so 2 million
+#: / 10M links it took 55 CPU s where DuckDB took 118) and fits: about 3.7 GB per million stories, so 2 million
 #: stories with their 20 million links stay under 8 GB (``benchmarks/RESULTS.md``, ``bench_snapshot.py``).
 OUT_OF_CORE_ROWS = 22_000_000
 #: rows per Arrow record batch read from a source into DuckDB (the most any reader holds at once)
@@ -339,9 +339,10 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         """
     )
     con.execute(
-        "CREATE OR REPLACE TABLE story_text AS "
+        "CREATE OR REPLACE VIEW story_text AS "  # a view: the texts are not copied
         "SELECT stories_id, title, url, text, language, date_method FROM raw_stories"
     )
+    con.execute(STORY_ROWS_CREATE)
     dropped = con.execute(
         """
         SELECT count(*) FILTER (WHERE s.stories_id IS NULL),
@@ -451,9 +452,10 @@ def _compute_timespan(
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE period AS
-        WITH inl AS (SELECT ref AS stories_id, count(*) AS inlink_count,
-                            count(DISTINCT source_media) AS media_inlink_count
-                     FROM period_links GROUP BY ref),
+        WITH by_medium AS (SELECT ref, source_media, count(*) AS n FROM period_links GROUP BY ALL),
+             inl AS (SELECT ref AS stories_id, CAST(sum(n) AS BIGINT) AS inlink_count,
+                            count(*) AS media_inlink_count
+                     FROM by_medium GROUP BY ref),
              outl AS (SELECT source AS stories_id, count(*) AS outlink_count FROM period_links GROUP BY source),
              ids AS (SELECT stories_id FROM in_window UNION SELECT stories_id FROM inl)
         SELECT s.pos, s.stories_id, s.media_id,
@@ -485,10 +487,15 @@ def _facts(con: duckdb.DuckDBPyConnection, in_focus: bool) -> StreamedFacts:
         LEFT JOIN stories s ON s.stories_id = l.source LEFT JOIN stories r ON r.stories_id = l.ref
         """
     ).fetchall()[0]
+    # outside the focus: only a focus's scope differs from the topic's stories
+    outside_focus, focus_join = (
+        ("count(*) FILTER (WHERE f.stories_id IS NULL)", "LEFT JOIN scope_stories f USING (stories_id)")
+        if in_focus
+        else ("0", "")
+    )
     counted = con.execute(
-        "SELECT count(*), count(*) FILTER (WHERE s.stories_id IS NULL), "
-        "count(*) FILTER (WHERE f.stories_id IS NULL) FROM period p "
-        "LEFT JOIN stories s USING (stories_id) LEFT JOIN scope_stories f USING (stories_id)"
+        f"SELECT count(*), count(*) FILTER (WHERE s.stories_id IS NULL), {outside_focus} FROM period p "
+        f"LEFT JOIN stories s USING (stories_id) {focus_join}"
     ).fetchall()[0]
     link_sum = con.execute("SELECT coalesce(sum(link_count), 0) FROM period_medium_links").fetchall()[0]
     assert links is not None and counted is not None and link_sum is not None
@@ -647,7 +654,6 @@ def _timespans(work: _Work, timespans: Sequence[Timespan], focus: Focus | None) 
                 focus,
                 snap,
                 story_links=partial(_reader, con, STORY_LINKS_SELECT),
-                story_link_counts=partial(_reader, con, story_link_counts_select()),
                 stories=partial(_reader, con, stories_select(ts, csv=False)),
                 stories_list=partial(_reader, con, stories_select(ts, csv=True)) if csv else None,
             )

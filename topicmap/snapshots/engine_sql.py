@@ -2,8 +2,9 @@
 
 Each select reads the timespan's tables the engine builds (``period``: its counted stories with their counts,
 ``period_links``, ``period_medium_links``, ``period_posts``: its post counts per story) joined to the topic's
-``stories``, ``story_text`` and ``media``, and names its columns as ``topicmap.snapshots.files`` writes them, so
-the streams become the very files the in-memory path writes.
+``story_rows`` (each story's columns that do not depend on the timespan, ``STORY_ROWS_CREATE``) and ``media``,
+and names its columns as ``topicmap.snapshots.files`` writes them, so the streams become the very files the
+in-memory path writes.
 """
 
 from __future__ import annotations
@@ -21,60 +22,58 @@ COUNTS_SELECT = f"""
     FROM period p
 """
 #: the publisher's day of a story as a date, and its instant (null when the page gave a day only)
-_DAY = "CAST(DATE '1970-01-01' + CAST(p.local_day AS INTEGER) AS DATE)"
-_INSTANT = "CASE WHEN s.time_known = 0 THEN NULL ELSE make_timestamp(p.utc_s * 1000000) END"
+_DAY = "CAST(DATE '1970-01-01' + CAST(s.local_day AS INTEGER) AS DATE)"
+_INSTANT = "CASE WHEN s.time_known = 0 THEN NULL ELSE make_timestamp(s.utc_s * 1000000) END"
 #: which day publish_day_local is (``topicmap.snapshots.files._day_basis``)
-_DAY_BASIS = """CASE WHEN p.local_day IS NULL THEN NULL WHEN s.time_known = 0 THEN 'page day'
+_DAY_BASIS = """CASE WHEN s.local_day IS NULL THEN NULL WHEN s.time_known = 0 THEN 'page day'
     WHEN s.zone_known = 1 AND s.offset_min <> 0 THEN 'page offset' WHEN s.zone_known = 1 THEN 'utc stated'
     WHEN s.time_known = 1 THEN 'utc assumed' ELSE 'unknown' END"""
 #: the timespan's post counts per story (``period_posts``: stories_id and POST_COLUMNS)
 _POST_EXPRESSIONS = {c: f"pp.{c}" for c in ("post_count", "author_count", "channel_count")}
-
-
-def story_link_counts_select() -> str:
-    """The timespan's story_link_counts (``files._SCHEMAS``), by story id."""
-    from topicmap.snapshots.files import TIMESPAN_SCHEMAS
-
-    exprs = {"publish_date_utc": _INSTANT, "publish_day_local": _DAY, **_POST_EXPRESSIONS}
-    columns = [
-        f"{exprs.get(f.name, f'p.{f.name}')} AS {f.name}" for f in TIMESPAN_SCHEMAS["story_link_counts"]
-    ]
-    return (
-        f"SELECT {', '.join(columns)} FROM period p JOIN stories s USING (stories_id) "
-        "LEFT JOIN period_posts pp USING (stories_id) ORDER BY p.stories_id"
-    )
+#: the columns of a story's rows that do not depend on the timespan, as ``story_rows`` holds them (the dates also
+#: as stories.csv's text): computed once per snapshot rather than once per timespan
+_STORY_COLUMNS = {
+    "publish_date_utc": _INSTANT,
+    "publish_day_local": _DAY,
+    "publish_date_utc_text": f"strftime({_INSTANT}, '%Y-%m-%dT%H:%M:%SZ')",
+    "publish_day_local_text": f"CAST({_DAY} AS VARCHAR)",
+    "date_method": "t.date_method",
+    "time_known": "s.time_known = 1",
+    "zone_known": "s.zone_known = 1",
+    "day_basis": _DAY_BASIS,
+    "title": "t.title",
+    "url": "t.url",
+    "language": "t.language",
+    "media_name": "m.name",
+}
+STORY_ROWS_CREATE = f"""
+    CREATE OR REPLACE TABLE story_rows AS
+    SELECT s.stories_id, {", ".join(f"{expr} AS {name}" for name, expr in _STORY_COLUMNS.items())}
+    FROM stories s JOIN story_text t USING (stories_id) JOIN media m USING (media_id)
+"""
 
 
 def stories_select(ts: Timespan, csv: bool) -> str:
     """The timespan's stories table (``files.STORIES_SCHEMA``): by story id, or with ``csv`` Media Cloud's
-    stories.csv (most media inlinks first, the dates as text)."""
+    stories.csv (most media inlinks first, the dates as text). By id, its story_link_counts columns
+    (``files.TIMESPAN_SCHEMAS``) are among them, so one stream writes both files."""
     from topicmap.snapshots.files import STORIES_SCHEMA
 
     lo = (ts.start_date - _EPOCH).days
     hi = (ts.end_date - _EPOCH).days
     exprs = {
-        "publish_date_utc": _INSTANT,
-        "publish_day_local": _DAY,
-        "date_method": "t.date_method",
-        "time_known": "s.time_known = 1",
-        "zone_known": "s.zone_known = 1",
-        "day_basis": _DAY_BASIS,
+        **{name: f"r.{name}" for name in _STORY_COLUMNS},
         "in_timespan": f"CASE WHEN p.local_day IS NULL THEN 'undated' WHEN p.local_day >= {lo} "
         f"AND p.local_day < {hi} THEN 'published' ELSE 'linked' END",
-        "title": "t.title",
-        "url": "t.url",
-        "language": "t.language",
-        "media_name": "m.name",
         **_POST_EXPRESSIONS,
     }
     if csv:
-        exprs["publish_date_utc"] = f"strftime({_INSTANT}, '%Y-%m-%dT%H:%M:%SZ')"
-        exprs["publish_day_local"] = f"CAST({_DAY} AS VARCHAR)"
+        exprs["publish_date_utc"] = "r.publish_date_utc_text"
+        exprs["publish_day_local"] = "r.publish_day_local_text"
     columns = [f"{exprs.get(f.name, f'p.{f.name}')} AS {f.name}" for f in STORIES_SCHEMA]
     order = "p.media_inlink_count DESC, p.inlink_count DESC, p.stories_id" if csv else "p.stories_id"
     return (
-        f"SELECT {', '.join(columns)} FROM period p JOIN stories s USING (stories_id) "
-        "JOIN story_text t USING (stories_id) JOIN media m ON m.media_id = p.media_id "
+        f"SELECT {', '.join(columns)} FROM period p JOIN story_rows r USING (stories_id) "
         f"LEFT JOIN period_posts pp USING (stories_id) ORDER BY {order}"
     )
 

@@ -38,7 +38,7 @@ from topicmap.snapshots.results import (
     SnapshotResult,
     TimespanSnapshot,
 )
-from topicmap.snapshots.streams import csv_options, parquet_options, write_stream
+from topicmap.snapshots.streams import StreamTarget, csv_options, parquet_options, write_stream, write_streams
 from topicmap.snapshots.summaries import SUMMARY_SCHEMAS, summary_tables
 from topicmap.snapshots.timespans import Timespan
 
@@ -464,15 +464,14 @@ class SnapshotFilesWriter:
         focus: Focus | None,
         snap: TimespanSnapshot,
         story_links: Callable[[], Iterable[pa.RecordBatch]],
-        story_link_counts: Callable[[], Iterable[pa.RecordBatch]],
         stories: Callable[[], Iterable[pa.RecordBatch]],
         stories_list: Callable[[], Iterable[pa.RecordBatch]] | None,
     ) -> None:
         """The files of one timespan computed out of core (``topicmap.snapshots.engine``): the same bytes as
-        ``submit`` writes from frames. ``story_links``, ``story_link_counts`` and ``stories`` (by id, as their
-        files hold them) and ``stories_list`` (the rows of ``stories.csv``, in its order, dates as text) are
-        streams read here, now, as the media tables are: written before the next timespan is computed, so no
-        more than a row group of a timespan's story tables is ever held."""
+        ``submit`` writes from frames. ``story_links`` and ``stories`` (by id, as their files hold them; the
+        story_link_counts file takes its columns of ``stories``) and ``stories_list`` (the rows of stories.csv,
+        in its order, dates as text) are streams read here, now, as the media tables are: written before the
+        next timespan is computed, so no more than a row group of a timespan's story tables is ever held."""
         out = self.root / timespan_folder(focus, snap.timespan)
         paths = write_stream(
             story_links(),
@@ -481,14 +480,15 @@ class SnapshotFilesWriter:
             out / "story_links.csv" if self.csv else None,
             "story_links",
         )
-        paths += write_stream(
-            story_link_counts(),
-            _SCHEMAS["story_link_counts"],
-            out / "story_link_counts.parquet",
-            None,
-            "story_link_counts",
+        paths += write_streams(
+            stories(),
+            [
+                StreamTarget(
+                    _SCHEMAS["story_link_counts"], out / "story_link_counts.parquet", name="story_link_counts"
+                ),
+                StreamTarget(STORIES_SCHEMA, out / "stories.parquet", name="stories"),
+            ],
         )
-        paths += write_stream(stories(), STORIES_SCHEMA, out / "stories.parquet", None, "stories")
         if stories_list is not None:
             paths += write_stream(stories_list(), _stories_list_schema(), None, out / "stories.csv")
         entries = {path: file_entry(path) for path in paths}

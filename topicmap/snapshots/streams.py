@@ -6,9 +6,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+import queue
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -34,23 +37,126 @@ def parquet_options(schema: pa.Schema, store_schema: bool = False) -> dict[str, 
 ROW_GROUP_ROWS = 1024 * 1024
 
 
-def row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.Table]:
+class _RowGroups:
     """Record batches regrouped into contiguous tables of ROW_GROUP_ROWS rows (the last one shorter), cast to
-    ``schema``: what ``pq.write_table`` cuts a whole table into, so a stream is written to the same bytes."""
-    pending: list[pa.RecordBatch] = []
-    held, written = 0, False
-    for batch in batches:
-        batch = batch.cast(schema) if batch.schema != schema else batch
+    ``schema`` (the batches may carry more columns: the schema's are taken by name): what ``pq.write_table``
+    cuts a whole table into, so a stream is written to the same bytes."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.pending: list[pa.RecordBatch] = []
+        self.held = 0
+        self.written = False
+
+    def add(self, batch: pa.RecordBatch) -> Iterator[pa.Table]:
+        """The row groups ``batch`` completes."""
+        if batch.schema.names != self.schema.names:
+            batch = batch.select(self.schema.names)
+        batch = batch.cast(self.schema) if batch.schema != self.schema else batch
         while batch.num_rows:
-            take = min(batch.num_rows, ROW_GROUP_ROWS - held)
-            pending.append(batch.slice(0, take))
-            held += take
+            take = min(batch.num_rows, ROW_GROUP_ROWS - self.held)
+            self.pending.append(batch.slice(0, take))
+            self.held += take
             batch = batch.slice(take)
-            if held == ROW_GROUP_ROWS:
-                yield pa.Table.from_batches(pending, schema).combine_chunks()
-                pending, held, written = [], 0, True
-    if held or not written:
-        yield pa.Table.from_batches(pending, schema).combine_chunks()
+            if self.held == ROW_GROUP_ROWS:
+                yield self._group()
+
+    def rest(self) -> Iterator[pa.Table]:
+        """The last, shorter row group (an empty one when the stream held no rows)."""
+        if self.held or not self.written:
+            yield self._group()
+
+    def _group(self) -> pa.Table:
+        group = pa.Table.from_batches(self.pending, self.schema).combine_chunks()
+        self.pending, self.held, self.written = [], 0, True
+        return group
+
+
+def row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.Table]:
+    """``batches`` as the row groups ``pq.write_table`` cuts the whole table into (``_RowGroups``)."""
+    groups = _RowGroups(schema)
+    for batch in batches:
+        yield from groups.add(batch)
+    yield from groups.rest()
+
+
+@dataclass(frozen=True)
+class StreamTarget:
+    """One table a stream is written to: the columns of ``schema`` as Parquet at ``path`` (``name``: its fields'
+    descriptions, as ``files._write_arrow`` writes them) and/or as CSV at ``csv``."""
+
+    schema: pa.Schema
+    path: Path | None
+    csv: Path | None = None
+    name: str | None = None
+
+
+class _TargetWriter:
+    """A StreamTarget's open files, written to temporary names and renamed into place on ``commit``."""
+
+    def __init__(self, target: StreamTarget) -> None:
+        schema = target.schema.remove_metadata()
+        self.schema = describe(schema, target.name) if target.name is not None else schema
+        self.targets = [p for p in (target.path, target.csv) if p is not None]
+        self.temps = {p: p.with_name(f".{p.name}.tmp-{os.getpid()}") for p in self.targets}
+        self.groups = _RowGroups(self.schema)
+        self.writer: pq.ParquetWriter | None = None
+        self.handle: BinaryIO | None = None
+        self.options = csv_options(self.schema)
+        for path in self.targets:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        if target.path is not None:
+            self.writer = pq.ParquetWriter(
+                self.temps[target.path], self.schema, **parquet_options(self.schema, target.name is not None)
+            )
+        if target.csv is not None:
+            self.handle = self.temps[target.csv].open("wb")
+            self.handle.write((",".join(self.schema.names) + "\n").encode("utf-8"))
+
+    def write(self, groups: Iterable[pa.Table]) -> None:
+        for group in groups:
+            if self.writer is not None:
+                self.writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
+            if self.handle is not None and group.num_rows:
+                pacsv.write_csv(group, self.handle, self.options)
+
+    def commit(self) -> list[Path]:
+        self.write(self.groups.rest())
+        self.close()
+        for path in self.targets:
+            os.replace(self.temps[path], path)
+        return self.targets
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+
+    def discard(self) -> None:
+        self.close()
+        for temp in self.temps.values():
+            if temp.exists():
+                temp.unlink()
+
+
+def write_streams(batches: Iterable[pa.RecordBatch], targets: Sequence[StreamTarget]) -> list[Path]:
+    """One stream of record batches written to several tables (each its columns of the batches), one row group
+    per table in memory at a time. The next batches are read ahead on a thread (``_read_ahead``) while these
+    are encoded, so the engine producing the stream and the writers run on both cores."""
+    writers: list[_TargetWriter] = []
+    try:
+        for target in targets:
+            writers.append(_TargetWriter(target))
+        for batch in _read_ahead(batches):
+            for writer in writers:
+                writer.write(writer.groups.add(batch))
+        return [path for writer in writers for path in writer.commit()]
+    finally:
+        for writer in writers:
+            writer.discard()
 
 
 def write_stream(
@@ -61,47 +167,52 @@ def write_stream(
     name: str | None = None,
 ) -> list[Path]:
     """A stream of record batches as Parquet at ``path`` (byte for byte what ``files._write_arrow`` writes of the
-    whole table, ``name`` as there) and/or as CSV at ``csv`` (what ``files._write_csv`` writes); one row group in
-    memory at a time."""
-    schema = schema.remove_metadata()
-    if name is not None:
-        schema = describe(schema, name)
-    targets = [p for p in (path, csv) if p is not None]
-    temps = {p: p.with_name(f".{p.name}.tmp-{os.getpid()}") for p in targets}
-    for target in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    writer = (
-        pq.ParquetWriter(temps[path], schema, **parquet_options(schema, name is not None))
-        if path is not None
-        else None
-    )
-    handle = temps[csv].open("wb") if csv is not None else None
+    whole table, ``name`` as there) and/or as CSV at ``csv`` (what ``files._write_csv`` writes)."""
+    return write_streams(batches, [StreamTarget(schema, path, csv, name)])
+
+
+#: record batches read ahead of the writers
+READ_AHEAD = 2
+_DONE = object()
+
+
+def _read_ahead(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches`` read on a thread, at most READ_AHEAD ahead of the consumer (the engine's stream fills its
+    record batches while the previous ones are written). Stops reading when the consumer stops."""
+    ahead: queue.Queue[object] = queue.Queue(maxsize=READ_AHEAD)
+    stop = threading.Event()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                ahead.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for batch in batches:
+                if not put(batch):
+                    return
+            put(_DONE)
+        except BaseException as err:  # handed to the consumer, raised there
+            put(err)
+
+    reader = threading.Thread(target=read, name="stream-read-ahead", daemon=True)
+    reader.start()
     try:
-        if handle is not None:
-            handle.write((",".join(schema.names) + "\n").encode("utf-8"))
-        options = csv_options(schema)
-        for group in row_groups(batches, schema):
-            if writer is not None:
-                writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
-            if handle is not None and group.num_rows:
-                pacsv.write_csv(group, handle, options)
-        if writer is not None:
-            writer.close()
-            writer = None
-        if handle is not None:
-            handle.close()
-            handle = None
-        for target in targets:
-            os.replace(temps[target], target)
+        while True:
+            item = ahead.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
     finally:
-        if writer is not None:
-            writer.close()
-        if handle is not None:
-            handle.close()
-        for temp in temps.values():
-            if temp.exists():
-                temp.unlink()
-    return targets
+        stop.set()
+        reader.join()
 
 
 def csv_options(schema: pa.Schema) -> pacsv.WriteOptions:
