@@ -67,9 +67,10 @@ if TYPE_CHECKING:
     from topicmap.snapshots.files import SnapshotFilesWriter
 
 #: stories + links above which a snapshot is computed out of core. Below, numpy in memory is faster (at 1M stories
-#: / 10M links it took 55 CPU s where DuckDB took 118) and fits: about 3.7 GB per million stories, so 2 million
-#: stories with their 20 million links stay under 8 GB (``benchmarks/RESULTS.md``, ``bench_snapshot.py``).
-OUT_OF_CORE_ROWS = 22_000_000
+#: / 10M links it took 55 CPU s where DuckDB took 118) and fits: about 4.3 GB per million stories with the stories
+#: tables, so 1.5 million stories with their 15 million links stay near 6.5 GB, under 8 GB with room for the
+#: pictures (``benchmarks/RESULTS.md``, ``bench_snapshot.py``).
+OUT_OF_CORE_ROWS = 16_500_000
 #: rows per Arrow record batch read from a source into DuckDB (the most any reader holds at once)
 BATCH_ROWS = 1 << 17
 _NS_PER_S = 1_000_000_000
