@@ -49,7 +49,6 @@ OVERALL_LABELS = ("summary_overall", "link_map_preview", "attention", "top_media
 #: the counts per timespan: header -> column of the timespan rows
 COUNTS = {
     "stories": "story_count",
-    "published": "published_story_count",
     "story links": "story_link_count",
     "media": "medium_count",
     "medium links": "medium_link_count",
@@ -59,7 +58,6 @@ TIMESPAN_COLUMNS = {
     "timespan": "the timespan's key: its period, and for monthly and weekly ones its first day",
     "stories": "Media Cloud's story_count: the stories published in it, the stories they link to from outside it and "
     "the undated ones",
-    "published": "of those, the stories published in it",
     "story links": "cross-media story links between its stories",
     "media": "media with a story in it",
     "medium links": "medium-to-medium links (pairs of media linked by a story link)",

@@ -348,7 +348,7 @@ def snapshot_paths(
 
 def timespan_rows(result: SnapshotResult) -> list[dict[str, Any]]:
     """One plain dict per timespan (for metadata and reports): key, period, dates, whether it is partial (a week
-    or month cut by the topic's dates) and its days, counts, the parts of story_count, empty."""
+    or month cut by the topic's dates) and its days, counts, empty."""
     return [
         {
             "key": snap.timespan.key,
@@ -359,7 +359,6 @@ def timespan_rows(result: SnapshotResult) -> list[dict[str, Any]]:
             "partial": snap.timespan.partial,
             "day_count": snap.timespan.day_count,
             **asdict(snap.counts),
-            **snap.story_count_parts(),
             "empty": snap.empty,
         }
         for snap in result.timespans
