@@ -31,6 +31,8 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from topicmap.snapshots.layout import spring_layout
+
 GEXF_NS = "http://gexf.net/1.3"
 _XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
 # (column in medium_link_counts, GEXF type); media_id is the node id, name its label.
@@ -295,7 +297,7 @@ def render_link_map(
         )
         return _save_png(figure, Path(path_png))
 
-    positions = nx.spring_layout(
+    positions = spring_layout(
         graph, weight="spring", seed=seed, iterations=200, k=1.8 / math.sqrt(graph.number_of_nodes())
     )
     nodes = sorted(graph.nodes())
