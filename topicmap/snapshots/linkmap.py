@@ -225,20 +225,32 @@ def link_map_graph(
     rank = {int(m): i for i, m in enumerate(shown)}
     links = links[links["source_media_id"].isin(rank) & links["ref_media_id"].isin(rank)]
     graph = nx.Graph()
-    for media_id in sorted(rank):
-        graph.add_node(media_id, rank=rank[media_id])
-    pair_weight: dict[tuple[int, int], int] = {}
-    for source, target, count in zip(
-        links["source_media_id"].tolist(),
-        links["ref_media_id"].tolist(),
-        links["link_count"].tolist(),
-        strict=True,
-    ):
-        pair = (min(int(source), int(target)), max(int(source), int(target)))
-        pair_weight[pair] = pair_weight.get(pair, 0) + int(count)
-    for (a, b), weight in sorted(pair_weight.items()):
-        graph.add_edge(a, b, weight=weight, spring=math.log1p(weight))
+    graph.add_nodes_from((media_id, {"rank": rank[media_id]}) for media_id in sorted(rank))
+    low, high, weights = _pair_weights(
+        links["source_media_id"].to_numpy(dtype=np.int64),
+        links["ref_media_id"].to_numpy(dtype=np.int64),
+        links["link_count"].to_numpy(dtype=np.int64),
+    )
+    # in ascending pair order, as Louvain then meets them
+    graph.add_edges_from(
+        (a, b, {"weight": weight, "spring": math.log1p(weight)})
+        for a, b, weight in zip(low.tolist(), high.tolist(), weights.tolist(), strict=True)
+    )
     return graph, len(ranked)
+
+
+def _pair_weights(
+    sources: np.ndarray, targets: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Links A→B and B→A summed into one undirected pair (lower id, higher id), the pairs ascending."""
+    low, high = np.minimum(sources, targets), np.maximum(sources, targets)
+    order = np.lexsort((high, low))
+    low, high, counts = low[order], high[order], counts[order]
+    first = np.ones(len(low), dtype=bool)
+    first[1:] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])
+    starts = np.flatnonzero(first)
+    weights = np.add.reduceat(counts, starts) if len(starts) else counts
+    return low[starts], high[starts], weights
 
 
 def render_link_map(
