@@ -506,6 +506,8 @@ def _place_labels(figure: Figure, axes: object, labels: list[tuple[str, np.ndarr
     for own, (text, point, radius_pt) in enumerate(labels):
         others = obstacles[:own] + obstacles[own + 1 :]
         chosen = None
+        # One probe moved from candidate to candidate: building an annotation for each was most of the cost.
+        probe = axes.annotate(text, point, xytext=(0.0, 0.0), **style)
         for step in range(14):
             for dx, dy in directions:
                 distance = radius_pt + 4 + 16 * step
@@ -513,17 +515,19 @@ def _place_labels(figure: Figure, axes: object, labels: list[tuple[str, np.ndarr
                 offset = (dx / norm * distance, dy / norm * distance)
                 ha = "left" if dx > 0.3 else "right" if dx < -0.3 else "center"
                 va = "bottom" if dy > 0.3 else "top" if dy < -0.3 else "center"
-                label = axes.annotate(text, point, xytext=offset, ha=ha, va=va, **style)
+                probe.xyann = offset
+                probe.set_horizontalalignment(ha)
+                probe.set_verticalalignment(va)
                 # Measure the text box alone (an arrow would make every far candidate "overlap").
-                extent = label.get_window_extent(renderer).expanded(1.08, 1.3)
+                extent = probe.get_window_extent(renderer).expanded(1.08, 1.3)
                 box = (extent.x0, extent.y0, extent.x1, extent.y1)
                 inside = axes.bbox.contains(extent.x0, extent.y0) and axes.bbox.contains(extent.x1, extent.y1)
-                label.remove()
                 if inside and not any(_overlap(box, other) for other in placed + others):
                     chosen = (offset, ha, va, step, box)
                     break
             if chosen:
                 break
+        probe.remove()
         if chosen is None:  # crowded beyond all candidates: straight above, accepting the overlap
             chosen = ((0.0, radius_pt + 4), "center", "bottom", 0, None)
         offset, ha, va, step, box = chosen
