@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from matplotlib import image as mpimg
 
+from topicmap.snapshots.layout import spring_layout
 from topicmap.snapshots.linkmap import link_map_graph, render_link_map, write_gexf
 
 
@@ -101,6 +102,33 @@ def test_link_map_picture_is_written_and_reproducible(tmp_path):
     # non-trivial: a good share of pixels is drawn (nodes, edges, labels), not a blank page
     drawn = (pixels[:, :, :3].mean(axis=2) < 0.9).mean()
     assert drawn > 0.01
+
+
+def _weighted_graph(nodes: int, edges: int, seed: int) -> nx.Graph:
+    rng = np.random.default_rng(seed)
+    graph = nx.Graph()
+    graph.add_nodes_from(range(nodes))
+    for a, b, weight in zip(
+        rng.integers(0, nodes, edges), rng.integers(0, nodes, edges), rng.integers(1, 60, edges), strict=True
+    ):
+        if a != b:
+            graph.add_edge(int(a), int(b), spring=float(np.log1p(weight)))
+    return graph
+
+
+@pytest.mark.parametrize(
+    ("nodes", "edges", "iterations"),
+    [(250, 8000, 200), (40, 30, 200), (2, 1, 50), (12, 0, 200), (1, 0, 200), (520, 3000, 20)],
+)
+def test_spring_layout_places_every_node_where_networkx_does(nodes, edges, iterations):
+    """The pictures keep their bytes only if every position is networkx's to the last bit (isolated nodes,
+    two nodes, a single node and graphs past networkx's dense solver included)."""
+    graph = _weighted_graph(nodes, edges, seed=nodes)
+    k = 1.8 / np.sqrt(nodes)
+    ours = spring_layout(graph, weight="spring", seed=42, iterations=iterations, k=k)
+    theirs = nx.spring_layout(graph, weight="spring", seed=42, iterations=iterations, k=k)
+    assert list(ours) == list(theirs)
+    assert all(np.asarray(ours[n]).tobytes() == np.asarray(theirs[n]).tobytes() for n in graph)
 
 
 def test_link_map_without_links_still_renders(tmp_path):

@@ -31,6 +31,8 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from topicmap.snapshots.layout import spring_layout
+
 GEXF_NS = "http://gexf.net/1.3"
 _XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
 # (column in medium_link_counts, GEXF type); media_id is the node id, name its label.
@@ -223,20 +225,32 @@ def link_map_graph(
     rank = {int(m): i for i, m in enumerate(shown)}
     links = links[links["source_media_id"].isin(rank) & links["ref_media_id"].isin(rank)]
     graph = nx.Graph()
-    for media_id in sorted(rank):
-        graph.add_node(media_id, rank=rank[media_id])
-    pair_weight: dict[tuple[int, int], int] = {}
-    for source, target, count in zip(
-        links["source_media_id"].tolist(),
-        links["ref_media_id"].tolist(),
-        links["link_count"].tolist(),
-        strict=True,
-    ):
-        pair = (min(int(source), int(target)), max(int(source), int(target)))
-        pair_weight[pair] = pair_weight.get(pair, 0) + int(count)
-    for (a, b), weight in sorted(pair_weight.items()):
-        graph.add_edge(a, b, weight=weight, spring=math.log1p(weight))
+    graph.add_nodes_from((media_id, {"rank": rank[media_id]}) for media_id in sorted(rank))
+    low, high, weights = _pair_weights(
+        links["source_media_id"].to_numpy(dtype=np.int64),
+        links["ref_media_id"].to_numpy(dtype=np.int64),
+        links["link_count"].to_numpy(dtype=np.int64),
+    )
+    # in ascending pair order, as Louvain then meets them
+    graph.add_edges_from(
+        (a, b, {"weight": weight, "spring": math.log1p(weight)})
+        for a, b, weight in zip(low.tolist(), high.tolist(), weights.tolist(), strict=True)
+    )
     return graph, len(ranked)
+
+
+def _pair_weights(
+    sources: np.ndarray, targets: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Links A→B and B→A summed into one undirected pair (lower id, higher id), the pairs ascending."""
+    low, high = np.minimum(sources, targets), np.maximum(sources, targets)
+    order = np.lexsort((high, low))
+    low, high, counts = low[order], high[order], counts[order]
+    first = np.ones(len(low), dtype=bool)
+    first[1:] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])
+    starts = np.flatnonzero(first)
+    weights = np.add.reduceat(counts, starts) if len(starts) else counts
+    return low[starts], high[starts], weights
 
 
 def render_link_map(
@@ -295,7 +309,7 @@ def render_link_map(
         )
         return _save_png(figure, Path(path_png))
 
-    positions = nx.spring_layout(
+    positions = spring_layout(
         graph, weight="spring", seed=seed, iterations=200, k=1.8 / math.sqrt(graph.number_of_nodes())
     )
     nodes = sorted(graph.nodes())
@@ -492,6 +506,8 @@ def _place_labels(figure: Figure, axes: object, labels: list[tuple[str, np.ndarr
     for own, (text, point, radius_pt) in enumerate(labels):
         others = obstacles[:own] + obstacles[own + 1 :]
         chosen = None
+        # One probe moved from candidate to candidate: building an annotation for each was most of the cost.
+        probe = axes.annotate(text, point, xytext=(0.0, 0.0), **style)
         for step in range(14):
             for dx, dy in directions:
                 distance = radius_pt + 4 + 16 * step
@@ -499,17 +515,19 @@ def _place_labels(figure: Figure, axes: object, labels: list[tuple[str, np.ndarr
                 offset = (dx / norm * distance, dy / norm * distance)
                 ha = "left" if dx > 0.3 else "right" if dx < -0.3 else "center"
                 va = "bottom" if dy > 0.3 else "top" if dy < -0.3 else "center"
-                label = axes.annotate(text, point, xytext=offset, ha=ha, va=va, **style)
+                probe.xyann = offset
+                probe.set_horizontalalignment(ha)
+                probe.set_verticalalignment(va)
                 # Measure the text box alone (an arrow would make every far candidate "overlap").
-                extent = label.get_window_extent(renderer).expanded(1.08, 1.3)
+                extent = probe.get_window_extent(renderer).expanded(1.08, 1.3)
                 box = (extent.x0, extent.y0, extent.x1, extent.y1)
                 inside = axes.bbox.contains(extent.x0, extent.y0) and axes.bbox.contains(extent.x1, extent.y1)
-                label.remove()
                 if inside and not any(_overlap(box, other) for other in placed + others):
                     chosen = (offset, ha, va, step, box)
                     break
             if chosen:
                 break
+        probe.remove()
         if chosen is None:  # crowded beyond all candidates: straight above, accepting the overlap
             chosen = ((0.0, radius_pt + 4), "center", "bottom", 0, None)
         offset, ha, va, step, box = chosen
