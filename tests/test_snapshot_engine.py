@@ -243,6 +243,11 @@ def test_stream_writer_cuts_the_same_row_groups(tmp_path: Path, monkeypatch: pyt
     assert pq.ParquetFile(streamed).metadata.num_row_groups == 7
     snapshot_files._write_csv(table, tmp_path / "whole.csv")
     assert (tmp_path / "whole.csv").read_bytes() == csv.read_bytes()
+    # a CSV alone is written in smaller groups: the same bytes
+    monkeypatch.setattr(streams, "CSV_GROUP_ROWS", 3000)
+    alone = tmp_path / "alone.csv"
+    streams.write_stream(table.to_batches(max_chunksize=1000), table.schema, None, alone)
+    assert alone.read_bytes() == csv.read_bytes()
 
 
 def test_store_streams_in_bounded_batches(

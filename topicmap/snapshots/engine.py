@@ -257,9 +257,23 @@ def connect(folder: Path, settings: EngineSettings) -> duckdb.DuckDBPyConnection
     con.execute(f"SET memory_limit = '{settings.memory_limit}'")
     con.execute(f"SET temp_directory = '{(folder / 'spill').as_posix()}'")
     con.execute("SET preserve_insertion_order = false")  # every output has its ORDER BY
-    con.execute("SET TimeZone = 'UTC'")
     if settings.threads:
         con.execute(f"SET threads = {int(settings.threads)}")
+    # Each timespan's tables live in an in-memory database (spilling like the rest) rather than as temporary
+    # tables: those only their own connection sees, and a timespan's files are read on several at once.
+    con.execute(f"ATTACH ':memory:' AS {SCRATCH}")
+    _session(con)
+    return con
+
+
+#: the in-memory database of each timespan's tables (``connect``)
+SCRATCH = "scratch"
+
+
+def _session(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """What each connection (the engine's, and each cursor reading a stream) sets for itself."""
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(f"SET search_path = 'main,{SCRATCH}'")
     return con
 
 
@@ -416,7 +430,7 @@ def _compute_timespan(
     lo, hi = ts.window_ns()
     undated = " OR local_ns IS NULL" if ts.period == "overall" else ""
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE in_window AS SELECT stories_id FROM scope_stories "
+        f"CREATE OR REPLACE TABLE scratch.in_window AS SELECT stories_id FROM scope_stories "
         f"WHERE (local_ns >= {int(lo)} AND local_ns < {int(hi)}){undated}"
     )
     found = con.execute("SELECT count(*) FROM in_window").fetchall()[0]
@@ -424,7 +438,7 @@ def _compute_timespan(
     if found[0] == 0:
         return 0, 0
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE period_links AS SELECT c.* FROM scope_links c "
+        "CREATE OR REPLACE TABLE scratch.period_links AS SELECT c.* FROM scope_links c "
         "WHERE c.source IN (SELECT stories_id FROM in_window)"
     )
     repeats = 0
@@ -433,7 +447,7 @@ def _compute_timespan(
         # for the group; the others' links are repeats (reported; dropped with count_syndicated_once).
         con.execute(
             """
-            CREATE OR REPLACE TEMP TABLE repeats AS
+            CREATE OR REPLACE TABLE scratch.repeats AS
             SELECT source, ref FROM (
                 SELECT l.source, l.ref,
                        row_number() OVER (PARTITION BY s.grp, l.ref ORDER BY s.sort_key, l.source) AS nth
@@ -452,7 +466,7 @@ def _compute_timespan(
             )
     con.execute(
         f"""
-        CREATE OR REPLACE TEMP TABLE period AS
+        CREATE OR REPLACE TABLE scratch.period AS
         WITH by_medium AS (SELECT ref, source_media, count(*) AS n FROM period_links GROUP BY ALL),
              inl AS (SELECT ref AS stories_id, CAST(sum(n) AS BIGINT) AS inlink_count,
                             count(*) AS media_inlink_count
@@ -469,7 +483,7 @@ def _compute_timespan(
     )
     con.execute(
         """
-        CREATE OR REPLACE TEMP TABLE period_medium_links AS
+        CREATE OR REPLACE TABLE scratch.period_medium_links AS
         SELECT source_media AS source_media_id, ref_media AS ref_media_id, count(*) AS link_count
         FROM period_links GROUP BY ALL
         """
@@ -515,8 +529,13 @@ def _arrow(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
     return con.sql(sql).to_arrow_table()
 
 
-def _reader(con: duckdb.DuckDBPyConnection, sql: str) -> pa.RecordBatchReader:
-    return con.sql(sql).to_arrow_reader(BATCH_ROWS)
+def _reader(con: duckdb.DuckDBPyConnection, sql: str) -> Iterator[pa.RecordBatch]:
+    """The batches of ``sql`` on a connection of their own, so the files' streams can be read side by side."""
+    cursor = _session(con.cursor())
+    try:
+        yield from cursor.sql(sql).to_arrow_reader(BATCH_ROWS)
+    finally:
+        cursor.close()
 
 
 def _frame(table: pa.Table, drop: Sequence[str] = ()) -> pd.DataFrame:
@@ -648,7 +667,7 @@ def _timespans(work: _Work, timespans: Sequence[Timespan], focus: Focus | None) 
         snap.story_link_counts = empty_tables["story_link_counts"]
         del period_frame, period
         post_counts = (work.posts or PostShares()).story_counts(ts)  # noqa: F841 (DuckDB reads it)
-        con.execute("CREATE OR REPLACE TEMP TABLE period_posts AS SELECT * FROM post_counts")
+        con.execute("CREATE OR REPLACE TABLE scratch.period_posts AS SELECT * FROM post_counts")
         if work.files is not None:
             csv = work.files.csv
             work.files.write_streamed(

@@ -470,27 +470,37 @@ class SnapshotFilesWriter:
         """The files of one timespan computed out of core (``topicmap.snapshots.engine``): the same bytes as
         ``submit`` writes from frames. ``story_links`` and ``stories`` (by id, as their files hold them; the
         story_link_counts file takes its columns of ``stories``) and ``stories_list`` (the rows of stories.csv,
-        in its order, dates as text) are streams read here, now, as the media tables are: written before the
+        in its order, dates as text, read alongside the others: each stream on a connection of its own) are
+        streams read here, now, as the media tables are: written before the
         next timespan is computed, so no more than a row group of a timespan's story tables is ever held."""
         out = self.root / timespan_folder(focus, snap.timespan)
-        paths = write_stream(
-            story_links(),
-            _SCHEMAS["story_links"],
-            out / "story_links.parquet",
-            out / "story_links.csv" if self.csv else None,
-            "story_links",
-        )
-        paths += write_streams(
-            stories(),
-            [
-                StreamTarget(
-                    _SCHEMAS["story_link_counts"], out / "story_link_counts.parquet", name="story_link_counts"
-                ),
-                StreamTarget(STORIES_SCHEMA, out / "stories.parquet", name="stories"),
-            ],
-        )
-        if stories_list is not None:
-            paths += write_stream(stories_list(), _stories_list_schema(), None, out / "stories.csv")
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="stories-csv") as beside:
+            # stories.csv (its own order) is sorted and written alongside the tables by id: both cores busy
+            listed = (
+                beside.submit(write_stream, stories_list(), _stories_list_schema(), None, out / "stories.csv")
+                if stories_list is not None
+                else None
+            )
+            paths = write_stream(
+                story_links(),
+                _SCHEMAS["story_links"],
+                out / "story_links.parquet",
+                out / "story_links.csv" if self.csv else None,
+                "story_links",
+            )
+            paths += write_streams(
+                stories(),
+                [
+                    StreamTarget(
+                        _SCHEMAS["story_link_counts"],
+                        out / "story_link_counts.parquet",
+                        name="story_link_counts",
+                    ),
+                    StreamTarget(STORIES_SCHEMA, out / "stories.parquet", name="stories"),
+                ],
+            )
+            if listed is not None:
+                paths += listed.result()
         entries = {path: file_entry(path) for path in paths}
         done: Future[dict[Path, dict[str, Any]]] = Future()
         done.set_result(_write_streamed_rest(snap, out, entries, self.csv))

@@ -37,13 +37,18 @@ def parquet_options(schema: pa.Schema, store_schema: bool = False) -> dict[str, 
 ROW_GROUP_ROWS = 1024 * 1024
 
 
+#: rows per CSV write when no Parquet file takes the stream (the CSV writer's own batch size)
+CSV_GROUP_ROWS = 1 << 16
+
+
 class _RowGroups:
-    """Record batches regrouped into contiguous tables of ROW_GROUP_ROWS rows (the last one shorter), cast to
+    """Record batches regrouped into contiguous tables of ``rows`` rows (the last one shorter), cast to
     ``schema`` (the batches may carry more columns: the schema's are taken by name): what ``pq.write_table``
     cuts a whole table into, so a stream is written to the same bytes."""
 
-    def __init__(self, schema: pa.Schema) -> None:
+    def __init__(self, schema: pa.Schema, rows: int | None = None) -> None:
         self.schema = schema
+        self.rows = rows or ROW_GROUP_ROWS
         self.pending: list[pa.RecordBatch] = []
         self.held = 0
         self.written = False
@@ -54,11 +59,11 @@ class _RowGroups:
             batch = batch.select(self.schema.names)
         batch = batch.cast(self.schema) if batch.schema != self.schema else batch
         while batch.num_rows:
-            take = min(batch.num_rows, ROW_GROUP_ROWS - self.held)
+            take = min(batch.num_rows, self.rows - self.held)
             self.pending.append(batch.slice(0, take))
             self.held += take
             batch = batch.slice(take)
-            if self.held == ROW_GROUP_ROWS:
+            if self.held == self.rows:
                 yield self._group()
 
     def rest(self) -> Iterator[pa.Table]:
@@ -99,7 +104,8 @@ class _TargetWriter:
         self.schema = describe(schema, target.name) if target.name is not None else schema
         self.targets = [p for p in (target.path, target.csv) if p is not None]
         self.temps = {p: p.with_name(f".{p.name}.tmp-{os.getpid()}") for p in self.targets}
-        self.groups = _RowGroups(self.schema)
+        # CSV alone is the same bytes however the rows are grouped: no million-row group held for it
+        self.groups = _RowGroups(self.schema, None if target.path is not None else CSV_GROUP_ROWS)
         self.writer: pq.ParquetWriter | None = None
         self.handle: BinaryIO | None = None
         self.options = csv_options(self.schema)
@@ -220,5 +226,5 @@ def csv_options(schema: pa.Schema) -> pacsv.WriteOptions:
     numeric = all(pa.types.is_integer(f.type) for f in schema)
     # Batches of 64k rows rather than pyarrow's 1,024: the same bytes, a third less CPU on the link lists.
     return pacsv.WriteOptions(
-        include_header=False, quoting_style="none" if numeric else "needed", batch_size=1 << 16
+        include_header=False, quoting_style="none" if numeric else "needed", batch_size=CSV_GROUP_ROWS
     )
