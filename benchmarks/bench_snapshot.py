@@ -246,7 +246,7 @@ def _file_inputs(folder: Path, spans: list[Timespan], n_foci: int, n_queries: in
     import pyarrow.parquet as pq
     from synthetic_topic_files import INPUTS
 
-    from topicmap.snapshots.engine import TopicSource, parquet_batches
+    from topicmap.snapshots.engine_input import TopicSource, parquet_batches
     from topicmap.snapshots.inputs import SnapshotInputs
 
     empty = pd.DataFrame()

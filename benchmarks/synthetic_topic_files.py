@@ -27,7 +27,7 @@ from synthetic_topic import (
     synthetic_texts,
 )
 
-from topicmap.snapshots.engine import INPUT_SCHEMAS
+from topicmap.snapshots.engine_input import INPUT_SCHEMAS
 
 CHUNK = 1_000_000
 INPUTS = ("stories", "media", "links", "story_stats", "near_dup_groups", "media_tags")

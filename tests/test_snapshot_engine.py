@@ -24,7 +24,8 @@ from topicmap.snapshots import files as snapshot_files
 from topicmap.snapshots import store_stream, streams
 from topicmap.snapshots.checks import check_problems
 from topicmap.snapshots.compute import compute_snapshot
-from topicmap.snapshots.engine import TopicSource, compute_snapshot_ooc, frame_batches
+from topicmap.snapshots.engine import compute_snapshot_ooc
+from topicmap.snapshots.engine_input import TopicSource, frame_batches
 from topicmap.snapshots.files import SnapshotFilesWriter
 from topicmap.snapshots.foci import Focus
 from topicmap.snapshots.folder import compute_inputs

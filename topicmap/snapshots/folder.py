@@ -24,7 +24,8 @@ import pandas as pd
 from topicmap.snapshots.charts import render_attention_chart, render_focal_set_chart
 from topicmap.snapshots.checks import check_problems
 from topicmap.snapshots.compute import compute_snapshot
-from topicmap.snapshots.engine import OUT_OF_CORE_ROWS, TopicSource, compute_snapshot_ooc, frame_batches
+from topicmap.snapshots.engine import OUT_OF_CORE_ROWS, compute_snapshot_ooc
+from topicmap.snapshots.engine_input import TopicSource, frame_batches
 from topicmap.snapshots.files import FOCI_FOLDER, SnapshotFilesWriter, sha256_of, timespan_folder
 from topicmap.snapshots.inputs import SnapshotInputs
 from topicmap.snapshots.key import SnapshotOptions, snapshot_provenance

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, func, select
 
-from topicmap.snapshots.engine import TopicSource
+from topicmap.snapshots.engine_input import TopicSource
 from topicmap.snapshots.foci import Focus, TextChunk
 from topicmap.snapshots.ids import positions
 from topicmap.snapshots.names import PERIODS

@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 from sqlalchemy import Connection, Select, and_, func, select
 
-from topicmap.snapshots.engine import BATCH_ROWS, INPUT_SCHEMAS, TopicSource
+from topicmap.snapshots.engine_input import BATCH_ROWS, INPUT_SCHEMAS, TopicSource
 from topicmap.snapshots.foci import Focus
 from topicmap.snapshots.ids import positions
 from topicmap.snapshots.inputs import SnapshotInputs, resolve_chains, snapshot_media_tags
