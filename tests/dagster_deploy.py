@@ -530,6 +530,24 @@ class LocalDagster(ProgressWaiter):
         assert tick["status"] != "FAILURE", tick
         return tick
 
+    def stop_sensor(self, name: str) -> None:
+        """Stop the sensor (if running), and wait until it is seen stopped with no tick under way: a tick under way
+        stores its cursor when it ends, over one set meanwhile."""
+
+        def stopped() -> bool:
+            sensor = next(s for s in self.graphql.sensors() if s["name"] == name)
+            if sensor["sensorState"]["status"] == "RUNNING":
+                self.graphql.set_sensor(sensor, running=False)
+                return False
+            data = self.graphql.query(
+                "query($sel: SensorSelector!) { sensorOrError(sensorSelector: $sel) { ... on Sensor { "
+                "sensorState { ticks(limit: 1) { status } } } } }",
+                sel={**self.graphql.repository, "sensorName": name},
+            )
+            return all(tick["status"] != "STARTED" for tick in data["sensorOrError"]["sensorState"]["ticks"])
+
+        self.wait_for(f"{name} to stop", stopped)
+
     def launch_job(self, job_name: str, tags: dict[str, str]) -> str:
         """A run of a named job with these tags (a partition's among them), as the UI launches it; its run id."""
         data = self.graphql.query(
