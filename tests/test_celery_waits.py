@@ -1,8 +1,8 @@
 """No silent waits for a Celery-executed run (TOPICMAP_EXECUTOR=celery), and the Redis result backend works.
 
-A driver process runs ``celery_job`` below with the code location's executor (``executor_from_env``), as a run
-worker does; RabbitMQ (a virtual host of this module's own, its queue emptied for each test) or Redis (a database
-of this test's own) is the broker.
+A driver process runs ``celery_job`` (tests/celery_waits_job.py) with the code location's executor
+(``executor_from_env``), as a run worker does; RabbitMQ (a virtual host of this module's own, its queue emptied
+for each test) or Redis (a database of this test's own) is the broker.
 
 - No worker consumes the run's queue: the run fails once TOPICMAP_CELERY_START_TIMEOUT has passed, naming the
   broker (password masked) and the queue, and its task is no longer in the queue (no worker started later runs
@@ -30,52 +30,26 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
-import dagster as dg
 import pytest
 from kombu import Connection
 
 from orchestration.executor import executor_from_env
+from tests.celery_waits_job import RELEASE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "dagster"  # dagster-celery's queue, the one every step of the code location goes to
 SHORT_TIMEOUT = 5  # seconds: TOPICMAP_CELERY_START_TIMEOUT in the tests that expect it to fire or not
 SAFETY = 600  # seconds: a generous bound on any one wait, only so that a broken run cannot hang the suite
-RELEASE_ENV = "TOPICMAP_TEST_RELEASE"  # a file path: the job's steps finish once it exists
 pytestmark = pytest.mark.deployment
 
 
-# --- the job the driver runs (workers rebuild it from this module: the repository is on their PYTHONPATH) ---
-
-
-@dg.op
-def held() -> int:
-    """Runs until the test creates the release file: the step occupies its worker as long as the test wants."""
-    release = Path(os.environ[RELEASE_ENV])
-    while not release.exists():
-        time.sleep(0.05)
-    return 1
-
-
-@dg.op
-def total(first: int, second: int) -> int:
-    return first + second
-
-
-def celery_job() -> dg.JobDefinition:
-    """Two independent steps, then one that adds their outputs (passed through the IO manager and the result
-    backend), on the executor the code location uses."""
-
-    @dg.job(name="celery_waits_job", executor_def=executor_from_env())
-    def job() -> None:
-        total(held.alias("first")(), held.alias("second")())
-
-    return job
+# --- the driver: runs the job of tests/celery_waits_job.py as a run worker does ---
 
 
 DRIVER = """
 import json, sys, time
 import dagster as dg
-from tests.test_celery_waits import celery_job
+from tests.celery_waits_job import celery_job
 
 instance = dg.DagsterInstance.get()
 started = time.monotonic()
