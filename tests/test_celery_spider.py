@@ -287,16 +287,30 @@ def _host_path(url: str) -> tuple[str, str]:
     return parts.hostname or "", (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
-def _shard_running(log: Path) -> str | None:
-    """The shard step worker 1 has started and not finished, from its log ("shard-2-of-4"), or None."""
-    running = None
-    for line in log.read_text(errors="replace").splitlines():
-        match = re.search(
-            r"spider_shard\[shard_(\d+)_of_(\d+)\] - (STEP_START|STEP_SUCCESS|STEP_FAILURE)", line
-        )
-        if match:
-            running = f"shard-{match[1]}-of-{match[2]}" if match[3] == "STEP_START" else None
-    return running
+class _ShardWatch:
+    """The shard step a worker has started and not finished, from its log ("shard-2-of-4"), or None; the log is
+    read as it grows (polled often, it is not read whole each time)."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.offset = 0
+        self.partial = b""  # a line the worker has not finished writing
+        self.running: str | None = None
+
+    def shard_running(self) -> str | None:
+        with self.log.open("rb") as handle:
+            handle.seek(self.offset)
+            chunk = handle.read()
+        self.offset += len(chunk)
+        *lines, self.partial = (self.partial + chunk).split(b"\n")
+        for line in lines:
+            match = re.search(
+                r"spider_shard\[shard_(\d+)_of_(\d+)\] - (STEP_START|STEP_SUCCESS|STEP_FAILURE)",
+                line.decode(errors="replace"),
+            )
+            if match:
+                self.running = f"shard-{match[1]}-of-{match[2]}" if match[3] == "STEP_START" else None
+        return self.running
 
 
 def _kill_mid_shard(
@@ -304,8 +318,9 @@ def _kill_mid_shard(
 ) -> list[str]:
     """Wait until worker 1 is in the middle of a shard (started, some of its URLs written, some still claimed),
     SIGKILL its process group, and return the URLs that shard held and had not written (fetched again later)."""
+    watch = _ShardWatch(log)
     while driver.poll() is None:
-        shard = _shard_running(log)
+        shard = watch.shard_running()
         if shard is not None:
             holder = F.c.claimed_by.like(f"%/{shard}")
             with store.engine.connect() as conn:

@@ -1,7 +1,8 @@
 """No silent waits for a Celery-executed run (TOPICMAP_EXECUTOR=celery), and the Redis result backend works.
 
-A driver process runs ``celery_job`` below with the code location's executor (``executor_from_env``), as a run
-worker does; RabbitMQ (a virtual host of this test's own) or Redis (a database of this test's own) is the broker.
+A driver process runs ``celery_job`` (tests/celery_waits_job.py) with the code location's executor
+(``executor_from_env``), as a run worker does; RabbitMQ (a virtual host of this module's own, its queue emptied
+for each test) or Redis (a database of this test's own) is the broker.
 
 - No worker consumes the run's queue: the run fails once TOPICMAP_CELERY_START_TIMEOUT has passed, naming the
   broker (password masked) and the queue, and its task is no longer in the queue (no worker started later runs
@@ -29,52 +30,26 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
-import dagster as dg
 import pytest
 from kombu import Connection
 
 from orchestration.executor import executor_from_env
+from tests.celery_waits_job import RELEASE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "dagster"  # dagster-celery's queue, the one every step of the code location goes to
 SHORT_TIMEOUT = 5  # seconds: TOPICMAP_CELERY_START_TIMEOUT in the tests that expect it to fire or not
 SAFETY = 600  # seconds: a generous bound on any one wait, only so that a broken run cannot hang the suite
-RELEASE_ENV = "TOPICMAP_TEST_RELEASE"  # a file path: the job's steps finish once it exists
 pytestmark = pytest.mark.deployment
 
 
-# --- the job the driver runs (workers rebuild it from this module: the repository is on their PYTHONPATH) ---
-
-
-@dg.op
-def held() -> int:
-    """Runs until the test creates the release file: the step occupies its worker as long as the test wants."""
-    release = Path(os.environ[RELEASE_ENV])
-    while not release.exists():
-        time.sleep(0.05)
-    return 1
-
-
-@dg.op
-def total(first: int, second: int) -> int:
-    return first + second
-
-
-def celery_job() -> dg.JobDefinition:
-    """Two independent steps, then one that adds their outputs (passed through the IO manager and the result
-    backend), on the executor the code location uses."""
-
-    @dg.job(name="celery_waits_job", executor_def=executor_from_env())
-    def job() -> None:
-        total(held.alias("first")(), held.alias("second")())
-
-    return job
+# --- the driver: runs the job of tests/celery_waits_job.py as a run worker does ---
 
 
 DRIVER = """
 import json, sys, time
 import dagster as dg
-from tests.test_celery_waits import celery_job
+from tests.celery_waits_job import celery_job
 
 instance = dg.DagsterInstance.get()
 started = time.monotonic()
@@ -117,9 +92,10 @@ def _require(name: str, port: int) -> None:
         _unavailable(name, problem)
 
 
-@pytest.fixture
-def amqp_broker() -> Iterator[str]:
-    """amqp://guest:guest@127.0.0.1:5672/<a virtual host of this test's own>."""
+@pytest.fixture(scope="module")
+def amqp_vhost() -> Iterator[str]:
+    """amqp://guest:guest@127.0.0.1:5672/<a virtual host of this module's own> (each rabbitmqctl call starts an
+    Erlang VM: one virtual host for the module, its queue emptied for each test by ``amqp_broker``)."""
     _require("RabbitMQ", 5672)
     ctl = shutil.which("rabbitmqctl")
     if ctl is None:
@@ -131,6 +107,14 @@ def amqp_broker() -> Iterator[str]:
     )
     yield f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
     subprocess.run([ctl, "delete_vhost", vhost], capture_output=True)
+
+
+@pytest.fixture
+def amqp_broker(amqp_vhost: str) -> Iterator[str]:
+    """The module's virtual host with no run's queue in it: no message, no consumer another test left."""
+    _delete_queue(amqp_vhost)
+    yield amqp_vhost
+    _delete_queue(amqp_vhost)
 
 
 @pytest.fixture
@@ -196,20 +180,31 @@ def _result(driver: subprocess.Popen, log: Path) -> dict:
 def _queued(broker: str) -> int:
     """Messages waiting in the run's queue, as the broker counts them (Redis drops an emptied queue: none)."""
     with Connection(broker) as conn:
-        try:
-            return conn.default_channel.queue_declare(queue=QUEUE, passive=True).message_count
-        except conn.channel_errors:
-            return 0
+        return _queued_on(conn)
+
+
+def _queued_on(conn: Connection) -> int:
+    """``_queued`` on an open connection (kombu opens a new channel after a channel error)."""
+    try:
+        return conn.default_channel.queue_declare(queue=QUEUE, passive=True).message_count
+    except conn.channel_errors:
+        return 0
+
+
+def _delete_queue(broker: str) -> None:
+    with Connection(broker) as conn:
+        conn.default_channel.queue_delete(queue=QUEUE)
 
 
 def _wait_until_queued(broker: str, count: int, driver: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + SAFETY
-    while True:
-        assert driver.poll() is None, log.read_text(errors="replace")[-4000:]
-        if _queued(broker) >= count:
-            return
-        assert time.monotonic() < deadline, "the run's tasks never reached the queue"
-        time.sleep(0.1)
+    with Connection(broker) as conn:  # one connection for the whole wait: a new one per poll costs CPU
+        while True:
+            assert driver.poll() is None, log.read_text(errors="replace")[-4000:]
+            if _queued_on(conn) >= count:
+                return
+            assert time.monotonic() < deadline, "the run's tasks never reached the queue"
+            time.sleep(0.1)
 
 
 def _masked(broker: str) -> str:

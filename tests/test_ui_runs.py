@@ -1,12 +1,13 @@
 """Runs as the Dagster UI sees and launches them, on dagster-webserver + dagster-daemon (deploy/dagster.local.yaml),
 driven through GraphQL as the UI drives it.
 
-* A run the project started itself (`topicmap topic run`, like `make demo`) is listed on its job's page and
-  re-executes from the UI (the Re-execute button's mutation, by parent run id), and so does its re-execution.
+* A run the project started itself (the seeds run of `topicmap topic add`, which `topicmap topic run` and `make demo`
+  start the same way) is listed on its job's page and re-executes from the UI (the Re-execute button's mutation, by
+  parent run id), and so does its re-execution.
 * A run launched from the asset graph (Materialize on `__ASSET_JOB`, a partition backfill) keeps Dagster's job name,
   is tagged with the named job that holds its assets (`topicmap/named_job`) and carries the project's tags and pools,
   so the run queue's limits hold: a second spider run of a topic stays queued while the first is in progress, while
-  a spider run of another topic starts.
+  a spider run of another topic starts; a backfill's runs stay queued while the backfill limit is taken.
 
 Waits on progress (runs, their states, the processes' logs), never on a wall-clock deadline.
 """
@@ -21,30 +22,35 @@ from collections.abc import Iterator
 
 import dagster as dg
 import pytest
+import yaml
 
 from assets.jobs import SPIDER_ASSETS, topic_run_tags
-from tests.dagster_deploy import ROOT, LocalDagster
+from tests.dagster_deploy import DEPLOY, ROOT, LocalDagster
 
 pytestmark = pytest.mark.daemon
 
 TOPIC, OTHER_TOPIC = "ui-climate", "ui-carbon"
-DROP = """url,title,text,publish_date,medium
-https://www.herald.test/2026/01/10/a,Climate summit opens,Delegates discuss carbon emissions.,2026-01-10,Herald
-https://ledger.test/2026/02/02/c,Carbon tax vote,Parliament votes on a carbon tax today.,2026-02-02,Ledger
-"""
 TOPICS = f"""topics:
   - {{name: {TOPIC}, query: climate, start_date: 2026-01-01, end_date: 2026-03-31}}
   - {{name: {OTHER_TOPIC}, query: '"carbon tax"', start_date: 2026-01-01, end_date: 2026-03-31}}
 """
 
 
+def _backfill_run_limit() -> int:
+    """The instance's limit on backfill runs in progress at once (deploy/dagster.local.yaml)."""
+    config = yaml.safe_load((DEPLOY / "dagster.local.yaml").read_text(encoding="utf-8"))
+    limits = config["concurrency"]["runs"]["tag_concurrency_limits"]
+    (limit,) = [limit["limit"] for limit in limits if limit["key"] == "dagster/backfill"]
+    return limit
+
+
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalDagster, dg.DagsterInstance]]:
-    """The webserver and daemon on an instance where `topicmap topic run` has already driven TOPIC to its snapshot."""
+    """The webserver and daemon on an instance where `topicmap topic add` has already seeded TOPIC (its spider and
+    post-spider runs, which no test here reads, are left out)."""
     tmp_path = tmp_path_factory.mktemp("ui_runs")
     home = tmp_path / "home"
-    (home / "drops").mkdir(parents=True)
-    (home / "drops" / "drop.csv").write_text(DROP, encoding="utf-8")
+    home.mkdir()
     (tmp_path / "topics.yaml").write_text(TOPICS, encoding="utf-8")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("TOPICMAP_", "DAGSTER_HOME"))},
@@ -53,7 +59,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Local
     }
     dagster = LocalDagster(tmp_path, env)
     done = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "topic", "run", TOPIC, "--load-archive"],
+        [sys.executable, "-m", "orchestration.cli", "topic", "add", TOPIC],
         cwd=ROOT,
         env=dagster.env,
         capture_output=True,
@@ -74,7 +80,7 @@ def test_a_run_the_project_started_is_on_its_job_page_and_re_executes_from_the_u
 ) -> None:
     dagster, _ = deployment
     graphql = dagster.graphql
-    # the seeds run of `topicmap topic run` (tagged as the topic registry sensor's request)
+    # the seeds run of `topicmap topic add` (tagged as the topic registry sensor's request)
     (seeds_run,) = graphql.runs({"topicmap/topic": TOPIC, "dagster/sensor_name": "topic_registry"})
     assert seeds_run["jobName"] == "seeds_job"
     assert seeds_run["runId"] in graphql.job_page_runs("seeds_job")
@@ -135,8 +141,28 @@ def test_runs_launched_from_the_asset_graph_carry_the_projects_tags_and_limits(
         "the other topic's spider run to leave the queue", lambda: stored(other)["status"] != "QUEUED"
     )
     assert stored(second)["status"] == "QUEUED"
+    # what the other topic's spider run goes on to do is no concern of this test: it is canceled as the UI's
+    # Terminate dialog does with "Force termination" (its worker, once up, does not start the steps)
+    canceled = graphql.query(
+        "mutation($id: String!) { terminateRun(runId: $id, terminatePolicy: MARK_AS_CANCELED_IMMEDIATELY) { "
+        "__typename ... on TerminateRunFailure { message } ... on PythonError { message } } }",
+        id=other,
+    )["terminateRun"]
+    assert canceled["__typename"] == "TerminateRunSuccess", canceled
 
-    # a backfill from the asset graph: one run per topic, each tagged as seeds_job's work on its topic
+    # a backfill from the asset graph: one run per topic, each tagged as seeds_job's work on its topic, submitted
+    # to the queue; backfill runs of other backfills in progress take the queue's backfill limit, so the queue holds
+    # these back (the test reads their tags and pools, not their work)
+    for _ in range(_backfill_run_limit()):
+        instance.add_run(
+            dg.DagsterRun(
+                job_name="seeds_job",
+                run_id=str(uuid.uuid4()),
+                status=dg.DagsterRunStatus.STARTED,
+                tags={"dagster/backfill": "elsewhere"},
+            )
+        )
+
     def submitted(backfill_id: str, count: int) -> list[dict] | None:
         """The backfill's runs once the daemon has created and submitted (queued) all ``count`` of them."""
         runs = dagster.backfill_runs(backfill_id)
@@ -156,3 +182,4 @@ def test_runs_launched_from_the_asset_graph_carry_the_projects_tags_and_limits(
         and click_run["tags"]["topicmap/api"] == "bitly"
     )
     assert instance.get_run_by_id(click_run["runId"]).run_op_concurrency.all_pools == {"social_api"}
+    assert {r["status"] for r in [*runs, click_run]} == {"QUEUED"}

@@ -55,22 +55,30 @@ def _processes() -> dict[int, tuple[int, str, str]]:
 def _tree(root: int) -> dict[int, str]:
     """The live processes below ``root`` (itself included): pid -> command line."""
     processes = _processes()
+    children: dict[int, list[int]] = {}
+    for child, (parent, _, _) in processes.items():
+        children.setdefault(parent, []).append(child)
     tree, frontier = {}, [root]
     while frontier:
         pid = frontier.pop()
         if pid in processes and processes[pid][1] != "Z":
             tree[pid] = processes[pid][2]
-        frontier += [child for child, (parent, _, _) in processes.items() if parent == pid]
+        frontier += children.get(pid, [])
     return tree
 
 
 def _alive(pids: dict[int, str]) -> dict[int, str]:
-    processes = _processes()
-    return {
-        pid: cmd
-        for pid, cmd in pids.items()
-        if pid in processes and processes[pid][1] != "Z" and processes[pid][2]
-    }
+    """Those of ``pids`` still running (a zombie, or a pid taken by a kernel thread, is not)."""
+    alive = {}
+    for pid, cmd in pids.items():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2 :].split()[0] != "Z" and cmdline.strip(b"\0"):
+            alive[pid] = cmd
+    return alive
 
 
 def _ui_answers(port: int) -> bool:
@@ -118,18 +126,17 @@ def test_the_ui_commands_stop_every_process_they_started(
     try:
         started = time.monotonic()
         while True:
-            tree = _tree(process.pid)
+            # the process tree (all of /proc) is read only once the UI answers, late in the start
+            tree = _tree(process.pid) if _ui_answers(port) else {}
             commands = " | ".join(tree.values())
-            if (
-                _ui_answers(port)
-                and "_daemon run" in commands
-                and ("grpc" in commands or "code-server" in commands)
-            ):
+            if "_daemon run" in commands and ("grpc" in commands or "code-server" in commands):
                 break
             assert process.poll() is None, (
                 f"{command} exited early: {(tmp_path / 'ui.log').read_text()[-3000:]}"
             )
-            assert time.monotonic() - started < STARTED_WITHIN_SECONDS, f"{command} never came up: {tree}"
+            assert time.monotonic() - started < STARTED_WITHIN_SECONDS, (
+                f"{command} never came up: {_tree(process.pid)}"
+            )
             time.sleep(1)
         tree = _tree(process.pid)
         assert len(tree) >= 4, tree  # the command, dagster dev, the webserver, the daemon (and code servers)
