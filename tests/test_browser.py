@@ -149,6 +149,7 @@ def chromium(deployment: Deployment) -> Iterator:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    profile = tempfile.mkdtemp(prefix="topicmap-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in (
@@ -157,13 +158,14 @@ def chromium(deployment: Deployment) -> Iterator:
         "--disable-dev-shm-usage",
         "--disable-background-networking",
         "--window-size=1600,1000",
-        f"--user-data-dir={tempfile.mkdtemp(prefix='topicmap-chromium-')}",
+        f"--user-data-dir={profile}",
     ):
         options.add_argument(argument)
     # an explicit driver: Selenium Manager would otherwise try to download one
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
     yield driver
     driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture
