@@ -50,6 +50,10 @@ PAGE_PATIENCE_SECONDS = 120
 RUN_PATIENCE_SECONDS = 300
 #: how often a wait looks whether the page still changes
 PAGE_CHANGE_WINDOW_SECONDS = 5
+#: how often a wait looks at the page for what it waits for (each look runs in the page, Chromium's CPU)
+PAGE_POLL_SECONDS = 0.5
+#: how often a wait asks the webserver whether a run is over (a run takes seconds; each ask is a GraphQL query)
+RUN_POLL_SECONDS = 1.0
 
 
 def _require_browser() -> None:
@@ -139,11 +143,13 @@ def webserver(deployment: Deployment) -> DagsterGraphQL:
     return deployment.graphql
 
 
-@pytest.fixture
-def browser() -> Iterator:
+@pytest.fixture(scope="module")
+def chromium(deployment: Deployment) -> Iterator:
+    """One browser for the module: its HTTP cache (the UI's scripts, compiled once) is shared by the tests."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    profile = tempfile.mkdtemp(prefix="topicmap-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in (
@@ -152,13 +158,37 @@ def browser() -> Iterator:
         "--disable-dev-shm-usage",
         "--disable-background-networking",
         "--window-size=1600,1000",
-        f"--user-data-dir={tempfile.mkdtemp(prefix='topicmap-chromium-')}",
+        f"--user-data-dir={profile}",
     ):
         options.add_argument(argument)
     # an explicit driver: Selenium Manager would otherwise try to download one
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
     yield driver
     driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def browser(chromium, deployment: Deployment) -> Iterator:  # noqa: ANN001
+    """The module's browser for one test, as a new visitor: no cookies or stored site data from an earlier test
+    (the UI keeps state in local storage and IndexedDB), on a blank page."""
+    chromium.get("about:blank")
+    chromium.execute_cdp_cmd(
+        "Storage.clearDataForOrigin",
+        {
+            "origin": deployment.graphql.base_url,
+            "storageTypes": "cookies,indexeddb,local_storage,service_workers,cache_storage,websql,file_systems",
+        },
+    )
+    chromium.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    yield chromium
+    # the UI polls the webserver while it shows a page: leave none open between tests
+    chromium.get("about:blank")
+
+
+def _leave_page(driver) -> None:  # noqa: ANN001
+    """Show a blank page while the test waits on something else: an open UI page keeps polling and rendering."""
+    driver.get("about:blank")
 
 
 @contextmanager
@@ -171,7 +201,13 @@ def screenshot(driver, folder: Path, name: str) -> Iterator[None]:  # noqa: ANN0
         driver.save_screenshot(str(folder / f"{name}.png"))
 
 
-def _wait(driver, what: str, condition, patience: float = PAGE_PATIENCE_SECONDS):  # noqa: ANN001, ANN202
+def _wait(  # noqa: ANN202
+    driver,  # noqa: ANN001
+    what: str,
+    condition,  # noqa: ANN001
+    patience: float = PAGE_PATIENCE_SECONDS,
+    poll: float = PAGE_POLL_SECONDS,
+):
     """Wait (WebDriverWait, polling ``condition``) while the page keeps changing; give up only after
     ``patience`` seconds without any change: a busy machine renders slower, a broken page never."""
     from selenium.common.exceptions import TimeoutException
@@ -179,9 +215,10 @@ def _wait(driver, what: str, condition, patience: float = PAGE_PATIENCE_SECONDS)
 
     # a condition raising mid-render (an element gone stale, a lookup between two renders) is looked at again
     wait = WebDriverWait(
-        driver, PAGE_CHANGE_WINDOW_SECONDS, poll_frequency=0.3, ignored_exceptions=(Exception,)
+        driver, PAGE_CHANGE_WINDOW_SECONDS, poll_frequency=poll, ignored_exceptions=(Exception,)
     )
-    last, since = driver.page_source, time.monotonic()
+    # the page source (a serialization of the whole page) is read only when a window passes without the condition
+    last, since = None, time.monotonic()
     while True:
         try:
             return wait.until(condition)
@@ -380,6 +417,7 @@ def test_materialize_button_launches_a_run_that_succeeds(
             return new[0] if new else None
 
         run = _wait(browser, "a run launched by the click", lambda _: launched())
+    _leave_page(browser)
     assert run["assets"] == {"archive_stories"}
     # the run is read back through GraphQL; patience is measured from its last status change
     client = DagsterGraphQLClient("127.0.0.1", port_number=int(webserver.base_url.rsplit(":", 1)[1]))
@@ -454,7 +492,13 @@ def test_a_topic_run_re_executes_from_its_run_page(
             status = next(run["status"] for run in webserver.runs() if run["runId"] == rerun["runId"])
             return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
 
-        status = _wait(browser, "the new run's end", lambda _: over(), patience=RUN_PATIENCE_SECONDS)
+        status = _wait(
+            browser,
+            "the new run's end",
+            lambda _: over(),
+            patience=RUN_PATIENCE_SECONDS,
+            poll=RUN_POLL_SECONDS,
+        )
         assert status == "SUCCESS", webserver.run_messages(rerun["runId"])[-10:]
         text = _wait(
             browser,
@@ -647,6 +691,7 @@ def test_a_rebuilt_week_shows_every_later_week_stale_until_a_range_rebuild(
             "every week of the topic selected",
             lambda driver: f"{len(weeks)} partitions" in _body_text(driver).split("\n"),
         )
+    _leave_page(browser)
 
     _build_weeks(webserver, weeks[0], weeks[-1])
     assert _week_check(webserver)["status"] == "SUCCEEDED"
@@ -687,6 +732,7 @@ def test_a_rebuilt_week_shows_every_later_week_stale_until_a_range_rebuild(
             "the check failed, naming the stale weeks",
             checks_tab("Failed", f"{stale_text} (one backfill over the range)"),
         )
+    _leave_page(browser)
 
     # one run over the stale weeks rebuilds them from the new state: the check passes again
     repaired = _build_weeks(webserver, weeks[1], weeks[-1])
