@@ -63,6 +63,15 @@ FAILURE_DETECTION_BOUND_SECONDS = 90.0
 # Slow enough that an iteration writes several batches (one every 5 s) on a quiet machine too, so a run is
 # caught with rows written on both sides of the kill.
 SPIDER_INTERVAL = 4.0
+#: the sensors that need what this deployment has not: a Bit.ly token, a Facebook app, a duplicate-media list, a
+#: media tags file
+UNCONFIGURED_SENSORS = {
+    "click_refetch_3d",
+    "click_refetch_30d",
+    "statistics_as_stories_join",
+    "media_dups_changed",
+    "media_tags_changed",
+}
 IN_PROGRESS = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"}
 #: events a failed run may still get after its RUN_FAILURE without anything of its steps running
 RUN_LEVEL_NOTES = ("ENGINE_EVENT", "RUN_FAILURE")
@@ -222,11 +231,12 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, InProcessReference,
                     return False
 
             deployed.wait_for("the webserver and its code location", webserver_up)
-            # Sensors are set before the daemon first ticks: the topic's own sensors on, the click refetch
-            # sensors off (they need Bit.ly, which this deployment has no token for).
-            for sensor in graphql.sensors():
-                keys = {"/".join(k["path"]) for k in (sensor["assetSelection"] or {}).get("assetKeys", [])}
-                graphql.set_sensor(sensor, running=keys != {"click_totals"})
+            # Sensors are set before the daemon first ticks: the topic's own sensors on, those that cannot act in
+            # this deployment off (each of their ticks would only say so, and delay the others' by a second).
+            sensors = graphql.sensors()
+            assert {sensor["name"] for sensor in sensors} >= UNCONFIGURED_SENSORS
+            for sensor in sensors:
+                graphql.set_sensor(sensor, running=sensor["name"] not in UNCONFIGURED_SENSORS)
             deployed.processes["daemon"] = _start(
                 "daemon", [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)], env, logs
             )
