@@ -63,6 +63,8 @@ FAILURE_DETECTION_BOUND_SECONDS = 90.0
 # Slow enough that an iteration writes several batches (one every 5 s) on a quiet machine too, so a run is
 # caught with rows written on both sides of the kill.
 SPIDER_INTERVAL = 4.0
+#: how often GraphQL is asked for a running spider run (to kill); once one is found, only the store is polled
+FIND_RUN_POLL_SECONDS = 1.0
 #: the sensors that need what this deployment has not: a Bit.ly token, a Facebook app, a duplicate-media list, a
 #: media tags file
 UNCONFIGURED_SENSORS = {
@@ -274,10 +276,13 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
 
     watched: dict[str, int] = {}  # spider run id -> processed URLs when first seen running
     worker_pids: dict[str, int] = {}  # spider run id -> its run worker's pid, read once from its events
+    running: list[tuple[dict, int]] = []  # the spider run being watched, and its run worker's pid
+    looked: list[float] = [0.0]  # when GraphQL was last asked for a running spider run
 
-    def killable_run() -> tuple[dict, int] | None:
-        for run in spider_runs():
-            if run["status"] != "STARTED":
+    def running_spider_run() -> tuple[dict, int] | None:
+        runs = deployed.topic_runs()
+        for run in runs:
+            if run["status"] != "STARTED" or "fetched_links" not in run["assets"]:
                 continue
             if run["runId"] not in worker_pids:
                 messages = graphql.run_messages(run["runId"])
@@ -285,15 +290,34 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
                 if found is None:
                     continue
                 worker_pids[run["runId"]] = found
-            pid = worker_pids[run["runId"]]
-            processed = deployed.processed_urls()
-            before = watched.setdefault(run["runId"], processed)
-            if processed > before:  # the run has written a batch: kill it with rows on both sides
-                return run, pid
-        if any(r["status"] == "SUCCESS" for r in deployed.topic_runs() if "snapshots" in r["assets"]):
+            return run, worker_pids[run["runId"]]
+        if any(r["status"] == "SUCCESS" for r in runs if "snapshots" in r["assets"]):
             pytest.fail(
                 f"every spider run finished before it could be killed; raise SPIDER_INTERVAL ({watched})"
             )
+        return None
+
+    def killable_run() -> tuple[dict, int] | None:
+        # A spider run is found through GraphQL; then, while its worker lives, only the store's count is read
+        # (the worker's state is in procfs): a new batch shows within a poll, with the run's later steps to come.
+        if not running:
+            if time.monotonic() - looked[0] < FIND_RUN_POLL_SECONDS:
+                return None
+            looked[0] = time.monotonic()
+            found = running_spider_run()
+            if found is not None:
+                running.append(found)
+                watched.setdefault(found[0]["runId"], deployed.processed_urls())
+            return None
+        run, pid = running[0]
+        if process_state(pid) != "alive":  # its run ended before it wrote a batch more: watch the next one
+            running.clear()
+            return None
+        if deployed.processed_urls() > watched[run["runId"]]:
+            # the run has written a batch: kill it with rows on both sides, while it is still running
+            if deployed.client.get_run_status(run["runId"]).value == "STARTED":
+                return run, pid
+            running.clear()
         return None
 
     victim, pid = deployed.wait_for("a spider run that has written rows", killable_run, poll=0.3)
