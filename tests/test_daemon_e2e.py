@@ -143,8 +143,9 @@ def _start(name: str, argv: list[str], env: dict[str, str], logs: Path) -> tuple
 
 
 class InProcessReference:
-    """The same topic run in process (no politeness, SQLite): the counts the deployment must reproduce. It runs in a
-    process of its own beside the deployment (which spends most of its time waiting on its politeness interval)."""
+    """The same topic run in process (no politeness, SQLite, its Dagster instance in memory): the counts the deployment
+    must reproduce. It runs in a process of its own beside the deployment (which spends most of its time waiting on
+    its politeness interval)."""
 
     def __init__(self, tmp_path: Path, web, server_port: int):  # noqa: ANN001
         home = tmp_path / "reference"
@@ -154,7 +155,11 @@ class InProcessReference:
         self.stdout, self.stderr = home / "stdout.txt", home / "stderr.txt"
         with open(self.stdout, "wb") as out, open(self.stderr, "wb") as err:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.demo_topic"], cwd=ROOT, env=env, stdout=out, stderr=err
+                [sys.executable, "-m", "tests.demo_topic", "--ephemeral"],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=err,
             )
 
     def counts(self) -> dict[str, int]:
