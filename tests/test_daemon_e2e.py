@@ -112,6 +112,14 @@ class Deployment(ProgressWaiter):
     def topic_runs(self) -> list[dict]:
         return self.graphql.runs({"topicmap/topic": demo_topic.TOPIC})
 
+    def snapshot_rows(self) -> int:
+        """The topic's snapshots in the store (written by the snapshot step before Dagster records it)."""
+        topic = select(s.topics.c.topics_id).where(s.topics.c.name == demo_topic.TOPIC).scalar_subquery()
+        with self.store.engine.connect() as conn:
+            return conn.execute(
+                select(func.count()).select_from(s.snapshots).where(s.snapshots.c.topics_id == topic)
+            ).scalar_one()
+
     def processed_urls(self) -> int:
         with self.store.engine.connect() as conn:
             return conn.execute(
@@ -360,9 +368,12 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
 
     # 4. The topic completes: spidering goes on to the snapshot, and nothing is left running.
     def finished() -> bool:
-        done = any(
-            m["partition"] == demo_topic.TOPIC for m in graphql.materialized_partitions("snapshots")
-        ) and not any(r["status"] in IN_PROGRESS for r in deployed.topic_runs())
+        # the store is asked first (no webserver work): Dagster is asked once the snapshot's row is there
+        done = (
+            deployed.snapshot_rows() > 0
+            and any(m["partition"] == demo_topic.TOPIC for m in graphql.materialized_partitions("snapshots"))
+            and not any(r["status"] in IN_PROGRESS for r in deployed.topic_runs())
+        )
         return done
 
     deployed.wait_for("the topic's snapshot", finished, poll=2.0)
