@@ -116,8 +116,9 @@ def store_counts(store: TopicStore, topic: str = TOPIC) -> dict[str, int]:
     return counts
 
 
-def run_in_process(post_spider: bool) -> dict[str, int]:
-    """archive_stories, seeds, every spider iteration, dedup (and with ``post_spider`` the later stages)."""
+def run_in_process(post_spider: bool, ephemeral: bool = False) -> dict[str, int]:
+    """archive_stories, seeds, every spider iteration, dedup (and with ``post_spider`` the later stages); with
+    ``ephemeral`` in a Dagster instance held in memory (its runs are not kept: only the store's counts are wanted)."""
     import dagster as dg
 
     from assets.partitions import apply_declared_calendar
@@ -126,7 +127,7 @@ def run_in_process(post_spider: bool) -> dict[str, int]:
     from topicmap.spider.plan import decide, read_spider_facts
     from topicmap.topics.declarations import load_topics
 
-    instance = dg.DagsterInstance.get()
+    instance = dg.DagsterInstance.ephemeral() if ephemeral else dg.DagsterInstance.get()
     topic = load_topics(os.environ["TOPICMAP_TOPICS_FILE"]).by_name()[TOPIC]
     if not instance.has_dynamic_partition("topics", TOPIC):
         instance.add_dynamic_partitions("topics", [TOPIC])
@@ -149,5 +150,9 @@ if __name__ == "__main__":
     parser.add_argument(
         "--post-spider", action="store_true", help="also the later stages, up to the snapshot"
     )
-    print(json.dumps(run_in_process(parser.parse_args().post_spider)))
+    parser.add_argument(
+        "--ephemeral", action="store_true", help="the Dagster instance in memory: only the counts are kept"
+    )
+    arguments = parser.parse_args()
+    print(json.dumps(run_in_process(arguments.post_spider, arguments.ephemeral)))
     sys.exit(0)

@@ -63,6 +63,17 @@ FAILURE_DETECTION_BOUND_SECONDS = 90.0
 # Slow enough that an iteration writes several batches (one every 5 s) on a quiet machine too, so a run is
 # caught with rows written on both sides of the kill.
 SPIDER_INTERVAL = 4.0
+#: how often GraphQL is asked for a running spider run (to kill); once one is found, only the store is polled
+FIND_RUN_POLL_SECONDS = 1.0
+#: the sensors that need what this deployment has not: a Bit.ly token, a Facebook app, a duplicate-media list, a
+#: media tags file
+UNCONFIGURED_SENSORS = {
+    "click_refetch_3d",
+    "click_refetch_30d",
+    "statistics_as_stories_join",
+    "media_dups_changed",
+    "media_tags_changed",
+}
 IN_PROGRESS = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"}
 #: events a failed run may still get after its RUN_FAILURE without anything of its steps running
 RUN_LEVEL_NOTES = ("ENGINE_EVENT", "RUN_FAILURE")
@@ -101,6 +112,14 @@ class Deployment(ProgressWaiter):
     def topic_runs(self) -> list[dict]:
         return self.graphql.runs({"topicmap/topic": demo_topic.TOPIC})
 
+    def snapshot_rows(self) -> int:
+        """The topic's snapshots in the store (written by the snapshot step before Dagster records it)."""
+        topic = select(s.topics.c.topics_id).where(s.topics.c.name == demo_topic.TOPIC).scalar_subquery()
+        with self.store.engine.connect() as conn:
+            return conn.execute(
+                select(func.count()).select_from(s.snapshots).where(s.snapshots.c.topics_id == topic)
+            ).scalar_one()
+
     def processed_urls(self) -> int:
         with self.store.engine.connect() as conn:
             return conn.execute(
@@ -132,8 +151,9 @@ def _start(name: str, argv: list[str], env: dict[str, str], logs: Path) -> tuple
 
 
 class InProcessReference:
-    """The same topic run in process (no politeness, SQLite): the counts the deployment must reproduce. It runs in a
-    process of its own beside the deployment (which spends most of its time waiting on its politeness interval)."""
+    """The same topic run in process (no politeness, SQLite, its Dagster instance in memory): the counts the deployment
+    must reproduce. It runs in a process of its own beside the deployment (which spends most of its time waiting on
+    its politeness interval)."""
 
     def __init__(self, tmp_path: Path, web, server_port: int):  # noqa: ANN001
         home = tmp_path / "reference"
@@ -143,7 +163,11 @@ class InProcessReference:
         self.stdout, self.stderr = home / "stdout.txt", home / "stderr.txt"
         with open(self.stdout, "wb") as out, open(self.stderr, "wb") as err:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.demo_topic"], cwd=ROOT, env=env, stdout=out, stderr=err
+                [sys.executable, "-m", "tests.demo_topic", "--ephemeral"],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=err,
             )
 
     def counts(self) -> dict[str, int]:
@@ -222,11 +246,12 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, InProcessReference,
                     return False
 
             deployed.wait_for("the webserver and its code location", webserver_up)
-            # Sensors are set before the daemon first ticks: the topic's own sensors on, the click refetch
-            # sensors off (they need Bit.ly, which this deployment has no token for).
-            for sensor in graphql.sensors():
-                keys = {"/".join(k["path"]) for k in (sensor["assetSelection"] or {}).get("assetKeys", [])}
-                graphql.set_sensor(sensor, running=keys != {"click_totals"})
+            # Sensors are set before the daemon first ticks: the topic's own sensors on, those that cannot act in
+            # this deployment off (each of their ticks would only say so, and delay the others' by a second).
+            sensors = graphql.sensors()
+            assert {sensor["name"] for sensor in sensors} >= UNCONFIGURED_SENSORS
+            for sensor in sensors:
+                graphql.set_sensor(sensor, running=sensor["name"] not in UNCONFIGURED_SENSORS)
             deployed.processes["daemon"] = _start(
                 "daemon", [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)], env, logs
             )
@@ -264,10 +289,13 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
 
     watched: dict[str, int] = {}  # spider run id -> processed URLs when first seen running
     worker_pids: dict[str, int] = {}  # spider run id -> its run worker's pid, read once from its events
+    running: list[tuple[dict, int]] = []  # the spider run being watched, and its run worker's pid
+    looked: list[float] = [0.0]  # when GraphQL was last asked for a running spider run
 
-    def killable_run() -> tuple[dict, int] | None:
-        for run in spider_runs():
-            if run["status"] != "STARTED":
+    def running_spider_run() -> tuple[dict, int] | None:
+        runs = deployed.topic_runs()
+        for run in runs:
+            if run["status"] != "STARTED" or "fetched_links" not in run["assets"]:
                 continue
             if run["runId"] not in worker_pids:
                 messages = graphql.run_messages(run["runId"])
@@ -275,15 +303,34 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
                 if found is None:
                     continue
                 worker_pids[run["runId"]] = found
-            pid = worker_pids[run["runId"]]
-            processed = deployed.processed_urls()
-            before = watched.setdefault(run["runId"], processed)
-            if processed > before:  # the run has written a batch: kill it with rows on both sides
-                return run, pid
-        if any(r["status"] == "SUCCESS" for r in deployed.topic_runs() if "snapshots" in r["assets"]):
+            return run, worker_pids[run["runId"]]
+        if any(r["status"] == "SUCCESS" for r in runs if "snapshots" in r["assets"]):
             pytest.fail(
                 f"every spider run finished before it could be killed; raise SPIDER_INTERVAL ({watched})"
             )
+        return None
+
+    def killable_run() -> tuple[dict, int] | None:
+        # A spider run is found through GraphQL; then, while its worker lives, only the store's count is read
+        # (the worker's state is in procfs): a new batch shows within a poll, with the run's later steps to come.
+        if not running:
+            if time.monotonic() - looked[0] < FIND_RUN_POLL_SECONDS:
+                return None
+            looked[0] = time.monotonic()
+            found = running_spider_run()
+            if found is not None:
+                running.append(found)
+                watched.setdefault(found[0]["runId"], deployed.processed_urls())
+            return None
+        run, pid = running[0]
+        if process_state(pid) != "alive":  # its run ended before it wrote a batch more: watch the next one
+            running.clear()
+            return None
+        if deployed.processed_urls() > watched[run["runId"]]:
+            # the run has written a batch: kill it with rows on both sides, while it is still running
+            if deployed.client.get_run_status(run["runId"]).value == "STARTED":
+                return run, pid
+            running.clear()
         return None
 
     victim, pid = deployed.wait_for("a spider run that has written rows", killable_run, poll=0.3)
@@ -321,9 +368,12 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
 
     # 4. The topic completes: spidering goes on to the snapshot, and nothing is left running.
     def finished() -> bool:
-        done = any(
-            m["partition"] == demo_topic.TOPIC for m in graphql.materialized_partitions("snapshots")
-        ) and not any(r["status"] in IN_PROGRESS for r in deployed.topic_runs())
+        # the store is asked first (no webserver work): Dagster is asked once the snapshot's row is there
+        done = (
+            deployed.snapshot_rows() > 0
+            and any(m["partition"] == demo_topic.TOPIC for m in graphql.materialized_partitions("snapshots"))
+            and not any(r["status"] in IN_PROGRESS for r in deployed.topic_runs())
+        )
         return done
 
     deployed.wait_for("the topic's snapshot", finished, poll=2.0)

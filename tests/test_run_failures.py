@@ -255,21 +255,27 @@ def test_a_canceled_runs_claims_are_free_once_the_sensor_has_reacted(
 # ---------------------------------------------------------------- a retry of a run whose work was done
 
 
-@pytest.fixture
-def code_location(
-    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[WorkspaceProcessContext]:
+@pytest.fixture(scope="module")
+def code_location(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkspaceProcessContext]:
     """tests/killed_after_success_job.py served by a real code server, which launches real run workers; the steps
-    run in the run worker (TOPICMAP_EXECUTOR=in_process, inherited by the code server and its run workers)."""
-    monkeypatch.setenv("TOPICMAP_EXECUTOR", "in_process")
+    run in the run worker (TOPICMAP_EXECUTOR=in_process, inherited by the code server and its run workers). One
+    code server and its instance for the module's tests (each loads in seconds of CPU): every test finds its own
+    runs by their ids."""
+    home = tmp_path_factory.mktemp("retry_tests") / "dagster_home"
+    write_instance(home, "dagster.local.yaml")
     target = ModuleTarget(
         module_name="tests.killed_after_success_job",
         attribute="defs",
         working_directory=str(ROOT),
         location_name="retry_tests",
     )
-    with create_test_daemon_workspace_context(target, instance) as context:
-        yield context
+    with (
+        pytest.MonkeyPatch.context() as monkeypatch,
+        dg.DagsterInstance.from_config(str(home)) as instance,
+    ):
+        monkeypatch.setenv("TOPICMAP_EXECUTOR", "in_process")
+        with create_test_daemon_workspace_context(target, instance) as context:
+            yield context
 
 
 def _launch(workspace: WorkspaceProcessContext, job_name: str, run_config: dict) -> dg.DagsterRun:
