@@ -306,14 +306,16 @@ class DagsterGraphQL:
         return data["assetOrError"].get("assetMaterializations", [])
 
 
-def serve_code_location(port: int, workspace: Path) -> list[str]:
+def serve_code_location(port: int, workspace: Path, module: dict[str, str] | None = None) -> list[str]:
     """The command (its first word a script beside this interpreter) of ONE code server of workspace.yaml's
-    location on loopback ``port``, and ``workspace`` written to name it: a webserver and a daemon on ``workspace``
-    share it, where on workspace.yaml each would start its own (and the daemon a new one every minute or so)."""
+    location (or of ``module``, a ``python_module`` entry of a workspace file) on loopback ``port``, and
+    ``workspace`` written to name it: a webserver, a daemon and CLI commands on ``workspace`` share it, where on a
+    ``python_module`` workspace each would start its own (and the daemon a new one every minute or so)."""
     import yaml
 
-    (location,) = yaml.safe_load((ROOT / "workspace.yaml").read_text(encoding="utf-8"))["load_from"]
-    module = location["python_module"]
+    if module is None:
+        (location,) = yaml.safe_load((ROOT / "workspace.yaml").read_text(encoding="utf-8"))["load_from"]
+        module = location["python_module"]
     server = {"host": "127.0.0.1", "port": port, "location_name": module["location_name"]}
     workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": server}]}), encoding="utf-8")
     return [
