@@ -306,14 +306,16 @@ class DagsterGraphQL:
         return data["assetOrError"].get("assetMaterializations", [])
 
 
-def serve_code_location(port: int, workspace: Path) -> list[str]:
+def serve_code_location(port: int, workspace: Path, module: dict[str, str] | None = None) -> list[str]:
     """The command (its first word a script beside this interpreter) of ONE code server of workspace.yaml's
-    location on loopback ``port``, and ``workspace`` written to name it: a webserver and a daemon on ``workspace``
-    share it, where on workspace.yaml each would start its own (and the daemon a new one every minute or so)."""
+    location (or of ``module``, a ``python_module`` entry of a workspace file) on loopback ``port``, and
+    ``workspace`` written to name it: a webserver, a daemon and CLI commands on ``workspace`` share it, where on a
+    ``python_module`` workspace each would start its own (and the daemon a new one every minute or so)."""
     import yaml
 
-    (location,) = yaml.safe_load((ROOT / "workspace.yaml").read_text(encoding="utf-8"))["load_from"]
-    module = location["python_module"]
+    if module is None:
+        (location,) = yaml.safe_load((ROOT / "workspace.yaml").read_text(encoding="utf-8"))["load_from"]
+        module = location["python_module"]
     server = {"host": "127.0.0.1", "port": port, "location_name": module["location_name"]}
     workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": server}]}), encoding="utf-8")
     return [
@@ -345,6 +347,9 @@ class ProgressWaiter:
     #: the fingerprint (several queries) is taken this often, not on every poll: a stall is minutes, and the
     #: webserver answering queries is CPU the deployment under test does not get
     fingerprint_seconds: float = 10.0
+    #: when set, the polls of one wait back off from ``poll`` to this many seconds (half as long again each
+    #: time): what is done at once is seen at once, and a wait of minutes costs a few dozen queries, not hundreds
+    max_poll_seconds: float | None = None
     _last: object = None
     _since: float = 0.0
     _fingerprinted: float = 0.0
@@ -361,6 +366,7 @@ class ProgressWaiter:
     def wait_for(self, what: str, condition: Callable[[], T | None], poll: float = 1.0) -> T:
         """Poll ``condition`` until it returns a value; fail only when nothing moves for ``stall_seconds``."""
         self._since = self._since or time.monotonic()
+        delay = poll
         while True:
             found = condition()
             if found:
@@ -377,7 +383,9 @@ class ProgressWaiter:
                     raise AssertionError(
                         f"no progress for {self.stall_seconds:.0f} s waiting for {what}\n{self.log_tails()}"
                     )
-            time.sleep(poll)
+            time.sleep(delay)
+            if self.max_poll_seconds:
+                delay = max(poll, min(delay * 1.5, self.max_poll_seconds))
 
 
 class LocalDagster(ProgressWaiter):
@@ -386,6 +394,11 @@ class LocalDagster(ProgressWaiter):
     location (``dagster api grpc``, where each would otherwise start its own; runs are its children as they are
     the daemon's code server's). Every sensor is stopped before the daemon starts, so only what the test launches
     runs. Waits on progress (runs, their states, backfill states, the processes' logs), never on a total deadline."""
+
+    #: a stall is minutes: a fingerprint every half minute sees one; polls back off to 3 s, under a turn of the
+    #: daemon's loops (sensors every 5 s, backfills every 30 s)
+    fingerprint_seconds = 30.0
+    max_poll_seconds = 3.0
 
     def __init__(self, tmp_path: Path, env: dict[str, str], stall_seconds: float = 600.0):
         self.dagster_home = tmp_path / "dagster_home"
@@ -448,7 +461,10 @@ class LocalDagster(ProgressWaiter):
     def _fingerprint(self) -> object:
         sizes = tuple(log.stat().st_size for _, log in self.processes.values())
         try:
-            runs = tuple(sorted((r["runId"], r["status"]) for r in self.graphql.runs()))
+            runs = self.graphql.query(
+                "{ runsOrError(limit: 500) { ... on Runs { results { runId status } } } }"
+            )
+            runs = tuple(sorted((r["runId"], r["status"]) for r in runs["runsOrError"]["results"]))
             backfills = tuple(sorted((b["id"], b["status"]) for b in self.backfills()))
         except Exception:  # noqa: BLE001 - the webserver still starting: its log shows the progress
             return sizes
@@ -476,10 +492,15 @@ class LocalDagster(ProgressWaiter):
         """The backfill's final status (COMPLETED_SUCCESS, COMPLETED_FAILED, FAILED, CANCELED...)."""
 
         def final() -> str | None:
-            status = next(b["status"] for b in self.backfills() if b["id"] == backfill_id)
-            return None if status == BACKFILL_REQUESTED else status
+            backfill = self.graphql.query(
+                "query($id: String!) { partitionBackfillOrError(backfillId: $id) { __typename "
+                "... on PartitionBackfill { status } } }",
+                id=backfill_id,
+            )["partitionBackfillOrError"]
+            assert "status" in backfill, backfill
+            return None if backfill["status"] == BACKFILL_REQUESTED else backfill["status"]
 
-        return self.wait_for(f"backfill {backfill_id}", final, poll=2.0)
+        return self.wait_for(f"backfill {backfill_id}", final)
 
     def backfill_runs(self, backfill_id: str) -> list[dict]:
         return self.graphql.runs({"dagster/backfill": backfill_id})
@@ -566,7 +587,11 @@ class LocalDagster(ProgressWaiter):
         """The run's final status (SUCCESS, FAILURE, CANCELED)."""
 
         def final() -> str | None:
-            status = next(r["status"] for r in self.graphql.runs() if r["runId"] == run_id)
+            run = self.graphql.query(
+                "query($id: ID!) { runOrError(runId: $id) { __typename ... on Run { status } } }", id=run_id
+            )["runOrError"]
+            assert "status" in run, run
+            status = run["status"]
             return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
 
         return self.wait_for(f"run {run_id}", final)

@@ -17,6 +17,7 @@ import pytest
 
 from assets.dagster_internals import BulkActionStatus
 from assets.partitions import apply_calendar
+from tests.dagster_deploy import free_port, listening, serve_code_location, stop_process_tree
 from tests.social_fixtures import TOPIC, add_topic_stories, click_table, dataset_for, week_of_stories
 from topicmap.demo.standins import run_standin_server
 from topicmap.store.topic_store import TopicStore
@@ -25,6 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.daemon
 #: the daemon is considered stuck when nothing new happens (no new run, no new daemon log line) for this long
 STALL_SECONDS = 900
+FROZEN_CLOCK_LOCATION = {
+    "module_name": "tests.frozen_clock_location",
+    "attribute": "defs",
+    "location_name": "topicmap",
+    "working_directory": str(ROOT),
+}
 
 
 def _dagster(args: list[str], env: dict[str, str], workspace: Path) -> None:
@@ -41,13 +48,11 @@ def test_the_catch_up_sensor_launches_one_backfill_the_daemon_completes(tmp_path
     dagster_home.mkdir(parents=True)
     (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
     (tmp_path / "topics.yaml").write_text("topics: []\n", encoding="utf-8")
-    # the code location with its clock frozen at 2024-03-15 06:00 UTC (tests/frozen_clock_location.py)
+    # the code location with its clock frozen at 2024-03-15 06:00 UTC (tests/frozen_clock_location.py), served
+    # by one code server that the CLI commands and the daemon share
     workspace = tmp_path / "workspace.yaml"
-    workspace.write_text(
-        "load_from:\n  - python_module:\n      module_name: tests.frozen_clock_location\n"
-        f"      working_directory: {ROOT}\n      location_name: topicmap\n      attribute: defs\n",
-        encoding="utf-8",
-    )
+    code_server_port = free_port()
+    serve = serve_code_location(code_server_port, workspace, FROZEN_CLOCK_LOCATION)
     store = TopicStore.open(f"sqlite:///{home / 'topicmap.sqlite3'}")
     stories = week_of_stories(date(2024, 1, 10), 3, 2)
     ids = add_topic_stories(store, stories)
@@ -62,26 +67,39 @@ def test_the_catch_up_sensor_launches_one_backfill_the_daemon_completes(tmp_path
             "TOPICMAP_EXECUTOR": "in_process",  # steps in the run worker: the backfill is the subject
         }
         env.pop("TOPICMAP_DATABASE_URL", None)
-        # only the catch-up: the refetch sensors (running by default) would otherwise race it for the same days,
-        # and the topic registry, whose topics file declares none, would take the days away again
-        for name in ("click_refetch_3d", "click_refetch_30d", "topic_registry"):
-            _dagster(["sensor", "stop", name], env, workspace)
-        with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-            apply_calendar(
-                instance, [TOPIC], date(2024, 3, 15)
-            )  # the stories' topic's days, as the registry adds them
-        _dagster(["sensor", "start", "click_totals_catch_up"], env, workspace)
+        code_server_log = tmp_path / "code_server.log"
+        with open(code_server_log, "wb") as out:
+            code_server = subprocess.Popen(
+                [str(Path(sys.executable).parent / serve[0]), *serve[1:]],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         log_path = tmp_path / "daemon.log"
         log = open(log_path, "wb")  # noqa: SIM115 - closed in finally
-        daemon = subprocess.Popen(
-            [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(workspace)],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        daemon = None
         try:
+            while not listening(code_server_port):  # it listens once its definitions are loaded
+                assert code_server.poll() is None, code_server_log.read_text()[-3000:]
+                time.sleep(0.5)
+            # only the catch-up: the refetch sensors (running by default) would otherwise race it for the same
+            # days, and the topic registry, whose topics file declares none, would take the days away again
+            for name in ("click_refetch_3d", "click_refetch_30d", "topic_registry"):
+                _dagster(["sensor", "stop", name], env, workspace)
+            with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+                apply_calendar(
+                    instance, [TOPIC], date(2024, 3, 15)
+                )  # the stories' topic's days, as the registry adds them
+            _dagster(["sensor", "start", "click_totals_catch_up"], env, workspace)
+            daemon = subprocess.Popen(
+                [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(workspace)],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
                 progress, last_change = None, time.monotonic()
                 while True:
@@ -117,11 +135,12 @@ def test_the_catch_up_sensor_launches_one_backfill_the_daemon_completes(tmp_path
                 row["clicks_30d"] is not None for row in table.values()
             )
         finally:
-            if daemon.poll() is None:
+            if daemon is not None and daemon.poll() is None:
                 os.killpg(daemon.pid, signal.SIGTERM)
                 try:
                     daemon.wait(timeout=60)
                 except subprocess.TimeoutExpired:
                     os.killpg(daemon.pid, signal.SIGKILL)
+            stop_process_tree(code_server)  # and its run workers
             log.close()
             store.dispose()
