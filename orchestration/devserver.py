@@ -76,23 +76,30 @@ def run_dagster_dev(dagster_args: Sequence[str] = (), env: Mapping[str, str] | N
     process it started is gone when this returns (module doc). Returns its exit status (0 after a stop signal)."""
     _stop_with_parent()
     dagster = Path(sys.executable).parent / "dagster"
-    process = subprocess.Popen(
-        [str(dagster), "dev", "-w", "workspace.yaml", *dagster_args],
-        cwd=ROOT,
-        env=dict(env if env is not None else os.environ),
-        start_new_session=True,
-    )
     stopping: list[str] = []
+    started: list[subprocess.Popen] = []
 
     def pass_on(signum: int, _frame: FrameType | None) -> None:
         if not stopping:
             name = signal.Signals(signum).name
             stopping.append(name)
             _say(f"{name} received: stopping `dagster dev` (webserver, daemon, code servers)")
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
+        if started and started[0].poll() is None:
+            started[0].send_signal(signal.SIGTERM)
 
+    # Handlers first: a signal ignored here (SIGINT and SIGQUIT in a command a script started with `&`, SIGHUP
+    # under nohup) stays ignored in a child, and `dagster dev` maps SIGTERM to its SIGINT disposition, so it would
+    # ignore the SIGTERM passed on. A handled signal is reset to the default in the child.
     previous = {sig: signal.signal(sig, pass_on) for sig in (signal.SIGTERM, signal.SIGINT)}
+    process = subprocess.Popen(
+        [str(dagster), "dev", "-w", "workspace.yaml", *dagster_args],
+        cwd=ROOT,
+        env=dict(env if env is not None else os.environ),
+        start_new_session=True,
+    )
+    started.append(process)
+    if stopping:  # told to stop while it was being started
+        process.send_signal(signal.SIGTERM)
     try:
         status = process.wait()
     finally:

@@ -2,7 +2,8 @@
 
 Each case starts the command as a user or a service manager would, waits until the UI answers and the daemon and a
 code server run, notes every process below the command, sends the signal and waits until each of those processes is
-gone. SIGTERM goes to the command alone, as `kill PID` or a service manager sends it; SIGINT to the command's process
+gone. SIGTERM goes to the command alone, as `kill PID` or a service manager sends it, to a command started as a
+script's `command &` starts it (SIGINT and SIGQUIT ignored, which a child inherits); SIGINT to the command's process
 group, as a terminal's Ctrl-C does (make, given SIGINT, waits for its recipe, which it takes to have had it too).
 """
 
@@ -119,6 +120,10 @@ def test_the_ui_commands_stop_every_process_they_started(
         argv = ["make", "--no-print-directory", "ui", f"DAGSTER_PORT={port}"]
     else:
         argv = [str(BIN / "topicmap"), "demo-ui", "-p", str(port)]
+    if sig == signal.SIGTERM:
+        # started as a script's `command &` starts it: SIGINT and SIGQUIT ignored (the SIGTERM of a service manager
+        # or `kill` must still stop everything)
+        argv = ["sh", "-c", 'trap "" INT QUIT; exec "$@"', "sh", *argv]
     log = (tmp_path / "ui.log").open("w")
     process = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
