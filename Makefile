@@ -48,12 +48,12 @@ instance:
 demo: $(STAMP) instance
 	$(BIN)/python -m orchestration.demo
 
-# Test workers, each given whole test modules (module fixtures are built once), the longest waiting first as a
-# worker frees up (tests/scheduling.py). Four on two cores: the end-to-end modules spend much of their time waiting on daemons, run
+# Test workers, each given whole test modules (module fixtures are built once), the slow modules first
+# (tests/conftest.py). Four on two cores: the end-to-end modules spend much of their time waiting on daemons, run
 # queues and politeness intervals (a whole run keeps two cores about two thirds busy with three workers), and the
 # other workers fill that time (`make test TEST_WORKERS=2` for two).
 TEST_WORKERS ?= 4
-PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -q
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -q
 
 # every test
 test: lint

@@ -1,5 +1,5 @@
 """Shared fixtures: a fresh topic store on SQLite (a copy of one upgraded per test process) and on PostgreSQL (one
-schema per test process, emptied after each test); how `make test` hands the modules to its workers."""
+schema per test process, emptied after each test); the order in which `make test` runs the modules."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import pytest
 from hypothesis import settings
 from sqlalchemy import create_engine, text
 
-from tests.scheduling import LongestModuleFirst
 from topicmap.store.topic_store import TopicStore, normalize_database_url
 
 DEFAULT_TEST_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -158,6 +157,15 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TopicStore
     worker.reset()
 
 
+#: markers of the tests that start processes of their own (a webserver, a daemon, code servers, run workers, Celery
+#: workers, a browser) and take tens of seconds to minutes each; `make test-fast` leaves them out
+SLOW_MARKERS = ("daemon", "browser", "deployment")
+
+
+def is_slow(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(name) is not None for name in SLOW_MARKERS)
+
+
 #: pytest's cache key for the seconds each test module took when it last ran (by module path)
 MODULE_SECONDS = "topicmap/module_seconds"
 #: the same, committed: what a fresh clone (CI, no pytest cache) orders by; `--record-module-seconds` rewrites it
@@ -180,15 +188,18 @@ def module_seconds(config: pytest.Config) -> dict[str, float]:
     return {**committed, **(cache.get(MODULE_SECONDS, {}) if cache is not None else {})}
 
 
-@pytest.hookimpl(optionalhook=True, tryfirst=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LongestModuleFirst | None:
-    """`--dist loadfile` (as `make test` runs): whole modules, the longest first, none queued behind another long
-    one (tests/scheduling.py)."""
-    if config.getvalue("dist") != "loadfile":
-        return None
-    from xdist.workermanage import parse_tx_spec_config
-
-    return LongestModuleFirst(len(parse_tx_spec_config(config)), module_seconds(config))
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow modules first, each group longest first as the last run measured it. `make test` hands whole modules
+    to the workers in collection order (`--dist loadfile --no-loadscope-reorder`; xdist's default order, most tests
+    first, puts the long modules of a few tests last); a long module handed out last would run alone at the end
+    while the other workers idle. A module counts as slow when any of its tests is. A module neither the cache nor
+    the committed file knows keeps its collection order within its group."""
+    seconds = module_seconds(config)
+    slow_modules = {item.path for item in items if is_slow(item)}
+    # stable: the order within a module is kept
+    items.sort(
+        key=lambda item: (item.path not in slow_modules, -seconds.get(item.nodeid.split("::")[0], 0.0))
+    )
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
