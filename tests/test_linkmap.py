@@ -168,9 +168,9 @@ def test_link_map_colours_media_by_a_tag_set(tmp_path, monkeypatch):
     from topicmap.snapshots import linkmap
 
     drawn = []
-    real_save = linkmap._save_png
+    real_save = linkmap.save_png
     monkeypatch.setattr(
-        linkmap, "_save_png", lambda figure, path: (drawn.append(figure), real_save(figure, path))[1]
+        linkmap, "save_png", lambda figure, path: (drawn.append(figure), real_save(figure, path))[1]
     )
     groups = {1: "newspaper", 2: "newspaper", 3: "blog"}  # 4 (Delta Wire) untagged
     render_link_map(

@@ -711,11 +711,11 @@ def test_duplicate_chains_resolve_vectorized_and_cycles_are_named() -> None:
 
 def test_ids_map_through_an_empty_chain_table_unchanged() -> None:
     # a topic with no duplicate media and no merges (found by the daemon end-to-end run)
-    from topicmap.snapshots.inputs import _map_ids
+    from topicmap.snapshots.ids import to_finals
 
     ids = np.array([3, 1, 2])
     empty = np.array([], dtype=np.int64)
-    assert _map_ids(ids, empty, empty).tolist() == [3, 1, 2]
+    assert to_finals(ids, empty, empty).tolist() == [3, 1, 2]
 
 
 def test_options_and_names_are_validated() -> None:

@@ -354,13 +354,13 @@ def test_the_attention_chart_has_a_date_axis_and_compares_a_focus_with_the_topic
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     drawn: list[Figure] = []
-    real_save = charts._save_png
+    real_save = charts.save_png
 
     def keep(figure: Figure, path: Path) -> Path:
         drawn.append(figure)
         return real_save(figure, path)
 
-    monkeypatch.setattr(charts, "_save_png", keep)
+    monkeypatch.setattr(charts, "save_png", keep)
     days = pd.DataFrame({"day": pd.date_range("2026-01-01", "2026-04-30", freq="D")})
     days["story_count"] = np.arange(len(days)) % 7
     topic_days = days.assign(story_count=days["story_count"] * 3)
@@ -388,9 +388,9 @@ def test_long_spans_are_drawn_by_week_or_month_and_partial_ones_are_named(
     """Daily bars of years are invisible: over 180 days by week, over three years by month; the first and last
     week or month the span only partly covers are named under the chart; the axis names the day counted."""
     drawn: list[Figure] = []
-    real_save = charts._save_png
+    real_save = charts.save_png
     monkeypatch.setattr(
-        charts, "_save_png", lambda figure, path: drawn.append(figure) or real_save(figure, path)
+        charts, "save_png", lambda figure, path: drawn.append(figure) or real_save(figure, path)
     )
     year = pd.DataFrame(
         {"day": pd.date_range("2026-01-01", "2026-12-31", freq="D")}

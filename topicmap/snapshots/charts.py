@@ -25,7 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from topicmap.snapshots.linkmap import _save_png
+from topicmap.snapshots.linkmap import save_png
 
 _BARS = "#9ecae1"
 _MEAN = "#08519c"
@@ -167,4 +167,4 @@ def _finish(figure: Figure, axes: Axes, path: str | os.PathLike[str], title: str
     figure.text(0.07, 0.95, title, fontsize=11, va="top")
     if note:
         figure.text(0.07, 0.03, note, fontsize=8, color="#555555")
-    return _save_png(figure, Path(path))
+    return save_png(figure, Path(path))

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
+
+
+def int64_ids(values: Sequence[Any]) -> np.ndarray:
+    """Ids read from the store (a column of rows) as an int64 array."""
+    return np.asarray(values, dtype=np.int64)
 
 
 def positions(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -13,6 +21,15 @@ def positions(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     pos[pos >= len(sorted_ids)] = 0
     found = sorted_ids[pos] == ids
     return np.where(found, pos, -1).astype(np.int64)
+
+
+def to_finals(ids: np.ndarray, sources: np.ndarray, finals: np.ndarray) -> np.ndarray:
+    """Each id replaced by its final id where it is one of ``sources`` (sorted; ``finals`` beside them): a merged
+    story by the story it was merged into, a duplicate medium by its final medium."""
+    if sources.size == 0:  # no duplicate media / no merges: every id is its own final id
+        return ids
+    pos = positions(sources, ids)
+    return np.where(pos >= 0, finals[np.where(pos >= 0, pos, 0)], ids)
 
 
 def sorted_distinct(values: np.ndarray) -> np.ndarray:

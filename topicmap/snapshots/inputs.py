@@ -24,7 +24,7 @@ from sqlalchemy import Connection, func, select
 
 from topicmap.snapshots.engine_input import TopicSource
 from topicmap.snapshots.foci import Focus, TextChunk
-from topicmap.snapshots.ids import positions
+from topicmap.snapshots.ids import int64_ids, positions, to_finals
 from topicmap.snapshots.names import PERIODS
 from topicmap.snapshots.post_counts import PostShares, read_post_shares
 from topicmap.snapshots.timespans import Timespan, build_timespans
@@ -123,13 +123,6 @@ def resolve_chains(sources: np.ndarray, targets: np.ndarray, what: str) -> tuple
     raise StoreError(f"{what} cycle: {' -> '.join(str(i) for i in cycle)}")
 
 
-def _map_ids(ids: np.ndarray, sources: np.ndarray, finals: np.ndarray) -> np.ndarray:
-    if sources.size == 0:  # no duplicate media / no merges: every id is its own final id
-        return ids
-    pos = positions(sources, ids)
-    return np.where(pos >= 0, finals[np.where(pos >= 0, pos, 0)], ids)
-
-
 def snapshot_media_tags(
     tags: Sequence[tuple[int, str, str]],
     media_ids: np.ndarray,
@@ -138,7 +131,7 @@ def snapshot_media_tags(
 ) -> pd.DataFrame:
     """The (media_id, tag_set, tag) rows of the snapshot's media (sorted ``media_ids``), once each and sorted.
     A tag of a duplicate medium is its final medium's, as its stories are."""
-    tag_media = _map_ids(_int64([m for m, _, _ in tags]), dup_sources, dup_finals)
+    tag_media = to_finals(int64_ids([m for m, _, _ in tags]), dup_sources, dup_finals)
     media_tags = pd.DataFrame(
         {"media_id": tag_media, "tag_set": [t[1] for t in tags], "tag": [t[2] for t in tags]}
     )
@@ -155,10 +148,6 @@ def _utc_dates(values: list[Any]) -> pd.Series:
     return pd.Series(
         pd.to_datetime([utc(v) for v in values], utc=True), dtype="datetime64[ns, UTC]", name="publish_date"
     )
-
-
-def _int64(values: list[Any]) -> np.ndarray:
-    return np.asarray(values, dtype=np.int64)
 
 
 class StoreTexts:
@@ -184,7 +173,7 @@ class StoreTexts:
                     .order_by(st.c.stories_id)
                 ).all()
                 chunk = TextChunk(
-                    stories_id=_int64([r[0] for r in rows]),
+                    stories_id=int64_ids([r[0] for r in rows]),
                     title=[r[1] for r in rows],
                     text=[r[2] for r in rows],
                     language=[r[3] for r in rows],
@@ -256,7 +245,7 @@ def _read_topic(conn: Connection, topics_id: int, config: dict[str, Any]) -> dic
         ).where(s.topic_merged_stories_map.c.topics_id == topics_id)
     ).all()
     merge_sources, merge_finals = resolve_chains(
-        _int64([m[0] for m in merges]), _int64([m[1] for m in merges]), "merged-stories map"
+        int64_ids([m[0] for m in merges]), int64_ids([m[1] for m in merges]), "merged-stories map"
     )
 
     story_rows = conn.execute(
@@ -277,20 +266,20 @@ def _read_topic(conn: Connection, topics_id: int, config: dict[str, Any]) -> dic
         .where(in_current_version(topics_id))
         .order_by(st.c.stories_id)
     ).all()
-    story_ids = _int64([r[0] for r in story_rows])
+    story_ids = int64_ids([r[0] for r in story_rows])
     # A story dedup merged away but found again by a later spider iteration is its survivor, not a second copy.
     live = positions(merge_sources, story_ids) < 0
     story_rows = [r for r, keep in zip(story_rows, live.tolist(), strict=True) if keep]
     story_ids = story_ids[live]
-    story_media = _int64([r[1] for r in story_rows])
+    story_media = int64_ids([r[1] for r in story_rows])
 
     dup_edges = conn.execute(
         select(md.c.media_id, md.c.dup_media_id).where(md.c.dup_media_id.is_not(None))
     ).all()
     dup_sources, dup_finals = resolve_chains(
-        _int64([e[0] for e in dup_edges]), _int64([e[1] for e in dup_edges]), "duplicate-media"
+        int64_ids([e[0] for e in dup_edges]), int64_ids([e[1] for e in dup_edges]), "duplicate-media"
     )
-    final_media = _map_ids(story_media, dup_sources, dup_finals)
+    final_media = to_finals(story_media, dup_sources, dup_finals)
     moved = final_media != story_media
 
     media_ids = np.unique(final_media)
@@ -302,7 +291,7 @@ def _read_topic(conn: Connection, topics_id: int, config: dict[str, Any]) -> dic
         ).all()
     media = pd.DataFrame(
         {
-            "media_id": _int64([m[0] for m in media_rows]),
+            "media_id": int64_ids([m[0] for m in media_rows]),
             "name": [m[1] for m in media_rows],
             "url": [m[2] for m in media_rows],
         }
@@ -329,10 +318,10 @@ def _read_topic(conn: Connection, topics_id: int, config: dict[str, Any]) -> dic
             tl.c.topics_id == topics_id, tl.c.ref_stories_id.is_not(None)
         )
     ).all()
-    link_source = _int64([r[0] for r in link_rows])
-    link_ref = _int64([r[1] for r in link_rows])
-    mapped_source = _map_ids(link_source, merge_sources, merge_finals)
-    mapped_ref = _map_ids(link_ref, merge_sources, merge_finals)
+    link_source = int64_ids([r[0] for r in link_rows])
+    link_ref = int64_ids([r[1] for r in link_rows])
+    mapped_source = to_finals(link_source, merge_sources, merge_finals)
+    mapped_ref = to_finals(link_ref, merge_sources, merge_finals)
     links = pd.DataFrame({"stories_id": mapped_source, "ref_stories_id": mapped_ref})
     links = links.sort_values(["stories_id", "ref_stories_id"], kind="mergesort").reset_index(drop=True)
 
@@ -343,7 +332,10 @@ def _read_topic(conn: Connection, topics_id: int, config: dict[str, Any]) -> dic
         select(nd.c.stories_id, nd.c.group_stories_id).where(nd.c.topics_id == topics_id)
     ).all()
     groups = pd.DataFrame(
-        {"stories_id": _int64([g[0] for g in group_rows]), "group_id": _int64([g[1] for g in group_rows])}
+        {
+            "stories_id": int64_ids([g[0] for g in group_rows]),
+            "group_id": int64_ids([g[1] for g in group_rows]),
+        }
     )
     groups = groups[positions(story_ids, groups["stories_id"].to_numpy()) >= 0]
     groups = groups.sort_values("stories_id", kind="mergesort").reset_index(drop=True)
@@ -405,13 +397,13 @@ def _read_statistics(conn: Connection, topics_id: int, story_ids: np.ndarray) ->
     ).all()
     shares = pd.DataFrame(
         {
-            "stories_id": _int64([r[0] for r in facebook]),
+            "stories_id": int64_ids([r[0] for r in facebook]),
             "facebook_share_count": pd.array([r[1] for r in facebook], dtype="Int64"),
         }
     )
     totals = pd.DataFrame(
         {
-            "stories_id": _int64([r[0] for r in clicks]),
+            "stories_id": int64_ids([r[0] for r in clicks]),
             "bitly_clicks_3d": pd.array([r[1] for r in clicks], dtype="Int64"),
             "bitly_clicks_30d": pd.array([r[2] for r in clicks], dtype="Int64"),
         }

@@ -307,7 +307,7 @@ def render_link_map(
             fontsize=11,
             color="#333333",
         )
-        return _save_png(figure, Path(path_png))
+        return save_png(figure, Path(path_png))
 
     positions = spring_layout(
         graph, weight="spring", seed=seed, iterations=200, k=1.8 / math.sqrt(graph.number_of_nodes())
@@ -419,7 +419,7 @@ def render_link_map(
         ]
     )
     figure.text(0.5, 0.038, caption, ha="center", va="center", fontsize=10, color="#333333", linespacing=1.6)
-    return _save_png(figure, Path(path_png))
+    return save_png(figure, Path(path_png))
 
 
 def _community_colors(
@@ -545,7 +545,8 @@ def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float,
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
-def _save_png(figure: Figure, path: Path) -> Path:
+def save_png(figure: Figure, path: Path) -> Path:
+    """``figure`` written to ``path`` as a PNG whose bytes depend only on the picture, replaced atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
     try:

@@ -40,7 +40,7 @@ from topicmap.snapshots.folder import (
 )
 from topicmap.snapshots.inputs import SnapshotInputs, read_snapshot_inputs
 from topicmap.snapshots.key import SnapshotOptions, snapshot_key, snapshot_provenance
-from topicmap.snapshots.results import SnapshotResult
+from topicmap.snapshots.results import SnapshotResult, TimespanSnapshot
 from topicmap.snapshots.store_stream import read_streamed_inputs, topic_rows
 from topicmap.store import schema as s
 from topicmap.store.topic_store import StoreError, TopicStore, now_utc, topicmap_home, utc
@@ -97,19 +97,7 @@ def record_snapshot(
                 )
             ).scalar_one()
         )
-        rows = [
-            {
-                "snapshots_id": snapshots_id,
-                "period": snap.timespan.period,
-                "start_date": snap.timespan.start_date,
-                "end_date": snap.timespan.end_date,
-                "story_count": snap.counts.story_count,
-                "story_link_count": snap.counts.story_link_count,
-                "medium_count": snap.counts.medium_count,
-                "medium_link_count": snap.counts.medium_link_count,
-            }
-            for snap in result.timespans
-        ]
+        rows = [{"snapshots_id": snapshots_id, **_timespan_row(snap)} for snap in result.timespans]
         store.insert_ignore(conn, s.timespans, rows, ["snapshots_id", "period", "start_date", "end_date"])
         _record_foci(store, conn, snapshots_id, result)
     return snapshots_id
@@ -157,16 +145,7 @@ def _record_foci(store: TopicStore, conn: Connection, snapshots_id: int, result:
         )
     }
     rows = [
-        {
-            "foci_id": foci_ids[(int(set_ids[found.focus.focal_set]), found.focus.name)],
-            "period": snap.timespan.period,
-            "start_date": snap.timespan.start_date,
-            "end_date": snap.timespan.end_date,
-            "story_count": snap.counts.story_count,
-            "story_link_count": snap.counts.story_link_count,
-            "medium_count": snap.counts.medium_count,
-            "medium_link_count": snap.counts.medium_link_count,
-        }
+        {"foci_id": foci_ids[(int(set_ids[found.focus.focal_set]), found.focus.name)], **_timespan_row(snap)}
         for found in result.foci
         for snap in found.timespans
     ]
@@ -363,3 +342,16 @@ def timespan_rows(result: SnapshotResult) -> list[dict[str, Any]]:
         }
         for snap in result.timespans
     ]
+
+
+def _timespan_row(snap: TimespanSnapshot) -> dict[str, object]:
+    """A timespan's row (the topic's in ``timespans``, a focus's in ``focus_timespans``) but for its owner's id."""
+    return {
+        "period": snap.timespan.period,
+        "start_date": snap.timespan.start_date,
+        "end_date": snap.timespan.end_date,
+        "story_count": snap.counts.story_count,
+        "story_link_count": snap.counts.story_link_count,
+        "medium_count": snap.counts.medium_count,
+        "medium_link_count": snap.counts.medium_link_count,
+    }

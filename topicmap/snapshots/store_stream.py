@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Select, and_, func, select
 
 from topicmap.snapshots.engine_input import BATCH_ROWS, INPUT_SCHEMAS, TopicSource
 from topicmap.snapshots.foci import Focus
-from topicmap.snapshots.ids import positions
+from topicmap.snapshots.ids import int64_ids, positions, to_finals
 from topicmap.snapshots.inputs import SnapshotInputs, resolve_chains, snapshot_media_tags
 from topicmap.snapshots.names import PERIODS
 from topicmap.snapshots.post_counts import read_post_shares
@@ -45,17 +45,6 @@ def stream_rows(
         yield from result.partitions(batch_rows)
 
 
-def _int64(values: Sequence[Any]) -> np.ndarray:
-    return np.asarray(values, dtype=np.int64)
-
-
-def _map(ids: np.ndarray, sources: np.ndarray, finals: np.ndarray) -> np.ndarray:
-    if sources.size == 0:
-        return ids
-    pos = positions(sources, ids)
-    return np.where(pos >= 0, finals[np.where(pos >= 0, pos, 0)], ids)
-
-
 def _nullable(values: Sequence[Any]) -> pa.Array:
     return pa.array([None if v is None else int(v) for v in values], type=pa.int64())
 
@@ -73,10 +62,10 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
             select(md.c.media_id, md.c.dup_media_id).where(md.c.dup_media_id.is_not(None))
         ).all()
     merge_sources, merge_finals = resolve_chains(
-        _int64([m[0] for m in merges]), _int64([m[1] for m in merges]), "merged-stories map"
+        int64_ids([m[0] for m in merges]), int64_ids([m[1] for m in merges]), "merged-stories map"
     )
     dup_sources, dup_finals = resolve_chains(
-        _int64([e[0] for e in dup_edges]), _int64([e[1] for e in dup_edges]), "duplicate-media"
+        int64_ids([e[0] for e in dup_edges]), int64_ids([e[1] for e in dup_edges]), "duplicate-media"
     )
 
     # the stories of the topic's current version (topicmap.topics.versions), as read_snapshot_inputs reads them
@@ -102,14 +91,14 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
             .order_by(st.c.stories_id)
         )
         for rows in stream_rows(store, query, batch_rows):
-            ids = _int64([r[0] for r in rows])
+            ids = int64_ids([r[0] for r in rows])
             live = positions(merge_sources, ids) < 0 if merge_sources.size else np.ones(len(ids), dtype=bool)
             kept = [r for r, keep in zip(rows, live.tolist(), strict=True) if keep]
             dates = [utc(r[2]) for r in kept]
             yield pa.record_batch(
                 {
                     "stories_id": pa.array(ids[live], type=pa.int64()),
-                    "media_id": pa.array(_map(_int64([r[1] for r in kept]), dup_sources, dup_finals)),
+                    "media_id": pa.array(to_finals(int64_ids([r[1] for r in kept]), dup_sources, dup_finals)),
                     "utc_ns": pa.array([None if d is None else _ns(d) for d in dates], type=pa.int64()),
                     "offset_min": _nullable([r[3] for r in kept]),
                     "url": pa.array([r[4] for r in kept], type=pa.string()),
@@ -133,7 +122,7 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
         for rows in stream_rows(store, query, batch_rows):
             yield pa.record_batch(
                 [
-                    pa.array(_int64([r[0] for r in rows])),
+                    pa.array(int64_ids([r[0] for r in rows])),
                     pa.array([r[1] for r in rows], type=pa.string()),
                     pa.array([r[2] for r in rows], type=pa.string()),
                 ],
@@ -148,8 +137,8 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
         for rows in stream_rows(store, query, batch_rows):
             yield pa.record_batch(
                 [
-                    pa.array(_map(_int64([r[0] for r in rows]), merge_sources, merge_finals)),
-                    pa.array(_map(_int64([r[1] for r in rows]), merge_sources, merge_finals)),
+                    pa.array(to_finals(int64_ids([r[0] for r in rows]), merge_sources, merge_finals)),
+                    pa.array(to_finals(int64_ids([r[1] for r in rows]), merge_sources, merge_finals)),
                 ],
                 schema=INPUT_SCHEMAS["links"],
             )
@@ -166,7 +155,7 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
         for rows in stream_rows(store, query, batch_rows):
             yield pa.record_batch(
                 [
-                    pa.array(_int64([r[0] for r in rows])),
+                    pa.array(int64_ids([r[0] for r in rows])),
                     *(_nullable([r[i] for r in rows]) for i in (1, 2, 3)),
                 ],
                 schema=INPUT_SCHEMAS["story_stats"],
@@ -181,7 +170,7 @@ def store_source(store: TopicStore, topics_id: int, batch_rows: int = BATCH_ROWS
         )
         for rows in stream_rows(store, query, batch_rows):
             yield pa.record_batch(
-                [pa.array(_int64([r[0] for r in rows])), pa.array(_int64([r[1] for r in rows]))],
+                [pa.array(int64_ids([r[0] for r in rows])), pa.array(int64_ids([r[1] for r in rows]))],
                 schema=INPUT_SCHEMAS["near_dup_groups"],
             )
 
@@ -283,7 +272,7 @@ def _merges(conn: Connection, topics_id: int) -> tuple[np.ndarray, np.ndarray]:
         select(mg.c.source_stories_id, mg.c.target_stories_id).where(mg.c.topics_id == topics_id)
     ).all()
     return resolve_chains(
-        _int64([m[0] for m in merges]), _int64([m[1] for m in merges]), "merged-stories map"
+        int64_ids([m[0] for m in merges]), int64_ids([m[1] for m in merges]), "merged-stories map"
     )
 
 
@@ -296,7 +285,7 @@ def _live_story_ids(store: TopicStore, topics_id: int, batch_rows: int) -> np.nd
         .where(in_current_version(topics_id), ts.c.stories_id.not_in(merged))
         .order_by(ts.c.stories_id)
     )
-    parts = [_int64([r[0] for r in rows]) for rows in stream_rows(store, query, batch_rows)]
+    parts = [int64_ids([r[0] for r in rows]) for rows in stream_rows(store, query, batch_rows)]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
@@ -350,7 +339,7 @@ def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
             iteration = conn.execute(
                 select(func.max(ts.c.iteration)).where(ts.c.topics_id == topics_id)
             ).scalar_one()
-        story_media = _int64(
+        story_media = int64_ids(
             conn.execute(
                 select(st.c.media_id)
                 .distinct()
@@ -371,9 +360,9 @@ def _streamed_facts(store: TopicStore, topics_id: int) -> dict[str, Any]:
             ).scalar_one(),
         }
     dup_sources, dup_finals = resolve_chains(
-        _int64([e[0] for e in dup_edges]), _int64([e[1] for e in dup_edges]), "duplicate-media"
+        int64_ids([e[0] for e in dup_edges]), int64_ids([e[1] for e in dup_edges]), "duplicate-media"
     )
-    media_ids = np.unique(_map(story_media, dup_sources, dup_finals))
+    media_ids = np.unique(to_finals(story_media, dup_sources, dup_finals))
     media_tags = snapshot_media_tags(tags, media_ids, dup_sources, dup_finals)
     rows["media"] = len(media_ids)
     return {
