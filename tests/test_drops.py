@@ -181,7 +181,9 @@ def parquet_drop(path: Path, n: int, start: int = 1) -> Path:
     return path
 
 
-def test_broken_files_fail_alone_and_are_retried_only_when_they_change(tmp_path: Path) -> None:
+def test_broken_files_fail_alone_and_are_retried_only_when_they_change(
+    tmp_path: Path, sqlite_store_url: str
+) -> None:
     drops = tmp_path / "drops"
     drops.mkdir()
     (drops / "a_good.csv").write_text(HEADER + csv_row(1) + csv_row(2), encoding="utf-8")
@@ -189,7 +191,7 @@ def test_broken_files_fail_alone_and_are_retried_only_when_they_change(tmp_path:
     (drops / "b_truncated.parquet").write_bytes(full[: len(full) // 2])
     (drops / "c_misnamed.parquet").write_text(HEADER + csv_row(3), encoding="utf-8")
     parquet_drop(drops / "d_good.parquet", 3, start=10)
-    db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    db = sqlite_store_url
     run = archive_runs(drops, db)
 
     meta = run()
@@ -227,7 +229,9 @@ def test_broken_files_fail_alone_and_are_retried_only_when_they_change(tmp_path:
     store.dispose()
 
 
-def test_files_holding_the_same_bytes_each_have_their_own_row_and_load_once(tmp_path: Path) -> None:
+def test_files_holding_the_same_bytes_each_have_their_own_row_and_load_once(
+    tmp_path: Path, sqlite_store_url: str
+) -> None:
     """Files are known by their content: a copy of a failed file was reported under the first file's reason, and
     a copy had no record of its own. Each file is recorded and reported under its own name, a copy naming the
     file it copies and that file's outcome, and is not read again; a second run adds and records nothing. A file
@@ -245,7 +249,7 @@ def test_files_holding_the_same_bytes_each_have_their_own_row_and_load_once(tmp_
         archive.writestr("stories.csv", good)
     (drops / "e_stories.zip").write_bytes(zipped.getvalue())
     (drops / "f_stories_copy.zip").write_bytes(zipped.getvalue())
-    db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    db = sqlite_store_url
     run = archive_runs(drops, db)
 
     meta = run()

@@ -175,7 +175,9 @@ def test_a_gigabyte_csv_line_is_refused_at_its_line_in_bounded_memory(
     assert report["peak_mib"] < 500, report
 
 
-def test_unreadable_names_and_links_out_of_the_drops_folder_are_recorded_once(tmp_path: Path) -> None:
+def test_unreadable_names_and_links_out_of_the_drops_folder_are_recorded_once(
+    tmp_path: Path, sqlite_store_url: str
+) -> None:
     drops = tmp_path / "drops"
     drops.mkdir()
     outside = tmp_path / "private.csv"
@@ -185,7 +187,7 @@ def test_unreadable_names_and_links_out_of_the_drops_folder_are_recorded_once(tm
     (drops / "good.csv").write_text(HEADER + good_row, encoding="utf-8")
     latin1_name = os.fsdecode(b"caf\xe9.csv")  # a name written by a latin-1 system
     (drops / latin1_name).write_text(HEADER + good_row.replace("/a,", "/b,"), encoding="utf-8")
-    db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    db = sqlite_store_url
     run = archive_runs(drops, db)
 
     meta = run()
@@ -529,13 +531,15 @@ def _load_in_subprocess(path: Path, database: str, *limits: str) -> dict:
     return script_report(LOAD_IN_SUBPROCESS, str(path), database, *limits)
 
 
-def test_a_600_mib_parquet_cell_in_a_small_file_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+def test_a_600_mib_parquet_cell_in_a_small_file_is_refused_in_bounded_memory(
+    tmp_path: Path, sqlite_store_url: str
+) -> None:
     """A 600 MiB text compresses to kilobytes; read whole it takes about 2 GB. Its row group is reported
     without being decoded, the rows beside it are stored, and the reading process stays under 500 MiB."""
     path = tmp_path / "bomb.parquet"
     subprocess.run([sys.executable, "-c", WRITE_PARQUET_BOMB, str(path), "cell", "600"], cwd=ROOT, check=True)
     assert path.stat().st_size < 4 * 1024 * 1024
-    database = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    database = sqlite_store_url
     report = _load_in_subprocess(path, database)
     assert (report["state"], report["created"], report["rejected"]) == ("loaded", 4, 1), report
     ((where, problem),) = report["errors"]
@@ -555,6 +559,7 @@ def test_a_600_mib_parquet_cell_in_a_small_file_is_refused_in_bounded_memory(tmp
 
 def test_a_parquet_dictionary_value_repeated_in_many_rows_loads_in_bounded_memory_when_allowed(
     tmp_path: Path,
+    sqlite_store_url: str,
 ) -> None:
     """600 rows share one 1 MiB text through the column's dictionary: 600 MiB once decoded, from a file of
     kilobytes, far over the default max_expansion. Allowed by the user, each row is within the row limit and
@@ -567,7 +572,7 @@ def test_a_parquet_dictionary_value_repeated_in_many_rows_loads_in_bounded_memor
     assert path.stat().st_size < 1024 * 1024
     with pytest.raises(ArchiveFileError, match=r"row group 0 \(lines 2-601: 600 rows\).*max_expansion"):
         next(iter_drop(path))
-    report = _load_in_subprocess(path, f"sqlite:///{tmp_path / 'store.sqlite3'}", str(1_000_000))
+    report = _load_in_subprocess(path, sqlite_store_url, str(1_000_000))
     assert (report["state"], report["created"], report["rejected"]) == ("loaded", 600, 0), report
     assert report["peak_mib"] < 500, report
 
@@ -612,13 +617,15 @@ def test_a_kilobyte_parquet_of_200_rows_of_one_30_mib_dictionary_value_is_refuse
     assert report["peak_mib"] < 400, report
 
 
-def test_a_parquet_expanding_past_its_bound_fails_alone_and_the_files_beside_it_load(tmp_path: Path) -> None:
+def test_a_parquet_expanding_past_its_bound_fails_alone_and_the_files_beside_it_load(
+    tmp_path: Path, sqlite_store_url: str
+) -> None:
     drops = tmp_path / "drops"
     drops.mkdir()
     (drops / "a_good.csv").write_text(HEADER + "https://herald.test/a,Budget talks,Text.,2026-02-01,Herald\n")
     _dictionary_bomb(drops / "b_bomb.parquet", 200, 1)  # 200 MiB of stories from a few kilobytes
     pq.write_table(_parquet_group(1, ["Text one.", "Text two."]), drops / "c_good.parquet")
-    db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    db = sqlite_store_url
     run = archive_runs(drops, db)
 
     meta = run()

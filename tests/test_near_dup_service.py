@@ -25,6 +25,7 @@ import httpx
 import pytest
 from sqlalchemy import update
 
+from tests.conftest import copy_sqlite_store
 from topicmap import settings
 from topicmap.dedup.catalog import FingerprintCatalog
 from topicmap.dedup.service import (
@@ -66,9 +67,11 @@ def store_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'store.sqlite3'}"
 
 
-@pytest.fixture
-def stored(tmp_path) -> Iterator[TopicStore]:
-    store = TopicStore.open(store_url(tmp_path))
+@pytest.fixture(scope="module")
+def stored_template(sqlite_store_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An upgraded SQLite store holding the article, its copy and an unrelated story, built once per module."""
+    path = tmp_path_factory.mktemp("near_dup_store") / "store.sqlite3"
+    store = TopicStore.open(copy_sqlite_store(sqlite_store_template, path))
     store.add_stories(
         [
             NewStory(
@@ -79,6 +82,15 @@ def stored(tmp_path) -> Iterator[TopicStore]:
         ],
         "archive:test",
     )
+    store.dispose()
+    return path
+
+
+@pytest.fixture
+def stored(tmp_path: Path, stored_template: Path) -> Iterator[TopicStore]:
+    """A store of the test's own (at ``store_url(tmp_path)``) holding the three stories: a copy of the
+    module's, so that what a test writes is never seen by another."""
+    store = TopicStore.open(copy_sqlite_store(stored_template, tmp_path / "store.sqlite3"))
     yield store
     store.dispose()
 
