@@ -17,8 +17,6 @@ import gzip
 import io
 import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -473,39 +471,102 @@ def test_a_story_batch_is_handed_to_the_store_by_size_as_well_as_count(
     assert result.created == 7 and sizes == [3, 3, 1]
 
 
-WRITE_PARQUET_BOMB = textwrap.dedent(
-    """
-    import struct, sys
-    import pyarrow as pa, pyarrow.parquet as pq
-    path, kind, size = sys.argv[1], sys.argv[2], int(sys.argv[3])  # size: MiB of the cell, or rows
+# Thrift compact protocol (parquet.thrift's structs), just enough to write a Parquet file's page headers and footer
+_I32, _I64, _BINARY, _LIST, _STRUCT = 5, 6, 8, 9, 12
 
-    def group(first, texts):
-        rows = range(first, first + len(texts))
-        return pa.table({
-            "url": [f"https://ledger.test/2026/03/{i:02d}/p" for i in rows],
-            "title": [f"Parquet {i}" for i in rows],
-            "text": texts,
-            "publish_date": [f"2026-03-{(i - 1) % 28 + 1:02d}" for i in rows],
-        })
 
-    if kind == "cell":  # one text of `size` MiB in row group 1, built without a Python string of it
-        data = b"The budget. " * (size * (1 << 20) // 12)
-        offsets = struct.pack("<qq", 0, len(data))
-        cell = pa.LargeStringArray.from_buffers(1, pa.py_buffer(offsets), pa.py_buffer(data))
-        groups = [group(1, ["Text one.", "Text two."]), group(3, cell), group(4, ["Text four.", "Text 5."])]
-        schema = groups[1].schema
-        groups = [g.cast(schema) for g in groups]
-        with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=False,
-                              write_statistics=False) as writer:
-            for g in groups:
-                writer.write_table(g)
-    else:  # one 1 MiB text shared by `size` rows through the column's dictionary
-        value = pa.array(["The budget. " * ((1 << 20) // 12)])
-        texts = pa.DictionaryArray.from_arrays(pa.array([0] * size, pa.int32()), value)
-        # without the Arrow schema the column reads back as text (a dictionary type is refused)
-        pq.write_table(group(1, texts), path, compression="zstd", store_schema=False)
-    """
-)
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _thrift(kind: int, value: object) -> bytes:
+    """``value`` in the compact protocol: an int (zigzag), a str, a list as (element kind, items), or a struct as
+    [(field id, kind, value), ...] in ascending field ids."""
+    if kind in (_I32, _I64):
+        assert isinstance(value, int) and value >= 0
+        return _varint(value << 1)
+    if kind == _BINARY:
+        assert isinstance(value, str)
+        return _varint(len(value.encode())) + value.encode()
+    if kind == _LIST:
+        element, items = value  # type: ignore[misc]
+        assert len(items) < 15
+        return bytes([len(items) << 4 | element]) + b"".join(_thrift(element, item) for item in items)
+    out, last = bytearray(), 0
+    for field_id, field_kind, field_value in value:  # type: ignore[attr-defined]
+        out.append((field_id - last) << 4 | field_kind)
+        out += _thrift(field_kind, field_value)
+        last = field_id
+    return bytes(out + b"\0")
+
+
+_UNCOMPRESSED, _ZSTD = 0, 6  # parquet.thrift CompressionCodec
+
+
+def _write_cell_bomb(path: Path, cell_mib: int) -> None:
+    """Rows 1-2, 3 and 4-5 in three row groups (as ``_parquet_group`` makes them), row 3's text ``cell_mib`` MiB
+    of "The budget. " in one zstd page of kilobytes. Written by hand: pyarrow's writer would hold the text and
+    its page in memory (2 GB for 600 MiB, 4 CPU seconds); here the page is a zstd frame of one 3 MiB piece of
+    the text repeated (a zstd stream is any number of frames), and decodes to the same text all the same.
+    Plain pages (each value a 4-byte length, then its bytes) of required columns, no statistics."""
+    assert cell_mib % 3 == 0
+    piece = b"The budget. " * (1 << 18)  # 3 MiB
+    cell_size = 4 + cell_mib * MIB
+    cell_page = pa.compress((cell_mib * MIB).to_bytes(4, "little") + piece, "zstd", asbytes=True)
+    cell_page += pa.compress(piece, "zstd", asbytes=True) * (cell_mib // 3 - 1)
+    names = ("url", "title", "text", "publish_date")
+    data, groups = bytearray(b"PAR1"), []
+    for first, texts in ((1, [b"Text one.", b"Text two."]), (3, None), (4, [b"Text four.", b"Text 5."])):
+        rows = len(texts) if texts else 1
+        group = _parquet_group(first, [""] * rows)
+        columns, total = [], 0
+        for name in names:
+            if name == "text" and texts is None:
+                page, size, codec = cell_page, cell_size, _ZSTD
+            else:
+                values = texts if name == "text" else [v.encode() for v in group[name].to_pylist()]
+                page = b"".join(len(v).to_bytes(4, "little") + v for v in values)
+                size, codec = len(page), _UNCOMPRESSED
+            # a DATA_PAGE of `rows` PLAIN values (and RLE levels, none in required columns)
+            data_page = [(1, _I32, rows), (2, _I32, 0), (3, _I32, 3), (4, _I32, 3)]
+            header = _thrift(
+                _STRUCT, [(1, _I32, 0), (2, _I32, size), (3, _I32, len(page)), (5, _STRUCT, data_page)]
+            )
+            meta = [
+                (1, _I32, 6),  # BYTE_ARRAY
+                (2, _LIST, (_I32, [0])),  # PLAIN
+                (3, _LIST, (_BINARY, [name])),
+                (4, _I32, codec),
+                (5, _I64, rows),
+                (6, _I64, len(header) + size),
+                (7, _I64, len(header) + len(page)),
+                (9, _I64, len(data)),  # the data page's offset
+            ]
+            columns.append([(2, _I64, len(data)), (3, _STRUCT, meta)])
+            total += len(header) + size
+            data += header + page
+        groups.append([(1, _LIST, (_STRUCT, columns)), (2, _I64, total), (3, _I64, rows)])
+    schema = [[(4, _BINARY, "schema"), (5, _I32, len(names))]] + [
+        [(1, _I32, 6), (3, _I32, 0), (4, _BINARY, name), (6, _I32, 0)]  # BYTE_ARRAY, REQUIRED, UTF8
+        for name in names
+    ]
+    footer = _thrift(
+        _STRUCT,
+        [
+            (1, _I32, 1),
+            (2, _LIST, (_STRUCT, schema)),
+            (3, _I64, 5),
+            (4, _LIST, (_STRUCT, groups)),
+            (6, _BINARY, "topicmap tests"),
+        ],
+    )
+    path.write_bytes(bytes(data) + footer + len(footer).to_bytes(4, "little") + b"PAR1")
+
 
 LOAD_IN_SUBPROCESS = textwrap.dedent(
     """
@@ -535,9 +596,14 @@ def test_a_600_mib_parquet_cell_in_a_small_file_is_refused_in_bounded_memory(
     tmp_path: Path, sqlite_store_url: str
 ) -> None:
     """A 600 MiB text compresses to kilobytes; read whole it takes about 2 GB. Its row group is reported
-    without being decoded, the rows beside it are stored, and the reading process stays under 500 MiB."""
+    without being decoded, the rows beside it are stored, and the reading process stays under 500 MiB. The
+    text is over the 500 MiB alone, so a reader that decoded its page could not pass; the file is written by
+    hand (``_write_cell_bomb``), not by pyarrow, which would take 2 GB and seconds to write it."""
+    small = tmp_path / "small.parquet"  # the same pages, of two pieces: they read back as the text
+    _write_cell_bomb(small, 6)
+    assert pq.read_table(small).column("text")[2].as_py() == "The budget. " * (6 * MIB // 12)
     path = tmp_path / "bomb.parquet"
-    subprocess.run([sys.executable, "-c", WRITE_PARQUET_BOMB, str(path), "cell", "600"], cwd=ROOT, check=True)
+    _write_cell_bomb(path, 600)
     assert path.stat().st_size < 4 * 1024 * 1024
     database = sqlite_store_url
     report = _load_in_subprocess(path, database)
@@ -564,11 +630,9 @@ def test_a_parquet_dictionary_value_repeated_in_many_rows_loads_in_bounded_memor
     """600 rows share one 1 MiB text through the column's dictionary: 600 MiB once decoded, from a file of
     kilobytes, far over the default max_expansion. Allowed by the user, each row is within the row limit and
     loads; batches sized by the dictionary page keep the reading process (and the stories waiting for the
-    store) under 500 MiB."""
-    path = tmp_path / "shared.parquet"
-    subprocess.run(
-        [sys.executable, "-c", WRITE_PARQUET_BOMB, str(path), "dictionary", "600"], cwd=ROOT, check=True
-    )
+    store) under 500 MiB: 600 rows, not fewer, so that a reader holding them all at once could not pass. The
+    file is written in the test's process: the one 1 MiB value is all the writer holds."""
+    path = _dictionary_bomb(tmp_path / "shared.parquet", 600, 1)
     assert path.stat().st_size < 1024 * 1024
     with pytest.raises(ArchiveFileError, match=r"row group 0 \(lines 2-601: 600 rows\).*max_expansion"):
         next(iter_drop(path))
