@@ -6,9 +6,7 @@ from __future__ import annotations
 import functools
 import random
 import shutil
-import sqlite3
 import xml.etree.ElementTree as ET
-from contextlib import closing
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG as RANGE_END
 from assets.dagster_internals import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
 from assets.partitions import apply_calendar, declared_calendar, topic_weeks_partitions
 from resources.store import TopicStoreResource
+from tests.conftest import copy_sqlite_store
 from topicmap.clusters.model import (
     _projection,
     choose_k,
@@ -316,13 +315,8 @@ def build_store(tmp_path: Path, stories_per_group: int) -> TopicStore:
     test's own: a copy of the one built for this size once per test process (upgrading and filling it is most of
     what building it costs)."""
     path = tmp_path / "store.sqlite3"
-    copy_store(_built_store(tmp_path.parent, stories_per_group), path)
+    copy_sqlite_store(_built_store(tmp_path.parent, stories_per_group), path)
     return TopicStore.open(f"sqlite:///{path}")
-
-
-def copy_store(source: Path, target: Path) -> None:
-    with closing(sqlite3.connect(source)) as original, closing(sqlite3.connect(target)) as copy:
-        original.backup(copy)  # the WAL included
 
 
 @functools.cache
@@ -332,7 +326,7 @@ def _built_store(folder: Path, stories_per_group: int) -> Path:
     path = folder / f"clusters_store_{stories_per_group}" / "store.sqlite3"
     path.parent.mkdir()
     if stories_per_group:
-        copy_store(_built_store(folder, 0), path)
+        copy_sqlite_store(_built_store(folder, 0), path)
     store = TopicStore.open(f"sqlite:///{path}")
     if not stories_per_group:
         store.upsert_topic(

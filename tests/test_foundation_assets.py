@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -41,13 +42,13 @@ TOPICS = """topics:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> dict:
+def project(tmp_path: Path, fresh_sqlite_store: Callable[[Path], str]) -> dict:
     drops = tmp_path / "drops"
     drops.mkdir()
     (drops / "drop.csv").write_text(DROP, encoding="utf-8")
     (tmp_path / "topics.yaml").write_text(TOPICS, encoding="utf-8")
     (tmp_path / "extra_seeds.csv").write_text("url\nhttps://example.org/story\nnot a url\n", encoding="utf-8")
-    db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    db = fresh_sqlite_store(tmp_path / "store.sqlite3")
     return {
         "tmp": tmp_path,
         "db": db,
