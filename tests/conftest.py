@@ -7,7 +7,7 @@ import json
 import os
 import sqlite3
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -140,6 +140,7 @@ def sqlite_store_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def copy_sqlite_store(source: Path, path: Path) -> str:
     """A copy of the SQLite store at ``source`` (its WAL included) made at ``path``; its URL."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with closing(sqlite3.connect(source)) as original, closing(sqlite3.connect(path)) as copy:
         copy.execute("PRAGMA synchronous = OFF")  # a test's file: no fsync waits (the store opens it as ever)
         original.backup(copy)
@@ -147,10 +148,17 @@ def copy_sqlite_store(source: Path, path: Path) -> str:
 
 
 @pytest.fixture
-def sqlite_store_url(sqlite_store_template: Path, tmp_path: Path) -> str:
-    """The URL of a fresh, upgraded topic store on SQLite at ``tmp_path / "store.sqlite3"`` (a copy of the
-    template: upgrading a new store takes a third of a second). The ``store`` fixture's SQLite store is this one."""
-    return copy_sqlite_store(sqlite_store_template, tmp_path / "store.sqlite3")
+def fresh_sqlite_store(sqlite_store_template: Path) -> Callable[[Path], str]:
+    """Puts a fresh, upgraded topic store on SQLite at a path, a copy of the template (upgrading a store anew costs
+    a third of a second of CPU), for a test that opens it by URL; gives the URL."""
+    return lambda path: copy_sqlite_store(sqlite_store_template, path)
+
+
+@pytest.fixture
+def sqlite_store_url(fresh_sqlite_store: Callable[[Path], str], tmp_path: Path) -> str:
+    """The URL of a fresh, upgraded topic store on SQLite at ``tmp_path / "store.sqlite3"``. The ``store``
+    fixture's SQLite store is this one."""
+    return fresh_sqlite_store(tmp_path / "store.sqlite3")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

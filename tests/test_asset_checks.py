@@ -5,6 +5,7 @@ can break it; every asset has owners and a code version, and the stages with a c
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, insert, select, text, update
 
 from assets import checks
 from assets.freshness import CCNEWS_FRESHNESS, click_verdict, last_deadline, snapshot_verdict
@@ -34,21 +35,38 @@ from topicmap.topics.declarations import load_topics
 JAN10 = date(2024, 1, 10)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def world(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
-    """A fresh store (SQLite and PostgreSQL), the resource that opens it, and TOPICMAP_HOME under tmp_path."""
+@pytest.fixture
+def world(store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+    """A fresh store (SQLite and PostgreSQL: conftest's, a copy of an upgraded one, not upgraded anew per test),
+    the resource that opens it, and TOPICMAP_HOME under tmp_path."""
+    from resources import store as store_resource
+
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
-    url, schema = f"sqlite:///{tmp_path / 'store.sqlite3'}", ""
-    if request.param == "postgresql":
-        url, schema = request.getfixturevalue("pg_schema")
-    store = TopicStore.open(url, schema=schema or None)
+    url, schema = store.engine.url.render_as_string(hide_password=False), ""
+    if store.dialect == "postgresql":
+        with store.engine.connect() as conn:
+            schema = conn.execute(text("SELECT current_schema()")).scalar_one()
+    # the resource opens its store once per process and (url, schema): this test's, not one an earlier test left
+    # behind on the same PostgreSQL schema with its media ids cached
+    opened = functools.cache(store_resource._open_store.__wrapped__)
+    monkeypatch.setattr(store_resource, "_open_store", opened)
     yield {"store": store, "resources": {"store": TopicStoreResource(database_url=url, schema_name=schema)}}
-    store.dispose()
+    if opened.cache_info().currsize:
+        opened(url, schema).dispose()  # its connections closed before the schema is emptied
+
+
+@functools.cache
+def check_instance() -> dg.DagsterInstance:
+    """One ephemeral instance for every check run alone: a check reads the store, never the instance."""
+    return dg.DagsterInstance.ephemeral()
 
 
 def run(check: dg.AssetChecksDefinition, world: dict, **resources: object) -> dg.AssetCheckResult:
     """The check executed on its own (as from the asset page): every topic is in scope."""
-    return check(dg.build_asset_check_context(resources={**world["resources"], **resources}))
+    context = dg.build_asset_check_context(
+        resources={**world["resources"], **resources}, instance=check_instance()
+    )
+    return check(context)
 
 
 def found(result: dg.AssetCheckResult, column: str) -> list[str]:

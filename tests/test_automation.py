@@ -4,7 +4,7 @@ the automation (running by default, each requesting only what is missing or stal
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -149,9 +149,11 @@ def test_click_days_are_the_declared_topics_days(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def store_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+def store_world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_sqlite_store: Callable[[Path], str]
+) -> Iterator[dict]:
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
-    db_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    db_url = fresh_sqlite_store(tmp_path / "store.sqlite3")
     store = TopicStore.open(db_url)
     add_topic_stories(store, week_of_stories(JAN10, 3, 2))
     monkeypatch.setattr(refetch, "current_time", lambda: NOW)

@@ -22,6 +22,7 @@ from assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG as RANGE_END
 from assets.dagster_internals import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
 from assets.partitions import apply_calendar, declared_calendar, topic_weeks_partitions
 from resources.store import TopicStoreResource
+from tests.conftest import copy_sqlite_store
 from topicmap.clusters.model import (
     _projection,
     choose_k,
@@ -310,11 +311,27 @@ WEEKS = ["2026-02-02", "2026-02-09", "2026-02-16"]
 
 
 def build_store(tmp_path: Path, stories_per_group: int) -> TopicStore:
-    """Flood and election stories over three weeks (from Monday 2026-02-02, the topic's start)."""
-    store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
-    store.upsert_topic(
-        TopicConfig(name=TOPIC, query="news", start_date=date(2026, 2, 2), end_date=date(2026, 3, 31))
-    )
+    """Flood and election stories over three weeks (from Monday 2026-02-02, the topic's start), in a store of the
+    test's own: a copy of the one built for this size once per test process (upgrading and filling it is most of
+    what building it costs)."""
+    path = tmp_path / "store.sqlite3"
+    copy_sqlite_store(_built_store(tmp_path.parent, stories_per_group), path)
+    return TopicStore.open(f"sqlite:///{path}")
+
+
+@functools.cache
+def _built_store(folder: Path, stories_per_group: int) -> Path:
+    """The store ``build_store`` copies, built in ``folder`` (which outlives the test: its tmp_path's parent),
+    from a copy of the upgraded store holding the topic alone."""
+    path = folder / f"clusters_store_{stories_per_group}" / "store.sqlite3"
+    path.parent.mkdir()
+    if stories_per_group:
+        copy_sqlite_store(_built_store(folder, 0), path)
+    store = TopicStore.open(f"sqlite:///{path}")
+    if not stories_per_group:
+        store.upsert_topic(
+            TopicConfig(name=TOPIC, query="news", start_date=date(2026, 2, 2), end_date=date(2026, 3, 31))
+        )
     rng = random.Random(3)
     stories = []
     for group, name in enumerate(["flood", "election"]):
@@ -329,7 +346,24 @@ def build_store(tmp_path: Path, stories_per_group: int) -> TopicStore:
                 )
             )
     add_stories(store, stories)
-    return store
+    store.dispose()
+    return path
+
+
+def blank_pictures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The weeks' pictures drawn blank, for a test that reads none of them: matplotlib's drawing is most of a
+    week's time. Which pictures a week draws, and where, is unchanged."""
+    from topicmap.clusters import store as cluster_store
+
+    def blank(path: Path) -> Path:
+        Image.new("RGB", (1, 1)).save(path)
+        return path
+
+    monkeypatch.setattr(cluster_store, "draw_sse_curve", lambda choice, path, title: blank(path))
+    monkeypatch.setattr(cluster_store, "draw_stream_graph", lambda table, path, title: blank(path))
+    monkeypatch.setattr(
+        cluster_store, "draw_mutation_graph", lambda nodes, transitions, path, title: blank(path)
+    )
 
 
 #: a story of the first week that arrives after the weeks were built
@@ -451,7 +485,7 @@ def weeks_folder(tmp_path: Path) -> Path:
 
 
 def test_a_range_of_weeks_is_built_in_one_run_in_order(
-    tmp_path: Path, weeks_instance: dg.DagsterInstance
+    tmp_path: Path, weeks_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = build_store(tmp_path, stories_per_group=24)
     result = materialize_weeks(store, weeks_instance, WEEKS[0], WEEKS[-1])
@@ -482,15 +516,17 @@ def test_a_range_of_weeks_is_built_in_one_run_in_order(
     node_ids = {n.get("id") for n in gexf.iter() if n.tag.endswith("node")}
     assert {f"{week}:0" for week in WEEKS} <= node_ids
     assert check_passed(result)
-    # the same range built again from the same stories leaves the same states
+    # the same range built again from the same stories leaves the same states (its pictures go unread)
+    blank_pictures(monkeypatch)
     again = week_metadata(materialize_weeks(store, weeks_instance, WEEKS[0], WEEKS[-1]))
     assert [again[week]["state"] for week in WEEKS] == [f["state"] for f in figures]
     store.dispose()
 
 
 def test_a_week_starts_from_the_nearest_built_week_or_from_its_own_fit(
-    tmp_path: Path, weeks_instance: dg.DagsterInstance
+    tmp_path: Path, weeks_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    blank_pictures(monkeypatch)
     store = build_store(tmp_path, stories_per_group=24)
     # no earlier week built: the stream starts from this week's own fit, and says so
     alone = materialize_weeks(store, weeks_instance, WEEKS[1])
@@ -511,8 +547,9 @@ def test_a_week_starts_from_the_nearest_built_week_or_from_its_own_fit(
 
 
 def test_a_rebuilt_week_marks_every_later_week_stale_until_a_range_rebuild(
-    tmp_path: Path, weeks_instance: dg.DagsterInstance
+    tmp_path: Path, weeks_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    blank_pictures(monkeypatch)
     store = build_store(tmp_path, stories_per_group=24)
     built = week_metadata(materialize_weeks(store, weeks_instance, WEEKS[0], WEEKS[-1]))
     # the first week built again from the same stories: the same state, the later weeks stay sound
@@ -533,8 +570,9 @@ def test_a_rebuilt_week_marks_every_later_week_stale_until_a_range_rebuild(
 
 
 def test_a_change_of_configuration_mid_stream_is_refused(
-    tmp_path: Path, weeks_instance: dg.DagsterInstance
+    tmp_path: Path, weeks_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    blank_pictures(monkeypatch)
     store = build_store(tmp_path, stories_per_group=24)
     assert materialize_weeks(store, weeks_instance, WEEKS[0]).success
     changed = dg.materialize(
@@ -625,6 +663,7 @@ def test_the_demo_builds_a_topics_weeks_in_one_run(tmp_path: Path, monkeypatch: 
     from orchestration.demo import build_cluster_weeks
     from resources import store as store_resource
 
+    blank_pictures(monkeypatch)
     store = build_store(tmp_path, stories_per_group=24)
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("TOPICMAP_DATABASE_URL", str(store.engine.url))

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -108,7 +109,9 @@ def _apply(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
             instance.add_dynamic_partitions(request.partitions_def_name, new)
 
 
-def test_the_registry_keeps_the_days_and_weeks_to_the_declared_topics_tick_by_tick(tmp_path: Path) -> None:
+def test_the_registry_keeps_the_days_and_weeks_to_the_declared_topics_tick_by_tick(
+    tmp_path: Path, fresh_sqlite_store: Callable[[Path], str]
+) -> None:
     """An open-ended topic's days reach yesterday, an ended topic's stop at its end; a topic extended or declared
     in the file brings its days on the next tick, in date order; a day no longer declared goes unless it holds
     data. The freshness checks are evaluated with the tick (once an hour)."""
@@ -126,7 +129,7 @@ def test_the_registry_keeps_the_days_and_weeks_to_the_declared_topics_tick_by_ti
     declare(f"name: ended, query: a, start_date: {ended[0]}, end_date: {ended[1]}")
     resources = {
         "topics_file": TopicsFileResource(path=str(path)),
-        "store": TopicStoreResource(database_url=f"sqlite:///{tmp_path / 'store.sqlite3'}"),
+        "store": TopicStoreResource(database_url=fresh_sqlite_store(tmp_path / "store.sqlite3")),
     }
     instance = dg.DagsterInstance.ephemeral()
     # a day materialized under the earlier time partitions (which ran 30 days past the end): it holds data
@@ -358,7 +361,7 @@ def test_the_spider_goes_on_from_the_new_seeds_without_fetching_a_url_twice(
 # ---------------------------------------------------------------------------------------------- the sensor
 
 
-def sensor_project(tmp_path: Path) -> dict:
+def sensor_project(tmp_path: Path, fresh_sqlite_store: Callable[[Path], str]) -> dict:
     today = datetime.now(UTC).date()
     yesterday = today - timedelta(days=1)
     topics = tmp_path / "topics.yaml"
@@ -370,7 +373,7 @@ def sensor_project(tmp_path: Path) -> dict:
         "  - {name: ended, query: climate, start_date: 2024-01-01, end_date: 2024-02-01}\n",
         encoding="utf-8",
     )
-    db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    db = fresh_sqlite_store(tmp_path / "store.sqlite3")
     return {
         "days": (today - timedelta(days=2), yesterday),
         "store": TopicStore.open(db),
@@ -382,9 +385,9 @@ def sensor_project(tmp_path: Path) -> dict:
 
 
 def test_the_archive_growth_sensor_reseeds_the_topics_whose_dates_hold_the_new_stories(
-    tmp_path: Path,
+    tmp_path: Path, fresh_sqlite_store: Callable[[Path], str]
 ) -> None:
-    project = sensor_project(tmp_path)
+    project = sensor_project(tmp_path, fresh_sqlite_store)
     store, resources = project["store"], project["resources"]
     first_day, next_day = project["days"]
     drops = tmp_path / "drops"
@@ -442,8 +445,10 @@ def test_the_archive_growth_sensor_reseeds_the_topics_whose_dates_hold_the_new_s
     store.dispose()
 
 
-def test_a_partition_added_by_hand_for_a_declared_topic_is_seeded_by_the_registry(tmp_path: Path) -> None:
-    project = sensor_project(tmp_path)
+def test_a_partition_added_by_hand_for_a_declared_topic_is_seeded_by_the_registry(
+    tmp_path: Path, fresh_sqlite_store: Callable[[Path], str]
+) -> None:
+    project = sensor_project(tmp_path, fresh_sqlite_store)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("topics", ["running"])  # the launch dialog's "Add partition"
     result = topic_registry(dg.build_sensor_context(instance=instance, resources=project["resources"]))
@@ -455,11 +460,14 @@ def test_a_partition_added_by_hand_for_a_declared_topic_is_seeded_by_the_registr
 
 
 def test_topic_add_validates_the_name_then_adds_and_seeds_the_partition_as_a_named_job(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    fresh_sqlite_store: Callable[[Path], str],
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    store = TopicStore.open(f"sqlite:///{home / 'topicmap.sqlite3'}")
+    store = TopicStore.open(fresh_sqlite_store(home / "topicmap.sqlite3"))
     load_day(store, home / "drops", "day.csv", [("https://a.test/1", "Climate", "Climate.", "2026-03-10")])
     (tmp_path / "topics.yaml").write_text(OPEN_TOPIC, encoding="utf-8")
     env = {
