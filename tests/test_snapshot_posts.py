@@ -230,7 +230,8 @@ def test_the_demo_declares_its_topic_with_a_post_source_in_its_home(
     from topicmap.demo.web import generate_demo_web
 
     monkeypatch.setenv("TOPICMAP_TOPICS_FILE", "")  # unset; restored after the test
-    _write_demo_topics(generate_demo_web(), tmp_path)
+    web = generate_demo_web()
+    _write_demo_topics(web, tmp_path)
     topics_file = Path(os.environ["TOPICMAP_TOPICS_FILE"])
     assert topics_file == tmp_path / "topics.yaml"
     loaded = load_topics(topics_file)
@@ -242,5 +243,5 @@ def test_the_demo_declares_its_topic_with_a_post_source_in_its_home(
     assert posts["content"].str.contains("climate").all()
     # a topics file named by the user is left as it is
     monkeypatch.setenv("TOPICMAP_TOPICS_FILE", str(tmp_path / "mine.yaml"))
-    _write_demo_topics(generate_demo_web(), tmp_path / "other")
+    _write_demo_topics(web, tmp_path / "other")
     assert not (tmp_path / "other").exists()
