@@ -45,6 +45,7 @@ from topicmap.snapshots.files import write_snapshot_files
 from topicmap.snapshots.foci import Focus, topic_foci
 from topicmap.snapshots.inputs import read_snapshot_inputs
 from topicmap.snapshots.key import SnapshotOptions, snapshot_key
+from topicmap.snapshots.results import SnapshotResult
 from topicmap.snapshots.store import build_snapshot, snapshot_paths
 from topicmap.snapshots.words import stop_words
 from topicmap.store import schema as s
@@ -237,8 +238,13 @@ def compute(stories: pd.DataFrame, chosen: list[Focus], word_sample: int = 3):
     )
 
 
-def test_each_focus_holds_its_stories_as_relevance_and_media_tags_say() -> None:
-    result = compute(texts_stories(), foci())
+@pytest.fixture(scope="module")
+def result() -> SnapshotResult:
+    """The topic with its four foci, computed once for the tests that only read it (writing files changes it)."""
+    return compute(texts_stories(), foci())
+
+
+def test_each_focus_holds_its_stories_as_relevance_and_media_tags_say(result: SnapshotResult) -> None:
     members = {found.focus.key: found.stories_id.tolist() for found in result.foci}
     assert members == {
         "subtopics/solar": [101, 201, 203, 301, 401, 403, 501],  # title or text
@@ -248,9 +254,10 @@ def test_each_focus_holds_its_stories_as_relevance_and_media_tags_say() -> None:
     }
 
 
-def test_a_focus_has_the_tables_the_topic_would_have_with_the_focus_stories_alone() -> None:
+def test_a_focus_has_the_tables_the_topic_would_have_with_the_focus_stories_alone(
+    result: SnapshotResult,
+) -> None:
     stories = texts_stories()
-    result = compute(stories, foci())
     assert snapshot_problems(result, TOPIC_START, TOPIC_END) == []
     for found in result.foci:
         alone = compute(stories[stories["stories_id"].isin(found.stories_id)], [])
@@ -416,7 +423,7 @@ def test_long_spans_are_drawn_by_week_or_month_and_partial_ones_are_named(
 
 
 def test_a_focus_files_sit_under_foci_and_every_table_is_keyed_by_focus_and_timespan(tmp_path: Path) -> None:
-    result = compute(texts_stories(), foci())
+    result = compute(texts_stories(), foci())  # its own: writing the files adds columns to its tables
     written = write_snapshot_files(result, tmp_path)
     papers = tmp_path / "foci" / "media-type" / "papers"
     assert sorted(p.name for p in (papers / "overall").iterdir()) == sorted(
