@@ -282,9 +282,11 @@ def project(store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.fixture
-def sqlite_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+def sqlite_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_store_path: Path
+) -> Iterator[dict]:
     """The hand-made topic on SQLite only, for what does not depend on the database (checks, files)."""
-    store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    store = TopicStore.open(f"sqlite:///{sqlite_store_path}")
     yield make_project(store, tmp_path, monkeypatch)
     store.dispose()
 

@@ -585,10 +585,10 @@ def test_the_store_snapshot_holds_and_records_each_focus(store: TopicStore, tmp_
 
 
 def test_the_asset_page_sums_up_the_topic_and_each_focus(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_store_path: Path
 ) -> None:
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
-    store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    store = TopicStore.open(f"sqlite:///{sqlite_store_path}")
     topics_file, _ = stored_topic(store, tmp_path)
     (tmp_path / "dagster").mkdir()
     # an instance with its compute logs in a local folder, as deployed: the webserver serves the pictures from it
