@@ -153,6 +153,13 @@ def result():
     )
 
 
+@pytest.fixture(scope="module")
+def written(result, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """The fixture's files, written once for the tests that only read them: (folder, what was written)."""
+    folder = tmp_path_factory.mktemp("written")
+    return folder, write_snapshot_files(result, folder)
+
+
 def rows(frame: pd.DataFrame, columns: list[str] | None = None) -> list[tuple]:
     """Plain tuples, nulls as None, for comparison with the literal expectations."""
     frame = frame[columns] if columns else frame
@@ -711,8 +718,8 @@ def test_snapshot_problems_finds_inconsistencies(result):
 # ----------------------------------------------------------------------------------------------- files
 
 
-def test_files_are_byte_identical_on_rewrite_and_read_back(result, tmp_path):
-    first = write_snapshot_files(result, tmp_path / "one")
+def test_files_are_byte_identical_on_rewrite_and_read_back(result, written, tmp_path):
+    one, first = written
     again = compute_snapshot(  # recomputed from reordered inputs, written elsewhere
         stories_frame().iloc[::-1],
         media_frame(),
@@ -727,22 +734,20 @@ def test_files_are_byte_identical_on_rewrite_and_read_back(result, tmp_path):
         assert [p.name for p in first[key]] == [p.name for p in second[key]]
         for a, b in zip(first[key], second[key], strict=True):
             assert a.read_bytes() == b.read_bytes(), f"{key}/{a.name} differs"
-    assert not list(tmp_path.rglob(".*tmp*"))  # no temporary files left behind
+    assert not [*tmp_path.rglob(".*tmp*"), *one.rglob(".*tmp*")]  # no temporary files left behind
 
-    slc = pd.read_parquet(
-        tmp_path / "one" / "overall" / "story_link_counts.parquet", dtype_backend="numpy_nullable"
-    )
+    slc = pd.read_parquet(one / "overall" / "story_link_counts.parquet", dtype_backend="numpy_nullable")
     counts = result["overall"].story_link_counts
     assert rows(slc, list(counts.columns)) == rows(counts)
     assert list(slc.columns) == [*counts.columns, *STORY_DATE_COLUMNS]
-    spans = pd.read_parquet(tmp_path / "one" / "timespans.parquet")
+    spans = pd.read_parquet(one / "timespans.parquet")
     assert spans["key"].tolist() == [t.key for t in topic_timespans()]
     assert spans.loc[spans["key"] == "overall", "story_count"].item() == 11
 
 
-def test_csv_lists_use_media_cloud_column_names(result, tmp_path):
-    written = write_snapshot_files(result, tmp_path)
-    folder = tmp_path / "overall"
+def test_csv_lists_use_media_cloud_column_names(written):
+    top, files = written
+    folder = top / "overall"
     stories = pd.read_csv(folder / "stories.csv", keep_default_na=False, na_values=[""])
     media = pd.read_csv(folder / "media.csv")
     assert list(stories.columns) == list(STORY_CSV_COLUMNS)
@@ -765,7 +770,7 @@ def test_csv_lists_use_media_cloud_column_names(result, tmp_path):
         "source_stories_id,ref_stories_id",
         "101,201",
     ]
-    assert {p.name for p in written["snapshot"] if p.parent.name != "schemas"} == {
+    assert {p.name for p in files["snapshot"] if p.parent.name != "schemas"} == {
         "manifest.json",
         "datapackage.json",
         "README.md",
@@ -791,11 +796,11 @@ def test_exports_carry_the_utc_instant_and_the_publishers_day(tmp_path):
     assert table.loc[203, "publish_day_local"] == date(2026, 1, 25)
 
 
-def test_counts_reconcile_and_the_data_package_validates(result, tmp_path):
+def test_counts_reconcile_and_the_data_package_validates(written):
     """Every timespan's story_count is its published, linked and undated stories; stories_per_day sums to the
     published ones; each stories table says which story is which; datapackage.json validates."""
-    write_snapshot_files(result, tmp_path)
-    spans = check_snapshot_folder(tmp_path)
+    folder, _ = written
+    spans = check_snapshot_folder(folder)
     overall = spans.set_index("key").loc["overall"]
     # 402 is undated, 401 (Dec 15) is in through a link
     assert (
@@ -807,7 +812,7 @@ def test_counts_reconcile_and_the_data_package_validates(result, tmp_path):
         1,
         1,
     )
-    stories = pd.read_parquet(tmp_path / "overall" / "stories.parquet").set_index("stories_id")
+    stories = pd.read_parquet(folder / "overall" / "stories.parquet").set_index("stories_id")
     assert stories.loc[[401, 402, 201], "in_timespan"].tolist() == ["linked", "undated", "published"]
     assert stories.loc[201, ["title", "url", "media_name"]].tolist()[0] == "Story 201"
 

@@ -122,6 +122,8 @@ LINKS = [
 ]
 # only the overall picture in most runs: each picture costs ~0.4 s
 FAST = {"ops": {"snapshots": {"config": {"picture_periods": ["overall"]}}}}
+# no link map picture at all, for the runs whose pictures no test looks at
+NO_PICTURES = {"ops": {"snapshots": {"config": {"picture_periods": []}}}}
 
 # (key, stories, story links, media, medium links) per timespan, by hand (see the module docstring)
 EXPECTED_COUNTS = [
@@ -280,9 +282,9 @@ def project(store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.fixture
-def sqlite_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+def sqlite_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_store_url: str) -> Iterator[dict]:
     """The hand-made topic on SQLite only, for what does not depend on the database (checks, files)."""
-    store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    store = TopicStore.open(sqlite_store_url)
     yield make_project(store, tmp_path, monkeypatch)
     store.dispose()
 
@@ -598,7 +600,7 @@ def test_a_planted_inconsistency_fails_its_blocking_check(
         return result
 
     monkeypatch.setattr(snapshot_folders, "compute_snapshot", off_by_one)
-    result = materialize(project, raise_on_error=False)
+    result = materialize(project, NO_PICTURES, raise_on_error=False)
     assert not result.success  # blocking: the run fails, nothing downstream would run on it
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert checks[CHECK_LINK_COUNTS].passed is False
@@ -615,7 +617,7 @@ def test_a_planted_inconsistency_fails_its_blocking_check(
     with project["store"].engine.connect() as conn:
         assert conn.execute(select(s.snapshots.c.state)).scalar_one() == "inconsistent"
     monkeypatch.setattr(snapshot_folders, "compute_snapshot", real)
-    fixed = materialize(project)
+    fixed = materialize(project, NO_PICTURES)
     assert fixed.success and snapshot_meta(fixed)["written_now"] is True
     assert snapshot_meta(fixed)["snapshot_folder"] == str(folder)
     assert json.loads((folder / "manifest.json").read_text())["problems"] == []
@@ -871,7 +873,7 @@ def test_the_stored_timespan_counts_of_a_real_snapshot_are_consistent(project: d
         partition_key=TOPIC,
         instance=project["instance"],
         resources=project["resources"],
-        run_config=FAST,
+        run_config=NO_PICTURES,
     )
     (check,) = [
         e for e in result.get_asset_check_evaluations() if e.check_name == "timespan_counts_consistent"

@@ -44,7 +44,8 @@ from topicmap.snapshots.compute import compute_snapshot
 from topicmap.snapshots.files import write_snapshot_files
 from topicmap.snapshots.foci import Focus, topic_foci
 from topicmap.snapshots.inputs import read_snapshot_inputs
-from topicmap.snapshots.key import SnapshotOptions
+from topicmap.snapshots.key import SnapshotOptions, snapshot_key
+from topicmap.snapshots.results import SnapshotResult
 from topicmap.snapshots.store import build_snapshot, snapshot_paths
 from topicmap.snapshots.words import stop_words
 from topicmap.store import schema as s
@@ -237,8 +238,13 @@ def compute(stories: pd.DataFrame, chosen: list[Focus], word_sample: int = 3):
     )
 
 
-def test_each_focus_holds_its_stories_as_relevance_and_media_tags_say() -> None:
-    result = compute(texts_stories(), foci())
+@pytest.fixture(scope="module")
+def result() -> SnapshotResult:
+    """The topic with its four foci, computed once for the tests that only read it (writing files changes it)."""
+    return compute(texts_stories(), foci())
+
+
+def test_each_focus_holds_its_stories_as_relevance_and_media_tags_say(result: SnapshotResult) -> None:
     members = {found.focus.key: found.stories_id.tolist() for found in result.foci}
     assert members == {
         "subtopics/solar": [101, 201, 203, 301, 401, 403, 501],  # title or text
@@ -248,9 +254,10 @@ def test_each_focus_holds_its_stories_as_relevance_and_media_tags_say() -> None:
     }
 
 
-def test_a_focus_has_the_tables_the_topic_would_have_with_the_focus_stories_alone() -> None:
+def test_a_focus_has_the_tables_the_topic_would_have_with_the_focus_stories_alone(
+    result: SnapshotResult,
+) -> None:
     stories = texts_stories()
-    result = compute(stories, foci())
     assert snapshot_problems(result, TOPIC_START, TOPIC_END) == []
     for found in result.foci:
         alone = compute(stories[stories["stories_id"].isin(found.stories_id)], [])
@@ -416,7 +423,7 @@ def test_long_spans_are_drawn_by_week_or_month_and_partial_ones_are_named(
 
 
 def test_a_focus_files_sit_under_foci_and_every_table_is_keyed_by_focus_and_timespan(tmp_path: Path) -> None:
-    result = compute(texts_stories(), foci())
+    result = compute(texts_stories(), foci())  # its own: writing the files adds columns to its tables
     written = write_snapshot_files(result, tmp_path)
     papers = tmp_path / "foci" / "media-type" / "papers"
     assert sorted(p.name for p in (papers / "overall").iterdir()) == sorted(
@@ -559,26 +566,29 @@ def test_the_store_snapshot_holds_and_records_each_focus(store: TopicStore, tmp_
         'for="tags:media_type" value="newspaper"' in (built.folder / "overall" / "link_map.gexf").read_text()
     )
 
-    # the key covers the foci, the tags and the texts: the same inputs keep the snapshot, a change makes another
+    # the key covers the foci, the tags and the texts: the same inputs keep the snapshot, a change makes another.
+    # The build's key is the key of what it read, so the changed inputs' keys are compared as read; a build
+    # writes a whole folder, pictures included: one build, after both changes, shows a new snapshot written
+    assert snapshot_key(inputs, options) == built.snapshot_key
     again = build_snapshot(store, SNAP_TOPIC, options, home=tmp_path, foci=foci_of_topic)
     assert (again.snapshot_key, again.written) == (built.snapshot_key, False)
-    assert build_snapshot(store, SNAP_TOPIC, options, home=tmp_path).snapshot_key != built.snapshot_key
+    assert snapshot_key(read_snapshot_inputs(store, SNAP_TOPIC), options) != built.snapshot_key
     (tmp_path / "tags.csv").write_text(TAGS_CSV.replace("blog", "magazine"), encoding="utf-8")
     load_media_tags(store, read_media_tags_csv(tmp_path / "tags.csv").rows)
-    retagged = build_snapshot(store, SNAP_TOPIC, options, home=tmp_path, foci=foci_of_topic)
-    assert retagged.snapshot_key != built.snapshot_key and retagged.written
+    retagged = snapshot_key(read_snapshot_inputs(store, SNAP_TOPIC, foci_of_topic), options)
+    assert retagged != built.snapshot_key
     with store.engine.begin() as conn:
         conn.execute(update(s.stories).where(s.stories.c.stories_id == 22).values(text="Wind farms."))
     rewritten = build_snapshot(store, SNAP_TOPIC, options, home=tmp_path, foci=foci_of_topic)
-    assert rewritten.snapshot_key != retagged.snapshot_key
+    assert rewritten.snapshot_key not in (retagged, built.snapshot_key) and rewritten.written
     assert rewritten.result.focus("subtopics/energy").stories_id.tolist() == [11, 21, 22, 31]
 
 
 def test_the_asset_page_sums_up_the_topic_and_each_focus(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_store_url: str
 ) -> None:
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
-    store = TopicStore.open(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    store = TopicStore.open(sqlite_store_url)
     topics_file, _ = stored_topic(store, tmp_path)
     (tmp_path / "dagster").mkdir()
     # an instance with its compute logs in a local folder, as deployed: the webserver serves the pictures from it

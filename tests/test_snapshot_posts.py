@@ -40,6 +40,9 @@ POSTS = [
     *((f"b{i}", "botty", "botty", "2026-01-13", [22]) for i in range(100)),
 ]
 
+#: no link map picture: no test here looks at one (each costs a drawing and a PNG encoding)
+NO_PICTURES = SnapshotOptions(picture_periods=())
+
 
 def _url(story: int) -> str:
     return f"https://shared.test/story/{story}"
@@ -127,7 +130,7 @@ def test_bot_threshold_is_media_clouds_rule() -> None:
 
 def test_web_topic_counts_posts_authors_and_channels_per_timespan(store: TopicStore, tmp_path: Path) -> None:
     _stored_topic_with_posts(store, tmp_path)
-    built = build_snapshot(store, TOPIC, SnapshotOptions(picture_periods=("overall",)), home=tmp_path)
+    built = build_snapshot(store, TOPIC, NO_PICTURES, home=tmp_path)
     assert not any(built.problems.values())
     check_snapshot_folder(built.folder)  # the new columns are described and the package validates
     overall = built.result["overall"]
@@ -168,7 +171,7 @@ def test_url_sharing_timespans_hold_the_stories_of_their_posts_without_bots(
     store: TopicStore, tmp_path: Path
 ) -> None:
     _stored_topic_with_posts(store, tmp_path, "    mode: url_sharing\n    bot_policy: no_bots\n")
-    built = build_snapshot(store, TOPIC, SnapshotOptions(picture_periods=("overall",)), home=tmp_path)
+    built = build_snapshot(store, TOPIC, NO_PICTURES, home=tmp_path)
     assert not any(built.problems.values())
     check_snapshot_folder(built.folder)
 
@@ -201,7 +204,7 @@ def test_url_sharing_timespans_hold_the_stories_of_their_posts_without_bots(
 
 def test_only_bots_keeps_the_bots_posts(store: TopicStore, tmp_path: Path) -> None:
     _stored_topic_with_posts(store, tmp_path, "    bot_policy: only_bots\n")
-    built = build_snapshot(store, TOPIC, SnapshotOptions(picture_periods=("overall",)), home=tmp_path)
+    built = build_snapshot(store, TOPIC, NO_PICTURES, home=tmp_path)
     overall = built.result["overall"]
     assert _only_known(_counts(overall.story_link_counts, "stories_id")) == {22: (100, 1, 1)}
     assert json.loads((built.folder / "provenance.json").read_text())["posts"]["posts_dropped"] == 3
@@ -227,7 +230,8 @@ def test_the_demo_declares_its_topic_with_a_post_source_in_its_home(
     from topicmap.demo.web import generate_demo_web
 
     monkeypatch.setenv("TOPICMAP_TOPICS_FILE", "")  # unset; restored after the test
-    _write_demo_topics(generate_demo_web(), tmp_path)
+    web = generate_demo_web()
+    _write_demo_topics(web, tmp_path)
     topics_file = Path(os.environ["TOPICMAP_TOPICS_FILE"])
     assert topics_file == tmp_path / "topics.yaml"
     loaded = load_topics(topics_file)
@@ -239,5 +243,5 @@ def test_the_demo_declares_its_topic_with_a_post_source_in_its_home(
     assert posts["content"].str.contains("climate").all()
     # a topics file named by the user is left as it is
     monkeypatch.setenv("TOPICMAP_TOPICS_FILE", str(tmp_path / "mine.yaml"))
-    _write_demo_topics(generate_demo_web(), tmp_path / "other")
+    _write_demo_topics(web, tmp_path / "other")
     assert not (tmp_path / "other").exists()
