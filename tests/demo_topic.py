@@ -22,7 +22,12 @@ from topicmap.store import schema as s
 from topicmap.store.topic_store import TopicStore
 
 TOPIC = "deploy-climate"
-#: a 400-story web: big enough for several spider iterations and a snapshot, small enough for 2 cores
+#: a 400-story web: big enough for several spider iterations and a snapshot, small enough for 2 cores. Its size is
+#: not where these tests' CPU goes: the in-process build up to the snapshot costs ~11.5 CPU s with 400 stories and
+#: ~10.7 with 200 (imports, Dagster's runs and the snapshot's pictures, not the pages), and the deployed run's cost
+#: is its processes (a run worker, a forkserver and step processes per run, the daemon's and code server's ticks).
+#: A smaller web would save little and shorten the spider iterations, which the daemon test's kill -9 must catch
+#: while one is writing (several batches at its politeness interval, on the demo web's 14 media).
 WEB = {"seed": 11, "n_media": 14, "n_stories": 400, "months": 2}
 SPIDER_ASSETS = ["fetched_links", "relevant_stories", "topic_links"]
 DEDUP_ASSETS = ["deduped_media", "deduped_stories", "near_duplicates"]

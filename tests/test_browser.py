@@ -606,17 +606,21 @@ FINAL_RUN_STATUSES = ("SUCCESS", "FAILURE", "CANCELED")
 
 def _run_ends(webserver: DagsterGraphQL, run_id: str) -> str:
     """The run's final status; patience runs from its last new event (a busy machine is slower, a stuck run is
-    silent)."""
-    seen, since = None, time.monotonic()
+    silent). Each look is one query, for the status and the events stored since the last look (not all of them)."""
+    seen, cursor, since = None, None, time.monotonic()
     while True:
-        status = webserver.query(
-            "query($runId: ID!) { runOrError(runId: $runId) { ... on Run { status } } }", runId=run_id
-        )["runOrError"]["status"]
+        data = webserver.query(
+            "query($runId: ID!, $after: String) { runOrError(runId: $runId) { ... on Run { status } } "
+            "logsForRun(runId: $runId, afterCursor: $after, limit: 1000) { "
+            "... on EventConnection { cursor events { __typename } } } }",
+            runId=run_id,
+            after=cursor,
+        )
+        status, logs = data["runOrError"]["status"], data["logsForRun"]
         if status in FINAL_RUN_STATUSES:
             return status
-        progress = (status, len(webserver.run_events(run_id)))
-        if progress != seen:
-            seen, since = progress, time.monotonic()
+        if status != seen or logs.get("events"):
+            seen, cursor, since = status, logs.get("cursor", cursor), time.monotonic()
         assert time.monotonic() - since < RUN_PATIENCE_SECONDS, f"run {run_id} stuck in {status}"
         time.sleep(1)
 

@@ -199,6 +199,8 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, InProcessReference,
             dagster_pg_env(dagster_db),
             DAGSTER_HOME=str(dagster_home),
             TOPICMAP_DATABASE_URL=store_url,
+            # every turn of the sensor daemon's loop (it turns at most every 5 s: any interval up to 5 s ticks each
+            # sensor as often); the ticks are about half of the daemon's CPU and much of the code server's
             TOPICMAP_SENSOR_INTERVAL_SECONDS="2",
         )
         store = TopicStore.open(store_url)
