@@ -50,8 +50,8 @@ demo: $(STAMP) instance
 
 # Test workers, each given whole test modules (module fixtures are built once), the slow modules first
 # (tests/conftest.py). Four on two cores: the end-to-end modules spend much of their time waiting on daemons, run
-# queues and politeness intervals (a whole run keeps two cores about two thirds busy with three workers), and the
-# other workers fill that time (`make test TEST_WORKERS=2` for two).
+# queues and politeness intervals, and the other workers fill that time; three left the cores idler, five cost more
+# CPU than they filled (docs/testing.md; `make test TEST_WORKERS=2` for two).
 TEST_WORKERS ?= 4
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -q
 # Bytecode written even where the environment says not to (PYTHONDONTWRITEBYTECODE): pytest keeps each test module
