@@ -161,6 +161,28 @@ def sqlite_store_url(fresh_sqlite_store: Callable[[Path], str], tmp_path: Path) 
     return fresh_sqlite_store(tmp_path / "store.sqlite3")
 
 
+@pytest.fixture
+def store_resource_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The store resource's per-process cache of opened stores (``resources/store.py``), empty for this test: the
+    code location opens this test's store, not one an earlier test opened at the same URL (a PostgreSQL schema
+    emptied since, with its media ids still cached). What the test opened is disposed of as it ends (before a
+    ``store`` fixture set up earlier empties its schema)."""
+    from resources import store as store_resource
+
+    open_uncached = store_resource._open_store.__wrapped__
+    opened: dict[tuple[str | None, str | None], TopicStore] = {}
+
+    def open_store(database_url: str | None, schema: str | None) -> TopicStore:
+        if (database_url, schema) not in opened:
+            opened[database_url, schema] = open_uncached(database_url, schema)
+        return opened[database_url, schema]
+
+    monkeypatch.setattr(store_resource, "_open_store", open_store)
+    yield
+    for store in opened.values():
+        store.dispose()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TopicStore]:
     """A fresh, upgraded topic store; every store test runs on both SQLite and PostgreSQL."""

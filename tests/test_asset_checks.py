@@ -36,23 +36,18 @@ JAN10 = date(2024, 1, 10)
 
 
 @pytest.fixture
-def world(store: TopicStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+def world(
+    store: TopicStore, store_resource_cache: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict]:
     """A fresh store (SQLite and PostgreSQL: conftest's, a copy of an upgraded one, not upgraded anew per test),
-    the resource that opens it, and TOPICMAP_HOME under tmp_path."""
-    from resources import store as store_resource
-
+    the resource that opens it (set up after ``store``, so its stores are disposed of before the schema is
+    emptied), and TOPICMAP_HOME under tmp_path."""
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
     url, schema = store.engine.url.render_as_string(hide_password=False), ""
     if store.dialect == "postgresql":
         with store.engine.connect() as conn:
             schema = conn.execute(text("SELECT current_schema()")).scalar_one()
-    # the resource opens its store once per process and (url, schema): this test's, not one an earlier test left
-    # behind on the same PostgreSQL schema with its media ids cached
-    opened = functools.cache(store_resource._open_store.__wrapped__)
-    monkeypatch.setattr(store_resource, "_open_store", opened)
     yield {"store": store, "resources": {"store": TopicStoreResource(database_url=url, schema_name=schema)}}
-    if opened.cache_info().currsize:
-        opened(url, schema).dispose()  # its connections closed before the schema is emptied
 
 
 @functools.cache

@@ -656,21 +656,17 @@ def test_topic_weeks_are_the_mondays_the_topic_spans() -> None:
     assert all(date.fromisoformat(w).weekday() == 0 for w in weeks)
 
 
+@pytest.mark.usefixtures("store_resource_cache")  # the code location opens this test's store
 def test_the_demo_builds_a_topics_weeks_in_one_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`make demo` builds a topic's weeks as a backfill does: one cluster_weeks_job run over their range, the weeks
     in order, each from the one before (not a run per week, each starting over from a folder)."""
     from orchestration.definitions import defs
     from orchestration.demo import build_cluster_weeks
-    from resources import store as store_resource
 
     blank_pictures(monkeypatch)
     store = build_store(tmp_path, stories_per_group=24)
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("TOPICMAP_DATABASE_URL", str(store.engine.url))
-    # the code location's store resource opens the store once per process: this test's store, not an earlier one's
-    monkeypatch.setattr(
-        store_resource, "_open_store", functools.cache(store_resource._open_store.__wrapped__)
-    )
     topic = TopicConfig(name=TOPIC, query="news", start_date=date(2026, 2, 2), end_date=date(2026, 2, 22))
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("topics", [TOPIC])
