@@ -1,8 +1,10 @@
 """No silent waits for a Celery-executed run (TOPICMAP_EXECUTOR=celery), and the Redis result backend works.
 
 A driver process runs ``celery_job`` (tests/celery_waits_job.py) with the code location's executor
-(``executor_from_env``), as a run worker does; RabbitMQ (a virtual host of this module's own, its queue emptied
-for each test) or Redis (a database of this test's own) is the broker.
+(``executor_from_env``), as a run worker does; each driver is forked, with its test's environment, from one process
+of the module's that imported Dagster, Celery and the job once (each driver used to import them anew). RabbitMQ (a
+virtual host of this module's own, its queue emptied for each test) or Redis (a database of this test's own) is the
+broker.
 
 - No worker consumes the run's queue: the run fails once TOPICMAP_CELERY_START_TIMEOUT has passed, naming the
   broker (password masked) and the queue, and its task is no longer in the queue (no worker started later runs
@@ -17,6 +19,7 @@ Under CI=true a missing RabbitMQ or Redis fails the test; elsewhere it is skippe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -67,6 +70,86 @@ status = instance.get_run_by_id(result.run_id).status.value
 print("RESULT " + json.dumps({"success": result.success, "status": status, "seconds": seconds,
                                "output": output, "text": "\\n".join(texts)}), flush=True)
 """
+
+
+#: one process for the module: imports what every driver needs (not the Celery app, which reads its broker from the
+#: environment on import), then forks a driver for each line read (JSON: environment, log file) and answers its pid.
+#: The kernel reaps the drivers (SIGCHLD ignored here, restored in each driver).
+FORKER = """
+import json, os, signal, sys, traceback
+import celery, dagster, dagster_celery, kombu, redis
+import orchestration.celery_internals, tests.celery_waits_job
+DRIVER = sys.argv[1]
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+for line in sys.stdin:
+    order = json.loads(line)
+    pid = os.fork()
+    if pid:
+        print(pid, flush=True)
+        continue
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.environ.clear()
+    os.environ.update(order["env"])
+    log = os.open(order["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    code = 0
+    try:
+        exec(compile(DRIVER, "<driver>", "exec"), {"__name__": "__main__"})
+    except SystemExit as error:
+        code = error.code if isinstance(error.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+"""
+
+
+class Driver:
+    """A driver forked by the module's forker: what the tests ask of a driver process (poll, wait, signals).
+    Not the forker's child once it ends (the kernel reaps it), so it has no exit code: ``poll`` says 0 once gone."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def poll(self) -> int | None:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return 0
+        return None
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"driver {self.pid}", timeout)
+            time.sleep(0.05)
+        return 0
+
+    def send_signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def forker() -> Iterator[subprocess.Popen]:
+    process = subprocess.Popen(
+        [sys.executable, "-c", FORKER, DRIVER],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    yield process
+    process.stdin.close()  # the forker's loop ends
+    process.wait(timeout=60)
 
 
 # --- brokers and backends of this test's own ---
@@ -162,14 +245,15 @@ def _env(tmp_path: Path, broker: str, backend: str | None, start_timeout: float)
     return env
 
 
-def _start_driver(env: dict[str, str], log: Path) -> subprocess.Popen:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-c", DRIVER], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
+def _start_driver(forker: subprocess.Popen, env: dict[str, str], log: Path) -> Driver:
+    forker.stdin.write(json.dumps({"env": env, "log": str(log)}) + "\n")
+    forker.stdin.flush()
+    line = forker.stdout.readline()
+    assert line.strip().isdigit(), f"the forker ended: {line!r}"
+    return Driver(int(line))
 
 
-def _result(driver: subprocess.Popen, log: Path) -> dict:
+def _result(driver: Driver, log: Path) -> dict:
     driver.wait(timeout=SAFETY)
     output = log.read_text(errors="replace")
     lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
@@ -196,7 +280,7 @@ def _delete_queue(broker: str) -> None:
         conn.default_channel.queue_delete(queue=QUEUE)
 
 
-def _wait_until_queued(broker: str, count: int, driver: subprocess.Popen, log: Path) -> None:
+def _wait_until_queued(broker: str, count: int, driver: Driver, log: Path) -> None:
     deadline = time.monotonic() + SAFETY
     with Connection(broker) as conn:  # one connection for the whole wait: a new one per poll costs CPU
         while True:
@@ -214,14 +298,16 @@ def _masked(broker: str) -> str:
 # --- the tests ---
 
 
-def test_a_run_no_worker_consumes_fails_after_the_start_timeout(broker: str, tmp_path: Path) -> None:
+def test_a_run_no_worker_consumes_fails_after_the_start_timeout(
+    forker: subprocess.Popen, broker: str, tmp_path: Path
+) -> None:
     # another run waits in the same queue, with a start timeout far beyond the test: its tasks must stay
     bystander_log, log = tmp_path / "bystander.log", tmp_path / "driver.log"
-    bystander = _start_driver(_env(tmp_path / "bystander", broker, None, 3600), bystander_log)
+    bystander = _start_driver(forker, _env(tmp_path / "bystander", broker, None, 3600), bystander_log)
     driver = None
     try:
         _wait_until_queued(broker, 2, bystander, bystander_log)
-        driver = _start_driver(_env(tmp_path, broker, None, SHORT_TIMEOUT), log)
+        driver = _start_driver(forker, _env(tmp_path, broker, None, SHORT_TIMEOUT), log)
         _wait_until_queued(broker, 4, driver, log)
         result = _result(driver, log)
         assert _queued(broker) == 2  # the failed run's tasks are out of the queue; the other run's are not
@@ -244,11 +330,11 @@ def test_a_run_no_worker_consumes_fails_after_the_start_timeout(broker: str, tmp
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_waiting_run_ends_on_a_signal_and_takes_its_task_off_the_queue(
-    amqp_broker: str, tmp_path: Path, signum: signal.Signals
+    forker: subprocess.Popen, amqp_broker: str, tmp_path: Path, signum: signal.Signals
 ) -> None:
     log = tmp_path / "driver.log"
     # a start timeout far beyond the test: it is the signal that ends the run
-    driver = _start_driver(_env(tmp_path, amqp_broker, None, 3600), log)
+    driver = _start_driver(forker, _env(tmp_path, amqp_broker, None, 3600), log)
     try:
         _wait_until_queued(amqp_broker, 2, driver, log)
         driver.send_signal(signum)
@@ -265,13 +351,13 @@ def test_a_waiting_run_ends_on_a_signal_and_takes_its_task_off_the_queue(
     assert _queued(amqp_broker) == 0
 
 
-def test_a_run_on_a_broker_nothing_listens_on_names_it(tmp_path: Path) -> None:
+def test_a_run_on_a_broker_nothing_listens_on_names_it(forker: subprocess.Popen, tmp_path: Path) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     broker = f"amqp://guest:s3cret@127.0.0.1:{port}//"
     log = tmp_path / "driver.log"
-    driver = _start_driver(_env(tmp_path, broker, None, SHORT_TIMEOUT), log)
+    driver = _start_driver(forker, _env(tmp_path, broker, None, SHORT_TIMEOUT), log)
     try:
         result = _result(driver, log)
     finally:
@@ -283,7 +369,9 @@ def test_a_run_on_a_broker_nothing_listens_on_names_it(tmp_path: Path) -> None:
     assert "s3cret" not in text
 
 
-def test_a_run_with_the_redis_result_backend(broker: str, redis_db: str, tmp_path: Path) -> None:
+def test_a_run_with_the_redis_result_backend(
+    forker: subprocess.Popen, broker: str, redis_db: str, tmp_path: Path
+) -> None:
     env = _env(tmp_path, broker, redis_db, SHORT_TIMEOUT)
     worker_log, log = tmp_path / "worker.log", tmp_path / "driver.log"
     with worker_log.open("wb") as out:
@@ -306,7 +394,7 @@ def test_a_run_with_the_redis_result_backend(broker: str, redis_db: str, tmp_pat
             assert worker.poll() is None, worker_log.read_text(errors="replace")[-3000:]
             assert time.monotonic() < deadline, worker_log.read_text(errors="replace")[-3000:]
             time.sleep(0.2)
-        driver = _start_driver(env, log)
+        driver = _start_driver(forker, env, log)
         # one step runs on the only worker; the other waits in the queue behind it
         while "STEP_START" not in worker_log.read_text(errors="replace"):
             assert driver.poll() is None, log.read_text(errors="replace")[-4000:]
