@@ -4,6 +4,7 @@ gets its clicks. Waits on progress (new runs, backfill status), never on a wall-
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -34,10 +35,32 @@ FROZEN_CLOCK_LOCATION = {
 }
 
 
-def _dagster(args: list[str], env: dict[str, str], workspace: Path) -> None:
-    dagster = str(Path(sys.executable).parent / "dagster")
+#: the ``dagster`` CLI (its console script's entry point) run once for each command given (a JSON list of argument
+#: lists), in one interpreter: each command as the ``dagster`` script runs it, Dagster imported once for them all
+CLI = """
+import json, sys
+from importlib.metadata import entry_points
+
+(script,) = entry_points(group="console_scripts", name="dagster")
+main = script.load()
+for args in json.loads(sys.argv[1]):
+    sys.argv = ["dagster", *args]
+    try:
+        main()
+    except SystemExit as end:
+        if end.code not in (0, None):
+            sys.exit(f"dagster {' '.join(args)} exited with {end.code}")
+"""
+
+
+def _dagster(commands: list[list[str]], env: dict[str, str], workspace: Path) -> None:
+    """The ``dagster`` CLI commands, in order, on ``workspace``; each must succeed."""
     done = subprocess.run(
-        [dagster, *args, "-w", str(workspace)], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-c", CLI, json.dumps([[*args, "-w", str(workspace)] for args in commands])],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr[-2000:]
 
@@ -85,13 +108,15 @@ def test_the_catch_up_sensor_launches_one_backfill_the_daemon_completes(tmp_path
                 time.sleep(0.5)
             # only the catch-up: the refetch sensors (running by default) would otherwise race it for the same
             # days, and the topic registry, whose topics file declares none, would take the days away again
-            for name in ("click_refetch_3d", "click_refetch_30d", "topic_registry"):
-                _dagster(["sensor", "stop", name], env, workspace)
             with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
                 apply_calendar(
                     instance, [TOPIC], date(2024, 3, 15)
                 )  # the stories' topic's days, as the registry adds them
-            _dagster(["sensor", "start", "click_totals_catch_up"], env, workspace)
+            stops = [
+                ["sensor", "stop", name]
+                for name in ("click_refetch_3d", "click_refetch_30d", "topic_registry")
+            ]
+            _dagster([*stops, ["sensor", "start", "click_totals_catch_up"]], env, workspace)
             daemon = subprocess.Popen(
                 [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(workspace)],
                 cwd=ROOT,
