@@ -1,7 +1,7 @@
 """The Dagster UI in a real browser (headless Chromium through selenium), on an instance with a topic in it.
 
 The test runs a small demo topic in process up to its snapshot (as `make demo` does), starts
-`dagster-webserver` on that instance, and checks what a user sees: the global lineage graph shows every
+`dagster-webserver` on that instance (the runs launched from it run their steps in their run worker), and checks what a user sees: the global lineage graph shows every
 asset, the snapshots asset page shows its link map and attention chart as pictures and its top lists as
 tables without a click, each within the page (its Overview and its Events page), a materialization
 launched by clicking the UI's Materialize button succeeds (read back through GraphQL), the topic's own
@@ -101,6 +101,9 @@ def deployment() -> Iterator[Deployment]:
             check=False,
         )
         assert done.returncode == 0, done.stderr[-4000:]
+        # the runs launched from the UI run their steps in their run worker: the UI is the subject here, not step
+        # processes (tests/test_daemon_e2e.py runs them)
+        env["TOPICMAP_EXECUTOR"] = "in_process"
         port = free_port()
         log = tmp / "webserver.log"
         with open(log, "wb") as out:
