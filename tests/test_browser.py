@@ -1,7 +1,7 @@
 """The Dagster UI in a real browser (headless Chromium through selenium), on an instance with a topic in it.
 
-The test runs a small demo topic in process up to its snapshot (as `make demo` does), starts
-`dagster-webserver` on that instance (the runs launched from it run their steps in their run worker), and checks what a user sees: the global lineage graph shows every
+The test runs a small demo topic in process up to its snapshot (as `make demo` does) while it starts
+`dagster-webserver` on that instance (its runs' steps in their run worker), and checks what a user sees: the global lineage graph shows every
 asset, the snapshots asset page shows its link map and attention chart as pictures and its top lists as
 tables without a click, each within the page (its Overview and its Events page), a materialization
 launched by clicking the UI's Materialize button succeeds (read back through GraphQL), the topic's own
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote
 
+import dagster as dg
 import pytest
 import requests
 from dagster_graphql import DagsterGraphQLClient
@@ -92,18 +93,19 @@ def deployment() -> Iterator[Deployment]:
             "dagster.local.yaml",
             run_coordinator={"module": "dagster.core.run_coordinator", "class": "DefaultRunCoordinator"},
         )
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.demo_topic", "--post-spider"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-4000:]
-        # the runs launched from the UI run their steps in their run worker: the UI is the subject here, not step
-        # processes (tests/test_daemon_e2e.py runs them)
-        env["TOPICMAP_EXECUTOR"] = "in_process"
+        # the instance's SQLite storages made here, once: the topic's build and the webserver then start together
+        # (the webserver loads its code location while the topic is built)
+        with dg.DagsterInstance.from_config(str(tmp / "dagster_home")):
+            pass
+        build_log = tmp / "build.log"
+        with open(build_log, "wb") as out:
+            build = subprocess.Popen(
+                [sys.executable, "-m", "tests.demo_topic", "--post-spider"],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         port = free_port()
         log = tmp / "webserver.log"
         with open(log, "wb") as out:
@@ -113,7 +115,9 @@ def deployment() -> Iterator[Deployment]:
                     *("-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"),
                 ],
                 cwd=ROOT,
-                env=env,
+                # the runs launched from the UI run their steps in their run worker: the UI is the subject here,
+                # not step processes (tests/test_daemon_e2e.py runs them)
+                env={**env, "TOPICMAP_EXECUTOR": "in_process"},
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
@@ -122,6 +126,7 @@ def deployment() -> Iterator[Deployment]:
             last_size, since = -1, time.monotonic()
             while True:
                 assert process.poll() is None, log.read_text()[-4000:]
+                assert build.poll() in (None, 0), build_log.read_text(errors="replace")[-4000:]
                 try:
                     if (
                         requests.get(f"http://127.0.0.1:{port}/server_info", timeout=5).ok
@@ -135,8 +140,10 @@ def deployment() -> Iterator[Deployment]:
                     last_size, since = size, time.monotonic()
                 assert time.monotonic() - since < PAGE_PATIENCE_SECONDS, log.read_text()[-4000:]
                 time.sleep(0.5)
+            assert build.wait() == 0, build_log.read_text(errors="replace")[-4000:]
             yield Deployment(graphql, tmp)
         finally:
+            stop_process_tree(build)
             stop_process_tree(process)
             shutil.rmtree(tmp, ignore_errors=True)
 
