@@ -335,6 +335,8 @@ def listening(port: int) -> bool:
 
 #: a backfill still under way, in GraphQL; every other status is final
 BACKFILL_REQUESTED = "REQUESTED"
+#: the statuses of a run that has ended, in GraphQL
+RUN_ENDED = ("SUCCESS", "FAILURE", "CANCELED")
 
 
 class ProgressWaiter:
@@ -400,9 +402,15 @@ class LocalDagster(ProgressWaiter):
     fingerprint_seconds = 30.0
     max_poll_seconds = 3.0
 
-    def __init__(self, tmp_path: Path, env: dict[str, str], stall_seconds: float = 600.0):
+    def __init__(
+        self,
+        tmp_path: Path,
+        env: dict[str, str],
+        stall_seconds: float = 600.0,
+        instance_overrides: dict[str, object] | None = None,
+    ):
         self.dagster_home = tmp_path / "dagster_home"
-        write_instance(self.dagster_home, "dagster.local.yaml")
+        write_instance(self.dagster_home, "dagster.local.yaml", **(instance_overrides or {}))
         self.env = {**env, "DAGSTER_HOME": str(self.dagster_home)}
         self.logs = tmp_path / "logs"
         self.logs.mkdir(exist_ok=True)
@@ -488,22 +496,43 @@ class LocalDagster(ProgressWaiter):
         )
         return data["partitionBackfillsOrError"]["results"]
 
+    def backfill_status(self, backfill_id: str) -> str:
+        """The backfill's status as its page shows it (REQUESTED while under way)."""
+        backfill = self.graphql.query(
+            "query($id: String!) { partitionBackfillOrError(backfillId: $id) { __typename "
+            "... on PartitionBackfill { status } } }",
+            id=backfill_id,
+        )["partitionBackfillOrError"]
+        assert "status" in backfill, backfill
+        return backfill["status"]
+
     def wait_for_backfill(self, backfill_id: str) -> str:
         """The backfill's final status (COMPLETED_SUCCESS, COMPLETED_FAILED, FAILED, CANCELED...)."""
 
         def final() -> str | None:
-            backfill = self.graphql.query(
-                "query($id: String!) { partitionBackfillOrError(backfillId: $id) { __typename "
-                "... on PartitionBackfill { status } } }",
-                id=backfill_id,
-            )["partitionBackfillOrError"]
-            assert "status" in backfill, backfill
-            return None if backfill["status"] == BACKFILL_REQUESTED else backfill["status"]
+            status = self.backfill_status(backfill_id)
+            return None if status == BACKFILL_REQUESTED else status
 
         return self.wait_for(f"backfill {backfill_id}", final)
 
     def backfill_runs(self, backfill_id: str) -> list[dict]:
         return self.graphql.runs({"dagster/backfill": backfill_id})
+
+    def wait_for_backfill_runs(self, backfill_id: str, count: int = 1) -> list[dict]:
+        """The backfill's runs once ``count`` of them (at least) are submitted and every one has ended, or once
+        the backfill has: what they did can be read before the backfill daemon's next turn (every 30 s) marks
+        the backfill done. Its status and its full set of runs are `wait_for_backfill`'s."""
+
+        def ended() -> tuple[list[dict]] | None:
+            runs = self.backfill_runs(backfill_id)
+            if len(runs) >= count and all(run["status"] in RUN_ENDED for run in runs):
+                return (runs,)
+            if self.backfill_status(backfill_id) == BACKFILL_REQUESTED:
+                return None
+            return (self.backfill_runs(backfill_id),)
+
+        (runs,) = self.wait_for(f"the runs of backfill {backfill_id}", ended)
+        return runs
 
     def schedule_dry_run(self, name: str, timestamp: float) -> list[dict]:
         """The schedule evaluated by the code location at ``timestamp`` (the UI's "Test schedule"): its run
@@ -592,14 +621,18 @@ class LocalDagster(ProgressWaiter):
             )["runOrError"]
             assert "status" in run, run
             status = run["status"]
-            return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
+            return status if status in RUN_ENDED else None
 
         return self.wait_for(f"run {run_id}", final)
 
 
 @contextmanager
-def local_dagster(tmp_path: Path, env: dict[str, str]) -> Iterator[LocalDagster]:
-    dagster = LocalDagster(tmp_path, env)
+def local_dagster(
+    tmp_path: Path, env: dict[str, str], instance_overrides: dict[str, object] | None = None
+) -> Iterator[LocalDagster]:
+    """A started `LocalDagster`, stopped afterwards; ``instance_overrides`` replace top-level keys of its
+    dagster.yaml (`write_instance`)."""
+    dagster = LocalDagster(tmp_path, env, instance_overrides=instance_overrides)
     try:
         dagster.start()
         yield dagster

@@ -84,19 +84,9 @@ def test_a_week_backfill_loads_each_day_once_with_its_own_figures(tmp_path: Path
             days = instance.get_dynamic_partitions("ccnews_days")
             assert days[0] == "2026-01-01" and days == sorted(days) and set(WEEK) <= set(days), tick
             first = dagster.launch_backfill("ccnews_stories", WEEK)
-            assert dagster.wait_for_backfill(first) == "COMPLETED_SUCCESS", dagster.log_tails()
-            runs = dagster.backfill_runs(first)
-            # BackfillPolicy.multi_run(1): one run per day, so a failing day fails (and retries) alone
-            # (a backfill policy's run names its days as a range, here of one day)
-            ranges = [
-                (
-                    r["tags"]["dagster/asset_partition_range_start"],
-                    r["tags"]["dagster/asset_partition_range_end"],
-                )
-                for r in runs
-            ]
-            assert sorted(ranges) == [(day, day) for day in WEEK]
-            assert all(r["status"] == "SUCCESS" for r in runs)
+            # the days are read once the backfill's runs have ended; the backfill's own end (a turn of the
+            # backfill daemon later) is awaited with the backfill below, which that turn picks up
+            dagster.wait_for_backfill_runs(first, count=len(WEEK))
             figures = day_figures(instance)
             assert sorted(figures) == WEEK
 
@@ -137,6 +127,31 @@ def test_a_week_backfill_loads_each_day_once_with_its_own_figures(tmp_path: Path
             # Backfilled again (the last two days, whose pages were partly seen before; the month's benchmark
             # repeats the whole backfill): every file is already loaded, nothing is stored twice.
             again = dagster.launch_backfill("ccnews_stories", WEEK[-2:])
+            # The schedule, evaluated by the code location for the tick of 2026-01-13 06:00 UTC (the UI's "Test
+            # schedule"), asks for the day before; its run, launched as the UI launches it (beside the backfill:
+            # another day), loads that day.
+            tick = datetime(2026, 1, 13, 6, 0, tzinfo=UTC).timestamp()
+            (request,) = dagster.schedule_dry_run("ccnews_yesterday", tick)
+            assert (
+                request["tags"]["dagster/partition"] == "2026-01-12"
+                and request["runKey"] == "ccnews:2026-01-12"
+            )
+            run_id = dagster.launch_job(request["jobName"] or "ccnews_daily", request["tags"])
+
+            assert dagster.wait_for_backfill(first) == "COMPLETED_SUCCESS", dagster.log_tails()
+            runs = dagster.backfill_runs(first)
+            # BackfillPolicy.multi_run(1): one run per day, so a failing day fails (and retries) alone
+            # (a backfill policy's run names its days as a range, here of one day)
+            ranges = [
+                (
+                    r["tags"]["dagster/asset_partition_range_start"],
+                    r["tags"]["dagster/asset_partition_range_end"],
+                )
+                for r in runs
+            ]
+            assert sorted(ranges) == [(day, day) for day in WEEK]
+            assert all(r["status"] == "SUCCESS" for r in runs)
+
             assert dagster.wait_for_backfill(again) == "COMPLETED_SUCCESS", dagster.log_tails()
             figures = day_figures(instance)
             assert [len(figures[day]) for day in WEEK] == [1] * 5 + [2, 2]
@@ -146,15 +161,6 @@ def test_a_week_backfill_loads_each_day_once_with_its_own_figures(tmp_path: Path
                 assert latest["records"] == 0 and latest["stories_added"] == 0
             assert stored() == (len(seen), len(seen))
 
-            # The schedule, evaluated by the code location for the tick of 2026-01-13 06:00 UTC (the UI's "Test
-            # schedule"), asks for the day before; its run, launched as the UI launches it, loads that day.
-            tick = datetime(2026, 1, 13, 6, 0, tzinfo=UTC).timestamp()
-            (request,) = dagster.schedule_dry_run("ccnews_yesterday", tick)
-            assert (
-                request["tags"]["dagster/partition"] == "2026-01-12"
-                and request["runKey"] == "ccnews:2026-01-12"
-            )
-            run_id = dagster.launch_job(request["jobName"] or "ccnews_daily", request["tags"])
             assert dagster.wait_for_run(run_id) == "SUCCESS", dagster.log_tails()
             (yesterday,) = day_figures(instance)["2026-01-12"]
             # its files are read (their pages all captured before: known, not added twice)

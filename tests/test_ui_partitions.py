@@ -18,8 +18,9 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 
-from tests.dagster_deploy import LocalDagster, local_dagster
+from tests.dagster_deploy import DEPLOY, LocalDagster, local_dagster
 
 pytestmark = pytest.mark.daemon
 
@@ -68,6 +69,9 @@ def deployment_env(tmp_path: Path, topics: Path) -> dict[str, str]:
         "TOPICMAP_DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite3'}",
         "TOPICMAP_TOPICS_FILE": str(topics),
         "TOPICMAP_EXECUTOR": "in_process",
+        # the registry's next tick within a turn of the sensor loop, not half a minute; it is stopped after each
+        # tick a test waits for (`registry_tick`), so it ticks no more often than the default
+        "TOPICMAP_SENSOR_INTERVAL_SECONDS": "5",
     }
     for name in (
         "TOPICMAP_BITLY_TOKEN",
@@ -138,6 +142,26 @@ REGISTRY = "topic_registry"
 CALENDAR_ASSETS = ("click_totals", "cluster_weeks")
 
 
+def registry_tick(dagster: LocalDagster) -> dict:
+    """The topic registry's next tick (it is started), then the registry stopped: the test reads what that tick
+    did, and no later tick runs meanwhile (each reads the instance and the topics file)."""
+    tick = dagster.next_sensor_tick(REGISTRY)
+    dagster.stop_sensor(REGISTRY)
+    return tick
+
+
+def seeds_runs_held() -> dict[str, object]:
+    """The local instance's run limits, and the topic registry's `seeds_job` runs held in the queue: the tests
+    read the days and weeks its ticks write, not the seeds of their topics (which the daemon test carries
+    through), and each run would be a process loading the code location. Queued, such a run still marks its
+    topic's partition as used."""
+    concurrency = yaml.safe_load((DEPLOY / "dagster.local.yaml").read_text(encoding="utf-8"))["concurrency"]
+    concurrency["runs"]["tag_concurrency_limits"].append(
+        {"key": "dagster/sensor_name", "value": REGISTRY, "limit": 0}
+    )
+    return {"concurrency": concurrency}
+
+
 @dataclass
 class Deployment:
     dagster: LocalDagster
@@ -175,7 +199,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     topics = tmp_path / "topics.yaml"
     topics.write_text("topics: []\n", encoding="utf-8")
     with (
-        local_dagster(tmp_path, deployment_env(tmp_path, topics)) as dagster,
+        local_dagster(tmp_path, deployment_env(tmp_path, topics), seeds_runs_held()) as dagster,
         dg.DagsterInstance.from_config(str(dagster.dagster_home)) as instance,
     ):
         yield Deployment(dagster, instance, topics)
@@ -213,7 +237,7 @@ def test_the_ui_offers_only_the_declared_days_and_follows_the_topics_file_withou
     instance.report_runless_asset_event(dg.AssetMaterialization("click_totals", partition=old_key))
     code_server = dagster.processes["code_server"][0]
 
-    dagster.next_sensor_tick("topic_registry")
+    registry_tick(dagster)
     declared = days(*ended)
     assert partition_keys(dagster, "click_totals") == {"default": sorted([*declared, old_key])}
     assert partition_keys(dagster, "ccnews_stories") == {"default": declared}
@@ -224,11 +248,9 @@ def test_the_ui_offers_only_the_declared_days_and_follows_the_topics_file_withou
     backfill = dagster.launch_backfill("click_totals", offered)
     targeted = backfill_partitions(dagster, backfill)
     assert sorted(targeted) == declared
-    # its runs (31 days at most each) succeed; without a Bit.ly token they materialize nothing, so Dagster
-    # ends the backfill as failed: the days stay missing, to be fetched once a token is set
-    dagster.wait_for_backfill(backfill)
-    runs = dagster.backfill_runs(backfill)
-    assert len(runs) == 1 and all(run["status"] == "SUCCESS" for run in runs), runs
+    # its run ends (the backfill's own end, a turn of the backfill daemon later, is awaited at the end of the
+    # test)
+    dagster.wait_for_backfill_runs(backfill)
     # the topic ended long ago: nothing can be late
     fresh = latest_check(dagster, "snapshots", "snapshots_fresh")["evaluation"]
     assert fresh["success"] and "nothing can be late" in fresh["description"]
@@ -245,7 +267,7 @@ def test_the_ui_offers_only_the_declared_days_and_follows_the_topics_file_withou
         f"  - {{name: earlier, query: climate, start_date: {earlier[0]}, end_date: {earlier[1]}}}\n",
         encoding="utf-8",
     )
-    dagster.next_sensor_tick("topic_registry")
+    registry_tick(dagster)
     declared = sorted([*days(*earlier), *days(*extended), *days(running_start, yesterday)])
     clicks = partition_keys(dagster, "click_totals")["default"]
     assert clicks == sorted([*declared, old_key])  # in date order, the earlier topic's days first
@@ -267,6 +289,11 @@ def test_the_ui_offers_only_the_declared_days_and_follows_the_topics_file_withou
     assert check["runId"] == run_id and not check["evaluation"]["success"]
     assert "last: never" in check["evaluation"]["description"]
     assert code_server.poll() is None  # the same code server throughout: nothing was reloaded
+    # the backfill's runs (31 days at most each) succeeded; without a Bit.ly token they materialized nothing, so
+    # Dagster ends the backfill as failed: the days stayed missing (above), to be fetched once a token is set
+    dagster.wait_for_backfill(backfill)
+    runs = dagster.backfill_runs(backfill)
+    assert len(runs) == 1 and all(run["status"] == "SUCCESS" for run in runs), runs
 
 
 def test_the_ui_offers_each_topic_its_own_weeks_and_a_missing_backfill_builds_only_those(
@@ -293,7 +320,7 @@ def test_the_ui_offers_each_topic_its_own_weeks_and_a_missing_backfill_builds_on
     earlier_version = f"first|{past_end - timedelta(days=past_end.weekday())}"
     for key in (built, earlier_version):
         instance.report_runless_asset_event(dg.AssetMaterialization("cluster_weeks", partition=key))
-    dagster.next_sensor_tick("topic_registry")
+    registry_tick(dagster)
     assert partition_keys(dagster, "cluster_weeks") == {"default": sorted([*declared, earlier_version])}
     # not offered: the first topic's weeks at the second's dates, and the reverse
     assert not {f"first|{week}" for week in mondays(*second)} & {*declared, earlier_version}
