@@ -3,7 +3,13 @@
 before left, each week materialized as it is built. Re-materializing the first week with a new story makes the
 asset check name every later week stale; one backfill over them rebuilds them from the new state and the check
 passes. The documented command, `dagster asset materialize --partition-range`, builds the same range in one run.
-Waits on progress (runs, backfill states), never on a wall-clock deadline."""
+Waits on progress (runs, backfill states), never on a wall-clock deadline.
+
+The backfill daemon turns every 30 s: a backfill's run is requested on one turn and the backfill completed on a
+later one. What the test does between (the rebuilt week, the documented command) it does as soon as the backfill's
+run has ended, while the daemon has yet to turn: the repair backfill is then often taken up on the turn that
+completes the first one. The rebuilt week runs in the test process (`test_browser.py` launches one week of
+`cluster_weeks` from the UI, through the run queue, and sees the later weeks stale)."""
 
 from __future__ import annotations
 
@@ -15,8 +21,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets.clusters import cluster_weeks
 from tests.dagster_deploy import ROOT, LocalDagster, local_dagster
-from tests.test_clusters import LATE_STORY, TOPIC, WEEKS, add_stories, build_store
+from tests.test_clusters import LATE_STORY, TOPIC, WEEKS, add_stories, build_store, resources
 
 pytestmark = pytest.mark.daemon
 KEYS = [f"{TOPIC}|{week}" for week in WEEKS]  # the topic's weeks, as the topic registry adds them: topic|week
@@ -41,12 +48,24 @@ def check_evaluation(instance: dg.DagsterInstance, run_id: str) -> dg.AssetCheck
     return event.dagster_event.event_specific_data
 
 
-def one_backfill_run(dagster: LocalDagster, keys: list[str]) -> str:
-    """A backfill over ``keys`` as the UI launches it: it succeeds in exactly one run, whose id is returned."""
-    backfill = dagster.launch_backfill("cluster_weeks", keys)
-    assert dagster.wait_for_backfill(backfill) == "COMPLETED_SUCCESS", dagster.log_tails()
-    (run,) = dagster.backfill_runs(backfill)
-    assert run["status"] == "SUCCESS"
+def backfill_run(dagster: LocalDagster, backfill_id: str) -> str:
+    """The backfill's one run, once it has succeeded (the backfill itself is completed on a later turn of the
+    backfill daemon, see ``completed_in_one_run``); its id."""
+
+    def ended() -> list[dict] | None:
+        runs = dagster.backfill_runs(backfill_id)
+        return runs if runs and all(r["status"] in ("SUCCESS", "FAILURE", "CANCELED") for r in runs) else None
+
+    (run,) = dagster.wait_for(f"the run of backfill {backfill_id}", ended)
+    assert run["status"] == "SUCCESS", dagster.log_tails()
+    return run["runId"]
+
+
+def completed_in_one_run(dagster: LocalDagster, backfill_id: str, keys: list[str], run_id: str) -> None:
+    """The backfill over ``keys``, as the UI launched it, succeeded in exactly one run: ``run_id``."""
+    assert dagster.wait_for_backfill(backfill_id) == "COMPLETED_SUCCESS", dagster.log_tails()
+    (run,) = dagster.backfill_runs(backfill_id)
+    assert (run["runId"], run["status"]) == (run_id, "SUCCESS")
     assert (
         run["tags"]["dagster/asset_partition_range_start"],
         run["tags"]["dagster/asset_partition_range_end"],
@@ -54,11 +73,10 @@ def one_backfill_run(dagster: LocalDagster, keys: list[str]) -> str:
         keys[0],
         keys[-1],
     )
-    return run["runId"]
 
 
 def test_a_backfill_builds_the_weeks_in_one_run_and_a_rebuilt_week_marks_later_weeks_stale(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = build_store(tmp_path, stories_per_group=24)
     (tmp_path / "topics.yaml").write_text(
@@ -80,7 +98,8 @@ def test_a_backfill_builds_the_weeks_in_one_run_and_a_rebuilt_week_marks_later_w
             # the topic registry sensor's job, stopped here: the topic and its weeks
             instance.add_dynamic_partitions("topics", [TOPIC])
             instance.add_dynamic_partitions("topic_weeks", KEYS)
-            run_id = one_backfill_run(dagster, KEYS)
+            backfill = dagster.launch_backfill("cluster_weeks", KEYS)
+            run_id = backfill_run(dagster, backfill)
             # the weeks were materialized one by one, in order, as the run built them
             built = week_materializations(instance, run_id)
             assert [week_of(r) for r in built] == WEEKS
@@ -91,23 +110,24 @@ def test_a_backfill_builds_the_weeks_in_one_run_and_a_rebuilt_week_marks_later_w
             assert [f["batches_so_far"] for f in first] == [1, 2, 3]
             assert check_evaluation(instance, run_id).passed
 
-            # A story arrives late in the first week: rebuilt alone (the UI's Materialize on one partition), its
-            # state changes, and the check names every later week, not only the next one.
+            # A story arrives late in the first week: rebuilt alone (one partition's run, here in the test process),
+            # its state changes, and the check names every later week, not only the next one.
             add_stories(store, [LATE_STORY])
-            rebuilt_run = dagster.graphql.launch_assets(
-                "cluster_weeks",
-                tags={
-                    "dagster/partition": KEYS[0],
-                },
+            monkeypatch.setenv("TOPICMAP_HOME", env["TOPICMAP_HOME"])
+            rebuilt_result = dg.materialize(
+                [cluster_weeks], partition_key=KEYS[0], instance=instance, resources=resources(store)
             )
-            assert dagster.wait_for_run(rebuilt_run) == "SUCCESS", dagster.log_tails()
+            assert rebuilt_result.success
+            rebuilt_run = rebuilt_result.run_id
             (rebuilt,) = [figures(r) for r in week_materializations(instance, rebuilt_run)]
             assert rebuilt["state"] != first[0]["state"]
             check = check_evaluation(instance, rebuilt_run)
             assert not check.passed and check.metadata["stale_weeks"].value == {TOPIC: WEEKS[1:]}
 
             # One backfill over the stale weeks rebuilds them in order from the new state: the check passes.
-            repair_run = one_backfill_run(dagster, KEYS[1:])
+            repair = dagster.launch_backfill("cluster_weeks", KEYS[1:])
+            completed_in_one_run(dagster, backfill, KEYS, run_id)
+            repair_run = backfill_run(dagster, repair)
             repaired = [figures(r) for r in week_materializations(instance, repair_run)]
             assert [f["previous_state"] for f in repaired] == [rebuilt["state"], repaired[0]["state"]]
             assert check_evaluation(instance, repair_run).passed
@@ -136,5 +156,6 @@ def test_a_backfill_builds_the_weeks_in_one_run_and_a_rebuilt_week_marks_later_w
             again = [figures(r) for r in week_materializations(instance, cli_run)]
             assert [f["state"] for f in again] == [rebuilt["state"], *(f["state"] for f in repaired)]
             assert check_evaluation(instance, cli_run).passed
+            completed_in_one_run(dagster, repair, KEYS[1:], repair_run)
     finally:
         store.dispose()

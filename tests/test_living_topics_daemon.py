@@ -2,8 +2,9 @@
 
 dagster-webserver and dagster-daemon run on workspace.yaml with the instance of deploy/dagster.local.yaml (the run
 queue that names every run's job); each run's steps run in its own process (TOPICMAP_EXECUTOR=in_process), which
-spares its ten small runs a process per step. Each day a drop lands and `archive_job` loads it, launched as the UI launches a
-job; from then on only the sensors act: `topic_registry` seeds the topic on the first day, `archive_growth` seeds it
+spares its eight small runs a process per step. Each day a drop lands and `archive_job` loads it, run in the test
+process on the deployment's instance (`test_daemon_e2e.py` loads a drop with a run launched from the UI through the
+run queue); from then on only the sensors act: `topic_registry` seeds the topic on the first day, `archive_growth` seeds it
 again on the second for the new stories alone, `spider_iterations` spiders each day's new seeds forward (a small
 link web on loopback: a page the topic already has is never fetched again) and runs the post-spider stages, whose
 snapshot joins the earlier ones, which stay as they were. Waits on progress (runs, their states, the processes'
@@ -25,6 +26,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets.archive import archive_stories
+from assets.checks import CHECKS_BY_NAME
+from assets.jobs import archive_job
+from resources.archive import ArchiveDropsResource
+from resources.store import TopicStoreResource
 from tests.dagster_deploy import LocalDagster, local_dagster
 from tests.linkweb import LinkWeb, page_url
 from tests.test_spider import page
@@ -64,6 +70,21 @@ def sensor_ticks(dagster: LocalDagster, name: str) -> list[dict]:
         sel={**dagster.graphql.repository, "sensorName": name},
     )
     return data["sensorOrError"]["sensorState"]["ticks"]
+
+
+def load_archive(instance: dg.DagsterInstance, store: TopicStore, drops: Path) -> None:
+    """A run of ``archive_job`` (the drops' new stories into the archive, and the job's check) in this process:
+    the day's drop is loaded at once, with no run queue or run worker between."""
+    definitions = dg.Definitions(
+        assets=[archive_stories],
+        asset_checks=[CHECKS_BY_NAME["no_drop_file_stuck"]],
+        jobs=[archive_job],
+        resources={
+            "store": TopicStoreResource(database_url=store.engine.url.render_as_string(hide_password=False)),
+            "drops": ArchiveDropsResource(drops_dir=str(drops)),
+        },
+    )
+    assert definitions.resolve_job_def(archive_job.name).execute_in_process(instance=instance).success
 
 
 def manifest_digest(folder: Path) -> str:
@@ -117,8 +138,7 @@ def test_an_open_ended_topic_grows_with_two_archive_days(tmp_path: Path) -> None
             folders: dict[int, str] = {}
             for day, published in enumerate(days, start=1):
                 stories.append(day_drop(drops, day, published))
-                load = dagster.launch_job("archive_job", {})
-                assert dagster.wait_for_run(load) == "SUCCESS", dagster.log_tails()
+                load_archive(instance, store, drops)
                 if day == 1:  # the topic's sensors start once the first day is in the archive
                     for sensor in dagster.graphql.sensors():
                         if sensor["name"] in SENSORS:
