@@ -41,9 +41,13 @@ def demo_web() -> DemoWeb:
     return generate_demo_web(**WEB)
 
 
-def topics_yaml(web: DemoWeb, max_iterations: int = 2) -> str:
+def topics_yaml(
+    web: DemoWeb, max_iterations: int = 2, snapshot_periods: tuple[str, ...] | None = None
+) -> str:
+    """The demo topic's declaration; ``snapshot_periods`` (e.g. ``("overall",)``) left out: every period."""
     start = min(story["publish_date"] for story in web.archive_stories)[:10]
     end = max(story["publish_date"] for story in web.archive_stories)[:10]
+    periods = f"    snapshot_periods: [{', '.join(snapshot_periods)}]\n" if snapshot_periods else ""
     return (
         "topics:\n"
         f"  - name: {TOPIC}\n"
@@ -51,6 +55,7 @@ def topics_yaml(web: DemoWeb, max_iterations: int = 2) -> str:
         f"    start_date: {start}\n"
         f"    end_date: {end}\n"
         f"    max_iterations: {max_iterations}\n"
+        f"{periods}"
     )
 
 
@@ -61,6 +66,7 @@ def prepare(
     interval: float,
     declare_topic: bool = True,
     max_iterations: int = 2,
+    snapshot_periods: tuple[str, ...] | None = None,
 ) -> dict[str, str]:
     """Write the archive drop and the topics file under ``home``; the environment every process needs."""
     drops = home / "drops"
@@ -68,7 +74,8 @@ def prepare(
     web.write_archive_parquet(drops / "archive.parquet", include_html=True)
     topics_file = home / "topics.yaml"
     topics_file.write_text(
-        topics_yaml(web, max_iterations) if declare_topic else "topics: []\n", encoding="utf-8"
+        topics_yaml(web, max_iterations, snapshot_periods) if declare_topic else "topics: []\n",
+        encoding="utf-8",
     )
     env = {k: v for k, v in os.environ.items() if k not in SECRETS and k != "TOPICMAP_DATABASE_URL"}
     env.update(

@@ -74,6 +74,10 @@ UNCONFIGURED_SENSORS = {
     "media_dups_changed",
     "media_tags_changed",
 }
+#: the demo topic as declared here: two iterations (the first is the one killed, the second shows spidering goes on
+#: after its retry) and one snapshot period (the snapshot's timespans and pictures are test_browser.py's subject)
+MAX_ITERATIONS = 1
+SNAPSHOT_PERIODS = ("overall",)
 IN_PROGRESS = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"}
 #: events a failed run may still get after its RUN_FAILURE without anything of its steps running
 RUN_LEVEL_NOTES = ("ENGINE_EVENT", "RUN_FAILURE")
@@ -157,7 +161,14 @@ class InProcessReference:
 
     def __init__(self, tmp_path: Path, web, server_port: int):  # noqa: ANN001
         home = tmp_path / "reference"
-        env = demo_topic.prepare(home, web, server_port, interval=0.0)
+        env = demo_topic.prepare(
+            home,
+            web,
+            server_port,
+            interval=0.0,
+            max_iterations=MAX_ITERATIONS,
+            snapshot_periods=SNAPSHOT_PERIODS,
+        )
         env["DAGSTER_HOME"] = str(home / "dagster_home")
         (home / "dagster_home").mkdir(parents=True)
         self.stdout, self.stderr = home / "stdout.txt", home / "stderr.txt"
@@ -257,7 +268,7 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, InProcessReference,
             deployed.processes["daemon"] = _start(
                 "daemon", [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)], env, logs
             )
-            yield deployed, reference, home, demo_topic.topics_yaml(web)
+            yield deployed, reference, home, demo_topic.topics_yaml(web, MAX_ITERATIONS, SNAPSHOT_PERIODS)
         finally:
             # the code server (and its runs) last
             for process in (
