@@ -32,7 +32,7 @@ import pytest
 import requests
 import yaml
 from dagster_graphql import DagsterGraphQLClient
-from sqlalchemy import create_engine, func, select, text
+from sqlalchemy import bindparam, create_engine, func, select, text
 
 from orchestration.launcher import process_state
 from tests import demo_topic
@@ -108,8 +108,8 @@ class Deployment(ProgressWaiter):
             self.graphql.query("{ version }")
         except requests.ConnectionError:  # the webserver is still starting: its log shows its progress
             return tuple(log.stat().st_size for _, log in self.processes.values())
-        runs = tuple(sorted((r["runId"], r["status"]) for r in self.graphql.runs()))
         with self._dagster_engine.connect() as conn:
+            runs = tuple(sorted(map(tuple, conn.execute(text("SELECT run_id, status FROM runs")))))
             events = conn.execute(text("SELECT max(id) FROM event_logs")).scalar_one_or_none()
         with self.store.engine.connect() as conn:
             processed = conn.execute(
@@ -119,6 +119,21 @@ class Deployment(ProgressWaiter):
 
     def topic_runs(self) -> list[dict]:
         return self.graphql.runs({"topicmap/topic": demo_topic.TOPIC})
+
+    def topic_run_ids(self, job_names: tuple[str, ...], status: str) -> list[str]:
+        """The topic's runs of these jobs in this status, oldest first, read from Dagster's run storage (a poll
+        of it costs the webserver nothing)."""
+        with self._dagster_engine.connect() as conn:
+            return list(
+                conn.execute(
+                    text(
+                        "SELECT r.run_id FROM runs r JOIN run_tags t ON t.run_id = r.run_id "
+                        "WHERE t.key = 'topicmap/topic' AND t.value = :topic AND r.status = :status "
+                        "AND r.pipeline_name IN :jobs ORDER BY r.id"
+                    ).bindparams(bindparam("jobs", expanding=True)),
+                    {"topic": demo_topic.TOPIC, "status": status, "jobs": list(job_names)},
+                ).scalars()
+            )
 
     def snapshot_rows(self) -> int:
         """The topic's snapshots in the store (written by the snapshot step before Dagster records it)."""
@@ -312,18 +327,18 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
     looked: list[float] = [0.0]  # when GraphQL was last asked for a running spider run
 
     def running_spider_run() -> tuple[dict, int] | None:
-        runs = deployed.topic_runs()
-        for run in runs:
-            if run["status"] != "STARTED" or "fetched_links" not in run["assets"]:
-                continue
-            if run["runId"] not in worker_pids:
-                messages = graphql.run_messages(run["runId"])
+        # polled from Dagster's run storage; the webserver is asked only about a run found running
+        for run_id in deployed.topic_run_ids(("spider_iteration_job",), "STARTED"):
+            if run_id not in worker_pids:
+                messages = graphql.run_messages(run_id)
                 found = next((int(m.group(1)) for m in map(PID_EVENT.search, messages) if m), None)
                 if found is None:
                     continue
-                worker_pids[run["runId"]] = found
-            return run, worker_pids[run["runId"]]
-        if any(r["status"] == "SUCCESS" for r in runs if "snapshots" in r["assets"]):
+                worker_pids[run_id] = found
+            run = next((r for r in spider_runs() if r["runId"] == run_id), None)
+            if run is not None and run["status"] == "STARTED":
+                return run, worker_pids[run_id]
+        if deployed.topic_run_ids(("post_spider_job", "snapshot_job"), "SUCCESS"):
             pytest.fail(
                 f"every spider run finished before it could be killed; raise SPIDER_INTERVAL ({watched})"
             )
