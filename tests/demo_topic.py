@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -67,11 +68,16 @@ def prepare(
     declare_topic: bool = True,
     max_iterations: int = 2,
     snapshot_periods: tuple[str, ...] | None = None,
+    archive_from: Path | None = None,
 ) -> dict[str, str]:
-    """Write the archive drop and the topics file under ``home``; the environment every process needs."""
+    """Write the archive drop and the topics file under ``home``; the environment every process needs. With
+    ``archive_from`` (the drops folder of an earlier ``prepare`` of the same web) its archive drop is copied."""
     drops = home / "drops"
     drops.mkdir(parents=True, exist_ok=True)
-    web.write_archive_parquet(drops / "archive.parquet", include_html=True)
+    if archive_from is None:
+        web.write_archive_parquet(drops / "archive.parquet", include_html=True)
+    else:
+        shutil.copyfile(archive_from / "archive.parquet", drops / "archive.parquet")
     topics_file = home / "topics.yaml"
     topics_file.write_text(
         topics_yaml(web, max_iterations, snapshot_periods) if declare_topic else "topics: []\n",
