@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -41,9 +42,13 @@ def demo_web() -> DemoWeb:
     return generate_demo_web(**WEB)
 
 
-def topics_yaml(web: DemoWeb, max_iterations: int = 2) -> str:
+def topics_yaml(
+    web: DemoWeb, max_iterations: int = 2, snapshot_periods: tuple[str, ...] | None = None
+) -> str:
+    """The demo topic's declaration; ``snapshot_periods`` (e.g. ``("overall",)``) left out: every period."""
     start = min(story["publish_date"] for story in web.archive_stories)[:10]
     end = max(story["publish_date"] for story in web.archive_stories)[:10]
+    periods = f"    snapshot_periods: [{', '.join(snapshot_periods)}]\n" if snapshot_periods else ""
     return (
         "topics:\n"
         f"  - name: {TOPIC}\n"
@@ -51,6 +56,7 @@ def topics_yaml(web: DemoWeb, max_iterations: int = 2) -> str:
         f"    start_date: {start}\n"
         f"    end_date: {end}\n"
         f"    max_iterations: {max_iterations}\n"
+        f"{periods}"
     )
 
 
@@ -61,14 +67,21 @@ def prepare(
     interval: float,
     declare_topic: bool = True,
     max_iterations: int = 2,
+    snapshot_periods: tuple[str, ...] | None = None,
+    archive_from: Path | None = None,
 ) -> dict[str, str]:
-    """Write the archive drop and the topics file under ``home``; the environment every process needs."""
+    """Write the archive drop and the topics file under ``home``; the environment every process needs. With
+    ``archive_from`` (the drops folder of an earlier ``prepare`` of the same web) its archive drop is copied."""
     drops = home / "drops"
     drops.mkdir(parents=True, exist_ok=True)
-    web.write_archive_parquet(drops / "archive.parquet", include_html=True)
+    if archive_from is None:
+        web.write_archive_parquet(drops / "archive.parquet", include_html=True)
+    else:
+        shutil.copyfile(archive_from / "archive.parquet", drops / "archive.parquet")
     topics_file = home / "topics.yaml"
     topics_file.write_text(
-        topics_yaml(web, max_iterations) if declare_topic else "topics: []\n", encoding="utf-8"
+        topics_yaml(web, max_iterations, snapshot_periods) if declare_topic else "topics: []\n",
+        encoding="utf-8",
     )
     env = {k: v for k, v in os.environ.items() if k not in SECRETS and k != "TOPICMAP_DATABASE_URL"}
     env.update(
