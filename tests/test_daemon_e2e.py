@@ -27,12 +27,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
+from unittest import mock
 
+import dagster as dg
 import pytest
 import requests
 import yaml
 from dagster_graphql import DagsterGraphQLClient
-from sqlalchemy import bindparam, create_engine, func, select, text
+from sqlalchemy import create_engine, func, select, text
 
 from orchestration.launcher import process_state
 from tests import demo_topic
@@ -93,10 +95,16 @@ class Deployment(ProgressWaiter):
     """The running webserver + daemon, the store, and a progress meter over all of them."""
 
     def __init__(
-        self, graphql: DagsterGraphQL, client: DagsterGraphQLClient, dagster_db: str, store: TopicStore
+        self,
+        graphql: DagsterGraphQL,
+        client: DagsterGraphQLClient,
+        instance: dg.DagsterInstance,
+        dagster_db: str,
+        store: TopicStore,
     ):
         self.graphql = graphql
         self.client = client
+        self.instance = instance
         self.store = store
         self._dagster_engine = create_engine(dagster_db)
         self.processes: dict[str, tuple[subprocess.Popen, Path]] = {}
@@ -108,8 +116,8 @@ class Deployment(ProgressWaiter):
             self.graphql.query("{ version }")
         except requests.ConnectionError:  # the webserver is still starting: its log shows its progress
             return tuple(log.stat().st_size for _, log in self.processes.values())
+        runs = tuple(sorted((run.run_id, run.status.value) for run in self.instance.get_runs()))
         with self._dagster_engine.connect() as conn:
-            runs = tuple(sorted(map(tuple, conn.execute(text("SELECT run_id, status FROM runs")))))
             events = conn.execute(text("SELECT max(id) FROM event_logs")).scalar_one_or_none()
         with self.store.engine.connect() as conn:
             processed = conn.execute(
@@ -120,20 +128,13 @@ class Deployment(ProgressWaiter):
     def topic_runs(self) -> list[dict]:
         return self.graphql.runs({"topicmap/topic": demo_topic.TOPIC})
 
-    def topic_run_ids(self, job_names: tuple[str, ...], status: str) -> list[str]:
+    def topic_run_ids(self, job_names: tuple[str, ...], status: dg.DagsterRunStatus) -> list[str]:
         """The topic's runs of these jobs in this status, oldest first, read from Dagster's run storage (a poll
         of it costs the webserver nothing)."""
-        with self._dagster_engine.connect() as conn:
-            return list(
-                conn.execute(
-                    text(
-                        "SELECT r.run_id FROM runs r JOIN run_tags t ON t.run_id = r.run_id "
-                        "WHERE t.key = 'topicmap/topic' AND t.value = :topic AND r.status = :status "
-                        "AND r.pipeline_name IN :jobs ORDER BY r.id"
-                    ).bindparams(bindparam("jobs", expanding=True)),
-                    {"topic": demo_topic.TOPIC, "status": status, "jobs": list(job_names)},
-                ).scalars()
-            )
+        runs = self.instance.get_runs(
+            dg.RunsFilter(statuses=[status], tags={"topicmap/topic": demo_topic.TOPIC})
+        )
+        return [run.run_id for run in reversed(runs) if run.job_name in job_names]
 
     def snapshot_rows(self) -> int:
         """The topic's snapshots in the store (written by the snapshot step before Dagster records it)."""
@@ -264,7 +265,10 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, InProcessReference,
             # the store is created and upgraded while the code server loads the code location
             store = TopicStore.open(store_url)
             client = DagsterGraphQLClient("127.0.0.1", port_number=port)
-            deployed = Deployment(graphql, client, dagster_db, store)
+            # the instance as the deployment's processes load it (its storage's URL from the environment)
+            with mock.patch.dict(os.environ, dagster_pg_env(dagster_db)):
+                instance = dg.DagsterInstance.from_config(str(dagster_home))
+            deployed = Deployment(graphql, client, instance, dagster_db, store)
             deployed.processes = processes
             deployed.wait_for("the code server", lambda: listening(code_server_port), poll=0.5)
             deployed.processes["webserver"] = _start(
@@ -312,6 +316,7 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, InProcessReference,
                 store.dispose()
             if deployed is not None:
                 deployed._dagster_engine.dispose()
+                deployed.instance.dispose()
 
 
 def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spider_run(
@@ -341,7 +346,7 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
 
     def running_spider_run() -> tuple[dict, int] | None:
         # polled from Dagster's run storage; the webserver is asked only about a run found running
-        for run_id in deployed.topic_run_ids(("spider_iteration_job",), "STARTED"):
+        for run_id in deployed.topic_run_ids(("spider_iteration_job",), dg.DagsterRunStatus.STARTED):
             if run_id not in worker_pids:
                 messages = graphql.run_messages(run_id)
                 found = next((int(m.group(1)) for m in map(PID_EVENT.search, messages) if m), None)
@@ -351,7 +356,7 @@ def test_topic_runs_to_its_snapshot_on_the_deployment_and_survives_a_killed_spid
             run = next((r for r in spider_runs() if r["runId"] == run_id), None)
             if run is not None and run["status"] == "STARTED":
                 return run, worker_pids[run_id]
-        if deployed.topic_run_ids(("post_spider_job", "snapshot_job"), "SUCCESS"):
+        if deployed.topic_run_ids(("post_spider_job", "snapshot_job"), dg.DagsterRunStatus.SUCCESS):
             pytest.fail(
                 f"every spider run finished before it could be killed; raise SPIDER_INTERVAL ({watched})"
             )
