@@ -439,7 +439,9 @@ class LocalDagster(ProgressWaiter):
         self._start("code_server", serve_code_location(self.code_server_port, self.workspace))
         self.wait_for("the code server", lambda: listening(self.code_server_port), poll=0.5)
 
-    def start(self) -> None:
+    def start(self, before_daemon: Callable[[], object] | None = None) -> None:
+        """Start the code server, the webserver (sensors stopped) and the daemon; ``before_daemon``, if given, is
+        called just before the daemon starts (e.g. to wait for set-up that ran meanwhile)."""
         import requests
 
         self._start_code_server()
@@ -460,6 +462,8 @@ class LocalDagster(ProgressWaiter):
         for sensor in self.graphql.sensors():
             if sensor["sensorState"]["status"] == "RUNNING":
                 self.graphql.set_sensor(sensor, running=False)
+        if before_daemon is not None:
+            before_daemon()
         self._start("daemon", ["dagster-daemon", "run", "-w", str(self.workspace)])
 
     def stop(self) -> None:
