@@ -5,6 +5,8 @@ code server run, notes every process below the command, sends the signal and wai
 gone. SIGTERM goes to the command alone, as `kill PID` or a service manager sends it, to a command started as a
 script's `command &` starts it (SIGINT and SIGQUIT ignored, which a child inherits); SIGINT to the command's process
 group, as a terminal's Ctrl-C does (make, given SIGINT, waits for its recipe, which it takes to have had it too).
+The next case's command starts (in a folder and on a port of its own) while one case is tested, so its start, most
+of a case's time, overlaps the case before.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -90,21 +94,29 @@ def _ui_answers(port: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize(
-    ("command", "sig"),
-    [
-        ("make ui", signal.SIGTERM),
-        ("make ui", signal.SIGINT),
-        ("topicmap demo-ui", signal.SIGTERM),
-        ("topicmap demo-ui", signal.SIGINT),
-    ],
-    ids=["make-ui-SIGTERM", "make-ui-SIGINT", "demo-ui-SIGTERM", "demo-ui-SIGINT"],
-)
-def test_the_ui_commands_stop_every_process_they_started(
-    tmp_path: Path, command: str, sig: signal.Signals
-) -> None:
-    if command.startswith("make") and not (ROOT / ".venv" / ".installed").exists():
-        pytest.skip("`make ui` needs the checkout's virtualenv (make venv)")
+CASES = {
+    "make-ui-SIGTERM": ("make ui", signal.SIGTERM),
+    "make-ui-SIGINT": ("make ui", signal.SIGINT),
+    "demo-ui-SIGTERM": ("topicmap demo-ui", signal.SIGTERM),
+    "demo-ui-SIGINT": ("topicmap demo-ui", signal.SIGINT),
+}
+
+
+@dataclass
+class Started:
+    """A command started for one case: its process, the UI's port, its log, when it was started."""
+
+    process: subprocess.Popen
+    port: int
+    log: Path
+    started: float
+
+
+def _runnable(command: str) -> bool:
+    return not command.startswith("make") or (ROOT / ".venv" / ".installed").exists()
+
+
+def _start(tmp_path: Path, command: str, sig: signal.Signals) -> Started:
     home = tmp_path / "home"
     dagster_home = home / "dagster_home"
     dagster_home.mkdir(parents=True)
@@ -124,22 +136,68 @@ def test_the_ui_commands_stop_every_process_they_started(
         # started as a script's `command &` starts it: SIGINT and SIGQUIT ignored (the SIGTERM of a service manager
         # or `kill` must still stop everything)
         argv = ["sh", "-c", 'trap "" INT QUIT; exec "$@"', "sh", *argv]
-    log = (tmp_path / "ui.log").open("w")
-    process = subprocess.Popen(
-        argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    log = tmp_path / "ui.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return Started(process, port, log, time.monotonic())
+
+
+@pytest.fixture(scope="module")
+def started_command(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[str], Started]]:
+    """The command of a case, started; asking for one also starts the next selected case's, so that one comes up
+    while this one is tested (each in a folder and on a port of its own). What a test did not stop is killed."""
+    selected = [
+        item.callspec.id
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec") and item.callspec.id in CASES
+    ]
+    commands: dict[str, Started] = {}
+
+    def start(case: str) -> Started | None:
+        command, sig = CASES[case]
+        if case not in commands and _runnable(command):
+            commands[case] = _start(tmp_path_factory.mktemp(case), command, sig)
+        return commands.get(case)
+
+    def get(case: str) -> Started:
+        found = start(case)
+        later = selected[selected.index(case) + 1 :] if case in selected else []
+        if later:
+            start(later[0])
+        assert found is not None
+        return found
+
     try:
-        started = time.monotonic()
+        yield get
+    finally:
+        for ui in commands.values():
+            for pid in _alive(_tree(ui.process.pid)):
+                os.kill(pid, signal.SIGKILL)
+            ui.process.wait()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_ui_commands_stop_every_process_they_started(
+    started_command: Callable[[str], Started], case: str
+) -> None:
+    command, sig = CASES[case]
+    if not _runnable(command):
+        pytest.skip("`make ui` needs the checkout's virtualenv (make venv)")
+    ui = started_command(case)
+    process, port = ui.process, ui.port
+    try:
         while True:
             # the process tree (all of /proc) is read only once the UI answers, late in the start
             tree = _tree(process.pid) if _ui_answers(port) else {}
             commands = " | ".join(tree.values())
             if "_daemon run" in commands and ("grpc" in commands or "code-server" in commands):
                 break
-            assert process.poll() is None, (
-                f"{command} exited early: {(tmp_path / 'ui.log').read_text()[-3000:]}"
-            )
-            assert time.monotonic() - started < STARTED_WITHIN_SECONDS, (
+            assert process.poll() is None, f"{command} exited early: {ui.log.read_text()[-3000:]}"
+            assert time.monotonic() - ui.started < STARTED_WITHIN_SECONDS, (
                 f"{command} never came up: {_tree(process.pid)}"
             )
             time.sleep(1)
@@ -158,4 +216,3 @@ def test_the_ui_commands_stop_every_process_they_started(
     finally:
         for pid in _alive(_tree(process.pid)):
             os.kill(pid, signal.SIGKILL)
-        log.close()
