@@ -45,8 +45,17 @@ def tick_every_sensor(ticks: int) -> dict[str, dict]:
     from orchestration.definitions import defs
 
     found: dict[str, dict] = {}
+    repository = defs.get_repository_def()
+    top_level = repository.get_top_level_resources()
     with dg.DagsterInstance.get() as instance:
-        for sensor in sorted(defs.get_repository_def().sensor_defs, key=lambda s: s.name):
+        for sensor in sorted(repository.sensor_defs, key=lambda s: s.name):
+            # as the code server builds them for a tick: the resources the sensor needs (transitively), no others
+            needed, todo = set(), list(sensor.required_resource_keys)
+            while todo:
+                if (key := todo.pop()) not in needed:
+                    needed.add(key)
+                    todo.extend(top_level[key].required_resource_keys)
+            resources = {key: resource for key, resource in top_level.items() if key in needed}
             cursor = None
             evaluated: list[dict] = []
             for _ in range(ticks):
@@ -54,7 +63,7 @@ def tick_every_sensor(ticks: int) -> dict[str, dict]:
                     instance=instance,
                     cursor=cursor,
                     definitions=defs,
-                    resources=defs.resources,
+                    resources=resources,
                     sensor_name=sensor.name,
                 )
                 # as the code server evaluates a tick: partitions (the topics' dynamic ones) read from the instance

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,10 +71,20 @@ def wait_for(what: str, check: Callable[[], T | None], poll: float = 0.1) -> T:
     return found
 
 
-@pytest.fixture
-def instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
-    home = tmp_path / "dagster_home"
+@pytest.fixture(scope="module")
+def instance_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A DAGSTER_HOME from deploy/dagster.local.yaml whose SQLite storage is created once for the module: each
+    test's instance is a copy (creating the storage anew takes a second or more of CPU; a copy milliseconds)."""
+    home = tmp_path_factory.mktemp("instance_template") / "dagster_home"
     write_instance(home, "dagster.local.yaml")
+    with dg.DagsterInstance.from_config(str(home)):
+        pass
+    return home
+
+
+@pytest.fixture
+def instance(instance_template: Path, tmp_path: Path) -> Iterator[dg.DagsterInstance]:
+    home = shutil.copytree(instance_template, tmp_path / "dagster_home")
     with dg.DagsterInstance.from_config(str(home)) as dagster_instance:
         yield dagster_instance
 
@@ -132,9 +143,9 @@ def _pending(store: TopicStore, topics_id: int, urls: list[str]) -> None:
 
 
 def test_a_killed_spider_runs_claims_are_free_once_the_sensor_has_reacted(
-    instance: dg.DagsterInstance, tmp_path: Path
+    instance: dg.DagsterInstance, tmp_path: Path, sqlite_store_url: str
 ) -> None:
-    store_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    store_url = sqlite_store_url  # an upgraded store, copied
     store = TopicStore.open(store_url)
     topics_id = _spider_topic(store, tmp_path / "topics.yaml")
     instance.add_dynamic_partitions("topics", [TOPIC])
@@ -226,10 +237,10 @@ def test_a_killed_spider_runs_claims_are_free_once_the_sensor_has_reacted(
 
 
 def test_a_canceled_runs_claims_are_free_once_the_sensor_has_reacted(
-    instance: dg.DagsterInstance, tmp_path: Path
+    instance: dg.DagsterInstance, tmp_path: Path, sqlite_store_url: str
 ) -> None:
     """A run canceled while a step held claims it could not release (the step was killed)."""
-    store_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    store_url = sqlite_store_url  # an upgraded store, copied
     store = TopicStore.open(store_url)
     topics_id = _spider_topic(store, tmp_path / "topics.yaml")
     _pending(store, topics_id, STALLING_URLS)
@@ -256,13 +267,14 @@ def test_a_canceled_runs_claims_are_free_once_the_sensor_has_reacted(
 
 
 @pytest.fixture(scope="module")
-def code_location(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkspaceProcessContext]:
+def code_location(
+    tmp_path_factory: pytest.TempPathFactory, instance_template: Path
+) -> Iterator[WorkspaceProcessContext]:
     """tests/killed_after_success_job.py served by a real code server, which launches real run workers; the steps
     run in the run worker (TOPICMAP_EXECUTOR=in_process, inherited by the code server and its run workers). One
     code server and its instance for the module's tests (each loads in seconds of CPU): every test finds its own
     runs by their ids."""
-    home = tmp_path_factory.mktemp("retry_tests") / "dagster_home"
-    write_instance(home, "dagster.local.yaml")
+    home = shutil.copytree(instance_template, tmp_path_factory.mktemp("retry_tests") / "dagster_home")
     target = ModuleTarget(
         module_name="tests.killed_after_success_job",
         attribute="defs",
@@ -456,15 +468,14 @@ def _kill_as_success_is_stored(instance: dg.DagsterInstance, run: dg.DagsterRun)
 
 
 def test_a_run_whose_success_is_stored_stays_a_success_when_its_worker_is_killed(
-    code_location: WorkspaceProcessContext, tmp_path: Path
+    code_location: WorkspaceProcessContext, sqlite_store_url: str
 ) -> None:
     """A run worker killed after it stored the run's RUN_SUCCESS, before it updated the run's status: its code
     server finds it dead with the run unfinished and reports a failure, which is not recorded. The run ends as a
     success (the event log's word), with no retry and no claims released. Runs are killed until one kill lands in
     that moment (the code server's report on the dead worker says so), each run checked."""
     instance = code_location.instance
-    store_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
-    TopicStore.open(store_url).dispose()
+    store_url = sqlite_store_url
     cursor = tick(release_claims_of_failed_runs, instance, None, store_url).cursor
     runs: list[dg.DagsterRun] = []
     landed: list[dg.DagsterRun] = []  # killed between the stored success and the status update
