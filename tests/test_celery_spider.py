@@ -52,11 +52,14 @@ pytestmark = pytest.mark.deployment
 DRIVER = """
 import sys
 import dagster as dg
+import dagster_celery.core_execution_loop as celery_loop
 from dagster import DagsterEventType
 from orchestration.definitions import spider_iteration_job
 from topicmap.spider.plan import decide, read_spider_facts
 from topicmap.store.topic_store import TopicStore
 
+# dagster-celery's loop looks at its steps' results once a second: each step level of each run waited up to that
+celery_loop.TICK_SECONDS = 0.2
 topic, max_iterations = sys.argv[1], int(sys.argv[2])
 instance = dg.DagsterInstance.get()
 if not instance.has_dynamic_partition("topics", topic):
@@ -197,10 +200,6 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
     database = f"sqlite:///{tmp_path / 'celery.sqlite3'}"
     with serve_demo_web(web) as server:
         arrivals = _stamp_arrivals(server)
-        reference, reference_requests = _one_process_reference(web, topic, server, tmp_path)
-
-        store = TopicStore.open(database)
-        seed_demo_topic(store, web, topic, tmp_path)
         env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
@@ -221,11 +220,14 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
             "TOPICMAP_CELERY_BROKER": f"amqp://guest:guest@127.0.0.1:5672/{vhost.replace('/', '%2F')}",
         }
         logs = [tmp_path / "w1.log", tmp_path / "w2.log"]
+        # The workers and then the driver start while this process spiders the reference and seeds the store:
+        # nothing asks for a page before the driver's first run, and its steps wait in the queue for the workers.
         workers = [_start_worker(f"w{n + 1}", env, logs[n]) for n in range(2)]
         driver = None
         try:
-            for worker, log in zip(workers, logs, strict=True):
-                _wait_ready(worker, log)
+            reference, reference_requests = _one_process_reference(web, topic, server, tmp_path)
+            store = TopicStore.open(database)
+            seed_demo_topic(store, web, topic, tmp_path)
             since, arrivals_since = len(server.request_log), len(arrivals)
             driver = subprocess.Popen(
                 [sys.executable, "-c", DRIVER, topic.name, str(topic.max_iterations)],
@@ -234,6 +236,8 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
             )
+            for worker, log in zip(workers, logs, strict=True):
+                _wait_ready(worker, log)
             # Kill worker 1 (main process and pool child) once its shard of iteration 1 is well under way.
             held_at_kill = _kill_mid_shard(store, workers[0], logs[0], driver)
             output = driver.communicate(timeout=900)[0].decode(errors="replace")
