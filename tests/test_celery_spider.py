@@ -66,6 +66,8 @@ if not instance.has_dynamic_partition("topics", topic):
     instance.add_dynamic_partitions("topics", [topic])
 store = TopicStore.open()
 job = dg.reconstructable(spider_iteration_job)
+job.get_definition()
+sys.stdin.readline()  # loaded while the test spiders its reference: go
 for _ in range(max_iterations + 2):
     decision = decide(read_spider_facts(store, topic, max_iterations), None, 0.0)
     if decision.action != "run_iteration":
@@ -220,22 +222,28 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
             "TOPICMAP_CELERY_BROKER": f"amqp://guest:guest@127.0.0.1:5672/{vhost.replace('/', '%2F')}",
         }
         logs = [tmp_path / "w1.log", tmp_path / "w2.log"]
-        # The workers and then the driver start while this process spiders the reference and seeds the store:
-        # nothing asks for a page before the driver's first run, and its steps wait in the queue for the workers.
+        # The workers and the driver start (the driver loads the job, then waits for a line) while this process
+        # spiders the reference: no page is asked for but the reference's until the driver is told to go.
         workers = [_start_worker(f"w{n + 1}", env, logs[n]) for n in range(2)]
         driver = None
         try:
-            reference, reference_requests = _one_process_reference(web, topic, server, tmp_path)
             store = TopicStore.open(database)
             seed_demo_topic(store, web, topic, tmp_path)
-            since, arrivals_since = len(server.request_log), len(arrivals)
             driver = subprocess.Popen(
                 [sys.executable, "-c", DRIVER, topic.name, str(topic.max_iterations)],
                 cwd=ROOT,
                 env=env,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
             )
+            reference, reference_requests = _one_process_reference(web, topic, server, tmp_path)
+            since, arrivals_since = len(server.request_log), len(arrivals)
+            try:
+                driver.stdin.write(b"go\n")
+                driver.stdin.flush()
+            except BrokenPipeError:
+                pass  # the driver ended already: its output says why
             for worker, log in zip(workers, logs, strict=True):
                 _wait_ready(worker, log)
             # Kill worker 1 (main process and pool child) once its shard of iteration 1 is well under way.
