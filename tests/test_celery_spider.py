@@ -215,6 +215,9 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
                     "host_overrides": {"*.test": f"127.0.0.1:{server.port}"},
                     "default_interval": INTERVAL,
                     "max_workers": 4,
+                    # a page of the loopback demo web takes milliseconds; the turn of a site the killed worker
+                    # held lapses this plus 10 s later (30 + 10 by default: the next shard of that site waited)
+                    "total_timeout": 8.0,
                 }
             ),
             "TOPICMAP_EXECUTOR": "celery",
