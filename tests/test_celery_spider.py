@@ -52,17 +52,22 @@ pytestmark = pytest.mark.deployment
 DRIVER = """
 import sys
 import dagster as dg
+import dagster_celery.core_execution_loop as celery_loop
 from dagster import DagsterEventType
 from orchestration.definitions import spider_iteration_job
 from topicmap.spider.plan import decide, read_spider_facts
 from topicmap.store.topic_store import TopicStore
 
+# dagster-celery's loop looks at its steps' results once a second: each step level of each run waited up to that
+celery_loop.TICK_SECONDS = 0.2
 topic, max_iterations = sys.argv[1], int(sys.argv[2])
 instance = dg.DagsterInstance.get()
 if not instance.has_dynamic_partition("topics", topic):
     instance.add_dynamic_partitions("topics", [topic])
 store = TopicStore.open()
 job = dg.reconstructable(spider_iteration_job)
+job.get_definition()
+sys.stdin.readline()  # loaded while the test spiders its reference: go
 for _ in range(max_iterations + 2):
     decision = decide(read_spider_facts(store, topic, max_iterations), None, 0.0)
     if decision.action != "run_iteration":
@@ -197,10 +202,6 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
     database = f"sqlite:///{tmp_path / 'celery.sqlite3'}"
     with serve_demo_web(web) as server:
         arrivals = _stamp_arrivals(server)
-        reference, reference_requests = _one_process_reference(web, topic, server, tmp_path)
-
-        store = TopicStore.open(database)
-        seed_demo_topic(store, web, topic, tmp_path)
         env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
@@ -214,6 +215,9 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
                     "host_overrides": {"*.test": f"127.0.0.1:{server.port}"},
                     "default_interval": INTERVAL,
                     "max_workers": 4,
+                    # a page of the loopback demo web takes milliseconds; the turn of a site the killed worker
+                    # held lapses this plus 10 s later (30 + 10 by default: the next shard of that site waited)
+                    "total_timeout": 8.0,
                 }
             ),
             "TOPICMAP_EXECUTOR": "celery",
@@ -221,19 +225,30 @@ def test_an_iteration_sharded_over_two_celery_workers_survives_a_kill_9(vhost: s
             "TOPICMAP_CELERY_BROKER": f"amqp://guest:guest@127.0.0.1:5672/{vhost.replace('/', '%2F')}",
         }
         logs = [tmp_path / "w1.log", tmp_path / "w2.log"]
+        # The workers and the driver start (the driver loads the job, then waits for a line) while this process
+        # spiders the reference: no page is asked for but the reference's until the driver is told to go.
         workers = [_start_worker(f"w{n + 1}", env, logs[n]) for n in range(2)]
         driver = None
         try:
-            for worker, log in zip(workers, logs, strict=True):
-                _wait_ready(worker, log)
-            since, arrivals_since = len(server.request_log), len(arrivals)
+            store = TopicStore.open(database)
+            seed_demo_topic(store, web, topic, tmp_path)
             driver = subprocess.Popen(
                 [sys.executable, "-c", DRIVER, topic.name, str(topic.max_iterations)],
                 cwd=ROOT,
                 env=env,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
             )
+            reference, reference_requests = _one_process_reference(web, topic, server, tmp_path)
+            since, arrivals_since = len(server.request_log), len(arrivals)
+            try:
+                driver.stdin.write(b"go\n")
+                driver.stdin.flush()
+            except BrokenPipeError:
+                pass  # the driver ended already: its output says why
+            for worker, log in zip(workers, logs, strict=True):
+                _wait_ready(worker, log)
             # Kill worker 1 (main process and pool child) once its shard of iteration 1 is well under way.
             held_at_kill = _kill_mid_shard(store, workers[0], logs[0], driver)
             output = driver.communicate(timeout=900)[0].decode(errors="replace")
