@@ -52,14 +52,11 @@ pytestmark = pytest.mark.deployment
 DRIVER = """
 import sys
 import dagster as dg
-import dagster_celery.core_execution_loop as celery_loop
 from dagster import DagsterEventType
 from orchestration.definitions import spider_iteration_job
 from topicmap.spider.plan import decide, read_spider_facts
 from topicmap.store.topic_store import TopicStore
 
-# dagster-celery's loop looks at its steps' results once a second: each step level of each run waited up to that
-celery_loop.TICK_SECONDS = 0.2
 topic, max_iterations = sys.argv[1], int(sys.argv[2])
 instance = dg.DagsterInstance.get()
 if not instance.has_dynamic_partition("topics", topic):
