@@ -343,6 +343,16 @@ def _kill_mid_shard(
                     conn.execute(select(F.c.url).where(holder, F.c.state.in_(("pending",)))).scalars().all()
                 )
             if written >= 2 and held:
+                # Stop the worker, read what its shard holds, then kill it: read first and kill after, the shard
+                # could claim and ask for another batch in between (seen: a page asked for again outside `held`).
+                # WAL: the read does not wait on a stopped writer.
+                os.killpg(worker.pid, signal.SIGSTOP)
+                with store.engine.connect() as conn:
+                    held = (
+                        conn.execute(select(F.c.url).where(holder, F.c.state.in_(("pending",))))
+                        .scalars()
+                        .all()
+                    )
                 os.killpg(worker.pid, signal.SIGKILL)
                 worker.wait()
                 return list(held)
