@@ -1,6 +1,6 @@
 """Run a topic's spider to the end in its own process (used by the kill -9 and concurrency tests).
 
-usage: python tests/spider_worker.py DB_URL SCHEMA TOPIC_JSON PAGE_SOURCE_JSON [INTERVAL]
+usage: python tests/spider_worker.py DB_URL SCHEMA TOPIC_JSON PAGE_SOURCE_JSON [INTERVAL [CLAIM_LEASE]]
 """
 
 import faulthandler
@@ -26,6 +26,7 @@ def main() -> None:
     faulthandler.enable()  # a crash (e.g. at interpreter exit) shows its threads' stacks in the output
     db_url, schema, topic_json, source_json = sys.argv[1:5]
     interval = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
+    lease = {"claim_lease": float(sys.argv[6])} if len(sys.argv) > 6 else {}
     raw = json.loads(topic_json)
     topic = TopicConfig(
         name=raw["name"],
@@ -47,6 +48,7 @@ def main() -> None:
         topic,
         FetcherSource(fetcher, max_workers=4, interval_overrides={"*": interval}),
         log=lambda line: print(line, flush=True),
+        **lease,
     )
     wait_for_the_others()
     processed = 0

@@ -119,8 +119,19 @@ def test_a_run_killed_mid_iteration_resumes_without_duplicates_or_losses(tmp_pat
         topic_json = json.dumps(
             {"name": topic.name, "query": topic.query, "start_date": "2026-01-01", "end_date": "2026-03-31"}
         )
+        # The killed worker's claims are taken again once their lease runs out (no run ends to release them):
+        # a lease of 10 s (renewed every 2.5 s while it lives) instead of the default 120 s the resume waits for.
         worker = subprocess.Popen(
-            [sys.executable, str(WORKER), db, "", topic_json, json.dumps(web.page_source_settings())],
+            [
+                sys.executable,
+                str(WORKER),
+                db,
+                "",
+                topic_json,
+                json.dumps(web.page_source_settings()),
+                "0",
+                "10",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
