@@ -67,6 +67,10 @@ def store_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'store.sqlite3'}"
 
 
+#: the loopback sites' shutdown() waits for their serve_forever loop to look (every 0.5 s by default)
+SITE_POLL = {"poll_interval": 0.05}
+
+
 @pytest.fixture(scope="module")
 def stored_template(sqlite_store_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An upgraded SQLite store holding the article, its copy and an unrelated story, built once per module."""
@@ -121,7 +125,7 @@ def web() -> Iterator[str]:
         ).encode()
     }
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs=SITE_POLL, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
@@ -433,7 +437,7 @@ class HeldSite:
 
         self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs=SITE_POLL, daemon=True)
         self.thread.start()
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
@@ -523,7 +527,7 @@ class DripSite:
 
         self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs=SITE_POLL, daemon=True)
         self.thread.start()
 
     def url(self, path: str) -> str:
