@@ -11,7 +11,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_graphql.test.utils import execute_dagster_graphql
 
 from assets.dagster_internals import (
     RETRY_NUMBER_TAG,
@@ -116,6 +115,14 @@ def ui(tmp_path: Path) -> Iterator[WorkspaceRequestContext]:
         assert isinstance(origin, InProcessCodeLocationOrigin)
         with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(origin)) as process:
             yield process.create_request_context()
+
+
+def execute_dagster_graphql(ui: WorkspaceRequestContext, query: str, variables: dict):  # noqa: ANN201
+    """Dagster's own GraphQL schema, imported here: loading it takes half a second, and every test process
+    imports this module to collect it."""
+    from dagster_graphql.test.utils import execute_dagster_graphql as execute
+
+    return execute(ui, query, variables)
 
 
 def launch(ui: WorkspaceRequestContext, assets: list[str], tags: dict[str, str]) -> dg.DagsterRun:
