@@ -4,6 +4,7 @@ the automation (running by default, each requesting only what is missing or stal
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -148,18 +149,31 @@ def test_click_days_are_the_declared_topics_days(tmp_path: Path) -> None:
     assert declared_calendar(open_ended, date(2026, 2, 10), {})["click_days"][-1] == "2026-02-09"
 
 
+@pytest.fixture(scope="module")
+def calendar_home(dagster_home_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The instance ``store_world`` starts from, made once for the module (each test's is a copy): the topic's
+    partition and its days, as the topic registry adds them."""
+    home = shutil.copytree(dagster_home_template, tmp_path_factory.mktemp("automation") / "dagster_home")
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
+        instance.add_dynamic_partitions("topics", [TOPIC.name])
+        apply_calendar(instance, [TOPIC], NOW.date())
+    return home
+
+
 @pytest.fixture
 def store_world(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_sqlite_store: Callable[[Path], str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fresh_sqlite_store: Callable[[Path], str],
+    calendar_home: Path,
 ) -> Iterator[dict]:
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
     db_url = fresh_sqlite_store(tmp_path / "store.sqlite3")
     store = TopicStore.open(db_url)
     add_topic_stories(store, week_of_stories(JAN10, 3, 2))
     monkeypatch.setattr(refetch, "current_time", lambda: NOW)
-    with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions("topics", [TOPIC.name])
-        apply_calendar(instance, [TOPIC], NOW.date())  # its days, as the topic registry adds them
+    home = shutil.copytree(calendar_home, tmp_path / "dagster_home")
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
         yield {"store": store, "db_url": db_url, "instance": instance, "tmp": tmp_path}
     store.dispose()
 

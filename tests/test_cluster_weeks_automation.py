@@ -4,6 +4,8 @@ weeks following its own stories."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
@@ -22,6 +24,8 @@ from sensors.automation import cluster_weeks_automation
 from topicmap.clusters.store import topic_weeks
 from topicmap.topics.declarations import load_topics
 
+#: the ``fresh_instance`` fixture (tests/conftest.py)
+FreshInstance = Callable[[], AbstractContextManager[dg.DagsterInstance]]
 CLUSTER_WEEKS = dg.AssetSelection.assets("cluster_weeks")
 CLUSTER_WEEKS_KEY = dg.AssetKey("cluster_weeks")
 
@@ -61,13 +65,13 @@ def _declare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *topics: str) -> N
 
 
 def test_the_sensor_ticks_in_the_code_server_and_requests_one_backfill_of_the_topics_weeks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_instance: FreshInstance
 ) -> None:
     """The sensor as the code server ticks it (``use_user_code_server``: the daemon runs only Dagster's own
     conditions, and this one reads the topics file): one backfill, over the declared topic's weeks alone."""
     _declare(tmp_path, monkeypatch, "name: climate, query: a, start_date: 2026-01-20, end_date: 2026-02-10")
     repository = defs.get_repository_def()
-    with dg.instance_for_test() as instance:
+    with fresh_instance() as instance:
         instance.add_dynamic_partitions("topics", ["climate", "undeclared"])
         apply_declared_calendar(
             instance
@@ -93,7 +97,7 @@ def test_the_sensor_ticks_in_the_code_server_and_requests_one_backfill_of_the_to
 
 
 def test_a_topics_weeks_are_built_once_its_stories_land_and_again_when_rebuilt(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_instance: FreshInstance
 ) -> None:
     _declare(
         tmp_path,
@@ -101,7 +105,7 @@ def test_a_topics_weeks_are_built_once_its_stories_land_and_again_when_rebuilt(
         "name: climate, query: a, start_date: 2026-03-02, end_date: 2026-04-12",
         "name: other, query: b, start_date: 2026-03-02, end_date: 2026-04-12",
     )
-    with dg.instance_for_test() as instance:
+    with fresh_instance() as instance:
         instance.add_dynamic_partitions("topics", ["climate", "other"])
         apply_declared_calendar(instance)
         weeks = [key.split("|")[1] for key in instance.get_dynamic_partitions(topic_weeks_partitions.name)]
@@ -125,7 +129,7 @@ def test_a_topics_weeks_are_built_once_its_stories_land_and_again_when_rebuilt(
 
 
 def test_a_topics_weeks_wait_while_its_own_stories_are_being_built(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_instance: FreshInstance
 ) -> None:
     """The stories are read per topic: a topic whose stories a run is building again waits, the other topic's weeks
     do not (nor do they wait for a topic whose stories were never built)."""
@@ -136,7 +140,7 @@ def test_a_topics_weeks_wait_while_its_own_stories_are_being_built(
         "name: other, query: b, start_date: 2026-03-02, end_date: 2026-03-22",
         "name: unbuilt, query: c, start_date: 2026-03-02, end_date: 2026-03-22",
     )
-    with dg.instance_for_test() as instance:
+    with fresh_instance() as instance:
         instance.add_dynamic_partitions("topics", ["climate", "other", "unbuilt"])
         apply_declared_calendar(instance)
         first = _tick(instance)
@@ -152,7 +156,7 @@ def test_a_topics_weeks_wait_while_its_own_stories_are_being_built(
 
 
 def test_rebuilt_stories_request_only_the_topics_own_weeks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_instance: FreshInstance
 ) -> None:
     """Each topic is offered its own weeks only; a rebuild of its stories requests them, not a week the registry
     keeps because it holds data (a week past the topic's shortened end, a week of a topic no longer declared)."""
@@ -163,7 +167,7 @@ def test_rebuilt_stories_request_only_the_topics_own_weeks(
         "name: late, query: b, start_date: 2026-02-10, end_date: 2026-04-30",
     )
     held = ["early|2026-03-02", "removed|2026-01-05"]
-    with dg.instance_for_test() as instance:
+    with fresh_instance() as instance:
         instance.add_dynamic_partitions("topics", ["early", "late", "removed"])
         for key in held:
             instance.report_runless_asset_event(dg.AssetMaterialization("cluster_weeks", partition=key))
@@ -213,7 +217,7 @@ def test_a_topics_declared_weeks_run_from_the_week_of_its_start_to_the_week_of_i
 
 
 def test_a_week_the_registry_adds_is_requested_for_the_topic_it_belongs_to(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_instance: FreshInstance
 ) -> None:
     """The code location's condition on the registry's week set: a week that comes in (an open-ended topic's, once
     it is over) is requested for the topics whose stories are there and whose dates hold it, and only that week."""
@@ -225,7 +229,7 @@ def test_a_week_the_registry_adds_is_requested_for_the_topic_it_belongs_to(
     )
     monday = datetime(2026, 2, 2, 12, tzinfo=UTC)
     topics = load_topics(tmp_path / "topics.yaml", monday.date()).topics
-    with dg.instance_for_test() as instance:
+    with fresh_instance() as instance:
         instance.add_dynamic_partitions("topics", ["climate", "ended"])
         apply_calendar(instance, topics, monday.date())
         so_far = ["2026-01-05", "2026-01-12", "2026-01-19", "2026-01-26"]

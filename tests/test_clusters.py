@@ -7,6 +7,8 @@ import functools
 import random
 import shutil
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -657,7 +659,11 @@ def test_topic_weeks_are_the_mondays_the_topic_spans() -> None:
 
 
 @pytest.mark.usefixtures("store_resource_cache")  # the code location opens this test's store
-def test_the_demo_builds_a_topics_weeks_in_one_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_demo_builds_a_topics_weeks_in_one_run(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fresh_instance: Callable[[], AbstractContextManager[dg.DagsterInstance]],
+) -> None:
     """`make demo` builds a topic's weeks as a backfill does: one cluster_weeks_job run over their range, the weeks
     in order, each from the one before (not a run per week, each starting over from a folder)."""
     from orchestration.definitions import defs
@@ -668,7 +674,7 @@ def test_the_demo_builds_a_topics_weeks_in_one_run(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("TOPICMAP_DATABASE_URL", str(store.engine.url))
     topic = TopicConfig(name=TOPIC, query="news", start_date=date(2026, 2, 2), end_date=date(2026, 2, 22))
-    with dg.instance_for_test() as instance:
+    with fresh_instance() as instance:
         instance.add_dynamic_partitions("topics", [TOPIC])
         apply_calendar(instance, [topic], date(2026, 11, 26))
         finished = build_cluster_weeks(defs, instance, topic)

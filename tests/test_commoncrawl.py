@@ -7,7 +7,8 @@ from __future__ import annotations
 import gzip
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -382,10 +383,12 @@ def test_ccnews_day_loads_streams_filters_and_resumes(tmp_path: Path, web, store
 
 
 @pytest.fixture
-def ccnews_instance() -> Iterator[dg.DagsterInstance]:
+def ccnews_instance(
+    fresh_instance: Callable[[], AbstractContextManager[dg.DagsterInstance]],
+) -> Iterator[dg.DagsterInstance]:
     """An instance holding the CC-NEWS days of a topic of January and February 2026, as the topic registry adds
     them (one with an instance reference: a schedule's context needs one)."""
-    with dg.instance_for_test() as instance:
+    with fresh_instance() as instance:
         topic = TopicConfig(name="t", query="a", start_date=date(2026, 1, 1), end_date=date(2026, 3, 1))
         apply_calendar(instance, [topic], date(2026, 11, 26))
         yield instance
