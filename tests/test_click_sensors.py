@@ -34,10 +34,10 @@ JAN10 = date(2024, 1, 10)
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_store_url: str) -> Iterator[dict]:
     """A store with topic stories on Jan 10 (2), 11, 13 and 14 (none on the 12th), the stand-in, an instance."""
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
-    db_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    db_url = sqlite_store_url
     store = TopicStore.open(db_url)
     stories = [st for st in week_of_stories(JAN10, 5, 2) if st.publish_date.day != 12]
     stories = [st for st in stories if st.publish_date.day == 10 or st.url.endswith("-0")]

@@ -278,8 +278,10 @@ def test_queue_claims_are_exclusive_and_resumable(store: TopicStore) -> None:
     assert cc_queue.queue_counts(store) == {"running": 7}
 
 
-def test_loader_stops_writing_when_its_claim_was_taken_over(tmp_path: Path, web) -> None:
-    store = TopicStore.open(f"sqlite:///{tmp_path / 's.sqlite3'}")
+def test_loader_stops_writing_when_its_claim_was_taken_over(
+    tmp_path: Path, web, sqlite_store_url: str
+) -> None:
+    store = TopicStore.open(sqlite_store_url)
     cc_queue.enqueue_outlets(store, ["x.example"], ["A"])
     job = cc_queue.claim_outlet(store, "old", lease_seconds=60)
     assert cc_queue.claim_outlet(store, "new", lease_seconds=0).id == job.id
@@ -395,14 +397,14 @@ def ccnews_instance(
 
 
 def test_ccnews_partition_asset_and_yesterday_schedule(
-    tmp_path: Path, web, ccnews_instance: dg.DagsterInstance
+    tmp_path: Path, web, ccnews_instance: dg.DagsterInstance, sqlite_store_url: str
 ) -> None:
     instance = ccnews_instance
     _ccnews_layout(tmp_path, web)
     data = DataServer(tmp_path)
     try:
         resources = {
-            "store": TopicStoreResource(database_url=f"sqlite:///{tmp_path / 'store.sqlite3'}"),
+            "store": TopicStoreResource(database_url=sqlite_store_url),
             "commoncrawl": CommonCrawlResource(
                 index_url="http://127.0.0.1:1/{collection}/cdx",
                 data_url=data.url,

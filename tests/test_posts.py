@@ -456,11 +456,13 @@ def test_posts_are_read_on_the_topics_dates_as_of_today_for_an_open_ended_topic(
 # ---------------------------------------------------------------------------------------------- the seeds asset
 
 
-def test_the_seeds_asset_reads_the_posts_and_reports_each_source(tmp_path: Path) -> None:
+def test_the_seeds_asset_reads_the_posts_and_reports_each_source(
+    tmp_path: Path, sqlite_store_url: str
+) -> None:
     (tmp_path / "posts.csv").write_text(GENERIC_CSV, encoding="utf-8")
     _ndjson(tmp_path / "reddit.jsonl", REDDIT_LINES)
     _topic(tmp_path, "[{platform: generic_post, path: posts.csv}, {platform: reddit, path: reddit.jsonl}]")
-    db = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    db = sqlite_store_url
     resources = {
         "store": TopicStoreResource(database_url=db),
         "topics_file": TopicsFileResource(path=str(tmp_path / "topics.yaml")),

@@ -230,9 +230,11 @@ def test_canonical_link_is_found_made_absolute_and_never_raises() -> None:
 
 # ---------------------------------------------------------------------------------------------- assets end to end
 @pytest.fixture
-def sqlite_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TopicStore, str]:
+def sqlite_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_store_url: str
+) -> tuple[TopicStore, str]:
     monkeypatch.setenv("TOPICMAP_HOME", str(tmp_path / "home"))
-    url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    url = sqlite_store_url
     topic_store = TopicStore.open(url)
     yield topic_store, url
     topic_store.dispose()
