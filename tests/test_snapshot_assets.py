@@ -816,11 +816,13 @@ def test_a_summary_keeps_as_many_top_words_as_the_ui_shows_inline() -> None:
     assert "34 published in the timespan, 5 linked from it, 1 undated" in text
 
 
-def test_cli_reports_unknown_topics_and_topics_without_snapshots(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_cli_reports_unknown_topics_and_topics_without_snapshots(
+    tmp_path: Path, capsys, monkeypatch, fresh_sqlite_store
+) -> None:
     monkeypatch.delenv("TOPICMAP_DATABASE_URL", raising=False)
     home = tmp_path / "home"
     home.mkdir()
-    store = TopicStore.open(home=home)
+    store = TopicStore.open(fresh_sqlite_store(home / "topicmap.sqlite3"))  # the store of the CLI's --home
     topics_file = tmp_path / "topics.yaml"
     topics_file.write_text(TOPICS_YAML, encoding="utf-8")
     store.upsert_topic(load_topics(topics_file).topics[0])
