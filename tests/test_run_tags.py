@@ -6,6 +6,7 @@ daemon version is tests/test_ui_runs.py)."""
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,17 +101,26 @@ LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $pa
   ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } ... on InvalidSubsetError { message } } }"""
 
 
-@pytest.fixture
-def ui(tmp_path: Path) -> Iterator[WorkspaceRequestContext]:
-    """The UI's GraphQL on the shipped local instance, with the code location loaded in process."""
-    write_instance(tmp_path / "home", "dagster.local.yaml")
-    with dg.DagsterInstance.from_config(str(tmp_path / "home")) as instance:
-        assert isinstance(instance.run_coordinator, TaggingRunCoordinator)
+@pytest.fixture(scope="module")
+def ui_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped local instance of ``ui``, its storage created once for the module (each test's is a copy)."""
+    home = tmp_path_factory.mktemp("run_tags") / "home"
+    write_instance(home, "dagster.local.yaml")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions("topics", ["t"])
         # click days as the topic registry keeps them (assets/partitions.py): the days a range below launches
         instance.add_dynamic_partitions(
             click_days_partitions.name, ["2026-01-10", "2026-01-11", "2026-01-12"]
         )
+    return home
+
+
+@pytest.fixture
+def ui(ui_home: Path, tmp_path: Path) -> Iterator[WorkspaceRequestContext]:
+    """The UI's GraphQL on the shipped local instance, with the code location loaded in process."""
+    home = shutil.copytree(ui_home, tmp_path / "home")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert isinstance(instance.run_coordinator, TaggingRunCoordinator)
         origin = code_location(instance).origin
         assert isinstance(origin, InProcessCodeLocationOrigin)
         with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(origin)) as process:
