@@ -26,11 +26,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.archive import archive_stories
-from assets.checks import CHECKS_BY_NAME
-from assets.jobs import archive_job
-from resources.archive import ArchiveDropsResource
-from resources.store import TopicStoreResource
+from orchestration.definitions import defs
 from tests.dagster_deploy import LocalDagster, local_dagster
 from tests.linkweb import LinkWeb, page_url
 from tests.test_spider import page
@@ -72,26 +68,21 @@ def sensor_ticks(dagster: LocalDagster, name: str) -> list[dict]:
     return data["sensorOrError"]["sensorState"]["ticks"]
 
 
-def load_archive(instance: dg.DagsterInstance, store: TopicStore, drops: Path) -> None:
-    """A run of ``archive_job`` (the drops' new stories into the archive, and the job's check) in this process:
-    the day's drop is loaded at once, with no run queue or run worker between."""
-    definitions = dg.Definitions(
-        assets=[archive_stories],
-        asset_checks=[CHECKS_BY_NAME["no_drop_file_stuck"]],
-        jobs=[archive_job],
-        resources={
-            "store": TopicStoreResource(database_url=store.engine.url.render_as_string(hide_password=False)),
-            "drops": ArchiveDropsResource(drops_dir=str(drops)),
-        },
-    )
-    assert definitions.resolve_job_def(archive_job.name).execute_in_process(instance=instance).success
+def load_archive(instance: dg.DagsterInstance) -> None:
+    """A run of the code location's ``archive_job`` (the drops' new stories into the archive, and the job's check)
+    in this process: the day's drop is loaded at once, with no run queue or run worker between. Its resources read
+    the store and the drops folder from the environment, as the deployment's do."""
+    assert defs.resolve_job_def("archive_job").execute_in_process(instance=instance).success
 
 
 def manifest_digest(folder: Path) -> str:
     return hashlib.sha256((folder / "manifest.json").read_bytes()).hexdigest()
 
 
-def test_an_open_ended_topic_grows_with_two_archive_days(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("store_resource_cache")  # the code location's archive_job opens this test's store
+def test_an_open_ended_topic_grows_with_two_archive_days(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     today = datetime.now(UTC).date()
     days = [(today - timedelta(days=n)).isoformat() for n in (2, 1)]
     home = tmp_path / "home"
@@ -107,7 +98,8 @@ def test_an_open_ended_topic_grows_with_two_archive_days(tmp_path: Path) -> None
         "    snapshot_periods: [overall]\n",
         encoding="utf-8",
     )
-    store = TopicStore.open(f"sqlite:///{home / 'topicmap.sqlite3'}")
+    store_url = f"sqlite:///{home / 'topicmap.sqlite3'}"
+    store = TopicStore.open(store_url)
     with LinkWeb(n=10, hosts=HOSTS) as web:
         env = {k: v for k, v in os.environ.items() if k not in SECRETS and k != "TOPICMAP_DATABASE_URL"}
         env.update(
@@ -120,6 +112,10 @@ def test_an_open_ended_topic_grows_with_two_archive_days(tmp_path: Path) -> None
             TOPICMAP_EXECUTOR="in_process",
             TOPICMAP_PAGE_SOURCE_JSON=json.dumps({**web.page_source_settings(), "default_interval": 0.0}),
         )
+        # the runs of archive_job in this process: the deployment's home and drops, and its store named outright
+        monkeypatch.setenv("TOPICMAP_HOME", str(home))
+        monkeypatch.setenv("TOPICMAP_DROPS_DIR", str(drops))
+        monkeypatch.setenv("TOPICMAP_DATABASE_URL", store_url)
         with (
             local_dagster(tmp_path, env) as dagster,
             dg.DagsterInstance.from_config(str(dagster.dagster_home)) as instance,
@@ -138,7 +134,7 @@ def test_an_open_ended_topic_grows_with_two_archive_days(tmp_path: Path) -> None
             folders: dict[int, str] = {}
             for day, published in enumerate(days, start=1):
                 stories.append(day_drop(drops, day, published))
-                load_archive(instance, store, drops)
+                load_archive(instance)
                 if day == 1:  # the topic's sensors start once the first day is in the archive
                     for sensor in dagster.graphql.sensors():
                         if sensor["name"] in SENSORS:
