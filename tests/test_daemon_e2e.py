@@ -34,7 +34,7 @@ import pytest
 import requests
 import yaml
 from dagster_graphql import DagsterGraphQLClient
-from sqlalchemy import create_engine, func, select, text
+from sqlalchemy import func, select
 
 from orchestration.launcher import process_state
 from tests import demo_topic
@@ -99,26 +99,33 @@ class Deployment(ProgressWaiter):
         graphql: DagsterGraphQL,
         client: DagsterGraphQLClient,
         instance: dg.DagsterInstance,
-        dagster_db: str,
         store: TopicStore,
     ):
         self.graphql = graphql
         self.client = client
         self.instance = instance
         self.store = store
-        self._dagster_engine = create_engine(dagster_db)
         self.processes: dict[str, tuple[subprocess.Popen, Path]] = {}
         self.stall_seconds = NO_PROGRESS_SECONDS
 
     def _fingerprint(self) -> object:
-        """Anything that moves when the deployment works: runs and their states, events, store rows."""
+        """Anything that moves when the deployment works: runs and their states, the events of the unfinished
+        runs (a run's steps log and materialize while its state stays STARTED), store rows."""
         try:
             self.graphql.query("{ version }")
         except requests.ConnectionError:  # the webserver is still starting: its log shows its progress
             return tuple(log.stat().st_size for _, log in self.processes.values())
-        runs = tuple(sorted((run.run_id, run.status.value) for run in self.instance.get_runs()))
-        with self._dagster_engine.connect() as conn:
-            events = conn.execute(text("SELECT max(id) FROM event_logs")).scalar_one_or_none()
+        all_runs = self.instance.get_runs()
+        runs = tuple(sorted((run.run_id, run.status.value) for run in all_runs))
+        # each unfinished run's newest event (a finished run's state is in ``runs``)
+        events = tuple(
+            sorted(
+                (run.run_id, record.storage_id)
+                for run in all_runs
+                if not run.is_finished
+                for record in self.instance.get_records_for_run(run.run_id, limit=1, ascending=False).records
+            )
+        )
         with self.store.engine.connect() as conn:
             processed = conn.execute(
                 select(func.count()).where(s.topic_fetch_urls.c.state.not_in(("pending",)))
@@ -268,7 +275,7 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, InProcessReference,
             # the instance as the deployment's processes load it (its storage's URL from the environment)
             with mock.patch.dict(os.environ, dagster_pg_env(dagster_db)):
                 instance = dg.DagsterInstance.from_config(str(dagster_home))
-            deployed = Deployment(graphql, client, instance, dagster_db, store)
+            deployed = Deployment(graphql, client, instance, store)
             deployed.processes = processes
             deployed.wait_for("the code server", lambda: listening(code_server_port), poll=0.5)
             deployed.processes["webserver"] = _start(
@@ -315,7 +322,6 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Deployment, InProcessReference,
             if store is not None:
                 store.dispose()
             if deployed is not None:
-                deployed._dagster_engine.dispose()
                 deployed.instance.dispose()
 
 
