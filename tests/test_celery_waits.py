@@ -73,21 +73,44 @@ print("RESULT " + json.dumps({"success": result.success, "status": status, "seco
 
 
 #: one process for the module: imports what every driver needs (not the Celery app, which reads its broker from the
-#: environment on import), then forks a driver for each line read (JSON: environment, log file) and answers its pid.
-#: The kernel reaps the drivers (SIGCHLD ignored here, restored in each driver).
+#: environment on import), then forks a driver for each line read (JSON: environment, log file, exit file) and answers
+#: its pid. It reaps each driver as it ends and writes its exit status (Popen's returncode: minus the signal that
+#: killed it) to the driver's exit file: the test is not the driver's parent, so it could not learn it otherwise.
 FORKER = """
 import json, os, signal, sys, traceback
 import celery, dagster, dagster_celery, kombu, redis
 import orchestration.celery_internals, tests.celery_waits_job
 DRIVER = sys.argv[1]
-signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+exit_files = {}
+
+def reap(signum, frame):
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
+        path = exit_files.pop(pid, None)
+        if path is None:
+            continue
+        with open(path + ".tmp", "w") as out:
+            out.write(str(os.waitstatus_to_exitcode(status)))
+        os.replace(path + ".tmp", path)
+
+signal.signal(signal.SIGCHLD, reap)
 for line in sys.stdin:
     order = json.loads(line)
+    # a driver that ends at once is reaped only once its exit file is known
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
     pid = os.fork()
     if pid:
+        exit_files[pid] = order["exit"]
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         print(pid, flush=True)
         continue
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
     os.environ.clear()
     os.environ.update(order["env"])
     log = os.open(order["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -108,33 +131,43 @@ for line in sys.stdin:
 
 
 class Driver:
-    """A driver forked by the module's forker: what the tests ask of a driver process (poll, wait, signals).
-    Not the forker's child once it ends (the kernel reaps it), so it has no exit code: ``poll`` says 0 once gone."""
+    """A driver forked by the module's forker: what the tests ask of a driver process (poll, wait, signals). Its exit
+    status is the one the forker wrote to its exit file once it reaped it."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, exit_file: Path) -> None:
         self.pid = pid
+        self.exit_file = exit_file
 
     def poll(self) -> int | None:
         try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return 0
-        return None
+            return int(self.exit_file.read_text())
+        except FileNotFoundError:
+            return None
 
     def wait(self, timeout: float) -> int:
         deadline = time.monotonic() + timeout
-        while self.poll() is None:
+        while (code := self.poll()) is None:
             if time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(f"driver {self.pid}", timeout)
             time.sleep(0.05)
-        return 0
+        return code
+
+    def ended(self) -> str:
+        """How it ended, for an assertion's message."""
+        code = self.poll()
+        if code is None:
+            return f"driver {self.pid} is still running"
+        if code < 0:
+            return f"driver {self.pid} was killed by {signal.Signals(-code).name}"
+        return f"driver {self.pid} exited with code {code}"
 
     def send_signal(self, signum: int) -> None:
         os.kill(self.pid, signum)
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
+        if self.poll() is None:  # not yet reaped: the pid is still the driver's
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
@@ -246,18 +279,24 @@ def _env(tmp_path: Path, broker: str, backend: str | None, start_timeout: float)
 
 
 def _start_driver(forker: subprocess.Popen, env: dict[str, str], log: Path) -> Driver:
-    forker.stdin.write(json.dumps({"env": env, "log": str(log)}) + "\n")
+    exit_file = log.with_name(log.name + ".exit")
+    forker.stdin.write(json.dumps({"env": env, "log": str(log), "exit": str(exit_file)}) + "\n")
     forker.stdin.flush()
     line = forker.stdout.readline()
     assert line.strip().isdigit(), f"the forker ended: {line!r}"
-    return Driver(int(line))
+    return Driver(int(line), exit_file)
+
+
+def _ended(driver: Driver, log: Path) -> str:
+    """How a driver ended and the end of its output."""
+    return f"{driver.ended()}\n{log.read_text(errors='replace')[-4000:]}"
 
 
 def _result(driver: Driver, log: Path) -> dict:
     driver.wait(timeout=SAFETY)
     output = log.read_text(errors="replace")
     lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
-    assert lines, output[-4000:]
+    assert lines, _ended(driver, log)
     return json.loads(lines[-1].removeprefix("RESULT "))
 
 
@@ -284,7 +323,7 @@ def _wait_until_queued(broker: str, count: int, driver: Driver, log: Path) -> No
     deadline = time.monotonic() + SAFETY
     with Connection(broker) as conn:  # one connection for the whole wait: a new one per poll costs CPU
         while True:
-            assert driver.poll() is None, log.read_text(errors="replace")[-4000:]
+            assert driver.poll() is None, _ended(driver, log)
             if _queued_on(conn) >= count:
                 return
             assert time.monotonic() < deadline, "the run's tasks never reached the queue"
@@ -397,7 +436,7 @@ def test_a_run_with_the_redis_result_backend(
         driver = _start_driver(forker, env, log)
         # one step runs on the only worker; the other waits in the queue behind it
         while "STEP_START" not in worker_log.read_text(errors="replace"):
-            assert driver.poll() is None, log.read_text(errors="replace")[-4000:]
+            assert driver.poll() is None, _ended(driver, log)
             assert worker.poll() is None, worker_log.read_text(errors="replace")[-3000:]
             assert time.monotonic() < deadline, worker_log.read_text(errors="replace")[-3000:]
             time.sleep(0.1)
@@ -405,7 +444,7 @@ def test_a_run_with_the_redis_result_backend(
         # it waits three start timeouts (a lower bound: a slow machine only waits longer) before it may run
         waiting_since = time.monotonic()
         while time.monotonic() < waiting_since + 3 * SHORT_TIMEOUT:
-            assert driver.poll() is None, log.read_text(errors="replace")[-4000:]
+            assert driver.poll() is None, _ended(driver, log)
             time.sleep(0.2)
         (tmp_path / "release").touch()
         result = _result(driver, log)
