@@ -178,6 +178,21 @@ def dagster_home_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
+@pytest.fixture(scope="session")
+def local_instance_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A DAGSTER_HOME from deploy/dagster.local.yaml (the shipped local instance), its SQLite storage created once per
+    test process: a test copies it (``shutil.copytree``) for an instance of its own."""
+    import dagster as dg
+
+    from tests.dagster_deploy import write_instance
+
+    home = tmp_path_factory.mktemp("local_instance_template") / "dagster_home"
+    write_instance(home, "dagster.local.yaml")
+    with dg.DagsterInstance.from_config(str(home)):
+        pass
+    return home
+
+
 @pytest.fixture
 def fresh_instance(
     dagster_home_template: Path, tmp_path: Path

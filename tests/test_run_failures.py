@@ -42,7 +42,7 @@ from orchestration.instance import FAILURE_NOT_RECORDED
 from orchestration.launcher import PidCheckingRunLauncher, process_state
 from resources.store import TopicStoreResource
 from sensors.run_failures import release_claims_of_canceled_runs, release_claims_of_failed_runs
-from tests.dagster_deploy import ROOT, run_status_tick, write_instance
+from tests.dagster_deploy import ROOT, run_status_tick
 from tests.faultserver import FaultServer
 from tests.killed_after_success_job import dynamic_job
 from topicmap.spider.claims import ClaimQueue, claim_keys, run_holder
@@ -71,20 +71,9 @@ def wait_for(what: str, check: Callable[[], T | None], poll: float = 0.1) -> T:
     return found
 
 
-@pytest.fixture(scope="module")
-def instance_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A DAGSTER_HOME from deploy/dagster.local.yaml whose SQLite storage is created once for the module: each
-    test's instance is a copy (creating the storage anew takes a second or more of CPU; a copy milliseconds)."""
-    home = tmp_path_factory.mktemp("instance_template") / "dagster_home"
-    write_instance(home, "dagster.local.yaml")
-    with dg.DagsterInstance.from_config(str(home)):
-        pass
-    return home
-
-
 @pytest.fixture
-def instance(instance_template: Path, tmp_path: Path) -> Iterator[dg.DagsterInstance]:
-    home = shutil.copytree(instance_template, tmp_path / "dagster_home")
+def instance(local_instance_template: Path, tmp_path: Path) -> Iterator[dg.DagsterInstance]:
+    home = shutil.copytree(local_instance_template, tmp_path / "dagster_home")
     with dg.DagsterInstance.from_config(str(home)) as dagster_instance:
         yield dagster_instance
 
@@ -268,13 +257,13 @@ def test_a_canceled_runs_claims_are_free_once_the_sensor_has_reacted(
 
 @pytest.fixture(scope="module")
 def code_location(
-    tmp_path_factory: pytest.TempPathFactory, instance_template: Path
+    tmp_path_factory: pytest.TempPathFactory, local_instance_template: Path
 ) -> Iterator[WorkspaceProcessContext]:
     """tests/killed_after_success_job.py served by a real code server, which launches real run workers; the steps
     run in the run worker (TOPICMAP_EXECUTOR=in_process, inherited by the code server and its run workers). One
     code server and its instance for the module's tests (each loads in seconds of CPU): every test finds its own
     runs by their ids."""
-    home = shutil.copytree(instance_template, tmp_path_factory.mktemp("retry_tests") / "dagster_home")
+    home = shutil.copytree(local_instance_template, tmp_path_factory.mktemp("retry_tests") / "dagster_home")
     target = ModuleTarget(
         module_name="tests.killed_after_success_job",
         attribute="defs",

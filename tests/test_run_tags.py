@@ -29,7 +29,7 @@ from orchestration.coordinator import NAMED_JOB_TAG, TaggingRunCoordinator, name
 from orchestration.run_tags import LAUNCHED_BY_TAG, run_topic
 from orchestration.runs import REPOSITORY_NAME, code_location
 from sensors.retries import retry_decisions
-from tests.dagster_deploy import run_status_tick, write_instance
+from tests.dagster_deploy import run_status_tick
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +102,10 @@ LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $pa
 
 
 @pytest.fixture(scope="module")
-def ui_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shipped local instance of ``ui``, its storage created once for the module (each test's is a copy)."""
-    home = tmp_path_factory.mktemp("run_tags") / "home"
-    write_instance(home, "dagster.local.yaml")
+def ui_home(local_instance_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped local instance of ``ui`` with the topic's partitions, made once for the module (each test's is a
+    copy)."""
+    home = shutil.copytree(local_instance_template, tmp_path_factory.mktemp("run_tags") / "home")
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions("topics", ["t"])
         # click days as the topic registry keeps them (assets/partitions.py): the days a range below launches
