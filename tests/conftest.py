@@ -23,6 +23,9 @@ from topicmap.store.topic_store import TopicStore, normalize_database_url
 if TYPE_CHECKING:
     import dagster as dg
 
+#: the ``fresh_instance`` fixture: each call opens a test instance copied from the session's template
+FreshInstance = Callable[[], AbstractContextManager["dg.DagsterInstance"]]
+
 DEFAULT_TEST_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 # Property tests explore new random examples on every local run; under CI they replay a fixed sequence, so a
@@ -194,9 +197,7 @@ def local_instance_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def fresh_instance(
-    dagster_home_template: Path, tmp_path: Path
-) -> Callable[[], AbstractContextManager[dg.DagsterInstance]]:
+def fresh_instance(dagster_home_template: Path, tmp_path: Path) -> FreshInstance:
     """Opens ``dg.instance_for_test`` on a copy of the template, under ``tmp_path``: creating its storage anew
     costs about a quarter of a second of CPU, a copy milliseconds."""
     import dagster as dg

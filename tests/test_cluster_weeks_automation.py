@@ -4,8 +4,6 @@ weeks following its own stories."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
@@ -21,11 +19,10 @@ from assets.partitions import (
 )
 from orchestration.definitions import defs
 from sensors.automation import cluster_weeks_automation
+from tests.conftest import FreshInstance
 from topicmap.clusters.store import topic_weeks
 from topicmap.topics.declarations import load_topics
 
-#: the ``fresh_instance`` fixture (tests/conftest.py)
-FreshInstance = Callable[[], AbstractContextManager[dg.DagsterInstance]]
 CLUSTER_WEEKS = dg.AssetSelection.assets("cluster_weeks")
 CLUSTER_WEEKS_KEY = dg.AssetKey("cluster_weeks")
 

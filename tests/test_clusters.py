@@ -7,8 +7,6 @@ import functools
 import random
 import shutil
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG as RANGE_END
 from assets.dagster_internals import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
 from assets.partitions import apply_calendar, declared_calendar, topic_weeks_partitions
 from resources.store import TopicStoreResource
-from tests.conftest import copy_sqlite_store
+from tests.conftest import FreshInstance, copy_sqlite_store
 from topicmap.clusters.model import (
     _projection,
     choose_k,
@@ -662,7 +660,7 @@ def test_topic_weeks_are_the_mondays_the_topic_spans() -> None:
 def test_the_demo_builds_a_topics_weeks_in_one_run(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    fresh_instance: Callable[[], AbstractContextManager[dg.DagsterInstance]],
+    fresh_instance: FreshInstance,
 ) -> None:
     """`make demo` builds a topic's weeks as a backfill does: one cluster_weeks_job run over their range, the weeks
     in order, each from the one before (not a run per week, each starting over from a folder)."""

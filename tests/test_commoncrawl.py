@@ -7,8 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,6 +22,7 @@ from assets.partitions import apply_calendar
 from resources.commoncrawl import CommonCrawlResource
 from resources.store import TopicStoreResource
 from tests.ccservers import DataServer, capture_time, write_pages_warc
+from tests.conftest import FreshInstance
 from topicmap.archive import cc_queue
 from topicmap.archive.ccnews import CcNewsLoader, file_day, files_for_day
 from topicmap.archive.commoncrawl import (
@@ -386,7 +386,7 @@ def test_ccnews_day_loads_streams_filters_and_resumes(tmp_path: Path, web, store
 
 @pytest.fixture
 def ccnews_instance(
-    fresh_instance: Callable[[], AbstractContextManager[dg.DagsterInstance]],
+    fresh_instance: FreshInstance,
 ) -> Iterator[dg.DagsterInstance]:
     """An instance holding the CC-NEWS days of a topic of January and February 2026, as the topic registry adds
     them (one with an instance reference: a schedule's context needs one)."""
