@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.test_snapshot_assets import TOPIC, TOPICS_YAML, build_topic
+from topicmap.snapshots import engine, store_stream, streams
 from topicmap.snapshots import files as snapshot_files
-from topicmap.snapshots import store_stream, streams
 from topicmap.snapshots.checks import check_problems
 from topicmap.snapshots.compute import compute_snapshot
 from topicmap.snapshots.engine import compute_snapshot_ooc
@@ -158,8 +158,13 @@ FOCI = (
 @pytest.mark.parametrize(
     ("seed", "once", "with_posts"), [(1, False, False), (2, True, False), (3, False, True)]
 )
-def test_both_paths_write_the_same_files(tmp_path: Path, seed: int, once: bool, with_posts: bool) -> None:
-    """A generated topic of eight weeks (``START``, ``END``): every kind of timespan, few of each."""
+def test_both_paths_write_the_same_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, once: bool, with_posts: bool
+) -> None:
+    """A generated topic of eight weeks (``START``, ``END``): every kind of timespan, few of each. The engine
+    reads the texts of the query focus and the word samples in many small batches (its stories are loaded in
+    random id order), as a big topic's are read."""
+    monkeypatch.setattr(engine, "TEXT_BATCH_ROWS", 29)
     data = generated_topic(seed)
     posts = generated_posts(data, seed) if with_posts else None
     spans = build_timespans(

@@ -399,27 +399,36 @@ def _frame(table: pa.Table, drop: Sequence[str] = ()) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-class DuckTexts:
-    """The stories' titles, texts and languages as loaded into the engine, read a chunk at a time."""
+#: stories whose title and text the engine hands to the query foci and word counts at once
+TEXT_BATCH_ROWS = 50_000
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, chunk: int = 50_000) -> None:
+
+class DuckTexts:
+    """The stories' titles, texts and languages as loaded into the engine, read ``chunk`` stories at a time."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, chunk: int) -> None:
         self.con = con
         self.chunk = chunk
 
     def chunks(self, stories_ids: np.ndarray) -> Iterator[TextChunk]:
-        con = self.con.cursor()
-        for start in range(0, len(stories_ids), self.chunk):
-            ids = pa.table({"stories_id": pa.array(stories_ids[start : start + self.chunk], type=pa.int64())})  # noqa: F841
-            rows = con.sql(
-                "SELECT t.stories_id, t.title, t.text, t.language FROM ids JOIN story_text t USING (stories_id) "
-                "ORDER BY t.stories_id"
-            ).to_arrow_table()
-            yield TextChunk(
-                stories_id=rows.column(0).to_numpy().astype(np.int64),
-                title=rows.column(1).to_pylist(),
-                text=rows.column(2).to_pylist(),
-                language=rows.column(3).to_pylist(),
-            )
+        # One scan and one sort for all the stories asked for: a join per chunk would scan every loaded text
+        # again for each chunk (stories are loaded in the source's order: a chunk's ids need not prune the scan).
+        ids = pa.table({"stories_id": pa.array(stories_ids, type=pa.int64())})  # noqa: F841 (DuckDB reads it)
+        cursor = _session(self.con.cursor())
+        try:
+            rows = cursor.sql(
+                "SELECT t.stories_id, t.title, t.text, t.language FROM story_text t "
+                "SEMI JOIN ids USING (stories_id) ORDER BY t.stories_id"
+            ).to_arrow_reader(self.chunk)
+            for batch in rows:
+                yield TextChunk(
+                    stories_id=batch.column(0).to_numpy().astype(np.int64),
+                    title=batch.column(1).to_pylist(),
+                    text=batch.column(2).to_pylist(),
+                    language=batch.column(3).to_pylist(),
+                )
+        finally:
+            cursor.close()
 
 
 class _Titles:
@@ -607,7 +616,7 @@ def _compute(
         media_ids=media["media_id"].to_numpy(dtype=np.int64),
         media_names=media["name"].to_numpy(dtype=object),
     )
-    texts = texts if texts is not None else DuckTexts(con)
+    texts = texts if texts is not None else DuckTexts(con, TEXT_BATCH_ROWS)
     work = _Work(con, info, sample_order(story_ids), word_sample, has_groups, syndicated_once, files, posts)
     if files is not None:
         files.start_streamed()
