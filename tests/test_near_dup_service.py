@@ -750,6 +750,7 @@ def test_sigterm_stops_the_service_with_url_lookups_pending(
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
             wait_until(lambda: url_lookups(client) == {"queued": 19, "running": 1}, "20 pending lookups")
         wait_until(lambda: held_site.robots == 1, "the running lookup's fetch to reach the site")
+        assert service.poll() is None, f"the service ended before SIGTERM:\n{log_path.read_text()}"
         service.send_signal(signal.SIGTERM)
         # the site holds its one request until released, which it never is: a service that waited for its
         # lookups would never end (the timeout only keeps a broken service from hanging the suite)
@@ -762,7 +763,8 @@ def test_sigterm_stops_the_service_with_url_lookups_pending(
         held_site.robots,
         held_site.pages,
     )  # queued: never sent
-    assert returncode == -signal.SIGTERM  # uvicorn shuts down, then ends with the signal it was sent
+    # uvicorn shuts down, then ends with the signal it was sent
+    assert returncode == -signal.SIGTERM, f"exit code {returncode}:\n{log_path.read_text()}"
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port)).close()
     answers = [lookup.answer() for lookup in pending]
