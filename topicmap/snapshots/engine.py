@@ -243,16 +243,19 @@ def _floor_div(expr: str, unit: int) -> str:
 # --------------------------------------------------------------------------------------------- per timespan
 
 
-#: a timespan's story_link_counts, as the files and the summary take them (adding a column: one line here)
 def _use_scope(con: duckdb.DuckDBPyConnection, focus_ids: np.ndarray | None) -> None:
+    """Point ``scope_stories``, ``scope_links`` and ``scope_story_rows`` at the whole topic (``focus_ids`` None)
+    or at a focus: its stories, the links among them and its stories' columns, copied once for its timespans."""
     if focus_ids is None:
         con.execute("CREATE OR REPLACE VIEW scope_stories AS SELECT * FROM stories")
         con.execute("CREATE OR REPLACE VIEW scope_links AS SELECT * FROM cross_links")
+        con.execute("CREATE OR REPLACE VIEW scope_story_rows AS SELECT * FROM story_rows")
         return
     ids = pa.table({"stories_id": pa.array(focus_ids, type=pa.int64())})  # noqa: F841 (DuckDB reads it)
     con.execute("CREATE OR REPLACE TABLE focus_ids AS SELECT stories_id FROM ids")
     con.execute(
-        "CREATE OR REPLACE TABLE scope_stories_t AS SELECT * FROM stories SEMI JOIN focus_ids USING (stories_id)"
+        "CREATE OR REPLACE TABLE scope_stories_t AS "
+        "SELECT * FROM stories SEMI JOIN focus_ids USING (stories_id)"
     )
     con.execute(
         """
@@ -261,8 +264,15 @@ def _use_scope(con: duckdb.DuckDBPyConnection, focus_ids: np.ndarray | None) -> 
         WHERE c.source IN (SELECT stories_id FROM focus_ids) AND c.ref IN (SELECT stories_id FROM focus_ids)
         """
     )
+    # The focus's own part of the stories' columns: each timespan's stories are joined to them twice (the two
+    # story streams), and a hash join scans its other side whole, here a focus's fraction of the topic.
+    con.execute(
+        "CREATE OR REPLACE TABLE scope_story_rows_t AS "
+        "SELECT * FROM story_rows SEMI JOIN focus_ids USING (stories_id)"
+    )
     con.execute("CREATE OR REPLACE VIEW scope_stories AS SELECT * FROM scope_stories_t")
     con.execute("CREATE OR REPLACE VIEW scope_links AS SELECT * FROM scope_links_t")
+    con.execute("CREATE OR REPLACE VIEW scope_story_rows AS SELECT * FROM scope_story_rows_t")
 
 
 def _compute_timespan(
@@ -294,7 +304,7 @@ def _compute_timespan(
             SELECT source, ref FROM (
                 SELECT l.source, l.ref,
                        row_number() OVER (PARTITION BY s.grp, l.ref ORDER BY s.sort_key, l.source) AS nth
-                FROM period_links l JOIN stories s ON s.stories_id = l.source
+                FROM period_links l JOIN scope_stories s ON s.stories_id = l.source
                 WHERE s.grp IS NOT NULL
             ) WHERE nth > 1
             """
@@ -320,7 +330,7 @@ def _compute_timespan(
                coalesce(inl.inlink_count, 0) AS inlink_count, coalesce(outl.outlink_count, 0) AS outlink_count,
                coalesce(inl.media_inlink_count, 0) AS media_inlink_count,
                {", ".join(f"s.{c}" for c in STAT_COLUMNS)}, s.utc_s, s.local_day
-        FROM ids JOIN stories s USING (stories_id)
+        FROM ids JOIN scope_stories s USING (stories_id)
         LEFT JOIN inl USING (stories_id) LEFT JOIN outl USING (stories_id)
         """
     )
@@ -431,24 +441,31 @@ class DuckTexts:
             cursor.close()
 
 
-class _Titles:
-    """``StoryInfo.title`` / ``url`` looked up by story position for the few stories a summary lists."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection, column: str) -> None:
-        self.con, self.column = con, column
+class _TitlesLater:
+    """``StoryInfo.title`` / ``url`` left empty while the timespans are summed up, filled in by ``_fill_titles``
+    for every summary at once: a lookup per timespan would scan every story's text columns again."""
 
     def __getitem__(self, positions: np.ndarray) -> np.ndarray:
-        wanted = pa.table({"pos": pa.array(np.asarray(positions, dtype=np.int64))})  # noqa: F841
-        found = (
-            self.con.cursor()
-            .sql(
-                f"SELECT w.pos, t.{self.column} FROM wanted w JOIN stories s USING (pos) "
-                "JOIN story_text t USING (stories_id)"
-            )
-            .to_arrow_table()
-        )
-        by_pos = dict(zip(found.column(0).to_pylist(), found.column(1).to_pylist(), strict=True))
-        return np.array([by_pos.get(int(p)) for p in np.asarray(positions)], dtype=object)
+        return np.full(len(positions), None, dtype=object)
+
+
+def _fill_titles(con: duckdb.DuckDBPyConnection, snaps: Sequence[TimespanSnapshot]) -> None:
+    """The titles and urls of the summaries' top stories, looked up in one pass over the stories."""
+    listed = [snap.summary.top_stories for snap in snaps if snap.summary is not None]
+    listed = [table for table in listed if len(table)]
+    if not listed:
+        return
+    wanted = np.unique(np.concatenate([table["stories_id"].to_numpy(dtype=np.int64) for table in listed]))
+    ids = pa.table({"stories_id": pa.array(wanted)})  # noqa: F841 (DuckDB reads it)
+    found = con.sql(
+        "SELECT stories_id, title, url FROM story_text SEMI JOIN ids USING (stories_id)"
+    ).to_arrow_table()
+    title = dict(zip(found.column(0).to_pylist(), found.column(1).to_pylist(), strict=True))
+    url = dict(zip(found.column(0).to_pylist(), found.column(2).to_pylist(), strict=True))
+    for table in listed:
+        story_ids = table["stories_id"].tolist()
+        table["title"] = np.array([title.get(i) for i in story_ids], dtype=object)
+        table["url"] = np.array([url.get(i) for i in story_ids], dtype=object)
 
 
 @dataclass
@@ -610,8 +627,8 @@ def _compute(
     info = StoryInfo(
         story_ids=story_ids,
         story_days=days,
-        title=_Titles(con, "title"),  # type: ignore[arg-type]
-        url=_Titles(con, "url"),  # type: ignore[arg-type]
+        title=_TitlesLater(),  # type: ignore[arg-type]
+        url=_TitlesLater(),  # type: ignore[arg-type]
         publish_day_local=days.view("datetime64[ns]"),
         media_ids=media["media_id"].to_numpy(dtype=np.int64),
         media_names=media["name"].to_numpy(dtype=object),
@@ -631,6 +648,7 @@ def _compute(
             focus_snaps.append(
                 FocusSnapshot(focus=focus, stories_id=focus_ids, timespans=_timespans(work, timespans, focus))
             )
+    _fill_titles(con, [*snaps, *(snap for found in focus_snaps for snap in found.timespans)])
     result = SnapshotResult(
         timespans=snaps,
         stories=pd.DataFrame({"stories_id": story_ids, "media_id": story_media}),

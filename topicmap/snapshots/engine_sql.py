@@ -1,10 +1,10 @@
 """The SQL of the out-of-core engine's per-timespan tables (``topicmap.snapshots.engine``).
 
 Each select reads the timespan's tables the engine builds (``period``: its counted stories with their counts,
-``period_links``, ``period_medium_links``, ``period_posts``: its post counts per story) joined to the topic's
-``story_rows`` (each story's columns that do not depend on the timespan, ``STORY_ROWS_CREATE``) and ``media``,
-and names its columns as ``topicmap.snapshots.files`` writes them, so the streams become the very files the
-in-memory path writes.
+``period_links``, ``period_medium_links``, ``period_posts``: its post counts per story) joined to
+``scope_story_rows`` (each story's columns that do not depend on the timespan, ``STORY_ROWS_CREATE``: the topic's
+``story_rows``, or a focus's own part of them) and ``media``, and names its columns as
+``topicmap.snapshots.files`` writes them, so the streams become the very files the in-memory path writes.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def stories_select(ts: Timespan, csv: bool) -> str:
     columns = [f"{exprs.get(f.name, f'p.{f.name}')} AS {f.name}" for f in STORIES_SCHEMA]
     order = "p.media_inlink_count DESC, p.inlink_count DESC, p.stories_id" if csv else "p.stories_id"
     return (
-        f"SELECT {', '.join(columns)} FROM period p JOIN story_rows r USING (stories_id) "
+        f"SELECT {', '.join(columns)} FROM period p JOIN scope_story_rows r USING (stories_id) "
         f"LEFT JOIN period_posts pp USING (stories_id) ORDER BY {order}"
     )
 
