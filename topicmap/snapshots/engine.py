@@ -457,15 +457,14 @@ def _fill_titles(con: duckdb.DuckDBPyConnection, snaps: Sequence[TimespanSnapsho
         return
     wanted = np.unique(np.concatenate([table["stories_id"].to_numpy(dtype=np.int64) for table in listed]))
     ids = pa.table({"stories_id": pa.array(wanted)})  # noqa: F841 (DuckDB reads it)
-    found = con.sql(
+    rows = con.execute(
         "SELECT stories_id, title, url FROM story_text SEMI JOIN ids USING (stories_id)"
-    ).to_arrow_table()
-    title = dict(zip(found.column(0).to_pylist(), found.column(1).to_pylist(), strict=True))
-    url = dict(zip(found.column(0).to_pylist(), found.column(2).to_pylist(), strict=True))
+    ).fetchall()
+    found = {story_id: (title, url) for story_id, title, url in rows}
     for table in listed:
-        story_ids = table["stories_id"].tolist()
-        table["title"] = np.array([title.get(i) for i in story_ids], dtype=object)
-        table["url"] = np.array([url.get(i) for i in story_ids], dtype=object)
+        pairs = [found.get(story_id, (None, None)) for story_id in table["stories_id"].tolist()]
+        table["title"] = np.array([title for title, _ in pairs], dtype=object)
+        table["url"] = np.array([url for _, url in pairs], dtype=object)
 
 
 @dataclass
