@@ -239,6 +239,30 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
         compute_snapshot_ooc(source, build_timespans(START, END), folder=tmp_path / "engine")
 
 
+def test_a_source_error_while_loading_is_raised_as_the_source_raised_it(tmp_path: Path) -> None:
+    data = generated_topic(4, n_stories=50)
+    fields = TopicSource.__dataclass_fields__
+    good = {name: frame_batches(data[name], name, batch_rows=16) for name in fields}
+    links = data["links"].drop(columns=["ref_stories_id"])
+    with pytest.raises(ValueError, match="links: missing column 'ref_stories_id'"):
+        compute_snapshot_ooc(
+            TopicSource(**{**good, "links": frame_batches(links, "links")}),
+            build_timespans(START, END),
+            folder=tmp_path / "missing",
+        )
+
+    def failing_after_a_batch():  # noqa: ANN202 (a store whose connection drops mid-read)
+        yield from list(good["stories"]())[:1]
+        raise ConnectionError("store went away")
+
+    with pytest.raises(ConnectionError, match="store went away"):
+        compute_snapshot_ooc(
+            TopicSource(**{**good, "stories": failing_after_a_batch}),
+            build_timespans(START, END),
+            folder=tmp_path / "dropped",
+        )
+
+
 def test_stream_writer_cuts_the_same_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(5)
     table = pa.table(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -121,7 +121,13 @@ def _session(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
 
 
 def _load(con: duckdb.DuckDBPyConnection, source: TopicSource) -> None:
-    """Every input into its ``raw_<name>`` table, a bounded batch at a time."""
+    """Every input into its ``raw_<name>`` table, a bounded batch at a time.
+
+    Each input is one INSERT reading a record batch reader: DuckDB pulls the batches as it goes, converts and
+    compresses them on every core and writes the table straight to the database file (an INSERT per batch ran on
+    one core and went through the write-ahead log: 2.2x the wall time at ten million stories, 2.8x at one)."""
+    import duckdb
+
     for name, batches in source.inputs():
         schema = INPUT_SCHEMAS[name]
         con.execute(f"DROP TABLE IF EXISTS raw_{name}")
@@ -130,10 +136,29 @@ def _load(con: duckdb.DuckDBPyConnection, source: TopicSource) -> None:
         )
         if batches is None:
             continue
+        failed: list[BaseException] = []
+        reader = pa.RecordBatchReader.from_batches(  # noqa: F841 (read by DuckDB's replacement scan)
+            schema, _conformed(batches, schema, name, failed)
+        )
+        try:
+            con.execute(f"INSERT INTO raw_{name} SELECT * FROM reader")
+        except duckdb.Error:
+            if failed:  # the source's own error (a missing column, a bad value), not DuckDB's wrapping of it
+                raise failed[0] from None
+            raise
+
+
+def _conformed(
+    batches: Callable[[], Iterator[pa.RecordBatch]], schema: pa.Schema, name: str, failed: list[BaseException]
+) -> Iterator[pa.RecordBatch]:
+    """The source's non-empty batches conformed to ``schema``; an error is also kept in ``failed``."""
+    try:
         for batch in batches():
             if batch.num_rows:
-                chunk = conform(batch, schema, name)  # noqa: F841 (read by DuckDB's replacement scan)
-                con.execute(f"INSERT INTO raw_{name} SELECT * FROM chunk")
+                yield conform(batch, schema, name)
+    except BaseException as err:
+        failed.append(err)
+        raise
 
 
 _SQL_TYPES = {"int64": "BIGINT", "string": "VARCHAR"}
