@@ -225,7 +225,7 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         "CREATE OR REPLACE VIEW story_text AS "  # a view: the texts are not copied
         "SELECT stories_id, title, url, text, language, date_method FROM raw_stories"
     )
-    con.execute(STORY_ROWS_CREATE)
+    _stored_in_order(con, STORY_ROWS_CREATE)
     dropped = con.execute(
         """
         SELECT count(*) FILTER (WHERE s.stories_id IS NULL),
@@ -238,7 +238,10 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         """
     ).fetchall()[0]
     assert dropped is not None
-    con.execute(
+    # Stored in the story links' order: every timespan's links are a filter of these, and the sort of its links
+    # file, its counts' aggregations and the checks' joins all run faster on rows that arrive nearly in order.
+    _stored_in_order(
+        con,
         """
         CREATE OR REPLACE TABLE cross_links AS
         SELECT DISTINCT l.stories_id AS source, l.ref_stories_id AS ref,
@@ -247,7 +250,8 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         JOIN stories s ON s.stories_id = l.stories_id
         JOIN stories r ON r.stories_id = l.ref_stories_id
         WHERE s.media_id <> r.media_id
-        """
+        ORDER BY source, ref
+        """,
     )
     con.execute("DROP TABLE raw_links")
     distinct = con.execute("SELECT count(*) FROM cross_links").fetchall()[0]
@@ -258,6 +262,21 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         "same_medium": int(dropped[2]),
         "duplicate": int(dropped[3]) - int(distinct[0]),
     }
+
+
+def _stored_in_order(con: duckdb.DuckDBPyConnection, create: str) -> None:
+    """Run ``create`` (a CREATE TABLE ... AS ... ORDER BY) so that the table is stored in that order.
+
+    The streams sort a timespan's rows by story id and its links by (source, ref): rows that arrive nearly in
+    order (scanned from a table stored so) sort, join and aggregate faster: at a million stories a fifth off the
+    stories' streams, a quarter off the overall timespan's links, counts and checks. Insertion order is kept for
+    this statement only, on the engine's own connection while no stream reads (the setting is the database's,
+    not the connection's)."""
+    con.execute("SET preserve_insertion_order = true")
+    try:
+        con.execute(create)
+    finally:
+        con.execute("SET preserve_insertion_order = false")
 
 
 def _floor_div(expr: str, unit: int) -> str:
@@ -282,18 +301,21 @@ def _use_scope(con: duckdb.DuckDBPyConnection, focus_ids: np.ndarray | None) -> 
         "CREATE OR REPLACE TABLE scope_stories_t AS "
         "SELECT * FROM stories SEMI JOIN focus_ids USING (stories_id)"
     )
-    con.execute(
+    _stored_in_order(
+        con,
         """
         CREATE OR REPLACE TABLE scope_links_t AS
         SELECT * FROM cross_links c
         WHERE c.source IN (SELECT stories_id FROM focus_ids) AND c.ref IN (SELECT stories_id FROM focus_ids)
-        """
+        ORDER BY c.source, c.ref
+        """,
     )
     # The focus's own part of the stories' columns: each timespan's stories are joined to them twice (the two
     # story streams), and a hash join scans its other side whole, here a focus's fraction of the topic.
-    con.execute(
+    _stored_in_order(
+        con,
         "CREATE OR REPLACE TABLE scope_story_rows_t AS "
-        "SELECT * FROM story_rows SEMI JOIN focus_ids USING (stories_id)"
+        "SELECT * FROM story_rows SEMI JOIN focus_ids USING (stories_id) ORDER BY stories_id",
     )
     con.execute("CREATE OR REPLACE VIEW scope_stories AS SELECT * FROM scope_stories_t")
     con.execute("CREATE OR REPLACE VIEW scope_links AS SELECT * FROM scope_links_t")

@@ -31,7 +31,8 @@ _DAY_BASIS = """CASE WHEN s.local_day IS NULL THEN NULL WHEN s.time_known = 0 TH
 #: the timespan's post counts per story (``period_posts``: stories_id and POST_COLUMNS)
 _POST_EXPRESSIONS = {c: f"pp.{c}" for c in ("post_count", "author_count", "channel_count")}
 #: the columns of a story's rows that do not depend on the timespan, as ``story_rows`` holds them (the dates also
-#: as stories.csv's text): computed once per snapshot rather than once per timespan
+#: as stories.csv's text): computed once per snapshot rather than once per timespan, and stored by story id (the
+#: order the streams sort into: ``engine._stored_in_order``)
 _STORY_COLUMNS = {
     "publish_date_utc": _INSTANT,
     "publish_day_local": _DAY,
@@ -50,6 +51,7 @@ STORY_ROWS_CREATE = f"""
     CREATE OR REPLACE TABLE story_rows AS
     SELECT s.stories_id, {", ".join(f"{expr} AS {name}" for name, expr in _STORY_COLUMNS.items())}
     FROM stories s JOIN story_text t USING (stories_id) JOIN media m USING (media_id)
+    ORDER BY s.stories_id
 """
 
 
