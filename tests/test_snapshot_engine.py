@@ -278,8 +278,10 @@ def test_stream_writer_cuts_the_same_row_groups(tmp_path: Path, monkeypatch: pyt
     pq.write_table(table, whole, row_group_size=4096, **streams.parquet_options(table.schema))
     streamed = tmp_path / "streamed.parquet"
     csv = tmp_path / "streamed.csv"
-    streams.write_stream(table.to_batches(max_chunksize=1000), table.schema, streamed, csv)
+    digests = streams.write_stream(table.to_batches(max_chunksize=1000), table.schema, streamed, csv)
     assert whole.read_bytes() == streamed.read_bytes()
+    # the digests kept while writing are those of the files' bytes (the manifest takes them)
+    assert digests == {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in (streamed, csv)}
     assert pq.ParquetFile(streamed).metadata.num_row_groups == 7
     snapshot_files._write_csv(table, tmp_path / "whole.csv")
     assert (tmp_path / "whole.csv").read_bytes() == csv.read_bytes()

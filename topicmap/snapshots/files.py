@@ -481,14 +481,14 @@ class SnapshotFilesWriter:
                 if stories_list is not None
                 else None
             )
-            paths = write_stream(
+            digests = write_stream(
                 story_links(),
                 _SCHEMAS["story_links"],
                 out / "story_links.parquet",
                 out / "story_links.csv" if self.csv else None,
                 "story_links",
             )
-            paths += write_streams(
+            digests |= write_streams(
                 stories(),
                 [
                     StreamTarget(
@@ -500,8 +500,8 @@ class SnapshotFilesWriter:
                 ],
             )
             if listed is not None:
-                paths += listed.result()
-        entries = {path: file_entry(path) for path in paths}
+                digests |= listed.result()
+        entries = {path: file_entry(path, digest) for path, digest in digests.items()}
         done: Future[dict[Path, dict[str, Any]]] = Future()
         done.set_result(_write_streamed_rest(snap, out, entries, self.csv))
         self._jobs[timespan_folder(focus, snap.timespan)] = done
@@ -641,9 +641,10 @@ def _write_snapshot_tables(result: SnapshotResult, root: Path, csv: bool) -> lis
     return written
 
 
-def file_entry(path: Path) -> dict[str, Any]:
-    """A file's manifest entry: its size and sha256."""
-    return {"bytes": path.stat().st_size, "sha256": sha256_of(path)}
+def file_entry(path: Path, sha256: str | None = None) -> dict[str, Any]:
+    """A file's manifest entry: its size and sha256 (read from the file unless given, as the streams hash what
+    they write)."""
+    return {"bytes": path.stat().st_size, "sha256": sha256 or sha256_of(path)}
 
 
 def _write_timespan(

@@ -5,13 +5,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import queue
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -96,6 +97,40 @@ class StreamTarget:
     name: str | None = None
 
 
+class _HashedFile:
+    """A file opened for writing that keeps the sha256 of what is written to it: the manifest's digest of a
+    streamed file without reading it back (tens of GB at ten million stories, hashed where they are encoded)."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("wb")
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.digest.update(data)
+        self.size += memoryview(data).nbytes
+        return self._file.write(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+
 class _TargetWriter:
     """A StreamTarget's open files, written to temporary names and renamed into place on ``commit``."""
 
@@ -107,16 +142,18 @@ class _TargetWriter:
         # CSV alone is the same bytes however the rows are grouped: no million-row group held for it
         self.groups = _RowGroups(self.schema, None if target.path is not None else CSV_GROUP_ROWS)
         self.writer: pq.ParquetWriter | None = None
-        self.handle: BinaryIO | None = None
+        self.handle: _HashedFile | None = None
+        self.files: dict[Path, _HashedFile] = {}
         self.options = csv_options(self.schema)
         for path in self.targets:
             path.parent.mkdir(parents=True, exist_ok=True)
         if target.path is not None:
+            self.files[target.path] = _HashedFile(self.temps[target.path])
             self.writer = pq.ParquetWriter(
-                self.temps[target.path], self.schema, **parquet_options(self.schema, target.name is not None)
+                self.files[target.path], self.schema, **parquet_options(self.schema, target.name is not None)
             )
         if target.csv is not None:
-            self.handle = self.temps[target.csv].open("wb")
+            self.handle = self.files[target.csv] = _HashedFile(self.temps[target.csv])
             self.handle.write((",".join(self.schema.names) + "\n").encode("utf-8"))
 
     def write(self, groups: Iterable[pa.Table]) -> None:
@@ -126,20 +163,21 @@ class _TargetWriter:
             if self.handle is not None and group.num_rows:
                 pacsv.write_csv(group, self.handle, self.options)
 
-    def commit(self) -> list[Path]:
+    def commit(self) -> dict[Path, str]:
+        """Each file renamed into place, with the sha256 of its bytes."""
         self.write(self.groups.rest())
         self.close()
         for path in self.targets:
             os.replace(self.temps[path], path)
-        return self.targets
+        return {path: self.files[path].digest.hexdigest() for path in self.targets}
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
-        if self.handle is not None:
-            self.handle.close()
-            self.handle = None
+        self.handle = None
+        for file in self.files.values():
+            file.close()
 
     def discard(self) -> None:
         self.close()
@@ -148,10 +186,11 @@ class _TargetWriter:
                 temp.unlink()
 
 
-def write_streams(batches: Iterable[pa.RecordBatch], targets: Sequence[StreamTarget]) -> list[Path]:
+def write_streams(batches: Iterable[pa.RecordBatch], targets: Sequence[StreamTarget]) -> dict[Path, str]:
     """One stream of record batches written to several tables (each its columns of the batches), one row group
-    per table in memory at a time. The next batches are read ahead on a thread (``_read_ahead``) while these
-    are encoded, so the engine producing the stream and the writers run on both cores."""
+    per table in memory at a time; returns the files written, each with the sha256 of its bytes. The next
+    batches are read ahead on a thread (``_read_ahead``) while these are encoded, so the engine producing the
+    stream and the writers run on both cores."""
     writers: list[_TargetWriter] = []
     try:
         for target in targets:
@@ -159,7 +198,7 @@ def write_streams(batches: Iterable[pa.RecordBatch], targets: Sequence[StreamTar
         for batch in _read_ahead(batches):
             for writer in writers:
                 writer.write(writer.groups.add(batch))
-        return [path for writer in writers for path in writer.commit()]
+        return {path: digest for writer in writers for path, digest in writer.commit().items()}
     finally:
         for writer in writers:
             writer.discard()
@@ -171,9 +210,10 @@ def write_stream(
     path: Path | None,
     csv: Path | None,
     name: str | None = None,
-) -> list[Path]:
+) -> dict[Path, str]:
     """A stream of record batches as Parquet at ``path`` (byte for byte what ``files._write_arrow`` writes of the
-    whole table, ``name`` as there) and/or as CSV at ``csv`` (what ``files._write_csv`` writes)."""
+    whole table, ``name`` as there) and/or as CSV at ``csv`` (what ``files._write_csv`` writes), each file with
+    the sha256 of its bytes."""
     return write_streams(batches, [StreamTarget(schema, path, csv, name)])
 
 
