@@ -24,6 +24,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -683,11 +684,19 @@ def _compute(
     work = _Work(con, info, sample_order(story_ids), word_sample, has_groups, syndicated_once, files, posts)
     if files is not None:
         files.start_streamed()
-    _use_scope(con, None)
-    snaps = _timespans(work, timespans, None)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="foci") as beside:
+        # The foci's stories are found beside the topic's timespans (a query focus reads every text and tries
+        # its query on each in Python), whose SQL and writers leave part of the second core idle.
+        found = (
+            beside.submit(focus_story_masks, foci, story_ids, story_media, media_tags, texts)
+            if foci
+            else None
+        )
+        _use_scope(con, None)
+        snaps = _timespans(work, timespans, None)
+        masks = found.result() if found is not None else []
     focus_snaps = []
     if foci:
-        masks = focus_story_masks(foci, story_ids, story_media, media_tags, texts)
         for focus, mask in zip(foci, masks, strict=True):
             focus_ids = story_ids[mask]
             _use_scope(con, focus_ids)
