@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -40,6 +40,7 @@ from topicmap.snapshots.engine_input import (
     INPUT_SCHEMAS,
     NS_PER_DAY,
     NS_PER_S,
+    BatchSource,
     TopicSource,
     conform,
 )
@@ -150,7 +151,7 @@ def _load(con: duckdb.DuckDBPyConnection, source: TopicSource) -> None:
 
 
 def _conformed(
-    batches: Callable[[], Iterator[pa.RecordBatch]], schema: pa.Schema, name: str, failed: list[BaseException]
+    batches: BatchSource, schema: pa.Schema, name: str, failed: list[BaseException]
 ) -> Iterator[pa.RecordBatch]:
     """The source's non-empty batches conformed to ``schema``; an error is also kept in ``failed``."""
     try:
