@@ -688,14 +688,14 @@ def _compute(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="foci") as beside:
         # The foci's stories are found beside the topic's timespans (a query focus reads every text and tries
         # its query on each in Python), whose SQL and writers leave part of the second core idle.
-        found = (
+        finding = (
             beside.submit(focus_story_masks, foci, story_ids, story_media, media_tags, texts)
             if foci
             else None
         )
         _use_scope(con, None)
         snaps = _timespans(work, timespans, None)
-        masks = found.result() if found is not None else []
+        masks = finding.result() if finding is not None else []
     focus_snaps = []
     if foci:
         for focus, mask in zip(foci, masks, strict=True):
