@@ -242,17 +242,26 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     assert dropped is not None
     # Stored in the story links' order: every timespan's links are a filter of these, and the sort of its links
     # file, its counts' aggregations and the checks' joins all run faster on rows that arrive nearly in order.
+    # ``shared``: another link of the topic joins the same medium to the same story. A story's distinct linking
+    # media in a timespan are then its unshared links there plus the distinct media of its shared ones, counted
+    # without grouping every (story, medium) pair of every timespan again (``_compute_timespan``); it holds for
+    # any subset of the links, so a focus's links keep the topic's flag.
     _stored_in_order(
         con,
         """
         CREATE OR REPLACE TABLE cross_links AS
-        SELECT DISTINCT l.stories_id AS source, l.ref_stories_id AS ref,
-               s.media_id AS source_media, r.media_id AS ref_media
-        FROM raw_links l
-        JOIN stories s ON s.stories_id = l.stories_id
-        JOIN stories r ON r.stories_id = l.ref_stories_id
-        WHERE s.media_id <> r.media_id
-        ORDER BY source, ref
+        WITH distinct_links AS (
+            SELECT DISTINCT l.stories_id AS source, l.ref_stories_id AS ref,
+                   s.media_id AS source_media, r.media_id AS ref_media
+            FROM raw_links l
+            JOIN stories s ON s.stories_id = l.stories_id
+            JOIN stories r ON r.stories_id = l.ref_stories_id
+            WHERE s.media_id <> r.media_id
+        ),
+        shared_pairs AS (SELECT ref, source_media FROM distinct_links GROUP BY ALL HAVING count(*) > 1)
+        SELECT l.source, l.ref, l.source_media, l.ref_media, p.ref IS NOT NULL AS shared
+        FROM distinct_links l LEFT JOIN shared_pairs p USING (ref, source_media)
+        ORDER BY l.source, l.ref
         """,
     )
     con.execute("DROP TABLE raw_links")
@@ -331,9 +340,9 @@ def _compute_timespan(
     stories, syndicated repeat links)."""
     lo, hi = ts.window_ns()
     undated = " OR local_ns IS NULL" if ts.period == "overall" else ""
+    window = f"((local_ns >= {int(lo)} AND local_ns < {int(hi)}){undated})"
     con.execute(
-        f"CREATE OR REPLACE TABLE scratch.in_window AS SELECT stories_id FROM scope_stories "
-        f"WHERE (local_ns >= {int(lo)} AND local_ns < {int(hi)}){undated}"
+        f"CREATE OR REPLACE TABLE scratch.in_window AS SELECT stories_id FROM scope_stories WHERE {window}"
     )
     found = con.execute("SELECT count(*) FROM in_window").fetchall()[0]
     assert found is not None
@@ -366,21 +375,24 @@ def _compute_timespan(
                 "DELETE FROM period_links USING repeats r "
                 "WHERE period_links.source = r.source AND period_links.ref = r.ref"
             )
+    # The counted stories: those published in the window and those its links point to. A story's linking media:
+    # one per unshared link, plus the distinct media of its shared links (``cross_links.shared``), a small part.
     con.execute(
         f"""
         CREATE OR REPLACE TABLE scratch.period AS
-        WITH by_medium AS (SELECT ref, source_media, count(*) AS n FROM period_links GROUP BY ALL),
-             inl AS (SELECT ref AS stories_id, CAST(sum(n) AS BIGINT) AS inlink_count,
-                            count(*) AS media_inlink_count
-                     FROM by_medium GROUP BY ref),
-             outl AS (SELECT source AS stories_id, count(*) AS outlink_count FROM period_links GROUP BY source),
-             ids AS (SELECT stories_id FROM in_window UNION SELECT stories_id FROM inl)
+        WITH inl AS (SELECT ref AS stories_id, count(*) AS inlink_count,
+                            count(*) FILTER (WHERE NOT shared) AS unshared_count
+                     FROM period_links GROUP BY ref),
+             shared_media AS (SELECT ref AS stories_id, count(DISTINCT source_media) AS media_count
+                              FROM period_links WHERE shared GROUP BY ref),
+             outl AS (SELECT source AS stories_id, count(*) AS outlink_count FROM period_links GROUP BY source)
         SELECT s.pos, s.stories_id, s.media_id,
                coalesce(inl.inlink_count, 0) AS inlink_count, coalesce(outl.outlink_count, 0) AS outlink_count,
-               coalesce(inl.media_inlink_count, 0) AS media_inlink_count,
+               coalesce(inl.unshared_count + coalesce(sm.media_count, 0), 0) AS media_inlink_count,
                {", ".join(f"s.{c}" for c in STAT_COLUMNS)}, s.utc_s, s.local_day
-        FROM ids JOIN scope_stories s USING (stories_id)
-        LEFT JOIN inl USING (stories_id) LEFT JOIN outl USING (stories_id)
+        FROM scope_stories s
+        LEFT JOIN inl USING (stories_id) LEFT JOIN outl USING (stories_id) LEFT JOIN shared_media sm USING (stories_id)
+        WHERE {window} OR inl.stories_id IS NOT NULL
         """
     )
     con.execute(
