@@ -229,6 +229,35 @@ def test_streamed_checks_find_a_contradiction(tmp_path: Path) -> None:
     assert any("medium link counts sum to" in p for found in problems.values() for p in found)
 
 
+@pytest.mark.parametrize(
+    ("extra_link", "problem"),
+    [
+        (
+            "(SELECT -5, source FROM period_links LIMIT 1)",
+            "story links name stories that are not topic stories",
+        ),
+        ("(SELECT source, source FROM period_links LIMIT 1)", "1 same-medium story links"),
+    ],
+)
+def test_streamed_checks_read_the_rows_the_files_get(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra_link: str, problem: str
+) -> None:
+    """The checks' facts are taken from the streamed rows themselves: a link the links stream gets wrong (a story
+    outside the topic, a story linking its own medium) is reported, and so is the count it no longer matches."""
+    wrong = engine.STORY_LINKS_SELECT.replace(
+        "FROM period_links", f"FROM (SELECT source, ref FROM period_links UNION ALL {extra_link})"
+    )
+    monkeypatch.setattr(engine, "STORY_LINKS_SELECT", wrong)
+    data = generated_topic(3, n_stories=120)
+    source = TopicSource(
+        **{name: frame_batches(data[name], name) for name in TopicSource.__dataclass_fields__}
+    )
+    result = compute_snapshot_ooc(source, build_timespans(START, END), folder=tmp_path / "engine")
+    found = [p for problems in check_problems(result, START, END).values() for p in problems]
+    assert f"overall: {problem}" in found
+    assert any(p.startswith("overall: counts") and "do not match the tables" in p for p in found)
+
+
 def test_bad_input_is_named(tmp_path: Path) -> None:
     data = generated_topic(4, n_stories=50)
     data["stories"] = pd.concat([data["stories"], data["stories"].iloc[:1]], ignore_index=True)

@@ -12,7 +12,7 @@ outgrow the machine.
 
 Only small results come back into Python: each timespan's media tables (a few hundred media), its counted
 stories' columns for the summary (one timespan at a time, dropped once summed up), the word samples and the
-consistency checks' facts, measured in SQL on the streamed tables (``StreamedFacts``). The rules are
+consistency checks' facts, taken from the rows as they stream to the files (``stream_facts``). The rules are
 ``compute``'s (its docstring): a timespan's links are the cross-media links whose source was published in it,
 its stories those plus every story such a link points to, syndicated copies linking one story counted once
 when asked, a focus its stories and the links among them. Only ``mode: web`` topics: a ``url_sharing`` one
@@ -52,15 +52,16 @@ from topicmap.snapshots.engine_sql import (
     stories_select,
 )
 from topicmap.snapshots.foci import Focus, StoryTexts, TextChunk, focus_story_masks
+from topicmap.snapshots.ids import IdIndex
 from topicmap.snapshots.post_counts import PostShares, add_post_counts
 from topicmap.snapshots.results import (
     STAT_COLUMNS,
     FocusSnapshot,
     SnapshotResult,
-    StreamedFacts,
     TimespanCounts,
     TimespanSnapshot,
 )
+from topicmap.snapshots.stream_facts import LinkTally, StoryTally, streamed_facts, tapped
 from topicmap.snapshots.summaries import StoryInfo, empty_summary, summarize_timespan
 from topicmap.snapshots.timespans import Timespan
 from topicmap.snapshots.words import (
@@ -405,38 +406,14 @@ def _compute_timespan(
     return int(found[0]), repeats
 
 
-def _facts(con: duckdb.DuckDBPyConnection, in_focus: bool) -> StreamedFacts:
-    """What the consistency checks test, measured on the timespan's tables as they were streamed."""
-    links = con.execute(
-        """
-        SELECT count(*),
-               count(*) FILTER (WHERE s.stories_id IS NULL OR r.stories_id IS NULL),
-               count(*) FILTER (WHERE s.media_id = r.media_id)
-        FROM period_links l
-        LEFT JOIN stories s ON s.stories_id = l.source LEFT JOIN stories r ON r.stories_id = l.ref
-        """
+def _sizes(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int]:
+    """The timespan's counted stories, its story links and its medium links' link counts summed."""
+    sizes = con.execute(
+        "SELECT (SELECT count(*) FROM period), (SELECT count(*) FROM period_links), "
+        "(SELECT coalesce(sum(link_count), 0) FROM period_medium_links)"
     ).fetchall()[0]
-    # outside the focus: only a focus's scope differs from the topic's stories
-    outside_focus, focus_join = (
-        ("count(*) FILTER (WHERE f.stories_id IS NULL)", "LEFT JOIN scope_stories f USING (stories_id)")
-        if in_focus
-        else ("0", "")
-    )
-    counted = con.execute(
-        f"SELECT count(*), count(*) FILTER (WHERE s.stories_id IS NULL), {outside_focus} FROM period p "
-        f"LEFT JOIN stories s USING (stories_id) {focus_join}"
-    ).fetchall()[0]
-    link_sum = con.execute("SELECT coalesce(sum(link_count), 0) FROM period_medium_links").fetchall()[0]
-    assert links is not None and counted is not None and link_sum is not None
-    return StreamedFacts(
-        story_links=int(links[0]),
-        medium_link_sum=int(link_sum[0]),
-        links_outside_topic=int(links[1]),
-        same_medium_links=int(links[2]),
-        story_link_counts=int(counted[0]),
-        counted_outside_topic=int(counted[1]),
-        counted_outside_focus=int(counted[2]) if in_focus else 0,
-    )
+    assert sizes is not None
+    return int(sizes[0]), int(sizes[1]), int(sizes[2])
 
 
 def _arrow(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
@@ -534,6 +511,9 @@ class _Work:
 
     con: duckdb.DuckDBPyConnection
     info: StoryInfo
+    #: the topic's stories (``info.story_ids``) and each one's medium: the checks' facts (``stream_facts``)
+    index: IdIndex
+    story_media: np.ndarray
     sample_keys: np.ndarray
     word_sample: int
     has_groups: bool
@@ -543,7 +523,9 @@ class _Work:
     samples: list[tuple[TimespanSnapshot, np.ndarray]] = field(default_factory=list)
 
 
-def _timespans(work: _Work, timespans: Sequence[Timespan], focus: Focus | None) -> list[TimespanSnapshot]:
+def _timespans(
+    work: _Work, timespans: Sequence[Timespan], focus: Focus | None, focus_index: IdIndex | None = None
+) -> list[TimespanSnapshot]:
     from topicmap.snapshots.files import TIMESPAN_SCHEMAS
 
     con = work.con
@@ -566,10 +548,10 @@ def _timespans(work: _Work, timespans: Sequence[Timespan], focus: Focus | None) 
             continue
         medium_links = _frame(_arrow(con, "SELECT * FROM period_medium_links ORDER BY 1, 2"))
         medium_link_counts = _frame(_arrow(con, MEDIUM_LINK_COUNTS_SELECT))
-        facts = _facts(con, focus is not None)
+        story_count, link_count, medium_link_sum = _sizes(con)
         counts = TimespanCounts(
-            story_count=facts.story_link_counts,
-            story_link_count=facts.story_links,
+            story_count=story_count,
+            story_link_count=link_count,
             medium_count=len(medium_link_counts),
             medium_link_count=len(medium_links),
             syndicated_repeat_link_count=repeats,
@@ -584,7 +566,6 @@ def _timespans(work: _Work, timespans: Sequence[Timespan], focus: Focus | None) 
             medium_links,
             medium_link_counts,
             counts,
-            streamed=facts,
         )
         snap.summary = summarize_timespan(
             ts, period_frame, medium_link_counts, positions, work.info, shared_empty.top_words
@@ -597,15 +578,27 @@ def _timespans(work: _Work, timespans: Sequence[Timespan], focus: Focus | None) 
         del period_frame, period
         post_counts = (work.posts or PostShares()).story_counts(ts)  # noqa: F841 (DuckDB reads it)
         con.execute("CREATE OR REPLACE TABLE scratch.period_posts AS SELECT * FROM post_counts")
+        # the checks' facts are taken from the rows of the two streams the in-memory checks would read
+        links_seen, stories_seen = (
+            LinkTally(work.index, work.story_media),
+            StoryTally(work.index, focus_index),
+        )
+        story_links = tapped(partial(_reader, con, STORY_LINKS_SELECT), links_seen)
+        stories = tapped(partial(_reader, con, stories_select(ts, csv=False)), stories_seen)
         if work.files is not None:
             csv = work.files.csv
             work.files.write_streamed(
                 focus,
                 snap,
-                story_links=partial(_reader, con, STORY_LINKS_SELECT),
-                stories=partial(_reader, con, stories_select(ts, csv=False)),
+                story_links=story_links,
+                stories=stories,
                 stories_list=partial(_reader, con, stories_select(ts, csv=True)) if csv else None,
             )
+        else:  # no files: the streams are read for their facts alone
+            for stream in (story_links, stories):
+                for _ in stream():
+                    pass
+        snap.streamed = streamed_facts(links_seen, stories_seen, medium_link_sum)
         snaps.append(snap)
     return snaps
 
@@ -694,7 +687,18 @@ def _compute(
         media_names=media["name"].to_numpy(dtype=object),
     )
     texts = texts if texts is not None else DuckTexts(con, TEXT_BATCH_ROWS)
-    work = _Work(con, info, sample_order(story_ids), word_sample, has_groups, syndicated_once, files, posts)
+    work = _Work(
+        con,
+        info,
+        IdIndex(story_ids),
+        story_media,
+        sample_order(story_ids),
+        word_sample,
+        has_groups,
+        syndicated_once,
+        files,
+        posts,
+    )
     if files is not None:
         files.start_streamed()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="foci") as beside:
@@ -714,7 +718,11 @@ def _compute(
             focus_ids = story_ids[mask]
             _use_scope(con, focus_ids)
             focus_snaps.append(
-                FocusSnapshot(focus=focus, stories_id=focus_ids, timespans=_timespans(work, timespans, focus))
+                FocusSnapshot(
+                    focus=focus,
+                    stories_id=focus_ids,
+                    timespans=_timespans(work, timespans, focus, IdIndex(focus_ids)),
+                )
             )
     _fill_titles(con, [*snaps, *(snap for found in focus_snaps for snap in found.timespans)])
     result = SnapshotResult(

@@ -50,7 +50,7 @@ TIMESPAN_TABLES: tuple[str, ...] = ("story_links", "story_link_counts", "medium_
 @dataclass(frozen=True)
 class StreamedFacts:
     """What the consistency checks test of a timespan whose link tables were streamed to its files rather than
-    kept (``topicmap.snapshots.engine``), measured in SQL on those very tables."""
+    kept (``topicmap.snapshots.engine``), taken from their rows as they were streamed (``stream_facts``)."""
 
     story_links: int
     medium_link_sum: int  # the medium links' link counts summed
