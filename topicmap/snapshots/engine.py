@@ -12,7 +12,9 @@ outgrow the machine.
 
 Only small results come back into Python: each timespan's media tables (a few hundred media), its counted
 stories' columns for the summary (one timespan at a time, dropped once summed up), the word samples and the
-consistency checks' facts, taken from the rows as they stream to the files (``stream_facts``). The rules are
+consistency checks' facts, taken from the rows as they stream to the files (``stream_facts``); and each story's
+columns that do not depend on the timespan (title, url, dates as text: ``_story_rows``), which the stories
+streams gather into their sorted batches by position. The rules are
 ``compute``'s (its docstring): a timespan's links are the cross-media links whose source was published in it,
 its stories those plus every story such a link points to, syndicated copies linking one story counted once
 when asked, a focus its stories and the links among them. Only ``mode: web`` topics: a ``url_sharing`` one
@@ -48,8 +50,9 @@ from topicmap.snapshots.engine_sql import (
     COUNTS_SELECT,
     MEDIUM_LINK_COUNTS_SELECT,
     STORY_LINKS_SELECT,
-    STORY_ROWS_CREATE,
+    STORY_ROWS_SELECT,
     stories_select,
+    story_row_columns,
 )
 from topicmap.snapshots.foci import Focus, StoryTexts, TextChunk, focus_story_masks
 from topicmap.snapshots.ids import IdIndex
@@ -228,7 +231,6 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         "CREATE OR REPLACE VIEW story_text AS "  # a view: the texts are not copied
         "SELECT stories_id, title, url, text, language, date_method FROM raw_stories"
     )
-    _stored_in_order(con, STORY_ROWS_CREATE)
     dropped = con.execute(
         """
         SELECT count(*) FILTER (WHERE s.stories_id IS NULL),
@@ -300,12 +302,11 @@ def _floor_div(expr: str, unit: int) -> str:
 
 
 def _use_scope(con: duckdb.DuckDBPyConnection, focus_ids: np.ndarray | None) -> None:
-    """Point ``scope_stories``, ``scope_links`` and ``scope_story_rows`` at the whole topic (``focus_ids`` None)
-    or at a focus: its stories, the links among them and its stories' columns, copied once for its timespans."""
+    """Point ``scope_stories`` and ``scope_links`` at the whole topic (``focus_ids`` None) or at a focus: its
+    stories and the links among them, copied once for its timespans."""
     if focus_ids is None:
         con.execute("CREATE OR REPLACE VIEW scope_stories AS SELECT * FROM stories")
         con.execute("CREATE OR REPLACE VIEW scope_links AS SELECT * FROM cross_links")
-        con.execute("CREATE OR REPLACE VIEW scope_story_rows AS SELECT * FROM story_rows")
         return
     ids = pa.table({"stories_id": pa.array(focus_ids, type=pa.int64())})  # noqa: F841 (DuckDB reads it)
     con.execute("CREATE OR REPLACE TABLE focus_ids AS SELECT stories_id FROM ids")
@@ -322,16 +323,8 @@ def _use_scope(con: duckdb.DuckDBPyConnection, focus_ids: np.ndarray | None) -> 
         ORDER BY c.source, c.ref
         """,
     )
-    # The focus's own part of the stories' columns: each timespan's stories are joined to them twice (the two
-    # story streams), and a hash join scans its other side whole, here a focus's fraction of the topic.
-    _stored_in_order(
-        con,
-        "CREATE OR REPLACE TABLE scope_story_rows_t AS "
-        "SELECT * FROM story_rows SEMI JOIN focus_ids USING (stories_id) ORDER BY stories_id",
-    )
     con.execute("CREATE OR REPLACE VIEW scope_stories AS SELECT * FROM scope_stories_t")
     con.execute("CREATE OR REPLACE VIEW scope_links AS SELECT * FROM scope_links_t")
-    con.execute("CREATE OR REPLACE VIEW scope_story_rows AS SELECT * FROM scope_story_rows_t")
 
 
 def _compute_timespan(
@@ -429,8 +422,50 @@ def _reader(con: duckdb.DuckDBPyConnection, sql: str) -> Iterator[pa.RecordBatch
         cursor.close()
 
 
-def _frame(table: pa.Table, drop: Sequence[str] = ()) -> pd.DataFrame:
-    """An Arrow result as the in-memory path's frame: int64 columns, the statistics nullable (Int64)."""
+#: story row columns of few distinct values (days, methods, languages, media): held dictionary-encoded
+_FEW_VALUES = ("publish_day_local_text", "date_method", "day_basis", "language", "media_name")
+
+
+def _story_rows(con: duckdb.DuckDBPyConnection, stories: int) -> pa.Table:
+    """Each story's columns that do not depend on the timespan (``STORY_ROWS_SELECT``), row ``pos`` for the story
+    at position ``pos``: about 110 bytes a story, the columns of few values dictionary-encoded."""
+    table = _arrow(con, STORY_ROWS_SELECT)
+    if table.num_rows != stories:
+        raise RuntimeError(f"story rows: {table.num_rows} rows for {stories} stories")
+    return pa.table(
+        {
+            name: (column.dictionary_encode() if name in _FEW_VALUES else column).combine_chunks()
+            for name, column in zip(table.column_names, table.columns, strict=True)
+        }
+    )
+
+
+def _gathered(
+    con: duckdb.DuckDBPyConnection, sql: str, rows: pa.Table, csv: bool
+) -> Iterator[pa.RecordBatch]:
+    """The stories table of a timespan: the batches of ``sql`` (``stories_select``, ``pos`` first), each with its
+    stories' ``story_row_columns`` gathered from ``rows`` (``_story_rows``) by position. Joining each timespan's
+    stories to every story's wide rows in SQL and sorting them wide cost twice the CPU of sorting the narrow rows
+    and gathering the wide columns of the rows sorted."""
+    from topicmap.snapshots.files import STORIES_SCHEMA
+
+    taken = story_row_columns(csv)
+    names = STORIES_SCHEMA.names
+    for batch in _reader(con, sql):
+        story = rows.take(batch.column("pos"))
+        yield pa.RecordBatch.from_arrays(
+            [
+                story.column(taken[name]).combine_chunks() if name in taken else batch.column(name)
+                for name in names
+            ],
+            names=names,
+        )
+
+
+def _frame(table: pa.Table, drop: Sequence[str] = (), writable: bool = True) -> pd.DataFrame:
+    """An Arrow result as the in-memory path's frame: int64 columns, the statistics nullable (Int64). Not
+    ``writable``: the int64 columns may be read-only views of Arrow's memory (a timespan's counted stories,
+    summed up and dropped: ten million stories are a gigabyte a copy)."""
     columns: dict[str, Any] = {}
     for name in table.column_names:
         if name in drop:
@@ -438,13 +473,17 @@ def _frame(table: pa.Table, drop: Sequence[str] = ()) -> pd.DataFrame:
         column = table.column(name)
         if name in STAT_COLUMNS:
             mask = column.is_null().to_numpy(zero_copy_only=False)
-            values = column.fill_null(0).to_numpy().astype(np.int64)
-            columns[name] = pd.arrays.IntegerArray(values, mask)
+            columns[name] = pd.arrays.IntegerArray(_int64(column.fill_null(0), writable), mask)
         elif pa.types.is_integer(column.type):
-            columns[name] = column.to_numpy().astype(np.int64)
+            columns[name] = _int64(column, writable)
         else:
             columns[name] = column.to_numpy(zero_copy_only=False)
-    return pd.DataFrame(columns)
+    return pd.DataFrame(columns, copy=False)  # not copied again into one block
+
+
+def _int64(column: pa.ChunkedArray, writable: bool) -> np.ndarray:
+    values = column.to_numpy()
+    return values.astype(np.int64, copy=writable or values.dtype != np.int64)
 
 
 #: stories whose title and text the engine hands to the query foci and word counts at once
@@ -514,6 +553,8 @@ class _Work:
     #: the topic's stories (``info.story_ids``) and each one's medium: the checks' facts (``stream_facts``)
     index: IdIndex
     story_media: np.ndarray
+    #: each story's columns that do not depend on the timespan, by position (``_story_rows``)
+    story_rows: pa.Table
     sample_keys: np.ndarray
     word_sample: int
     has_groups: bool
@@ -558,7 +599,8 @@ def _timespans(
         )
         period = _arrow(con, COUNTS_SELECT + " ORDER BY p.stories_id")
         positions = period.column("pos").to_numpy().astype(np.int64)
-        period_frame = _frame(period, drop=("pos", "utc_s", "local_day"))
+        period_frame = _frame(period, drop=("pos",), writable=False)
+        del period
         snap = TimespanSnapshot(
             ts,
             empty_tables["story_links"],
@@ -575,7 +617,7 @@ def _timespans(
         snap.story_link_counts = period_frame
         add_post_counts(snap, work.posts)
         snap.story_link_counts = empty_tables["story_link_counts"]
-        del period_frame, period
+        del period_frame
         post_counts = (work.posts or PostShares()).story_counts(ts)  # noqa: F841 (DuckDB reads it)
         con.execute("CREATE OR REPLACE TABLE scratch.period_posts AS SELECT * FROM post_counts")
         # the checks' facts are taken from the rows of the two streams the in-memory checks would read
@@ -584,7 +626,9 @@ def _timespans(
             StoryTally(work.index, focus_index),
         )
         story_links = tapped(partial(_reader, con, STORY_LINKS_SELECT), links_seen)
-        stories = tapped(partial(_reader, con, stories_select(ts, csv=False)), stories_seen)
+        stories = tapped(
+            partial(_gathered, con, stories_select(ts, False), work.story_rows, False), stories_seen
+        )
         if work.files is not None:
             csv = work.files.csv
             work.files.write_streamed(
@@ -592,7 +636,9 @@ def _timespans(
                 snap,
                 story_links=story_links,
                 stories=stories,
-                stories_list=partial(_reader, con, stories_select(ts, csv=True)) if csv else None,
+                stories_list=(
+                    partial(_gathered, con, stories_select(ts, True), work.story_rows, True) if csv else None
+                ),
             )
         else:  # no files: the streams are read for their facts alone
             for stream in (story_links, stories):
@@ -692,6 +738,7 @@ def _compute(
         info,
         IdIndex(story_ids),
         story_media,
+        _story_rows(con, len(story_ids)),
         sample_order(story_ids),
         word_sample,
         has_groups,

@@ -1,10 +1,10 @@
 """The SQL of the out-of-core engine's per-timespan tables (``topicmap.snapshots.engine``).
 
 Each select reads the timespan's tables the engine builds (``period``: its counted stories with their counts,
-``period_links``, ``period_medium_links``, ``period_posts``: its post counts per story) joined to
-``scope_story_rows`` (each story's columns that do not depend on the timespan, ``STORY_ROWS_CREATE``: the topic's
-``story_rows``, or a focus's own part of them) and ``media``, and names its columns as
-``topicmap.snapshots.files`` writes them, so the streams become the very files the in-memory path writes.
+``period_links``, ``period_medium_links``, ``period_posts``: its post counts per story) and ``media``, and names
+its columns as ``topicmap.snapshots.files`` writes them, so the streams become the very files the in-memory path
+writes. The stories tables' columns that do not depend on the timespan (``STORY_ROWS_SELECT``: title, url, dates
+...) are not joined here: the engine holds them by story position and gathers them into each sorted batch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ _EPOCH = date(1970, 1, 1)
 
 COUNTS_SELECT = f"""
     SELECT p.pos, p.stories_id, p.media_id, p.inlink_count, p.outlink_count, p.media_inlink_count,
-           {", ".join(f"p.{c}" for c in STAT_COLUMNS)}, p.utc_s, p.local_day
+           {", ".join(f"p.{c}" for c in STAT_COLUMNS)}
     FROM period p
 """
 #: the publisher's day of a story as a date, and its instant (null when the page gave a day only)
@@ -30,9 +30,8 @@ _DAY_BASIS = """CASE WHEN s.local_day IS NULL THEN NULL WHEN s.time_known = 0 TH
     WHEN s.time_known = 1 THEN 'utc assumed' ELSE 'unknown' END"""
 #: the timespan's post counts per story (``period_posts``: stories_id and POST_COLUMNS)
 _POST_EXPRESSIONS = {c: f"pp.{c}" for c in ("post_count", "author_count", "channel_count")}
-#: the columns of a story's rows that do not depend on the timespan, as ``story_rows`` holds them (the dates also
-#: as stories.csv's text): computed once per snapshot rather than once per timespan, and stored by story id (the
-#: order the streams sort into: ``engine._stored_in_order``)
+#: the columns of a story's rows that do not depend on the timespan (the dates also as stories.csv's text):
+#: computed once per snapshot rather than once per timespan
 _STORY_COLUMNS = {
     "publish_date_utc": _INSTANT,
     "publish_day_local": _DAY,
@@ -47,35 +46,45 @@ _STORY_COLUMNS = {
     "language": "t.language",
     "media_name": "m.name",
 }
-STORY_ROWS_CREATE = f"""
-    CREATE OR REPLACE TABLE story_rows AS
-    SELECT s.stories_id, {", ".join(f"{expr} AS {name}" for name, expr in _STORY_COLUMNS.items())}
+#: each story's ``_STORY_COLUMNS`` in story position order (``stories.pos``)
+STORY_ROWS_SELECT = f"""
+    SELECT {", ".join(f"{expr} AS {name}" for name, expr in _STORY_COLUMNS.items())}
     FROM stories s JOIN story_text t USING (stories_id) JOIN media m USING (media_id)
-    ORDER BY s.stories_id
+    ORDER BY s.pos
 """
 
 
+def story_row_columns(csv: bool) -> dict[str, str]:
+    """The stories table's columns taken from the story rows (``STORY_ROWS_SELECT``), each with its column there:
+    with ``csv``, stories.csv's dates as text."""
+    columns = {name: name for name in _STORY_COLUMNS if not name.endswith("_text")}
+    if csv:
+        columns["publish_date_utc"] = "publish_date_utc_text"
+        columns["publish_day_local"] = "publish_day_local_text"
+    return columns
+
+
 def stories_select(ts: Timespan, csv: bool) -> str:
-    """The timespan's stories table (``files.STORIES_SCHEMA``): by story id, or with ``csv`` Media Cloud's
-    stories.csv (most media inlinks first, the dates as text). By id, its story_link_counts columns
+    """The timespan's stories table (``files.STORIES_SCHEMA``) but for its ``story_row_columns``, with each
+    story's position ``pos`` first (the engine gathers those columns by it): by story id, or with ``csv`` in
+    Media Cloud's stories.csv order (most media inlinks first). By id, its story_link_counts columns
     (``files.TIMESPAN_SCHEMAS``) are among them, so one stream writes both files."""
     from topicmap.snapshots.files import STORIES_SCHEMA
 
     lo = (ts.start_date - _EPOCH).days
     hi = (ts.end_date - _EPOCH).days
     exprs = {
-        **{name: f"r.{name}" for name in _STORY_COLUMNS},
         "in_timespan": f"CASE WHEN p.local_day IS NULL THEN 'undated' WHEN p.local_day >= {lo} "
         f"AND p.local_day < {hi} THEN 'published' ELSE 'linked' END",
         **_POST_EXPRESSIONS,
     }
-    if csv:
-        exprs["publish_date_utc"] = "r.publish_date_utc_text"
-        exprs["publish_day_local"] = "r.publish_day_local_text"
-    columns = [f"{exprs.get(f.name, f'p.{f.name}')} AS {f.name}" for f in STORIES_SCHEMA]
+    gathered = story_row_columns(csv)
+    columns = [
+        f"{exprs.get(f.name, f'p.{f.name}')} AS {f.name}" for f in STORIES_SCHEMA if f.name not in gathered
+    ]
     order = "p.media_inlink_count DESC, p.inlink_count DESC, p.stories_id" if csv else "p.stories_id"
     return (
-        f"SELECT {', '.join(columns)} FROM period p JOIN scope_story_rows r USING (stories_id) "
+        f"SELECT p.pos, {', '.join(columns)} FROM period p "
         f"LEFT JOIN period_posts pp USING (stories_id) ORDER BY {order}"
     )
 
