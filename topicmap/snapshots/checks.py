@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from topicmap.snapshots.files import timespan_folder
 from topicmap.snapshots.ids import IdIndex
 from topicmap.snapshots.names import CHECK_DATES, CHECK_LINK_COUNTS, CHECK_NAMES, CHECK_TOPIC_STORIES
-from topicmap.snapshots.results import TIMESPAN_TABLES, SnapshotResult, TimespanSnapshot
+from topicmap.snapshots.results import TIMESPAN_TABLES, SnapshotResult, StreamedFacts, TimespanSnapshot
+from topicmap.snapshots.stream_facts import LinkTally, StoryTally, streamed_facts
 from topicmap.snapshots.timespans import ONE_DAY, as_date
 
 
@@ -31,31 +35,22 @@ def snapshot_problems(result: SnapshotResult, topic_start: Any, topic_end: Any) 
             problems.append(f"{key}: {ts.start_date}..{ts.last_date} is outside the topic's dates")
         if snap.empty and not any(len(getattr(snap, table)) for table in TIMESPAN_TABLES):
             continue  # nothing counted, nothing to contradict (most timespans of a topic over decades)
-        if snap.streamed is not None:
-            problems += _streamed_problems(key, snap, focus is not None)
-            continue
-        link_sum = int(snap.medium_links["link_count"].sum())
-        if link_sum != len(snap.story_links):
-            problems.append(
-                f"{key}: medium link counts sum to {link_sum}, but there are {len(snap.story_links)} story links"
-            )
-        source_pos = index.positions(snap.story_links["source_stories_id"].to_numpy())
-        ref_pos = index.positions(snap.story_links["ref_stories_id"].to_numpy())
-        if (source_pos < 0).any() or (ref_pos < 0).any():
-            problems.append(f"{key}: story links name stories that are not topic stories")
-        elif (story_media[source_pos] == story_media[ref_pos]).any():
-            problems.append(
-                f"{key}: {int((story_media[source_pos] == story_media[ref_pos]).sum())} same-medium story links"
-            )
-        counted = snap.story_link_counts["stories_id"].to_numpy()
-        if (index.positions(counted) < 0).any():
-            problems.append(f"{key}: story_link_counts counts stories that are not topic stories")
-        elif focus is not None and (focus_index[focus.key].positions(counted) < 0).any():
-            problems.append(
-                f"{key}: story_link_counts counts stories that are not topic stories of the focus"
-            )
-        problems += _count_problems(key, snap, len(snap.story_link_counts), len(snap.story_links))
+        facts = snap.streamed or _table_facts(
+            snap, index, story_media, focus_index[focus.key] if focus is not None else None
+        )
+        problems += _fact_problems(key, snap, facts, focus is not None)
     return problems
+
+
+def _table_facts(
+    snap: TimespanSnapshot, index: IdIndex, story_media: np.ndarray, focus: IdIndex | None
+) -> StreamedFacts:
+    """The facts of a timespan held in memory: its tables read by the tallies that read a streamed timespan's
+    rows (``stream_facts``), so both are judged by the same tests."""
+    links, stories = LinkTally(index, story_media), StoryTally(index, focus)
+    links(pa.RecordBatch.from_pandas(snap.story_links, preserve_index=False))
+    stories(pa.RecordBatch.from_pandas(snap.story_link_counts[["stories_id"]], preserve_index=False))
+    return streamed_facts(links, stories, int(snap.medium_links["link_count"].sum()))
 
 
 def _count_problems(key: str, snap: TimespanSnapshot, story_link_counts: int, story_links: int) -> list[str]:
@@ -73,10 +68,8 @@ def _count_problems(key: str, snap: TimespanSnapshot, story_link_counts: int, st
     return []
 
 
-def _streamed_problems(key: str, snap: TimespanSnapshot, in_focus: bool) -> list[str]:
-    """The same checks on the facts measured on a timespan's streamed tables (computed out of core)."""
-    facts = snap.streamed
-    assert facts is not None
+def _fact_problems(key: str, snap: TimespanSnapshot, facts: StreamedFacts, in_focus: bool) -> list[str]:
+    """The checks on the facts of a timespan's tables (streamed out of core, or held)."""
     problems = []
     link_sum = facts.medium_link_sum
     if int(snap.medium_links["link_count"].sum()) != link_sum or link_sum != facts.story_links:
