@@ -428,16 +428,20 @@ _FEW_VALUES = ("publish_day_local_text", "date_method", "day_basis", "language",
 
 def _story_rows(con: duckdb.DuckDBPyConnection, stories: int) -> pa.Table:
     """Each story's columns that do not depend on the timespan (``STORY_ROWS_SELECT``), row ``pos`` for the story
-    at position ``pos``: about 110 bytes a story, the columns of few values dictionary-encoded."""
-    table = _arrow(con, STORY_ROWS_SELECT)
-    if table.num_rows != stories:
-        raise RuntimeError(f"story rows: {table.num_rows} rows for {stories} stories")
-    return pa.table(
-        {
-            name: (column.dictionary_encode() if name in _FEW_VALUES else column).combine_chunks()
-            for name, column in zip(table.column_names, table.columns, strict=True)
-        }
-    )
+    at position ``pos``: about 110 bytes a story, the columns of few values dictionary-encoded. Built a record
+    batch at a time and one column at a time, so that no more than the rows' own size and one column's copy is
+    ever held (pyarrow's allocator keeps what it once held: ``topicmap/__init__.py``)."""
+    parts: dict[str, list[pa.Array]] = {}
+    for batch in _reader(con, STORY_ROWS_SELECT):
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            parts.setdefault(name, []).append(column.dictionary_encode() if name in _FEW_VALUES else column)
+    if not parts:  # no stories: the columns, empty
+        return _arrow(con, STORY_ROWS_SELECT)
+    rows = sum(len(part) for part in next(iter(parts.values())))
+    if rows != stories:
+        raise RuntimeError(f"story rows: {rows} rows for {stories} stories")
+    # one column's parts joined (a dictionary's in the order its values first appear) and dropped before the next
+    return pa.table({name: pa.concat_arrays(parts.pop(name)) for name in list(parts)})
 
 
 def _gathered(
