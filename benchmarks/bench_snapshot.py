@@ -39,11 +39,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+# topicmap before pandas, which loads pyarrow: topicmap sets pyarrow's allocator to keep the pages it frees
+import topicmap  # noqa: E402, F401, I001
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 from synthetic_topic import CUSTOM, PARTISANSHIP, TAG_SET, TOPIC_END, TOPIC_START, synthetic_topic  # noqa: E402
 
 from topicmap.snapshots.compute import compute_snapshot  # noqa: E402

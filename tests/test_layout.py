@@ -204,3 +204,46 @@ def test_the_sql_finder_finds_sql() -> None:
         "runs a statement (exec_driver_sql)",
         "holds SQL text 'DELETE FROM stories'",
     ]
+
+
+# A process that imports pyarrow before topicmap keeps mimalloc's default, which hands freed pages back to the
+# operating system and faults them in again (topicmap/__init__.py): the entry points that compute snapshots (the
+# code location, whose step processes fork from it, the snapshot CLI, the benchmark) must import topicmap first.
+# Checked in a fresh interpreter with no MIMALLOC_PURGE_DELAY of its own.
+_WATCH_PYARROW = """
+import os, runpy, sys
+seen = {}
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pyarrow" and not seen:
+            seen["purge_delay"] = os.environ.get("MIMALLOC_PURGE_DELAY")
+        return None
+sys.meta_path.insert(0, Watch())
+entry = sys.argv[1]
+try:
+    if entry.endswith(".py"):  # as `python script.py` runs it, but for its main
+        sys.path.insert(0, os.path.dirname(os.path.abspath(entry)))
+        runpy.run_path(entry, run_name="imported")
+    else:
+        __import__(entry)
+    import pyarrow  # as the code's steps do later, if the entry did not
+finally:
+    print(seen.get("purge_delay"))
+"""
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["orchestration.definitions", "topicmap.snapshots.cli", "benchmarks/bench_snapshot.py"],
+)
+def test_pyarrow_loads_with_topicmaps_allocator_setting(entry: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "MIMALLOC_PURGE_DELAY"}
+    done = subprocess.run(
+        [sys.executable, "-c", _WATCH_PYARROW, entry], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "-1", f"{entry} loads pyarrow before topicmap"

@@ -23,3 +23,13 @@ modules that use them. The main entry points (``tests/test_layout.py`` checks th
 
 The ``topicmap`` command is :mod:`topicmap.cli`.
 """
+
+import os
+
+# pyarrow's allocator (mimalloc) returns freed pages to the operating system 10 ms after they are freed, and the
+# out-of-core snapshot frees and refills gigabytes of Arrow buffers in every timespan: each page handed back is
+# faulted in again (25 % of the page faults of a 10M-story snapshot, a seventh of its time on a virtual machine;
+# benchmarks/RESULTS.md). mimalloc reads this once, as pyarrow loads, so it is set here, as the package is first
+# imported (``tests/test_layout.py`` checks that the code location and the snapshot CLI import topicmap before
+# pyarrow). A value in the environment is kept.
+os.environ.setdefault("MIMALLOC_PURGE_DELAY", "-1")
