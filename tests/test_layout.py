@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -237,10 +240,6 @@ finally:
     ["orchestration.definitions", "topicmap.snapshots.cli", "benchmarks/bench_snapshot.py"],
 )
 def test_pyarrow_loads_with_topicmaps_allocator_setting(entry: str) -> None:
-    import os
-    import subprocess
-    import sys
-
     env = {k: v for k, v in os.environ.items() if k != "MIMALLOC_PURGE_DELAY"}
     done = subprocess.run(
         [sys.executable, "-c", _WATCH_PYARROW, entry], cwd=ROOT, env=env, capture_output=True, text=True

@@ -28,8 +28,8 @@ import os
 
 # pyarrow's allocator (mimalloc) returns freed pages to the operating system 10 ms after they are freed, and the
 # out-of-core snapshot frees and refills gigabytes of Arrow buffers in every timespan: each page handed back is
-# faulted in again (25 % of the page faults of a 10M-story snapshot, a seventh of its time on a virtual machine;
+# faulted in again (a fifth of the page faults of a 10M-story snapshot; 6 % of its time at 1M on a virtual machine,
 # benchmarks/RESULTS.md). mimalloc reads this once, as pyarrow loads, so it is set here, as the package is first
-# imported (``tests/test_layout.py`` checks that the code location and the snapshot CLI import topicmap before
-# pyarrow). A value in the environment is kept.
+# imported (``tests/test_layout.py`` checks that the code location, the snapshot CLI and the snapshot benchmark
+# import topicmap before pyarrow). A value in the environment is kept.
 os.environ.setdefault("MIMALLOC_PURGE_DELAY", "-1")
