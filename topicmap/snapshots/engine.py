@@ -466,28 +466,54 @@ def _gathered(
         )
 
 
-def _frame(table: pa.Table, drop: Sequence[str] = (), writable: bool = True) -> pd.DataFrame:
-    """An Arrow result as the in-memory path's frame: int64 columns, the statistics nullable (Int64). Not
-    ``writable``: the int64 columns may be read-only views of Arrow's memory (a timespan's counted stories,
-    summed up and dropped: ten million stories are a gigabyte a copy)."""
+def _frame(table: pa.Table) -> pd.DataFrame:
+    """An Arrow result as the in-memory path's frame: int64 columns, the statistics nullable (Int64)."""
     columns: dict[str, Any] = {}
     for name in table.column_names:
-        if name in drop:
-            continue
         column = table.column(name)
         if name in STAT_COLUMNS:
             mask = column.is_null().to_numpy(zero_copy_only=False)
-            columns[name] = pd.arrays.IntegerArray(_int64(column.fill_null(0), writable), mask)
+            columns[name] = pd.arrays.IntegerArray(column.fill_null(0).to_numpy().astype(np.int64), mask)
         elif pa.types.is_integer(column.type):
-            columns[name] = _int64(column, writable)
+            columns[name] = column.to_numpy().astype(np.int64)
         else:
             columns[name] = column.to_numpy(zero_copy_only=False)
     return pd.DataFrame(columns, copy=False)  # not copied again into one block
 
 
-def _int64(column: pa.ChunkedArray, writable: bool) -> np.ndarray:
-    values = column.to_numpy()
-    return values.astype(np.int64, copy=writable or values.dtype != np.int64)
+def _counted_stories(con: duckdb.DuckDBPyConnection, rows: int) -> tuple[np.ndarray, pd.DataFrame]:
+    """The timespan's ``rows`` counted stories by story id (``COUNTS_SELECT``): their positions and the
+    in-memory path's story_link_counts frame, each column filled a record batch at a time into an array of its
+    final size. A whole Arrow result beside its numpy copy was the run's peak at ten million stories (a gigabyte
+    more than the arrays alone)."""
+    values: dict[str, np.ndarray] = {}
+    nulls: dict[str, np.ndarray] = {}
+    at = 0
+    for batch in _reader(con, COUNTS_SELECT + " ORDER BY p.stories_id"):
+        end = at + batch.num_rows
+        if end > rows:
+            raise RuntimeError(f"counted stories: more than {rows} rows")
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            if name not in values:
+                values[name] = np.empty(rows, dtype=np.int64)
+                if name in STAT_COLUMNS:
+                    nulls[name] = np.empty(rows, dtype=bool)
+            if name in nulls:
+                nulls[name][at:end] = column.is_null().to_numpy(zero_copy_only=False)
+                column = column.fill_null(0)
+            values[name][at:end] = column.to_numpy()
+        at = end
+    if at != rows:
+        raise RuntimeError(f"counted stories: {at} rows, {rows} expected")
+    positions = values.pop("pos")
+    frame = pd.DataFrame(
+        {
+            name: pd.arrays.IntegerArray(column, nulls[name]) if name in nulls else column
+            for name, column in values.items()
+        },
+        copy=False,
+    )
+    return positions, frame
 
 
 #: stories whose title and text the engine hands to the query foci and word counts at once
@@ -601,10 +627,7 @@ def _timespans(
             medium_link_count=len(medium_links),
             syndicated_repeat_link_count=repeats,
         )
-        period = _arrow(con, COUNTS_SELECT + " ORDER BY p.stories_id")
-        positions = period.column("pos").to_numpy().astype(np.int64)
-        period_frame = _frame(period, drop=("pos",), writable=False)
-        del period
+        positions, period_frame = _counted_stories(con, story_count)
         snap = TimespanSnapshot(
             ts,
             empty_tables["story_links"],
