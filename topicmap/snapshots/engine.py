@@ -484,8 +484,8 @@ def _frame(table: pa.Table) -> pd.DataFrame:
 def _counted_stories(con: duckdb.DuckDBPyConnection, rows: int) -> tuple[np.ndarray, pd.DataFrame]:
     """The timespan's ``rows`` counted stories by story id (``COUNTS_SELECT``): their positions and the
     in-memory path's story_link_counts frame, each column filled a record batch at a time into an array of its
-    final size. A whole Arrow result beside its numpy copy was the run's peak at ten million stories (a gigabyte
-    more than the arrays alone)."""
+    final size: the whole Arrow result held beside its numpy copy (0.8 GB more at ten million stories) made the
+    run's peak."""
     values: dict[str, np.ndarray] = {}
     nulls: dict[str, np.ndarray] = {}
     at = 0
