@@ -163,8 +163,10 @@ def test_both_paths_write_the_same_files(
 ) -> None:
     """A generated topic of eight weeks (``START``, ``END``): every kind of timespan, few of each. The engine
     reads the texts of the query focus and the word samples in many small batches (its stories are loaded in
-    random id order), as a big topic's are read."""
+    random id order), and every result of its SQL in record batches of 53 rows (the story rows, the counted
+    stories, the streams), as a big topic's are read."""
     monkeypatch.setattr(engine, "TEXT_BATCH_ROWS", 29)
+    monkeypatch.setattr(engine, "BATCH_ROWS", 53)
     data = generated_topic(seed)
     posts = generated_posts(data, seed) if with_posts else None
     spans = build_timespans(
