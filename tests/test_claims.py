@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -327,12 +326,13 @@ def _drop_schema(store: TopicStore, schema: str) -> None:
 
 
 def _spider_with(
-    processes: int, url: str, schema: str, topic: TopicConfig, port: int
+    processes: int, url: str, schema: str, topic: TopicConfig, port: int, barrier: Path
 ) -> list[subprocess.Popen]:
+    """``processes`` spider workers started together: each says it is ready in the empty folder ``barrier``."""
     settings = json.dumps(
         {"allow_networks": [f"127.0.0.1:{port}"], "host_overrides": {"*.test": f"127.0.0.1:{port}"}}
     )
-    barrier = Path(tempfile.mkdtemp(prefix="spider-barrier-"))
+    barrier.mkdir()
     workers = [
         subprocess.Popen(
             [sys.executable, str(WORKER), url, schema, topic_json(topic), settings],
@@ -367,7 +367,9 @@ def test_two_and_four_spiders_fetch_each_page_once_and_make_the_store_one_spider
             store, url, schema = _open_store(kind, tmp_path, request, f"p{processes}")
             seed_demo_topic(store, small_web, topic, tmp_path)
             since = len(server.request_log)
-            workers = _spider_with(processes, url, schema, topic, server.port)
+            workers = _spider_with(
+                processes, url, schema, topic, server.port, tmp_path / f"barrier-{processes}"
+            )
             outputs = [worker.communicate(timeout=600)[0].decode() for worker in workers]
             assert all(
                 worker.returncode == 0 and "DONE" in out for worker, out in zip(workers, outputs, strict=True)
