@@ -30,13 +30,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from topicmap.snapshots.compute import check_compute_arguments
+from topicmap.snapshots.engine_frames import arrow_frame, counted_stories
 from topicmap.snapshots.engine_input import (
     BATCH_ROWS,
     INPUT_SCHEMAS,
@@ -466,56 +467,6 @@ def _gathered(
         )
 
 
-def _frame(table: pa.Table) -> pd.DataFrame:
-    """An Arrow result as the in-memory path's frame: int64 columns, the statistics nullable (Int64)."""
-    columns: dict[str, Any] = {}
-    for name in table.column_names:
-        column = table.column(name)
-        if name in STAT_COLUMNS:
-            mask = column.is_null().to_numpy(zero_copy_only=False)
-            columns[name] = pd.arrays.IntegerArray(column.fill_null(0).to_numpy().astype(np.int64), mask)
-        elif pa.types.is_integer(column.type):
-            columns[name] = column.to_numpy().astype(np.int64)
-        else:
-            columns[name] = column.to_numpy(zero_copy_only=False)
-    return pd.DataFrame(columns, copy=False)  # not copied again into one block
-
-
-def _counted_stories(con: duckdb.DuckDBPyConnection, rows: int) -> tuple[np.ndarray, pd.DataFrame]:
-    """The timespan's ``rows`` counted stories by story id (``COUNTS_SELECT``): their positions and the
-    in-memory path's story_link_counts frame, each column filled a record batch at a time into an array of its
-    final size: the whole Arrow result held beside its numpy copy (0.8 GB more at ten million stories) made the
-    run's peak."""
-    values: dict[str, np.ndarray] = {}
-    nulls: dict[str, np.ndarray] = {}
-    at = 0
-    for batch in _reader(con, COUNTS_SELECT + " ORDER BY p.stories_id"):
-        end = at + batch.num_rows
-        if end > rows:
-            raise RuntimeError(f"counted stories: more than {rows} rows")
-        for name, column in zip(batch.schema.names, batch.columns, strict=True):
-            if name not in values:
-                values[name] = np.empty(rows, dtype=np.int64)
-                if name in STAT_COLUMNS:
-                    nulls[name] = np.empty(rows, dtype=bool)
-            if name in nulls:
-                nulls[name][at:end] = column.is_null().to_numpy(zero_copy_only=False)
-                column = column.fill_null(0)
-            values[name][at:end] = column.to_numpy()
-        at = end
-    if at != rows:
-        raise RuntimeError(f"counted stories: {at} rows, {rows} expected")
-    positions = values.pop("pos")
-    frame = pd.DataFrame(
-        {
-            name: pd.arrays.IntegerArray(column, nulls[name]) if name in nulls else column
-            for name, column in values.items()
-        },
-        copy=False,
-    )
-    return positions, frame
-
-
 #: stories whose title and text the engine hands to the query foci and word counts at once
 TEXT_BATCH_ROWS = 50_000
 
@@ -617,8 +568,8 @@ def _timespans(
             add_post_counts(empty, work.posts)
             snaps.append(empty)
             continue
-        medium_links = _frame(_arrow(con, "SELECT * FROM period_medium_links ORDER BY 1, 2"))
-        medium_link_counts = _frame(_arrow(con, MEDIUM_LINK_COUNTS_SELECT))
+        medium_links = arrow_frame(_arrow(con, "SELECT * FROM period_medium_links ORDER BY 1, 2"))
+        medium_link_counts = arrow_frame(_arrow(con, MEDIUM_LINK_COUNTS_SELECT))
         story_count, link_count, medium_link_sum = _sizes(con)
         counts = TimespanCounts(
             story_count=story_count,
@@ -627,7 +578,9 @@ def _timespans(
             medium_link_count=len(medium_links),
             syndicated_repeat_link_count=repeats,
         )
-        positions, period_frame = _counted_stories(con, story_count)
+        positions, period_frame = counted_stories(
+            _reader(con, COUNTS_SELECT + " ORDER BY p.stories_id"), story_count
+        )
         snap = TimespanSnapshot(
             ts,
             empty_tables["story_links"],
@@ -749,7 +702,7 @@ def _compute(
     days = np.where(day_ns == np.iinfo(np.int64).min, day_ns, day_ns * NS_PER_DAY)
     story_media = ids.column(1).to_numpy().astype(np.int64)
     del ids
-    media = _frame(_arrow(con, "SELECT media_id, name, url FROM media ORDER BY media_id"))
+    media = arrow_frame(_arrow(con, "SELECT media_id, name, url FROM media ORDER BY media_id"))
     info = StoryInfo(
         story_ids=story_ids,
         story_days=days,
